@@ -1,0 +1,1 @@
+//! gameagent: not yet implemented.

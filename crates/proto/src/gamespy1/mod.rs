@@ -1,0 +1,1 @@
+//! gamespy1: not yet implemented.

@@ -1,0 +1,1 @@
+//! gamespy_master: not yet implemented.

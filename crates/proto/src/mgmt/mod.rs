@@ -1,0 +1,1 @@
+//! mgmt: not yet implemented.

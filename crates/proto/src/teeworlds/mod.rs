@@ -1,0 +1,1 @@
+//! teeworlds: not yet implemented.

@@ -1,0 +1,1 @@
+//! teeworlds_master: not yet implemented.

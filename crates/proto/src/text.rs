@@ -1,0 +1,83 @@
+//! Character-set conversions shared by the protocols.
+//!
+//! Protocol modules do not call these directly from their packet code: each protocol's
+//! `mod.rs` has one documented function that decides how *its* strings are decoded and calls
+//! into here. This module only knows character sets, not protocols.
+
+use encoding_rs::{UTF_16LE, WINDOWS_1252};
+
+/// Decode Windows-1252 (a superset of Latin-1 for display).
+///
+/// Never fails: the five bytes Windows-1252 leaves undefined (0x81, 0x8D, 0x8F, 0x90, 0x9D)
+/// map to the C1 code points of the same value, as the WHATWG index does.
+#[must_use]
+pub fn decode_windows1252(bytes: &[u8]) -> String {
+    let (text, _, _) = WINDOWS_1252.decode(bytes);
+    text.into_owned()
+}
+
+/// Encode text as Windows-1252; characters it cannot represent become `?`.
+///
+/// Used by responders that must emit single-byte strings from configured Unicode text.
+#[must_use]
+pub fn encode_windows1252(text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    for ch in text.chars() {
+        let mut buf = [0u8; 4];
+        let s = ch.encode_utf8(&mut buf);
+        let (bytes, _, unmappable) = WINDOWS_1252.encode(s);
+        if unmappable {
+            out.push(b'?');
+        } else {
+            out.extend_from_slice(&bytes);
+        }
+    }
+    out
+}
+
+/// True when every character of `text` has a Windows-1252 byte.
+#[must_use]
+pub fn fits_windows1252(text: &str) -> bool {
+    let (_, _, unmappable) = WINDOWS_1252.encode(text);
+    !unmappable
+}
+
+/// Decode UTF-8, replacing invalid sequences with U+FFFD.
+#[must_use]
+pub fn decode_utf8_lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Decode UTF-16LE code units, replacing unpaired surrogates with U+FFFD. An odd trailing byte
+/// is dropped.
+#[must_use]
+pub fn decode_utf16le(bytes: &[u8]) -> String {
+    let (text, _) = UTF_16LE.decode_without_bom_handling(bytes);
+    text.into_owned()
+}
+
+/// Encode text as UTF-16LE code units (no BOM, no terminator).
+#[must_use]
+pub fn encode_utf16le(text: &str) -> Vec<u8> {
+    text.encode_utf16().flat_map(u16::to_le_bytes).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows1252_quirk_latin1_and_undefined_bytes() {
+        assert_eq!(decode_windows1252(b"J\xe9r\xf4me"), "Jérôme");
+        assert_eq!(decode_windows1252(b"\x80"), "€");
+        assert_eq!(decode_windows1252(b"\x81\x8d\x8f\x90\x9d"), "\u{81}\u{8d}\u{8f}\u{90}\u{9d}");
+        assert_eq!(encode_windows1252("Jérôme€"), b"J\xe9r\xf4me\x80");
+        assert_eq!(encode_windows1252("日本"), b"??");
+    }
+
+    #[test]
+    fn utf16le_round_trip() {
+        let s = "Ünïcødé 日本";
+        assert_eq!(decode_utf16le(&encode_utf16le(s)), s);
+    }
+}

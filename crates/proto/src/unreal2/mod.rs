@@ -1,0 +1,1 @@
+//! unreal2: not yet implemented.

@@ -1,0 +1,1 @@
+//! ut2003_list: not yet implemented.

@@ -1,0 +1,1 @@
+//! Golden tests for ut2003_list.
