@@ -150,7 +150,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A sub-reader over the next `len` bytes, for length-prefixed bodies.
-    pub fn sub(&mut self, len: usize, ctx: &'static str) -> Result<Reader<'a>, DecodeError> {
+    pub fn sub(&mut self, len: usize, ctx: &'static str) -> Result<Self, DecodeError> {
         self.take(len, ctx).map(Reader::new)
     }
 
