@@ -205,8 +205,14 @@ mod tests {
         };
         let mut s = RetrySchedule::new(cfg);
         s.on_send(t0);
-        assert_eq!(s.on_timeout(t0 + Duration::from_millis(50)), RetryAction::Wait);
-        assert_eq!(s.on_timeout(t0 + Duration::from_millis(100)), RetryAction::GiveUp);
+        assert_eq!(
+            s.on_timeout(t0 + Duration::from_millis(50)),
+            RetryAction::Wait
+        );
+        assert_eq!(
+            s.on_timeout(t0 + Duration::from_millis(100)),
+            RetryAction::GiveUp
+        );
         assert_eq!(s.deadline(), None);
     }
 

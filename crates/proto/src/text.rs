@@ -70,7 +70,10 @@ mod tests {
     fn windows1252_quirk_latin1_and_undefined_bytes() {
         assert_eq!(decode_windows1252(b"J\xe9r\xf4me"), "Jérôme");
         assert_eq!(decode_windows1252(b"\x80"), "€");
-        assert_eq!(decode_windows1252(b"\x81\x8d\x8f\x90\x9d"), "\u{81}\u{8d}\u{8f}\u{90}\u{9d}");
+        assert_eq!(
+            decode_windows1252(b"\x81\x8d\x8f\x90\x9d"),
+            "\u{81}\u{8d}\u{8f}\u{90}\u{9d}"
+        );
         assert_eq!(encode_windows1252("Jérôme€"), b"J\xe9r\xf4me\x80");
         assert_eq!(encode_windows1252("日本"), b"??");
     }
