@@ -38,6 +38,6 @@ pub mod teeworlds_master;
 pub mod unreal2;
 pub mod ut2003_list;
 
-pub use model::{Player, Protocol, RawValue, Rule, ServerInfo, Text};
-pub use query::{QueryConfig, QueryError, QueryEvent, QueryMachine, Transmit};
+pub use model::{ListedServer, Player, Protocol, RawValue, Rule, ServerInfo, ServerList, Text};
+pub use query::{Event, ListEvent, QueryConfig, QueryError, QueryEvent, QueryMachine, Transmit};
 pub use wire::DecodeError;

@@ -8,6 +8,7 @@
 //!
 //! This module does no decoding itself; each protocol fills these types in its `query.rs`.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The query protocol families Muster speaks to game servers.
@@ -177,4 +178,23 @@ impl ServerInfo {
     pub fn raw_field(&self, key: &str) -> Option<&RawValue> {
         self.raw.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
+}
+
+/// One entry of a master server's list.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ListedServer {
+    /// The game address: what a player connects to.
+    pub address: SocketAddr,
+    /// The query address when the master says it (GameSpy lists give the query port);
+    /// `None` when the protocol's convention derives it from the game address.
+    pub query_address: Option<SocketAddr>,
+}
+
+/// A master server's list, possibly incomplete.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerList {
+    /// The servers in the order the master sent them, duplicates removed.
+    pub servers: Vec<ListedServer>,
+    /// Set when the list is known or suspected to be incomplete.
+    pub partial: Option<Partial>,
 }

@@ -23,7 +23,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::model::ServerInfo;
+use crate::model::{ServerInfo, ServerList};
 use crate::wire::DecodeError;
 
 /// Where to send the datagram that `poll_transmit` wrote into the caller's buffer.
@@ -50,12 +50,18 @@ pub enum QueryError {
 
 /// The outcome of a query, returned once by `poll_event`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QueryEvent {
+pub enum Event<T> {
     /// The query finished with a result (possibly marked partial).
-    Done(Box<ServerInfo>),
+    Done(T),
     /// The query finished without a result.
     Failed(QueryError),
 }
+
+/// The outcome of a game-server query.
+pub type QueryEvent = Event<Box<ServerInfo>>;
+
+/// The outcome of a master-list query.
+pub type ListEvent = Event<ServerList>;
 
 /// Timing of one query: how long one attempt waits and how many times it is repeated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,8 +81,12 @@ impl Default for QueryConfig {
     }
 }
 
-/// A sans-IO query for one game server. See the module docs for the driving loop.
+/// A sans-IO query for one game server (`Output = Box<ServerInfo>`) or one master list
+/// (`Output = ServerList`). See the module docs for the driving loop.
 pub trait QueryMachine {
+    /// What a successful query yields.
+    type Output;
+
     /// Feed a datagram that arrived from `from`. Datagrams from addresses the machine did not
     /// send to, duplicates and garbage are ignored (and never panic).
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]);
@@ -96,7 +106,7 @@ pub trait QueryMachine {
 
     /// The final outcome, returned exactly once.
     #[must_use]
-    fn poll_event(&mut self) -> Option<QueryEvent>;
+    fn poll_event(&mut self) -> Option<Event<Self::Output>>;
 
     /// Stop now (the caller's overall deadline passed): the machine finishes with what it has,
     /// a partial result if anything useful arrived, otherwise [`QueryError::Timeout`].

@@ -1,0 +1,1 @@
+//! Conformance tests against real third-party peers (qstat, gamedig, opengsq, teeworlds-server, ddnet-server).
