@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs every check Muster has, installing what the checks need when it is missing.
+#
+#   scripts/test.sh            everything; a missing third-party peer makes its tests skip
+#   MUSTER_REQUIRE_PEERS=1 scripts/test.sh
+#                              the same, but a peer that cannot be installed or found fails (CI)
+#
+# Environment:
+#   MUSTER_FUZZ_SECONDS=N      seconds per fuzz target in the smoke run (default 20; 0 skips fuzzing)
+#   MUSTER_SKIP_PEERS=1        do not try to install peers (their tests skip, unless peers are required)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fuzz_seconds=${MUSTER_FUZZ_SECONDS:-20}
+require_peers=${MUSTER_REQUIRE_PEERS:-0}
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+step() { printf '\n==> %s\n' "$*"; }
+elapsed() { printf '    (%ss)\n' "$((SECONDS - $1))"; }
+
+step "toolchain"
+cargo --version
+rustc --version
+
+if [[ ${MUSTER_SKIP_PEERS:-0} != 1 ]]; then
+    step "third-party peers (qstat, teeworlds-server, ddnet-server, gamedig, opengsq)"
+    t=$SECONDS
+    if ! bash scripts/install-peers.sh; then
+        if [[ $require_peers == 1 ]]; then
+            echo "error: peers could not be installed and MUSTER_REQUIRE_PEERS=1" >&2
+            exit 1
+        fi
+        echo "warning: peers could not be installed; their conformance tests will skip" >&2
+    fi
+    elapsed "$t"
+fi
+
+step "format"
+cargo fmt --all --check
+
+step "clippy"
+t=$SECONDS
+cargo clippy --workspace --all-targets --locked -- -D warnings
+elapsed "$t"
+
+step "muster-proto stays free of I/O crates"
+if cargo tree -p muster-proto -e normal --prefix none | grep -Eq '^(tokio|mio|socket2|async-std) '; then
+    echo "error: muster-proto depends on an I/O crate:" >&2
+    cargo tree -p muster-proto -e normal -i tokio >&2 || true
+    exit 1
+fi
+echo "ok"
+
+step "docs"
+t=$SECONDS
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+elapsed "$t"
+
+step "tests"
+t=$SECONDS
+# INSTA_UPDATE=no: a missing or changed snapshot fails instead of being written.
+INSTA_UPDATE=no MUSTER_REQUIRE_PEERS=$require_peers cargo test --workspace --locked
+elapsed "$t"
+
+if [[ $fuzz_seconds != 0 ]]; then
+    step "fuzz smoke (${fuzz_seconds}s per target)"
+    t=$SECONDS
+    bash scripts/fuzz.sh "$fuzz_seconds"
+    elapsed "$t"
+fi
+
+step "all checks passed"
