@@ -108,6 +108,13 @@ pub trait QueryMachine {
     #[must_use]
     fn poll_event(&mut self) -> Option<Event<Self::Output>>;
 
+    /// The driver measured the round-trip time and wants retransmissions to follow it: use
+    /// `timeout` for attempts from now on. Machines that retransmit should honour it (the
+    /// default ignores it).
+    fn set_attempt_timeout(&mut self, timeout: Duration) {
+        let _ = timeout;
+    }
+
     /// Stop now (the caller's overall deadline passed): the machine finishes with what it has,
     /// a partial result if anything useful arrived, otherwise [`QueryError::Timeout`].
     fn abort(&mut self, now: Instant);
@@ -169,6 +176,15 @@ impl RetrySchedule {
             }
             Some(_) => RetryAction::Wait,
             None => RetryAction::Wait,
+        }
+    }
+
+    /// Use `timeout` for attempts from now on; an armed timer is moved to the last send plus
+    /// the new timeout.
+    pub fn set_attempt_timeout(&mut self, timeout: Duration) {
+        self.config.attempt_timeout = timeout;
+        if let (Some(_), Some(last)) = (self.next, self.last_sent) {
+            self.next = last.checked_add(timeout);
         }
     }
 

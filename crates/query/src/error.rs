@@ -1,0 +1,24 @@
+//! Why a query produced no result, as the engine reports it.
+
+use std::io;
+
+use muster_proto::query::QueryError;
+
+/// A query's failure: either the machine's own verdict or an I/O problem the engine met.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The query machine gave up (timeout, undecodable replies, rejection).
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// The datagram could not be sent (no IPv6, unreachable network, …).
+    #[error("send failed: {}", kind_text(*.0))]
+    Send(io::ErrorKind),
+    /// The host name did not resolve.
+    #[error("cannot resolve host name")]
+    Resolve,
+}
+
+fn kind_text(kind: io::ErrorKind) -> String {
+    io::Error::from(kind).to_string().to_lowercase()
+}
