@@ -28,6 +28,8 @@
 
 pub mod engine;
 pub mod error;
+pub mod target;
 
 pub use engine::{Completed, Job, Options, spawn};
 pub use error::Failure;
+pub use target::{AddressError, HostPort};

@@ -1,0 +1,204 @@
+//! Server addresses as users type them, and their resolution.
+//!
+//! Accepted forms: `1.2.3.4:7777`, `[::1]:7777`, `host.example:7777`, and the same without a
+//! port when the caller has a default (`1.2.3.4`, `::1`, `[::1]`, `host.example`).
+
+use std::net::{IpAddr, SocketAddr};
+
+/// A host (name or literal) and an optional port, as parsed from user input.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// A host name or an IP literal (IPv6 without brackets).
+    pub host: String,
+    /// The port, when one was given.
+    pub port: Option<u16>,
+}
+
+/// Why a host:port string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AddressError {
+    /// Nothing was given.
+    #[error("empty address")]
+    Empty,
+    /// The port is not a number from 1 to 65535.
+    #[error("bad port in {0:?}")]
+    BadPort(String),
+    /// A `[` without its `]`, or other unparseable form.
+    #[error("malformed address {0:?}")]
+    Malformed(String),
+    /// No port was given and none could be assumed.
+    #[error("no port in {0:?}")]
+    NoPort(String),
+}
+
+fn port(s: &str, whole: &str) -> Result<u16, AddressError> {
+    match s.parse::<u16>() {
+        Ok(p) if p != 0 => Ok(p),
+        _ => Err(AddressError::BadPort(whole.to_owned())),
+    }
+}
+
+impl HostPort {
+    /// Parse user input.
+    pub fn parse(input: &str) -> Result<Self, AddressError> {
+        let s = input.trim();
+        if s.is_empty() {
+            return Err(AddressError::Empty);
+        }
+        if let Some(rest) = s.strip_prefix('[') {
+            let (host, after) = rest
+                .split_once(']')
+                .ok_or_else(|| AddressError::Malformed(s.to_owned()))?;
+            if host.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(AddressError::Malformed(s.to_owned()));
+            }
+            let port = match after {
+                "" => None,
+                p => Some(port(
+                    p.strip_prefix(':')
+                        .ok_or_else(|| AddressError::Malformed(s.to_owned()))?,
+                    s,
+                )?),
+            };
+            return Ok(Self {
+                host: host.to_owned(),
+                port,
+            });
+        }
+        // A bare IPv6 literal has several colons and no brackets: no port.
+        if s.matches(':').count() > 1 {
+            return match s.parse::<std::net::Ipv6Addr>() {
+                Ok(_) => Ok(Self {
+                    host: s.to_owned(),
+                    port: None,
+                }),
+                Err(_) => Err(AddressError::Malformed(s.to_owned())),
+            };
+        }
+        match s.rsplit_once(':') {
+            Some((host, p)) if !host.is_empty() => Ok(Self {
+                host: host.to_owned(),
+                port: Some(port(p, s)?),
+            }),
+            Some(_) => Err(AddressError::Malformed(s.to_owned())),
+            None => Ok(Self {
+                host: s.to_owned(),
+                port: None,
+            }),
+        }
+    }
+
+    /// The port given, or `default`.
+    pub fn port_or(&self, default: Option<u16>) -> Result<u16, AddressError> {
+        self.port
+            .or(default)
+            .ok_or_else(|| AddressError::NoPort(self.host.clone()))
+    }
+
+    /// The address when the host is an IP literal (no resolution needed).
+    #[must_use]
+    pub fn literal(&self, port: u16) -> Option<SocketAddr> {
+        self.host
+            .parse::<IpAddr>()
+            .ok()
+            .map(|ip| SocketAddr::new(ip, port))
+    }
+
+    /// Resolve through the system resolver (IP literals skip it). IPv4 addresses come first.
+    pub async fn resolve(&self, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+        if let Some(addr) = self.literal(port) {
+            return Ok(vec![addr]);
+        }
+        let mut addrs: Vec<SocketAddr> = tokio::net::lookup_host((self.host.as_str(), port))
+            .await?
+            .collect();
+        addrs.sort_by_key(|a| a.is_ipv6());
+        addrs.dedup();
+        Ok(addrs)
+    }
+}
+
+impl std::fmt::Display for HostPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bracket = self.host.contains(':');
+        match (bracket, self.port) {
+            (true, Some(p)) => write!(f, "[{}]:{p}", self.host),
+            (true, None) => write!(f, "[{}]", self.host),
+            (false, Some(p)) => write!(f, "{}:{p}", self.host),
+            (false, None) => f.write_str(&self.host),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hp(host: &str, port: Option<u16>) -> HostPort {
+        HostPort {
+            host: host.to_owned(),
+            port,
+        }
+    }
+
+    #[test]
+    fn parses_every_accepted_form() {
+        let cases = [
+            ("1.2.3.4:7777", hp("1.2.3.4", Some(7777))),
+            ("[::1]:7777", hp("::1", Some(7777))),
+            ("[::1]", hp("::1", None)),
+            ("::1", hp("::1", None)),
+            ("fe80::1", hp("fe80::1", None)),
+            ("localhost:28900", hp("localhost", Some(28900))),
+            ("host.example", hp("host.example", None)),
+            ("  10.0.0.1:1 ", hp("10.0.0.1", Some(1))),
+        ];
+        for (input, want) in cases {
+            assert_eq!(HostPort::parse(input), Ok(want.clone()), "{input}");
+            assert_eq!(HostPort::parse(&want.to_string()), Ok(want), "{input}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_forms() {
+        assert_eq!(HostPort::parse(""), Err(AddressError::Empty));
+        assert!(matches!(
+            HostPort::parse("a:0"),
+            Err(AddressError::BadPort(_))
+        ));
+        assert!(matches!(
+            HostPort::parse("a:70000"),
+            Err(AddressError::BadPort(_))
+        ));
+        assert!(matches!(
+            HostPort::parse("a:x"),
+            Err(AddressError::BadPort(_))
+        ));
+        assert!(matches!(
+            HostPort::parse("[::1"),
+            Err(AddressError::Malformed(_))
+        ));
+        assert!(matches!(
+            HostPort::parse("[::1]x"),
+            Err(AddressError::Malformed(_))
+        ));
+        assert!(matches!(
+            HostPort::parse(":80"),
+            Err(AddressError::Malformed(_))
+        ));
+        assert!(matches!(
+            HostPort::parse("1:2:zz"),
+            Err(AddressError::Malformed(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn literal_resolves_without_dns() {
+        let h = HostPort::parse("[::1]:5").unwrap();
+        assert_eq!(
+            h.resolve(5).await.unwrap(),
+            vec!["[::1]:5".parse().unwrap()]
+        );
+    }
+}
