@@ -120,6 +120,39 @@ pub trait QueryMachine {
     fn abort(&mut self, now: Instant);
 }
 
+/// A boxed machine is a machine, so drivers can mix protocols in one batch.
+impl<M: QueryMachine + ?Sized> QueryMachine for Box<M> {
+    type Output = M::Output;
+
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        (**self).handle_datagram(now, from, datagram);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        (**self).handle_timeout(now);
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        (**self).poll_transmit(now, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        (**self).poll_timeout()
+    }
+
+    fn poll_event(&mut self) -> Option<Event<Self::Output>> {
+        (**self).poll_event()
+    }
+
+    fn set_attempt_timeout(&mut self, timeout: Duration) {
+        (**self).set_attempt_timeout(timeout);
+    }
+
+    fn abort(&mut self, now: Instant) {
+        (**self).abort(now);
+    }
+}
+
 /// What a [`RetrySchedule`] says to do when its timer fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryAction {
