@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
+pub mod limit;
 pub mod model;
 pub mod query;
 pub mod text;
