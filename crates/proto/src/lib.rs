@@ -27,6 +27,7 @@
 pub mod limit;
 pub mod model;
 pub mod query;
+pub mod respond;
 pub mod text;
 pub mod wire;
 
