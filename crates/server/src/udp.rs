@@ -1,0 +1,205 @@
+//! Serving one [`Responder`] on one UDP socket.
+//!
+//! The driver reads datagrams, asks the responder for replies, and sends them subject to the
+//! limits every Muster UDP face shares: a per-source token bucket on requests (IPv4 address or
+//! IPv6 /64) and a global byte budget on replies, so a spoofed request stream cannot turn the
+//! server into an amplifier. For test farms it can also impair its own traffic: drop requests,
+//! reverse the order of multi-datagram replies, delay replies.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use muster_proto::limit::{BucketConfig, ByteBudget, SourceLimiter};
+use muster_proto::respond::{Reply, Responder, ServerState};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::net::UdpSocket;
+use tokio::sync::watch;
+
+/// The largest request read; anything longer is truncated by the kernel and then rejected by
+/// the responder (no query protocol Muster answers has requests near this size).
+const MAX_REQUEST: usize = 2048;
+/// Sources tracked by the per-source limiter.
+const MAX_TRACKED_SOURCES: usize = 65_536;
+
+/// Limits applied to everything one socket answers.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Requests per source: burst and refill.
+    pub per_source: BucketConfig,
+    /// Reply bytes per second for the whole socket.
+    pub bytes_per_second: u64,
+}
+
+impl Default for Limits {
+    /// Burst 8, two requests per second per source; 1 MiB/s of replies (gamespy1.md §13).
+    fn default() -> Self {
+        Self {
+            per_source: BucketConfig {
+                burst: 8.0,
+                per_second: 2.0,
+            },
+            bytes_per_second: 1 << 20,
+        }
+    }
+}
+
+impl Limits {
+    /// No limits at all (for benchmark farms on loopback).
+    #[must_use]
+    pub fn unlimited() -> Self {
+        Self {
+            per_source: BucketConfig {
+                burst: f64::INFINITY,
+                per_second: f64::INFINITY,
+            },
+            bytes_per_second: u64::MAX,
+        }
+    }
+}
+
+/// Deliberate faults, for testing clients against bad networks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Impairment {
+    /// Probability (0..=1) that a request is ignored.
+    pub loss: f64,
+    /// Probability (0..=1) that a multi-datagram reply is sent in reverse order.
+    pub reorder: f64,
+    /// Delay before replies are sent.
+    pub delay: Duration,
+    /// Seed of the random choices, so a farm is reproducible.
+    pub seed: u64,
+}
+
+/// Counters of one served socket, readable while it runs.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Datagrams received.
+    pub received: AtomicU64,
+    /// Requests that produced replies.
+    pub answered: AtomicU64,
+    /// Datagrams the responder rejected (malformed, unknown).
+    pub bad: AtomicU64,
+    /// Requests dropped by the per-source limit.
+    pub rate_limited: AtomicU64,
+    /// Replies dropped by the global byte budget.
+    pub over_budget: AtomicU64,
+    /// Requests dropped on purpose by the impairment settings.
+    pub impaired: AtomicU64,
+    /// Datagrams sent.
+    pub sent: AtomicU64,
+}
+
+impl Stats {
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Answer queries on `socket` with `responder` about the state in `state` until `shutdown`
+/// becomes true (or its sender is dropped).
+pub async fn serve<R: Responder + Send>(
+    socket: UdpSocket,
+    mut responder: R,
+    state: watch::Receiver<Arc<ServerState>>,
+    limits: Limits,
+    impairment: Impairment,
+    stats: Arc<Stats>,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let socket = Arc::new(socket);
+    let mut limiter = SourceLimiter::new(limits.per_source, MAX_TRACKED_SOURCES);
+    let mut budget = ByteBudget::new(limits.bytes_per_second);
+    let mut rng = SmallRng::seed_from_u64(impairment.seed);
+    let mut buf = vec![0u8; MAX_REQUEST];
+    let mut replies: Vec<Reply> = Vec::new();
+    let mut last_prune = Instant::now();
+    loop {
+        let (n, from) = tokio::select! {
+            r = socket.recv_from(&mut buf) => match r {
+                Ok(r) => r,
+                // ICMP errors from earlier replies surface as receive errors on Linux.
+                Err(e) if is_transient(&e) => continue,
+                Err(e) => return Err(e),
+            },
+            _ = shutdown.changed() => return Ok(()),
+        };
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        Stats::bump(&stats.received);
+        let now = tokio::time::Instant::now().into_std();
+        if now.duration_since(last_prune) > Duration::from_secs(60) {
+            limiter.prune(now);
+            last_prune = now;
+        }
+        if impairment.loss > 0.0 && rng.random_bool(impairment.loss.clamp(0.0, 1.0)) {
+            Stats::bump(&stats.impaired);
+            continue;
+        }
+        if !limiter.allow(from.ip(), now, 1.0) {
+            Stats::bump(&stats.rate_limited);
+            continue;
+        }
+        replies.clear();
+        let datagram = buf.get(..n).unwrap_or_default();
+        let current = state.borrow().clone();
+        if !responder.handle_datagram(now, from, datagram, &current, &mut replies) {
+            Stats::bump(&stats.bad);
+            continue;
+        }
+        if replies.is_empty() {
+            continue;
+        }
+        let total: usize = replies.iter().map(|r| r.bytes.len()).sum();
+        if !budget.spend(total, now) {
+            Stats::bump(&stats.over_budget);
+            continue;
+        }
+        Stats::bump(&stats.answered);
+        if replies.len() > 1
+            && impairment.reorder > 0.0
+            && rng.random_bool(impairment.reorder.clamp(0.0, 1.0))
+        {
+            replies.reverse();
+        }
+        if impairment.delay.is_zero() {
+            send_all(&socket, &replies, &stats).await;
+        } else {
+            let socket = socket.clone();
+            let stats = stats.clone();
+            let delayed = std::mem::take(&mut replies);
+            let delay = impairment.delay;
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                send_all(&socket, &delayed, &stats).await;
+            });
+        }
+    }
+}
+
+fn is_transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::Interrupted
+    )
+}
+
+async fn send_all(socket: &UdpSocket, replies: &[Reply], stats: &Stats) {
+    for reply in replies {
+        match socket.send_to(&reply.bytes, reply.to).await {
+            Ok(_) => Stats::bump(&stats.sent),
+            Err(e) => tracing::debug!(to = %reply.to, error = %e, "reply not sent"),
+        }
+    }
+}
+
+/// Bind a UDP socket for serving; `addr` with port 0 picks a free port.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    UdpSocket::bind(addr).await
+}

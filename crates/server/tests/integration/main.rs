@@ -1,0 +1,3 @@
+//! Loopback tests of the UDP responder driver.
+
+mod udp;
