@@ -64,7 +64,7 @@ fn qstat_gps_reads_canned_serioussam_status() {
     let Some(qstat) = Qstat::require() else {
         return;
     };
-    let limit = Duration::from_secs(4);
+    let limit = Duration::from_secs(8);
     let (out, got) = serve(b"\\status\\", &ss_status_two_players(), |c| {
         qstat.run_for(&["-json", "-P", "-R", "-gps", &c.addr(0)], limit)
     });
@@ -95,7 +95,7 @@ fn qstat_gps_raw_reads_canned_serioussam_status() {
     let Some(qstat) = Qstat::require() else {
         return;
     };
-    let limit = Duration::from_secs(4);
+    let limit = Duration::from_secs(8);
     let (out, _) = serve(b"\\status\\", &ss_status_empty(), |c| {
         qstat.run_for(&["-raw", ",", "-gps", &c.addr(0)], limit)
     });
@@ -114,7 +114,7 @@ fn gamedig_serioussam_reads_canned_status() {
     let Some(gamedig) = Gamedig::require() else {
         return;
     };
-    let limit = Duration::from_secs(4);
+    let limit = Duration::from_secs(8);
     let (out, _) = serve(b"\\status\\xserverquery", &ss_status_two_players(), |c| {
         gamedig.run_for(
             &[
@@ -140,7 +140,7 @@ fn opengsq_ssc_reads_canned_status() {
     let Some(opengsq) = Opengsq::require() else {
         return;
     };
-    let limit = Duration::from_secs(4);
+    let limit = Duration::from_secs(8);
     let (out, _) = serve(b"\\status\\", &ss_status_two_players(), |c| {
         let port = c.port(0).to_string();
         opengsq.run_for(
@@ -175,7 +175,7 @@ fn qstat_tees_reads_captured_ddnet_reply() {
     };
     let reply = fixture("peers/ddnet-16.4-vanilla-p0-reply.bin");
     let gie3 = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffgie3\x00";
-    let limit = Duration::from_secs(4);
+    let limit = Duration::from_secs(8);
     let (out, _) = serve(gie3, &reply, |c| {
         qstat.run_for(&["-json", "-tees", &c.addr(0)], limit)
     });

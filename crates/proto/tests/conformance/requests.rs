@@ -7,6 +7,7 @@
 
 use std::io::Read;
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::harness::net::{Datagram, tcp_listener};
@@ -33,16 +34,22 @@ const TEEM_REQ2: &[u8] = b"\x20\x00\x00\x00\x00\x00\xff\xff\xff\xffreq2";
 const GSM_VALIDATE: &[u8] =
     b"\\gamename\\gamespy2\\gamever\\020109017\\location\\5\\validate\\12345678\\final\\";
 
-/// Runs `peer(&capture)` in a thread while collecting `want` datagrams for at most `limit`.
+/// Upper bound of one capture: generous for a loaded machine; a capture normally ends (and kills the peer)
+/// as soon as the expected datagrams have arrived, well under a second.
+const CAPTURE_LIMIT: Duration = Duration::from_secs(8);
+
+/// Runs `peer(&capture, &stop)` in a thread while collecting `want` datagrams for at most [`CAPTURE_LIMIT`],
+/// then sets `stop` so that the peer is killed instead of waiting out its own retries.
 fn capture_while(
     want: usize,
-    limit: Duration,
-    peer: impl FnOnce(&Capture) -> Output + Send,
+    peer: impl FnOnce(&Capture, &AtomicBool) -> Output + Send,
 ) -> (Capture, Vec<Datagram>, Output) {
     let capture = Capture::consecutive(2);
+    let stop = AtomicBool::new(false);
     let (got, out) = std::thread::scope(|s| {
-        let run = s.spawn(|| peer(&capture));
-        let got = capture.collect(want, limit);
+        let run = s.spawn(|| peer(&capture, &stop));
+        let got = capture.collect(want, CAPTURE_LIMIT);
+        stop.store(true, Ordering::Relaxed);
         (got, run.join().expect("peer thread"))
     });
     (capture, got, out)
@@ -79,21 +86,17 @@ fn assert_requests(
     }
 }
 
-fn qstat_capture(
-    flag: &str,
-    want: usize,
-    limit: Duration,
-) -> Option<(Capture, Vec<Datagram>, Output)> {
+fn qstat_capture(flag: &str, want: usize) -> Option<(Capture, Vec<Datagram>, Output)> {
     let qstat = Qstat::require()?;
-    Some(capture_while(want, limit, |c| {
+    Some(capture_while(want, |c, stop| {
         let addr = c.addr(0);
-        qstat.run_for(&[flag, &addr, "-json"], limit)
+        qstat.run_until(&[flag, &addr, "-json"], CAPTURE_LIMIT, stop)
     }))
 }
 
 #[test]
 fn qstat_sms_sends_status_to_port_plus_one() {
-    let Some((c, got, out)) = qstat_capture("-sms", 1, Duration::from_millis(1500)) else {
+    let Some((c, got, out)) = qstat_capture("-sms", 1) else {
         return;
     };
     assert_requests(&c, &got, &out, &[(1, STATUS)], "qstat-sms-request");
@@ -101,7 +104,7 @@ fn qstat_sms_sends_status_to_port_plus_one() {
 
 #[test]
 fn qstat_gps_sends_status_to_given_port() {
-    let Some((c, got, out)) = qstat_capture("-gps", 1, Duration::from_millis(1500)) else {
+    let Some((c, got, out)) = qstat_capture("-gps", 1) else {
         return;
     };
     assert_requests(&c, &got, &out, &[(0, STATUS)], "qstat-gps-request");
@@ -109,7 +112,7 @@ fn qstat_gps_sends_status_to_given_port() {
 
 #[test]
 fn qstat_uns_sends_status_to_port_plus_one() {
-    let Some((c, got, out)) = qstat_capture("-uns", 1, Duration::from_millis(1500)) else {
+    let Some((c, got, out)) = qstat_capture("-uns", 1) else {
         return;
     };
     assert_requests(&c, &got, &out, &[(1, STATUS)], "qstat-uns-request");
@@ -117,7 +120,7 @@ fn qstat_uns_sends_status_to_port_plus_one() {
 
 #[test]
 fn qstat_ut2s_sends_ue2_info_to_port_plus_one() {
-    let Some((c, got, out)) = qstat_capture("-ut2s", 1, Duration::from_millis(1500)) else {
+    let Some((c, got, out)) = qstat_capture("-ut2s", 1) else {
         return;
     };
     assert_requests(&c, &got, &out, &[(1, UE2_QSTAT_INFO)], "qstat-ut2s-request");
@@ -125,7 +128,7 @@ fn qstat_ut2s_sends_ue2_info_to_port_plus_one() {
 
 #[test]
 fn qstat_ut2004s_sends_ue2_info_to_port_plus_one() {
-    let Some((c, got, out)) = qstat_capture("-ut2004s", 1, Duration::from_millis(1500)) else {
+    let Some((c, got, out)) = qstat_capture("-ut2004s", 1) else {
         return;
     };
     assert_requests(
@@ -141,7 +144,7 @@ fn qstat_ut2004s_sends_ue2_info_to_port_plus_one() {
 /// answerable.
 #[test]
 fn qstat_tees_sends_gie_gie2_gie3_at_once() {
-    let Some((c, got, out)) = qstat_capture("-tees", 3, Duration::from_millis(2500)) else {
+    let Some((c, got, out)) = qstat_capture("-tees", 3) else {
         return;
     };
     assert_requests(
@@ -164,7 +167,7 @@ fn qstat_tees_sends_gie_gie2_gie3_at_once() {
 
 #[test]
 fn qstat_teem_sends_reqt_and_req2_with_0x20_header() {
-    let Some((c, got, out)) = qstat_capture("-teem", 2, Duration::from_millis(1500)) else {
+    let Some((c, got, out)) = qstat_capture("-teem", 2) else {
         return;
     };
     assert_requests(
@@ -218,12 +221,14 @@ fn qstat_gsm_sends_dummy_validate_and_list_without_greeting() {
     };
     let listener = tcp_listener();
     let addr = listener.local_addr().expect("local addr").to_string();
-    let limit = Duration::from_millis(2000);
+    let stop = AtomicBool::new(false);
     let (got, out) = std::thread::scope(|s| {
-        let run = s.spawn(|| qstat.run_for(&["-gsm,serioussam", &addr, "-json"], limit));
-        let got = read_tcp_until(&listener, limit, |b| {
+        let run =
+            s.spawn(|| qstat.run_until(&["-gsm,serioussam", &addr, "-json"], CAPTURE_LIMIT, &stop));
+        let got = read_tcp_until(&listener, CAPTURE_LIMIT, |b| {
             b.ends_with(b"\\list\\\\gamename\\serioussam\\final\\")
         });
+        stop.store(true, Ordering::Relaxed);
         (got, run.join().expect("qstat thread"))
     });
     let mut expected = GSM_VALIDATE.to_vec();
@@ -242,15 +247,14 @@ fn gamedig_capture(
     want: usize,
 ) -> Option<(Capture, Vec<Datagram>, Output)> {
     let gamedig = Gamedig::require()?;
-    let limit = Duration::from_millis(3000);
-    Some(capture_while(want, limit, |c| {
+    Some(capture_while(want, |c, stop| {
         let addr = c.addr(0);
         let mut args = vec!["--type", game, "--socketTimeout", "300"];
         if given_port_only {
             args.push("--givenPortOnly");
         }
         args.push(&addr);
-        gamedig.run_for(&args, limit)
+        gamedig.run_until(&args, CAPTURE_LIMIT, stop)
     }))
 }
 
@@ -341,10 +345,9 @@ fn gamedig_unrealtournament2004_without_given_port_only_tries_port_plus_one_then
 
 fn opengsq_capture(protocol: &str, function: &str) -> Option<(Capture, Vec<Datagram>, Output)> {
     let opengsq = Opengsq::require()?;
-    let limit = Duration::from_millis(2500);
-    Some(capture_while(1, limit, |c| {
+    Some(capture_while(1, |c, stop| {
         let port = c.port(0).to_string();
-        opengsq.run_for(
+        opengsq.run_until(
             &[
                 protocol,
                 "--host",
@@ -356,7 +359,8 @@ fn opengsq_capture(protocol: &str, function: &str) -> Option<(Capture, Vec<Datag
                 "--timeout",
                 "1",
             ],
-            limit,
+            CAPTURE_LIMIT,
+            stop,
         )
     }))
 }
@@ -428,9 +432,28 @@ fn opengsq_unreal2_get_players_sends_command_2() {
 /// A timed-out opengsq query reports `opengsq: error: timed out` on stderr and exits non-zero (peers.md §7).
 #[test]
 fn opengsq_timeout_is_an_error_exit() {
-    let Some((_, _, out)) = opengsq_capture("ssc", "get_status") else {
+    let Some(opengsq) = Opengsq::require() else {
         return;
     };
+    let silent = Capture::consecutive(1);
+    let port = silent.port(0).to_string();
+    let out = opengsq.run_for(
+        &[
+            "ssc",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--function",
+            "get_status",
+            "--timeout",
+            "1",
+        ],
+        CAPTURE_LIMIT,
+    );
     assert!(!out.success() && !out.timed_out(), "{out}");
-    assert!(out.stderr_text().contains("timed out"), "{out}");
+    assert!(
+        out.stderr_text().contains("opengsq: error: timed out"),
+        "{out}"
+    );
 }

@@ -3,9 +3,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use super::process::{Output, describe, run_bounded};
+use super::process::{Output, describe, run_bounded, run_cancellable};
 use super::{Missing, peers_dir, require, which};
 
 /// Default bound of one client run. Long enough for one query with the options the helpers pass, short enough
@@ -46,6 +47,13 @@ impl Qstat {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args);
         run_bounded(cmd, describe(&self.bin, args), timeout)
+    }
+
+    /// Runs `quakestat args…`, killed after `timeout` or as soon as `stop` is set.
+    pub(crate) fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        run_cancellable(cmd, describe(&self.bin, args), timeout, stop)
     }
 
     /// `quakestat -json -P -R -retry 1 -noportoffset -<type> <addr>`: one server, its JSON object
@@ -110,6 +118,13 @@ impl Gamedig {
         run_bounded(cmd, describe(&self.bin, args), timeout)
     }
 
+    /// Runs `gamedig args…`, killed after `timeout` or as soon as `stop` is set.
+    pub(crate) fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        run_cancellable(cmd, describe(&self.bin, args), timeout, stop)
+    }
+
     /// `gamedig --type <game> --givenPortOnly --socketTimeout 1000 <addr>`: its JSON object (on failure
     /// `{"error": …}`). `addr` is the query port itself.
     #[track_caller]
@@ -164,6 +179,13 @@ impl Opengsq {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args);
         run_bounded(cmd, describe(&self.bin, args), timeout)
+    }
+
+    /// Runs `opengsq args…`, killed after `timeout` or as soon as `stop` is set.
+    pub(crate) fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        run_cancellable(cmd, describe(&self.bin, args), timeout, stop)
     }
 
     /// `opengsq <protocol> --host <ip> --port <port> --function <function> --timeout 2`: the JSON result, or

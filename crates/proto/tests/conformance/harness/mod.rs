@@ -8,7 +8,8 @@
 //!
 //! * `MUSTER_REQUIRE_PEERS=1` (set by `.ci/run`): a missing peer **fails** the test (panic with the message). CI
 //!   installs the peers with `scripts/install-peers.sh` first, so a missing peer there is a broken install.
-//! * otherwise: the test prints `SKIP <test>: <message>` on stderr and returns early (it passes). Run
+//! * otherwise: the test prints `SKIP <test>: <message>` on stderr (visible even under libtest's output
+//!   capture) and returns early (it passes). Run
 //!   `scripts/install-peers.sh` to get the peers locally.
 //!
 //! A peer that IS found but misbehaves (does not start, does not answer in time) is always a failure.
@@ -31,6 +32,7 @@ pub(crate) mod process;
 pub(crate) mod servers;
 
 use std::fmt;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 pub(crate) use clients::{Gamedig, Opengsq, Qstat};
@@ -79,12 +81,12 @@ pub(crate) fn require<T>(found: Result<T, Missing>) -> Option<T> {
                 .name()
                 .unwrap_or("conformance")
                 .to_owned();
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!(
-                    "SKIP {test}: {missing} [set {REQUIRE_PEERS_ENV}=1 to make this a failure]"
-                );
-            }
+            // Written to the stderr handle directly, not with eprintln!, so that libtest's output capture
+            // does not swallow it: the SKIP line shows in a normal `cargo test` run.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP {test}: {missing} [set {REQUIRE_PEERS_ENV}=1 to make this a failure]"
+            );
             None
         }
     }

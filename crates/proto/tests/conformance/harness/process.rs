@@ -3,7 +3,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ const TERM_GRACE: Duration = Duration::from_secs(3);
 pub(crate) struct Output {
     /// The command line, for messages.
     pub(crate) command: String,
-    /// The exit status; `None` when the run hit its timeout and was killed.
+    /// The exit status; `None` when the run hit its timeout (or was cancelled) and was killed.
     pub(crate) status: Option<ExitStatus>,
     /// Everything written to stdout.
     pub(crate) stdout: Vec<u8>,
@@ -95,7 +95,19 @@ fn drain(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
 /// Runs `cmd` (stdin closed, stdout and stderr captured) and kills it by PID once `timeout` has passed.
 /// Panics only when the program cannot be started at all.
 #[track_caller]
-pub(crate) fn run_bounded(mut cmd: Command, description: String, timeout: Duration) -> Output {
+pub(crate) fn run_bounded(cmd: Command, description: String, timeout: Duration) -> Output {
+    run_cancellable(cmd, description, timeout, &AtomicBool::new(false))
+}
+
+/// Like [`run_bounded`], but also kills the program as soon as `stop` becomes true (e.g. once a capture has
+/// seen what it waited for), so generous timeouts cost nothing in the normal case.
+#[track_caller]
+pub(crate) fn run_cancellable(
+    mut cmd: Command,
+    description: String,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Output {
     let start = Instant::now();
     let mut child = cmd
         .stdin(Stdio::null())
@@ -108,7 +120,9 @@ pub(crate) fn run_bounded(mut cmd: Command, description: String, timeout: Durati
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if start.elapsed() < timeout => thread::sleep(POLL),
+            Ok(None) if start.elapsed() < timeout && !stop.load(Ordering::Relaxed) => {
+                thread::sleep(POLL)
+            }
             Ok(None) | Err(_) => {
                 // Killed by the PID we spawned; SIGKILL because a bounded client run has nothing to flush.
                 let _ = child.kill();
