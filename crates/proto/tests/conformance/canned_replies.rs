@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use crate::harness::net::Datagram;
-use crate::harness::{Capture, Gamedig, Opengsq, Output, Qstat, fixture};
+use crate::harness::net::loopback;
+use crate::harness::{Capture, Gamedig, Opengsq, Qstat, fixture};
 
 /// The Serious Sam 1.10 `\status\` reply of gamespy1.md §9.2, no players (374 bytes), up to the trailer.
 const SS_STATUS_HEAD: &str = "\\gamename\\serioussamse\\gamever\\1.10\\location\\Heartland\\hostname\\Awesome Server\
@@ -38,11 +39,11 @@ fn canned_serioussam_status_replies_have_spec_sizes() {
 
 /// Serves `reply` to every datagram equal to `request` on socket 0 while `peer` runs (the peer's own timeout
 /// bounds the run); returns the peer's run and every datagram it sent.
-fn serve(
+fn serve<T: Send>(
     request: &[u8],
     reply: &[u8],
-    peer: impl FnOnce(&Capture) -> Output + Send,
-) -> (Output, Vec<Datagram>) {
+    peer: impl FnOnce(&Capture) -> T + Send,
+) -> (T, Vec<Datagram>) {
     let capture = Capture::consecutive(1);
     std::thread::scope(|s| {
         let run = s.spawn(|| peer(&capture));
@@ -101,11 +102,7 @@ fn qstat_gps_raw_reads_canned_serioussam_status() {
     });
     let line = out.stdout_text();
     let fields: Vec<&str> = line.trim_end().split(',').collect();
-    assert_eq!(
-        fields.get(0..3).map(|f| f.get(2)),
-        Some(Some(&"Awesome Server")),
-        "{out}"
-    );
+    assert_eq!(fields.get(2), Some(&"Awesome Server"), "{out}");
     assert!(line.contains("Yodeller"), "{out}");
 }
 
@@ -188,5 +185,50 @@ fn qstat_tees_reads_captured_ddnet_reply() {
         (s["numplayers"].as_u64(), s["maxplayers"].as_u64()),
         (Some(0), Some(16)),
         "{out}"
+    );
+}
+
+/// The one-call helpers the codec-level tests will use: `Qstat::query` (`-sms` with `-noportoffset`).
+#[test]
+fn qstat_query_helper_reads_canned_sms_status() {
+    let Some(qstat) = Qstat::require() else {
+        return;
+    };
+    let (v, _) = serve(b"\\status\\", &ss_status_two_players(), |c| {
+        qstat.query("sms", loopback(c.port(0)))
+    });
+    assert_eq!(v["status"], "online", "{v}");
+    assert_eq!(v["name"], "Awesome Server", "{v}");
+    assert_eq!(v["numplayers"], 2, "{v}");
+}
+
+/// `Gamedig::query` (`sstse`, `--givenPortOnly`).
+#[test]
+fn gamedig_query_helper_reads_canned_sstse_status() {
+    let Some(gamedig) = Gamedig::require() else {
+        return;
+    };
+    let (v, _) = serve(b"\\status\\xserverquery", &ss_status_empty(), |c| {
+        gamedig.query("sstse", loopback(c.port(0)))
+    });
+    assert_eq!(v["name"], "Awesome Server", "{v}");
+    assert_eq!(v["map"], "Yodeller", "{v}");
+    assert_eq!(v["players"].as_array().map(Vec::len), Some(0), "{v}");
+}
+
+/// `Opengsq::query` (`gamespy1`, which sends `\status\xserverquery`).
+#[test]
+fn opengsq_query_helper_reads_canned_gamespy1_status() {
+    let Some(opengsq) = Opengsq::require() else {
+        return;
+    };
+    let (v, _) = serve(b"\\status\\xserverquery", &ss_status_two_players(), |c| {
+        opengsq.query("gamespy1", "get_status", loopback(c.port(0)))
+    });
+    let v = v.unwrap_or_else(|out| panic!("opengsq failed\n{out}"));
+    let text = v.to_string();
+    assert!(
+        text.contains("Awesome Server") && text.contains("Yodeller"),
+        "{v}"
     );
 }
