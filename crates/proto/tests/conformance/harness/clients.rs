@@ -1,0 +1,217 @@
+//! The client peers: qstat (`quakestat`), gamedig and opengsq, each run with a bounded timeout.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::process::{Output, describe, run_bounded, run_cancellable};
+use super::{Missing, peers_dir, require, which};
+
+/// Default bound of one client run. Long enough for one query with the options the helpers pass, short enough
+/// to keep the whole conformance target well under two minutes.
+pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// qstat 2.17, Debian binary `quakestat`.
+#[derive(Debug, Clone)]
+pub(crate) struct Qstat {
+    /// Path of the binary.
+    pub(crate) bin: PathBuf,
+}
+
+impl Qstat {
+    /// Looks for `quakestat` on `PATH`.
+    pub(crate) fn find() -> Result<Self, Missing> {
+        which("quakestat")
+            .map(|bin| Self { bin })
+            .ok_or_else(|| Missing {
+                peer: "quakestat (qstat)",
+                detail: "no quakestat on PATH; Debian package qstat".to_owned(),
+            })
+    }
+
+    /// [`find`](Self::find) with the skip-or-fail rule applied.
+    #[track_caller]
+    pub(crate) fn require() -> Option<Self> {
+        require(Self::find())
+    }
+
+    /// Runs `quakestat args…`, killed after [`CLIENT_TIMEOUT`].
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
+        self.run_for(args, CLIENT_TIMEOUT)
+    }
+
+    /// Runs `quakestat args…`, killed after `timeout`.
+    pub(crate) fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        run_bounded(cmd, describe(&self.bin, args), timeout)
+    }
+
+    /// Runs `quakestat args…`, killed after `timeout` or as soon as `stop` is set.
+    pub(crate) fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        run_cancellable(cmd, describe(&self.bin, args), timeout, stop)
+    }
+
+    /// `quakestat -json -P -R -retry 1 -noportoffset -<type> <addr>`: one server, its JSON object
+    /// (`status`, `name`, `map`, `numplayers`, `players`, `rules`, …).
+    #[track_caller]
+    pub(crate) fn query(&self, qstat_type: &str, addr: SocketAddr) -> serde_json::Value {
+        let flag = format!("-{qstat_type}");
+        let target = addr.to_string();
+        let out = self.run(&[
+            "-json",
+            "-P",
+            "-R",
+            "-retry",
+            "1",
+            "-noportoffset",
+            &flag,
+            &target,
+        ]);
+        let v = out.json();
+        v.get(0)
+            .cloned()
+            .unwrap_or_else(|| panic!("qstat printed no server object\n{out}"))
+    }
+}
+
+/// gamedig 5.x from `<repo>/.peers/node/`.
+#[derive(Debug, Clone)]
+pub(crate) struct Gamedig {
+    /// Path of the `gamedig` command (a node script).
+    pub(crate) bin: PathBuf,
+}
+
+impl Gamedig {
+    /// Looks for `.peers/node/node_modules/.bin/gamedig`.
+    pub(crate) fn find() -> Result<Self, Missing> {
+        let bin = peers_dir().join("node/node_modules/.bin/gamedig");
+        if bin.is_file() && which("node").is_some() {
+            Ok(Self { bin })
+        } else {
+            Err(Missing {
+                peer: "gamedig",
+                detail: format!("no {} (or no node on PATH)", bin.display()),
+            })
+        }
+    }
+
+    /// [`find`](Self::find) with the skip-or-fail rule applied.
+    #[track_caller]
+    pub(crate) fn require() -> Option<Self> {
+        require(Self::find())
+    }
+
+    /// Runs `gamedig args…`, killed after [`CLIENT_TIMEOUT`].
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
+        self.run_for(args, CLIENT_TIMEOUT)
+    }
+
+    /// Runs `gamedig args…`, killed after `timeout`.
+    pub(crate) fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        run_bounded(cmd, describe(&self.bin, args), timeout)
+    }
+
+    /// Runs `gamedig args…`, killed after `timeout` or as soon as `stop` is set.
+    pub(crate) fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        run_cancellable(cmd, describe(&self.bin, args), timeout, stop)
+    }
+
+    /// `gamedig --type <game> --givenPortOnly --socketTimeout 1000 <addr>`: its JSON object (on failure
+    /// `{"error": …}`). `addr` is the query port itself.
+    #[track_caller]
+    pub(crate) fn query(&self, game: &str, addr: SocketAddr) -> serde_json::Value {
+        let target = addr.to_string();
+        self.run(&[
+            "--type",
+            game,
+            "--givenPortOnly",
+            "--socketTimeout",
+            "1000",
+            &target,
+        ])
+        .json()
+    }
+}
+
+/// opengsq (Python) from `<repo>/.peers/venv/`.
+#[derive(Debug, Clone)]
+pub(crate) struct Opengsq {
+    /// Path of the `opengsq` command.
+    pub(crate) bin: PathBuf,
+}
+
+impl Opengsq {
+    /// Looks for `.peers/venv/bin/opengsq`.
+    pub(crate) fn find() -> Result<Self, Missing> {
+        let bin = peers_dir().join("venv/bin/opengsq");
+        if bin.is_file() {
+            Ok(Self { bin })
+        } else {
+            Err(Missing {
+                peer: "opengsq",
+                detail: format!("no {}", bin.display()),
+            })
+        }
+    }
+
+    /// [`find`](Self::find) with the skip-or-fail rule applied.
+    #[track_caller]
+    pub(crate) fn require() -> Option<Self> {
+        require(Self::find())
+    }
+
+    /// Runs `opengsq args…`, killed after [`CLIENT_TIMEOUT`].
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
+        self.run_for(args, CLIENT_TIMEOUT)
+    }
+
+    /// Runs `opengsq args…`, killed after `timeout`.
+    pub(crate) fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        run_bounded(cmd, describe(&self.bin, args), timeout)
+    }
+
+    /// Runs `opengsq args…`, killed after `timeout` or as soon as `stop` is set.
+    pub(crate) fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args);
+        run_cancellable(cmd, describe(&self.bin, args), timeout, stop)
+    }
+
+    /// `opengsq <protocol> --host <ip> --port <port> --function <function> --timeout 2`: the JSON result, or
+    /// the whole run when it failed (opengsq prints `opengsq: error: timed out` and exits non-zero).
+    pub(crate) fn query(
+        &self,
+        protocol: &str,
+        function: &str,
+        addr: SocketAddr,
+    ) -> Result<serde_json::Value, Output> {
+        let host = addr.ip().to_string();
+        let port = addr.port().to_string();
+        let out = self.run(&[
+            protocol,
+            "--host",
+            &host,
+            "--port",
+            &port,
+            "--function",
+            function,
+            "--timeout",
+            "2",
+        ]);
+        if !out.success() {
+            return Err(out);
+        }
+        serde_json::from_slice(&out.stdout).map_err(|_| out)
+    }
+}
