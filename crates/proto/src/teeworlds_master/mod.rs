@@ -41,7 +41,6 @@ pub mod servers_json;
 mod header;
 
 pub use header::Token;
-#[cfg(any())]
 pub use http::{
     Action, AddressScheme, ChallengeSecret, RegisterInfo, RegisterRequest, RegisterResponse,
     ServerAddress,
@@ -51,7 +50,6 @@ pub use packet::{Framing, LegacyListEntry, ListEntry, Message, Packet};
 pub use query::MasterListQuery;
 #[cfg(any())]
 pub use register::{RegisterClient, RegisterEvent};
-#[cfg(any())]
 pub use servers_json::ServersJson;
 
 use crate::model::Text;
