@@ -46,7 +46,6 @@ pub use http::{
     ServerAddress,
 };
 pub use packet::{Framing, LegacyListEntry, ListEntry, Message, Packet};
-#[cfg(any())]
 pub use query::MasterListQuery;
 #[cfg(any())]
 pub use register::{RegisterClient, RegisterEvent};
