@@ -47,7 +47,6 @@ pub use http::{
 };
 pub use packet::{Framing, LegacyListEntry, ListEntry, Message, Packet};
 pub use query::MasterListQuery;
-#[cfg(any())]
 pub use register::{RegisterClient, RegisterEvent};
 pub use servers_json::ServersJson;
 
