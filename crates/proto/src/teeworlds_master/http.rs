@@ -76,9 +76,7 @@ impl ServerAddress {
         const CTX: &str = "server address";
         let (scheme, rest) = s.split_once("://").ok_or(DecodeError::Invalid(CTX))?;
         let (host, port) = if let Some(bracketed) = rest.strip_prefix('[') {
-            let (host, after) = bracketed
-                .split_once(']')
-                .ok_or(DecodeError::Invalid(CTX))?;
+            let (host, after) = bracketed.split_once(']').ok_or(DecodeError::Invalid(CTX))?;
             let port = after.strip_prefix(':').ok_or(DecodeError::Invalid(CTX))?;
             (host, port)
         } else {
@@ -128,7 +126,13 @@ impl ServerAddress {
 impl fmt::Display for ServerAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.host.contains(':') {
-            write!(f, "{}://[{}]:{}", self.scheme.as_str(), self.host, self.port)
+            write!(
+                f,
+                "{}://[{}]:{}",
+                self.scheme.as_str(),
+                self.host,
+                self.port
+            )
         } else {
             write!(f, "{}://{}:{}", self.scheme.as_str(), self.host, self.port)
         }
@@ -373,9 +377,11 @@ impl RegisterInfo {
                 ..Player::default()
             })
             .collect();
-        info.raw.push(("max_clients".into(), RawValue::Int(self.max_clients)));
+        info.raw
+            .push(("max_clients".into(), RawValue::Int(self.max_clients)));
         let clients = i64::try_from(self.clients.len()).unwrap_or(i64::MAX);
-        info.raw.push(("num_clients".into(), RawValue::Int(clients)));
+        info.raw
+            .push(("num_clients".into(), RawValue::Int(clients)));
         if let Some(sha) = &self.map.sha256 {
             info.raw.push((
                 "map_sha256".into(),
@@ -571,13 +577,20 @@ mod tests {
             assert_eq!(a.to_string(), s);
         }
         let a = ServerAddress::parse("tw-0.7+udp://[2001:db8::1]:8303").expect("valid");
-        assert_eq!(a.socket_addr(), Some("[2001:db8::1]:8303".parse().expect("a")));
-        let mapped: IpAddr = "::ffff:1.2.3.4".parse().expect("ip");
         assert_eq!(
-            a.with_ip(mapped).to_string(),
-            "tw-0.7+udp://1.2.3.4:8303"
+            a.socket_addr(),
+            Some("[2001:db8::1]:8303".parse().expect("a"))
         );
-        for bad in ["x", "tw://:1", "tw://h:", "tw://h:99999", "tw://a:b:1", "tw://[::1:1"] {
+        let mapped: IpAddr = "::ffff:1.2.3.4".parse().expect("ip");
+        assert_eq!(a.with_ip(mapped).to_string(), "tw-0.7+udp://1.2.3.4:8303");
+        for bad in [
+            "x",
+            "tw://:1",
+            "tw://h:",
+            "tw://h:99999",
+            "tw://a:b:1",
+            "tw://[::1:1",
+        ] {
             assert!(ServerAddress::parse(bad).is_err(), "{bad}");
         }
     }
@@ -604,7 +617,10 @@ mod tests {
     fn encode_register_response() {
         for (r, want) in [
             (RegisterResponse::Success, r#"{"status":"success"}"#),
-            (RegisterResponse::NeedChallenge, r#"{"status":"need_challenge"}"#),
+            (
+                RegisterResponse::NeedChallenge,
+                r#"{"status":"need_challenge"}"#,
+            ),
             (RegisterResponse::NeedInfo, r#"{"status":"need_info"}"#),
             (
                 RegisterResponse::Error {

@@ -929,9 +929,8 @@ mod tests {
             Just(Message::FirewallResponse),
             Just(Message::FirewallOk),
             Just(Message::FirewallError),
-            (field.clone(), field).prop_map(|(s, t)| Message::Challenge(
-                Challenge::new(&s, &t).expect("no NUL")
-            )),
+            (field.clone(), field)
+                .prop_map(|(s, t)| Message::Challenge(Challenge::new(&s, &t).expect("no NUL"))),
         ]
     }
 

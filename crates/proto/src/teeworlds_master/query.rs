@@ -77,7 +77,12 @@ impl MasterListQuery {
     /// entries are merged in). Nothing is sent until the first `poll_transmit`.
     #[must_use]
     pub fn new_06(master: SocketAddr, config: QueryConfig, legacy: bool) -> Self {
-        Self::new(master, config, Face::V06 { legacy }, Phase::Listing { master_token: None })
+        Self::new(
+            master,
+            config,
+            Face::V06 { legacy },
+            Phase::Listing { master_token: None },
+        )
     }
 
     /// A 0.7-face query: token handshake with `own_token` (caller-chosen, random), then
@@ -128,7 +133,8 @@ impl MasterListQuery {
             (Face::V06 { legacy }, Phase::Listing { .. }) => {
                 let framing = Framing::STANDARD_06;
                 for message in [Message::CountRequest, Message::ListRequest] {
-                    self.outgoing.push_back(Packet::Connless { framing, message });
+                    self.outgoing
+                        .push_back(Packet::Connless { framing, message });
                 }
                 if legacy {
                     self.outgoing.push_back(Packet::Connless {
@@ -148,7 +154,8 @@ impl MasterListQuery {
                     response_token: own_token,
                 };
                 for message in [Message::CountRequest, Message::ListRequest] {
-                    self.outgoing.push_back(Packet::Connless { framing, message });
+                    self.outgoing
+                        .push_back(Packet::Connless { framing, message });
                 }
             }
             _ => {}
@@ -370,7 +377,9 @@ mod tests {
     }
 
     fn lis2(framing: Framing, ports: std::ops::Range<u16>) -> Vec<u8> {
-        let entries: Vec<ListEntry> = ports.map(|i| ListEntry::from_socket_addr(addr(i))).collect();
+        let entries: Vec<ListEntry> = ports
+            .map(|i| ListEntry::from_socket_addr(addr(i)))
+            .collect();
         let mut out = Vec::new();
         Packet::Connless {
             framing,
@@ -524,7 +533,11 @@ mod tests {
         let _ = drain(&mut q, t0);
         let stranger: SocketAddr = "127.0.0.9:8300".parse().expect("addr");
         q.handle_datagram(t0, stranger, &lis2(std06(), 0..3));
-        q.handle_datagram(t0, master(), b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xfflis2\x01");
+        q.handle_datagram(
+            t0,
+            master(),
+            b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xfflis2\x01",
+        );
         q.handle_datagram(t0, master(), &[]);
         q.handle_timeout(t0 + MS(500));
         assert_eq!(
@@ -554,7 +567,11 @@ mod tests {
         q.handle_datagram(t0, master(), &lis2(std06(), 0..2));
         q.handle_datagram(t0, master(), &siz2(std06(), 2));
         let list = done(&mut q);
-        assert_eq!(list.servers.len(), 2, "the legacy entry is a duplicate of addr(0)");
+        assert_eq!(
+            list.servers.len(),
+            2,
+            "the legacy entry is a duplicate of addr(0)"
+        );
     }
 
     #[test]
@@ -585,7 +602,10 @@ mod tests {
         Packet::token_reply(Token([1, 2, 3, 4]), MASTER_TOKEN).encode(&mut reply);
         q.handle_datagram(t0 + MS(1), master(), &reply);
         q.handle_timeout(t0 + MS(500));
-        assert_eq!(drain(&mut q, t0 + MS(500)), vec![Packet::token_request(OWN)]);
+        assert_eq!(
+            drain(&mut q, t0 + MS(500)),
+            vec![Packet::token_request(OWN)]
+        );
         reply.clear();
         Packet::token_reply(OWN, MASTER_TOKEN).encode(&mut reply);
         q.handle_datagram(t0 + MS(600), master(), &reply);

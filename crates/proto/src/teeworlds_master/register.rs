@@ -253,9 +253,8 @@ impl RegisterClient {
     }
 
     fn chosen_addr(&self) -> Option<SocketAddr> {
-        let master = match self.state {
-            State::Handshake { master, .. } | State::Heartbeat { master, .. } => master,
-            _ => return None,
+        let (State::Handshake { master, .. } | State::Heartbeat { master, .. }) = self.state else {
+            return None;
         };
         self.slots.get(master).map(|s| s.addr)
     }
@@ -548,7 +547,10 @@ mod tests {
         for (i, count) in [(1u8, 0u16), (2, 7), (3, 9), (4, 11)] {
             c.handle_datagram(t0, m(i), &enc(Packet::token_reply(OWN, MSTR)));
             let sent = drain(c, t0);
-            assert_eq!(sent, vec![(m(i), h("21 4d535452 eac3124c ffffffff 636f7532"))]);
+            assert_eq!(
+                sent,
+                vec![(m(i), h("21 4d535452 eac3124c ffffffff 636f7532"))]
+            );
             c.handle_datagram(t0, m(i), &to_us(Message::CountReply { count }));
         }
         assert_eq!(drain(c, t0), vec![(m(1), token_request_bytes())]);
@@ -670,7 +672,10 @@ mod tests {
         }
         let _ = drain(&mut c, t0);
         c.handle_timeout(t0 + S(3));
-        assert_eq!(drain(&mut c, t0 + S(3)), vec![(m(3), token_request_bytes())]);
+        assert_eq!(
+            drain(&mut c, t0 + S(3)),
+            vec![(m(3), token_request_bytes())]
+        );
     }
 
     #[test]
@@ -741,9 +746,16 @@ mod tests {
         let _ = drain(&mut c, t0);
         c.handle_datagram(t0, m(1), &enc(Packet::token_reply(OWN, MSTR)));
         c.handle_datagram(t0, m(1), &to_us(Message::CountReply { count: 1 }));
-        assert_eq!(drain(&mut c, t0).len(), 2, "cou2, then the second handshake");
+        assert_eq!(
+            drain(&mut c, t0).len(),
+            2,
+            "cou2, then the second handshake"
+        );
         c.handle_timeout(t0 + S(1));
-        assert_eq!(drain(&mut c, t0 + S(1)), vec![(m(1), token_request_bytes())]);
+        assert_eq!(
+            drain(&mut c, t0 + S(1)),
+            vec![(m(1), token_request_bytes())]
+        );
         c.handle_timeout(t0 + S(60));
         let ev = events(&mut c);
         assert!(ev.contains(&RegisterEvent::MasterNotResponding { master: m(1) }));

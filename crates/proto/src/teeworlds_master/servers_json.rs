@@ -129,10 +129,7 @@ mod tests {
         assert_eq!(first.extra.get("community"), Some(&"ddnet".into()));
         assert_eq!(first.info().map(|i| i.max_clients), Ok(64));
         let second = doc.servers.get(1).expect("two");
-        assert_eq!(
-            second.info(),
-            Err(DecodeError::Invalid("server info json"))
-        );
+        assert_eq!(second.info(), Err(DecodeError::Invalid("server info json")));
         let list = doc.to_server_list();
         let addrs: Vec<String> = list.servers.iter().map(|s| s.address.to_string()).collect();
         assert_eq!(

@@ -54,10 +54,22 @@ fn to_server(message: Message) -> Packet {
 #[test]
 fn udp_register_capture_decodes_and_re_encodes() {
     let expect = [
-        ("01-server-to-master1-token-request.bin", Packet::token_request(SERVER)),
-        ("02-fakemaster-token-reply.bin", Packet::token_reply(SERVER, MSTR)),
-        ("03-server-cou2-count-request.bin", to_master(Message::CountRequest)),
-        ("04-fakemaster-siz2-count0.bin", to_server(Message::CountReply { count: 0 })),
+        (
+            "01-server-to-master1-token-request.bin",
+            Packet::token_request(SERVER),
+        ),
+        (
+            "02-fakemaster-token-reply.bin",
+            Packet::token_reply(SERVER, MSTR),
+        ),
+        (
+            "03-server-cou2-count-request.bin",
+            to_master(Message::CountRequest),
+        ),
+        (
+            "04-fakemaster-siz2-count0.bin",
+            to_server(Message::CountReply { count: 0 }),
+        ),
         (
             "04b-fakemaster2-siz2-count7.bin",
             Packet::Connless {
@@ -68,11 +80,26 @@ fn udp_register_capture_decodes_and_re_encodes() {
                 message: Message::CountReply { count: 7 },
             },
         ),
-        ("05-server-token-request-again.bin", Packet::token_request(SERVER)),
-        ("06-fakemaster-token-reply.bin", Packet::token_reply(SERVER, MSTR)),
-        ("07-server-bea2-heartbeat.bin", to_master(Message::Heartbeat { port: 18303 })),
-        ("08-fakechecker-fwcheck-from-8284.bin", to_server(Message::FirewallCheck)),
-        ("09-server-fw-response.bin", to_master(Message::FirewallResponse)),
+        (
+            "05-server-token-request-again.bin",
+            Packet::token_request(SERVER),
+        ),
+        (
+            "06-fakemaster-token-reply.bin",
+            Packet::token_reply(SERVER, MSTR),
+        ),
+        (
+            "07-server-bea2-heartbeat.bin",
+            to_master(Message::Heartbeat { port: 18303 }),
+        ),
+        (
+            "08-fakechecker-fwcheck-from-8284.bin",
+            to_server(Message::FirewallCheck),
+        ),
+        (
+            "09-server-fw-response.bin",
+            to_master(Message::FirewallResponse),
+        ),
         ("10-fakechecker-fwok.bin", to_server(Message::FirewallOk)),
         ("11-fakemaster-fwok.bin", to_server(Message::FirewallOk)),
         (
@@ -180,7 +207,9 @@ fn udp_challenges_decode_and_re_encode() {
     );
     // Spec §3.3 prefixes.
     let b6 = fixture(&format!("{HTTP}/udp-challenge-tw0.6.bin"));
-    assert!(b6.starts_with(&unhex("ff ff ff ff ff ff ff ff ff ff 63 68 61 6c 34 31 34 63")));
+    assert!(b6.starts_with(&unhex(
+        "ff ff ff ff ff ff ff ff ff ff 63 68 61 6c 34 31 34 63"
+    )));
     let b7 = fixture(&format!("{HTTP}/udp-challenge-tw0.7.bin"));
     assert!(b7.starts_with(&unhex("21 ff 0e 23 31 ff ff ff ff ff ff ff ff 63 68 61 6c")));
     insta::assert_debug_snapshot!("udp_challenges", (p6, p7));
@@ -289,7 +318,12 @@ fn fakemaster_log_replays() {
                     .as_array()
                     .expect("headers")
                     .iter()
-                    .map(|h| (h[0].as_str().expect("k").into(), h[1].as_str().expect("v").into()))
+                    .map(|h| {
+                        (
+                            h[0].as_str().expect("k").into(),
+                            h[1].as_str().expect("v").into(),
+                        )
+                    })
                     .collect();
                 let r = parse_request(&headers);
                 format!(
@@ -299,7 +333,9 @@ fn fakemaster_log_replays() {
                     r.challenge_token.is_some()
                 )
             }
-            ("http-tx", Some(b)) => format!("{:?}", RegisterResponse::decode(&b).expect("response")),
+            ("http-tx", Some(b)) => {
+                format!("{:?}", RegisterResponse::decode(&b).expect("response"))
+            }
             ("rx06", Some(b)) if b.is_empty() => "empty datagram".to_owned(),
             (_, Some(mut b)) => {
                 // The log keeps only the first 96 bytes of a datagram; the longer ones are
@@ -371,7 +407,10 @@ fn quirk_exact_lengths() {
     );
     let mut bytes = fixture(&format!("{UDP_REGISTER}/07-server-bea2-heartbeat.bin"));
     bytes.pop();
-    assert_eq!(Packet::decode(&bytes), Err(DecodeError::Truncated("bea2 port")));
+    assert_eq!(
+        Packet::decode(&bytes),
+        Err(DecodeError::Truncated("bea2 port"))
+    );
 }
 
 #[test]
@@ -438,7 +477,12 @@ fn quirk_several_addresses_per_server() {
     assert_ne!(a.address, b.address);
     let streams: Vec<_> = [a, b]
         .iter()
-        .map(|r| r.challenge_secret.as_ref().and_then(|c| c.stream()).map(str::to_owned))
+        .map(|r| {
+            r.challenge_secret
+                .as_ref()
+                .and_then(|c| c.stream())
+                .map(str::to_owned)
+        })
         .collect();
     assert_eq!(
         streams,
@@ -451,7 +495,8 @@ fn quirk_several_addresses_per_server() {
 /// A `servers.json` in the schema of spec §3.7, built from the captured body.
 #[test]
 fn servers_json_from_captured_info_round_trips() {
-    let body = String::from_utf8(fixture(&format!("{HTTP}/01-http-request-body.bin"))).expect("utf8");
+    let body =
+        String::from_utf8(fixture(&format!("{HTTP}/01-http-request-body.bin"))).expect("utf8");
     let doc = format!(
         r#"{{"servers":[{{"addresses":["tw-0.6+udp://192.0.2.10:8303","tw-0.7+udp://192.0.2.10:8303"],"location":"eu","info":{body}}}],"servers_legacy":["192.0.2.11:8303"]}}"#
     );
