@@ -351,6 +351,33 @@ impl RegisterInfo {
         let _ = serde_json::to_writer(out, self);
     }
 
+    /// Check the rules the DDNet 16.4 client applies before showing a server (spec §3.7):
+    /// `max_clients >= max_players`, client and player counts not above their maxima, and
+    /// `game_type`, `name`, `map.name` and `version` without control characters. A master
+    /// may use it to refuse info that browsers would drop anyway.
+    pub fn check_client_rules(&self) -> Result<(), DecodeError> {
+        if self.max_clients < self.max_players || self.max_players < 0 {
+            return Err(DecodeError::Invalid("info max_players"));
+        }
+        let clients = i64::try_from(self.clients.len()).unwrap_or(i64::MAX);
+        let players = self.clients.iter().filter(|c| c.is_player).count();
+        let players = i64::try_from(players).unwrap_or(i64::MAX);
+        if clients > self.max_clients || players > self.max_players {
+            return Err(DecodeError::TooLarge("info clients"));
+        }
+        for (field, ctx) in [
+            (&self.game_type, "info game_type"),
+            (&self.name, "info name"),
+            (&self.map.name, "info map name"),
+            (&self.version, "info version"),
+        ] {
+            if field.chars().any(char::is_control) {
+                return Err(DecodeError::Invalid(ctx));
+            }
+        }
+        Ok(())
+    }
+
     /// The info as a protocol-neutral [`ServerInfo`]: `num_players` counts clients with
     /// `is_player`, `players` lists every client (spectators marked); `max_clients`,
     /// `num_clients`, `map_sha256` and `map_size` go to `raw`.
@@ -649,6 +676,53 @@ mod tests {
         assert_eq!(
             RegisterInfo::decode(&body),
             Err(DecodeError::TooLarge("register body"))
+        );
+    }
+
+    fn info_with_clients() -> RegisterInfo {
+        let body = br#"{"max_clients":4,"max_players":2,"passworded":true,"game_type":"DM","name":"n","map":{"name":"dm1"},"version":"0.7.5","clients":[{"name":"a","clan":"c","country":276,"score":5,"is_player":true},{"name":"s","clan":"","country":-1,"score":0,"is_player":false,"afk":true}]}"#;
+        RegisterInfo::decode(body).expect("valid")
+    }
+
+    #[test]
+    fn register_info_to_server_info() {
+        let info = info_with_clients();
+        assert_eq!(
+            info.clients.get(1).map(|c| c.extra.get("afk")),
+            Some(Some(&serde_json::Value::Bool(true)))
+        );
+        let si = info.to_server_info();
+        assert_eq!(si.num_players, 1);
+        assert_eq!(si.max_players, 2);
+        assert_eq!(si.password, Some(true));
+        assert_eq!(si.players.len(), 2);
+        let spec = si.players.get(1).expect("two");
+        assert_eq!(spec.spectator, Some(true));
+        assert_eq!(spec.country, Some(-1));
+        assert_eq!(si.raw_field("num_clients"), Some(&RawValue::Int(2)));
+        assert_eq!(si.raw_field("max_clients"), Some(&RawValue::Int(4)));
+        assert_eq!(info.check_client_rules(), Ok(()));
+    }
+
+    #[test]
+    fn register_info_client_rules() {
+        let mut info = info_with_clients();
+        info.max_players = 0;
+        assert_eq!(
+            info.check_client_rules(),
+            Err(DecodeError::TooLarge("info clients"))
+        );
+        let mut info = info_with_clients();
+        info.max_clients = 1;
+        assert_eq!(
+            info.check_client_rules(),
+            Err(DecodeError::Invalid("info max_players"))
+        );
+        let mut info = info_with_clients();
+        info.name.push('\n');
+        assert_eq!(
+            info.check_client_rules(),
+            Err(DecodeError::Invalid("info name"))
         );
     }
 
