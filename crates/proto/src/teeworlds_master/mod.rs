@@ -16,8 +16,8 @@
 //!   cou2 / coun   -                                any -> master (count request)
 //!   siz2 / size   count:u16 BE                     master -> requester (count reply)
 //!   req2 / reqt   -                                browser -> master (list request)
-//!   lis2          n x (ip:16 (v4 as ::ffff:a.b.c.d), port:u16 BE), n <= 75
-//!   list          n x (ipv4:4, port:u16 LE), n <= 75   (0.5)
+//!   lis2          n x (ip:16 (v4 as ::ffff:a.b.c.d), port:u16 BE)  n <= 75 sent, 77 accepted
+//!   list          n x (ipv4:4, port:u16 LE)   (0.5)   n <= 75 sent, 231 accepted
 //!   fw?? fw!! fwok fwer                            firewall check / answer / ok / failed
 //!   chal          challenge-secret NUL token NUL   DDNet HTTP master -> server (UDP)
 //! ```
@@ -55,9 +55,16 @@ use crate::model::Text;
 /// The largest UDP datagram a Teeworlds peer sends or accepts (`NET_MAX_PACKETSIZE`).
 pub const MAX_DATAGRAM: usize = 1400;
 
-/// Servers per `lis2` / `list` datagram in the reference master (`MAX_SERVERS_PER_PACKET`).
-/// Decoders reject more; [`packet::ListReply`] cannot hold more.
+/// Servers per `lis2` / `list` datagram in the reference master (`MAX_SERVERS_PER_PACKET`);
+/// [`packet::ListReply::split`] fills datagrams to this.
 pub const MAX_LIST_ENTRIES: usize = 75;
+
+/// The most `lis2` entries one datagram is accepted with: what fits in [`MAX_DATAGRAM`] after
+/// the 6-byte header and the magic. Some 0.6 master versions sent 77 per datagram.
+pub const MAX_LIS2_ENTRIES_ACCEPTED: usize = (MAX_DATAGRAM - 6 - 8) / 18;
+
+/// The most 0.5 `list` entries one datagram is accepted with (the 0.5 master sent up to 128).
+pub const MAX_LEGACY_LIST_ENTRIES_ACCEPTED: usize = (MAX_DATAGRAM - 6 - 8) / 6;
 
 /// Datagrams per list answer in the reference master (`MAX_PACKETS`): 75 x 16 = 1200 servers.
 pub const MAX_LIST_DATAGRAMS: usize = 16;

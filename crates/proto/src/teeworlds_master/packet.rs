@@ -7,7 +7,10 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 use super::header::{self, Kind};
-use super::{MAX_CHALLENGE_FIELD, MAX_LIST_DATAGRAMS, MAX_LIST_ENTRIES, MIN_TOKEN_REQUEST_LEN};
+use super::{
+    MAX_CHALLENGE_FIELD, MAX_LEGACY_LIST_ENTRIES_ACCEPTED, MAX_LIS2_ENTRIES_ACCEPTED,
+    MAX_LIST_DATAGRAMS, MAX_LIST_ENTRIES, MIN_TOKEN_REQUEST_LEN,
+};
 use crate::wire::{DecodeError, Reader};
 
 pub use super::header::{Framing, Token};
@@ -321,16 +324,17 @@ impl LegacyListEntry {
     }
 }
 
-/// The entries of one `lis2` datagram: at most [`MAX_LIST_ENTRIES`].
+/// The entries of one `lis2` datagram: at most [`MAX_LIS2_ENTRIES_ACCEPTED`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListReply {
     entries: Vec<ListEntry>,
 }
 
 impl ListReply {
-    /// A datagram's worth of entries; more than [`MAX_LIST_ENTRIES`] is refused.
+    /// A datagram's worth of entries; more than [`MAX_LIS2_ENTRIES_ACCEPTED`] is refused.
+    /// Masters should build replies with [`Self::split`], which uses the reference 75.
     pub fn new(entries: Vec<ListEntry>) -> Result<Self, DecodeError> {
-        if entries.len() > MAX_LIST_ENTRIES {
+        if entries.len() > MAX_LIS2_ENTRIES_ACCEPTED {
             return Err(DecodeError::TooLarge("lis2 entries"));
         }
         Ok(Self { entries })
@@ -363,7 +367,7 @@ impl ListReply {
             return Err(DecodeError::Invalid("lis2 length"));
         }
         let n = body.len() / LIST_ENTRY_LEN;
-        if n > MAX_LIST_ENTRIES {
+        if n > MAX_LIS2_ENTRIES_ACCEPTED {
             return Err(DecodeError::TooLarge("lis2 entries"));
         }
         let mut entries = Vec::with_capacity(n);
@@ -380,16 +384,17 @@ impl ListReply {
     }
 }
 
-/// The entries of one 0.5 `list` datagram: at most [`MAX_LIST_ENTRIES`].
+/// The entries of one 0.5 `list` datagram: at most [`MAX_LEGACY_LIST_ENTRIES_ACCEPTED`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LegacyListReply {
     entries: Vec<LegacyListEntry>,
 }
 
 impl LegacyListReply {
-    /// A datagram's worth of entries; more than [`MAX_LIST_ENTRIES`] is refused.
+    /// A datagram's worth of entries; more than [`MAX_LEGACY_LIST_ENTRIES_ACCEPTED`] is
+    /// refused. Masters should build replies with [`Self::split`].
     pub fn new(entries: Vec<LegacyListEntry>) -> Result<Self, DecodeError> {
-        if entries.len() > MAX_LIST_ENTRIES {
+        if entries.len() > MAX_LEGACY_LIST_ENTRIES_ACCEPTED {
             return Err(DecodeError::TooLarge("list entries"));
         }
         Ok(Self { entries })
@@ -419,7 +424,7 @@ impl LegacyListReply {
             return Err(DecodeError::Invalid("list length"));
         }
         let n = body.len() / LEGACY_LIST_ENTRY_LEN;
-        if n > MAX_LIST_ENTRIES {
+        if n > MAX_LEGACY_LIST_ENTRIES_ACCEPTED {
             return Err(DecodeError::TooLarge("list entries"));
         }
         let mut entries = Vec::with_capacity(n);
@@ -670,13 +675,28 @@ mod tests {
     }
 
     #[test]
-    fn decode_lis2_rejects_more_than_75_entries() {
+    fn decode_lis2_rejects_more_than_fit_a_datagram() {
         let mut bytes = h("ffffffffffff ffffffff 6c697332");
-        bytes.resize(bytes.len() + 76 * 18, 0);
+        bytes.resize(bytes.len() + 78 * 18, 0);
         assert_eq!(
             Packet::decode(&bytes),
             Err(DecodeError::TooLarge("lis2 entries"))
         );
+    }
+
+    #[test]
+    fn decode_lis2_accepts_77_entries_of_older_masters() {
+        let mut bytes = h("ffffffffffff ffffffff 6c697332");
+        bytes.resize(bytes.len() + 77 * 18, 0);
+        assert_eq!(bytes.len(), 1400);
+        let Ok(Packet::Connless {
+            message: Message::List(list),
+            ..
+        }) = Packet::decode(&bytes)
+        else {
+            panic!("not lis2");
+        };
+        assert_eq!(list.entries().len(), 77);
     }
 
     #[test]
@@ -905,7 +925,7 @@ mod tests {
             any::<u16>().prop_map(|count| Message::CountReplyLegacy { count }),
             Just(Message::ListRequest),
             Just(Message::ListRequestLegacy),
-            proptest::collection::vec((any::<[u8; 16]>(), any::<u16>()), 0..=75).prop_map(|v| {
+            proptest::collection::vec((any::<[u8; 16]>(), any::<u16>()), 0..=77).prop_map(|v| {
                 let e = v
                     .into_iter()
                     .map(|(ip, port)| ListEntry {
@@ -913,9 +933,9 @@ mod tests {
                         port,
                     })
                     .collect();
-                Message::List(ListReply::new(e).expect("<= 75"))
+                Message::List(ListReply::new(e).expect("fits"))
             }),
-            proptest::collection::vec((any::<[u8; 4]>(), any::<u16>()), 0..=75).prop_map(|v| {
+            proptest::collection::vec((any::<[u8; 4]>(), any::<u16>()), 0..=231).prop_map(|v| {
                 let e = v
                     .into_iter()
                     .map(|(ip, port)| LegacyListEntry {
@@ -923,7 +943,7 @@ mod tests {
                         port,
                     })
                     .collect();
-                Message::ListLegacy(LegacyListReply::new(e).expect("<= 75"))
+                Message::ListLegacy(LegacyListReply::new(e).expect("fits"))
             }),
             Just(Message::FirewallCheck),
             Just(Message::FirewallResponse),
