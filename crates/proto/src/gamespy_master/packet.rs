@@ -299,8 +299,7 @@ impl ValidateAnswer {
             Trailer::Final => out.extend_from_slice(FINAL),
             Trailer::FinalQueryid(id) => {
                 out.extend_from_slice(FINAL);
-                out.extend_from_slice(b"queryid\\");
-                out.extend_from_slice(id.as_bytes());
+                put_pair(out, b"queryid", id.as_bytes());
             }
             Trailer::QueryidFinal(id) => {
                 put_pair(out, b"queryid", id.as_bytes());
@@ -1057,3 +1056,671 @@ pub const CMP_RECORD_LEN: usize = 6;
 pub const GREETING_PREFIX: &[u8] = b"\\basic\\\\secure\\";
 /// The whole greeting's length (§5.2).
 pub const GREETING_LEN: usize = GREETING_PREFIX.len() + CHALLENGE_LEN;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(s: &str) -> Key {
+        Key::new(s).unwrap()
+    }
+    fn tok(s: &str) -> Token {
+        Token::new(s).unwrap()
+    }
+    fn ch(s: &str) -> Challenge {
+        Challenge::new(s.as_bytes()).unwrap()
+    }
+    fn addr(s: &str) -> SocketAddrV4 {
+        s.parse().unwrap()
+    }
+    /// Encode into a buffer pre-filled with a marker so a skipped or stray byte shows.
+    fn enc(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut out = vec![0xa5];
+        f(&mut out);
+        assert_eq!(out.first(), Some(&0xa5));
+        out.split_off(1)
+    }
+
+    const SS_HEARTBEAT: &[u8] = b"\\heartbeat\\25601\\gamename\\serioussamse";
+    const SS_HEARTBEAT_SC: &[u8] = b"\\heartbeat\\25601\\gamename\\serioussamse\\statechanged";
+
+    #[test]
+    fn decode_heartbeat() {
+        let h = Heartbeat::decode(SS_HEARTBEAT).unwrap();
+        assert_eq!(h, Heartbeat::new(25601, key("serioussamse")));
+        assert!(!h.state_changed());
+        let h = Heartbeat::decode(b"\\heartbeat\\7778\\gamename\\ut\\gamever\\469").unwrap();
+        assert_eq!(h.query_port, 7778);
+        assert_eq!(h.extra, vec![(key("gamever"), tok("469"))]);
+    }
+
+    #[test]
+    fn encode_heartbeat() {
+        let h = Heartbeat::new(25601, key("serioussamse"));
+        assert_eq!(enc(|o| h.encode(o)), SS_HEARTBEAT);
+        assert_eq!(SS_HEARTBEAT.len(), 38);
+        let h = h.with_state_changed();
+        assert_eq!(enc(|o| h.encode(o)), SS_HEARTBEAT_SC);
+        assert_eq!(SS_HEARTBEAT_SC.len(), 51);
+    }
+
+    #[test]
+    fn decode_heartbeat_statechanged() {
+        let h = Heartbeat::decode(SS_HEARTBEAT_SC).unwrap();
+        assert!(h.state_changed());
+        assert_eq!(h.gamename, key("serioussamse"));
+    }
+
+    #[test]
+    fn decode_heartbeat_rejects_empty_and_non_backslash() {
+        assert_eq!(
+            Heartbeat::decode(b""),
+            Err(DecodeError::BadMagic("heartbeat"))
+        );
+        assert_eq!(
+            Heartbeat::decode(b"heartbeat\\1"),
+            Err(DecodeError::BadMagic("heartbeat"))
+        );
+        assert_eq!(
+            Heartbeat::decode(b"\\status\\"),
+            Err(DecodeError::BadMagic("heartbeat"))
+        );
+    }
+
+    #[test]
+    fn decode_heartbeat_rejects_bad_port_and_missing_gamename() {
+        assert_eq!(
+            Heartbeat::decode(b"\\heartbeat\\77x\\gamename\\ut"),
+            Err(DecodeError::BadNumber("heartbeat port"))
+        );
+        assert_eq!(
+            Heartbeat::decode(b"\\heartbeat\\65536\\gamename\\ut"),
+            Err(DecodeError::BadNumber("heartbeat port"))
+        );
+        assert_eq!(
+            Heartbeat::decode(b"\\heartbeat\\7778"),
+            Err(DecodeError::Invalid("heartbeat without gamename"))
+        );
+        assert_eq!(
+            Heartbeat::decode(b"\\heartbeat\\7778\\gamename\\"),
+            Err(DecodeError::Invalid("heartbeat gamename"))
+        );
+    }
+
+    #[test]
+    fn decode_secure() {
+        let s = Secure::decode(b"\\secure\\ABCDEF").unwrap();
+        assert_eq!(s.challenge, ch("ABCDEF"));
+    }
+
+    #[test]
+    fn encode_secure() {
+        let s = Secure {
+            challenge: ch("ABCDEF"),
+        };
+        assert_eq!(
+            enc(|o| s.encode(o)),
+            [
+                0x5c, 0x73, 0x65, 0x63, 0x75, 0x72, 0x65, 0x5c, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46
+            ]
+        );
+    }
+
+    #[test]
+    fn decode_secure_rejects_bad_challenge() {
+        assert_eq!(
+            Secure::decode(b"\\secure\\ABCDE"),
+            Err(DecodeError::Invalid("challenge length"))
+        );
+        assert_eq!(
+            Secure::decode(b"\\secure\\ABC DE"),
+            Err(DecodeError::Invalid("challenge character"))
+        );
+        assert_eq!(
+            Secure::decode(b"\\secure\\ABCDEF\\x\\y"),
+            Err(DecodeError::Invalid("secure trailer"))
+        );
+        assert_eq!(
+            Secure::decode(b"\\basic\\"),
+            Err(DecodeError::BadMagic("secure"))
+        );
+    }
+
+    #[test]
+    fn challenge_from_random_is_upper_case() {
+        let c = Challenge::from_random([0, 25, 26, 255, 100, 51]);
+        assert_eq!(c.as_bytes(), b"AZAVWZ");
+    }
+
+    #[test]
+    fn decode_validate_answer() {
+        let a = ValidateAnswer::decode(b"\\validate\\5OOIQ5Ha\\final\\\\queryid\\1.1").unwrap();
+        assert_eq!(a.validate, tok("5OOIQ5Ha"));
+        assert_eq!(a.trailer, Trailer::FinalQueryid(tok("1.1")));
+    }
+
+    #[test]
+    fn encode_validate_answer() {
+        for (trailer, bytes) in [
+            (
+                Trailer::FinalQueryid(tok("1.1")),
+                &b"\\validate\\5OOIQ5Ha\\final\\\\queryid\\1.1"[..],
+            ),
+            (
+                Trailer::QueryidFinal(tok("7.1")),
+                b"\\validate\\5OOIQ5Ha\\queryid\\7.1\\final\\",
+            ),
+            (Trailer::Final, b"\\validate\\5OOIQ5Ha\\final\\"),
+            (Trailer::None, b"\\validate\\5OOIQ5Ha"),
+        ] {
+            let a = ValidateAnswer {
+                validate: tok("5OOIQ5Ha"),
+                trailer,
+            };
+            assert_eq!(enc(|o| a.encode(o)), bytes);
+            assert_eq!(ValidateAnswer::decode(bytes), Ok(a));
+        }
+    }
+
+    #[test]
+    fn decode_validate_answer_rejects_other_trailers() {
+        assert_eq!(
+            ValidateAnswer::decode(b"\\validate\\x\\hostname\\y"),
+            Err(DecodeError::Invalid("validate answer trailer"))
+        );
+        assert_eq!(
+            ValidateAnswer::decode(b"\\secure\\ABCDEF"),
+            Err(DecodeError::BadMagic("validate answer"))
+        );
+    }
+
+    #[test]
+    fn decode_master_query() {
+        for (bytes, q) in [
+            (&b"\\basic\\"[..], MasterQuery::Basic),
+            (b"\\info\\", MasterQuery::Info),
+            (b"\\rules\\", MasterQuery::Rules),
+            (b"\\status\\", MasterQuery::Status),
+            (b"\\echo\\hello", MasterQuery::Echo(tok("hello"))),
+            (b"\\secure\\QWERTY", MasterQuery::Secure(ch("QWERTY"))),
+            (b"\\players\\", MasterQuery::Unknown(key("players"))),
+        ] {
+            assert_eq!(MasterQuery::decode(bytes).as_ref(), Ok(&q));
+            assert_eq!(enc(|o| q.encode(o)), bytes);
+        }
+    }
+
+    #[test]
+    fn decode_master_query_rejects_garbage() {
+        assert_eq!(
+            MasterQuery::decode(b""),
+            Err(DecodeError::BadMagic("master query"))
+        );
+        assert_eq!(
+            MasterQuery::decode(b"\\\\x"),
+            Err(DecodeError::Invalid("master query key"))
+        );
+    }
+
+    const OWN_BASIC: &[u8] =
+        b"\\gamename\\333networks\\gamever\\Qt-0.28\\location\\0\\queryid\\12.1\\final\\";
+
+    #[test]
+    fn encode_query_reply() {
+        let r = QueryReply {
+            query_id: 12,
+            sections: vec![vec![
+                (key("gamename"), tok("333networks")),
+                (key("gamever"), tok("Qt-0.28")),
+                (key("location"), tok("0")),
+            ]],
+        };
+        assert_eq!(enc(|o| r.encode(o)), OWN_BASIC);
+    }
+
+    #[test]
+    fn decode_query_reply() {
+        let r = QueryReply::decode(OWN_BASIC).unwrap();
+        assert_eq!(r.query_id, 12);
+        assert_eq!(r.sections.len(), 1);
+        let two = b"\\a\\1\\queryid\\3.1\\b\\2\\queryid\\3.2\\final\\";
+        let r = QueryReply::decode(two).unwrap();
+        assert_eq!(
+            r.sections,
+            vec![vec![(key("a"), tok("1"))], vec![(key("b"), tok("2"))]]
+        );
+        assert_eq!(enc(|o| r.encode(o)), two);
+    }
+
+    #[test]
+    fn decode_query_reply_rejects_bad_sequence_and_missing_final() {
+        assert_eq!(
+            QueryReply::decode(b"\\a\\1\\queryid\\3.2\\final\\"),
+            Err(DecodeError::Invalid("queryid sequence"))
+        );
+        assert_eq!(
+            QueryReply::decode(b"\\a\\1\\queryid\\3.1\\b\\2\\queryid\\4.2\\final\\"),
+            Err(DecodeError::Invalid("queryid sequence"))
+        );
+        assert_eq!(
+            QueryReply::decode(b"\\a\\1\\queryid\\3.1"),
+            Err(DecodeError::Incomplete("query reply"))
+        );
+        assert_eq!(
+            QueryReply::decode(b"\\a\\1\\queryid\\x\\final\\"),
+            Err(DecodeError::BadNumber("queryid"))
+        );
+    }
+
+    const GREETING: &[u8] = &[
+        0x5c, 0x62, 0x61, 0x73, 0x69, 0x63, 0x5c, 0x5c, 0x73, 0x65, 0x63, 0x75, 0x72, 0x65, 0x5c,
+        0x41, 0x42, 0x43, 0x44, 0x45, 0x46,
+    ];
+
+    #[test]
+    fn encode_greeting() {
+        let g = Greeting {
+            challenge: ch("ABCDEF"),
+        };
+        assert_eq!(enc(|o| g.encode(o)), GREETING);
+        assert_eq!(GREETING.len(), GREETING_LEN);
+    }
+
+    #[test]
+    fn decode_greeting() {
+        assert_eq!(Greeting::decode(GREETING).unwrap().challenge, ch("ABCDEF"));
+        assert_eq!(
+            Greeting::decode(b"\\basic\\\\secure\\XYZABC\\final\\")
+                .unwrap()
+                .challenge,
+            ch("XYZABC")
+        );
+    }
+
+    #[test]
+    fn decode_greeting_rejects_other_messages() {
+        assert_eq!(
+            Greeting::decode(b"\\secure\\ABCDEF"),
+            Err(DecodeError::BadMagic("greeting"))
+        );
+        assert_eq!(
+            Greeting::decode(b"\\basic\\\\secure\\ABCDEFG"),
+            Err(DecodeError::Invalid("challenge length"))
+        );
+    }
+
+    const UBROWSER_AUTH: &[u8] = b"\\gamename\\ut\\location\\0\\validate\\5OOIQ5Ha\\final\\";
+    const SS_REQUEST: &[u8] = b"\\gamename\\serioussamse\\enctype\\0\\validate\\zbGgINC8\\final\\\\queryid\\1.1\\list\\cmp\\gamename\\serioussamse\\gamever\\1.05\\final\\";
+
+    #[test]
+    fn encode_client_auth() {
+        let a = ClientAuth::ubrowser(key("ut"), tok("0"), tok("5OOIQ5Ha"));
+        assert_eq!(enc(|o| a.encode(o)), UBROWSER_AUTH);
+        let a = ClientAuth::serious_sam(key("serioussamse"), tok("zbGgINC8"));
+        assert_eq!(
+            enc(|o| a.encode(o)),
+            b"\\gamename\\serioussamse\\enctype\\0\\validate\\zbGgINC8\\final\\"
+        );
+    }
+
+    #[test]
+    fn decode_client_auth() {
+        let a = ClientAuth::decode(UBROWSER_AUTH).unwrap();
+        assert_eq!(a.gamename(), Some(&tok("ut")));
+        assert_eq!(a.validate(), Some(&tok("5OOIQ5Ha")));
+        assert_eq!(a.enctype(), Ok(Enctype::Zero));
+        let a = ClientAuth::decode(b"\\gamename\\ut\\enctype\\2\\validate\\x\\final\\").unwrap();
+        assert_eq!(a.enctype(), Ok(Enctype::Two));
+    }
+
+    #[test]
+    fn decode_client_auth_rejects_unterminated_and_list() {
+        assert_eq!(
+            ClientAuth::decode(b"\\gamename\\ut\\validate\\x"),
+            Err(DecodeError::Incomplete("client message"))
+        );
+        assert_eq!(
+            ClientAuth::decode(b"\\list\\\\gamename\\ut\\final\\"),
+            Err(DecodeError::Invalid("not an authentication message"))
+        );
+    }
+
+    #[test]
+    fn encode_list_request() {
+        let r = ListRequest::new(ListMode::Text, key("ut"));
+        assert_eq!(enc(|o| r.encode(o)), b"\\list\\\\gamename\\ut\\final\\");
+        let r = ListRequest {
+            queryid: Some(tok("1.1")),
+            mode: ListMode::Cmp,
+            gamename: Some(key("serioussamse")),
+            extra: vec![(key("gamever"), tok("1.05"))],
+        };
+        let second = SS_REQUEST.get(57..).unwrap();
+        assert_eq!(enc(|o| r.encode(o)), second);
+        assert_eq!(ListRequest::decode(second), Ok(r));
+    }
+
+    #[test]
+    fn decode_list_request() {
+        let r = ListRequest::decode(b"\\list\\cmp\\gamename\\ut\\final\\").unwrap();
+        assert_eq!(r.mode, ListMode::Cmp);
+        assert_eq!(r.mode.reply_form(), ListForm::Cmp);
+        let r = ListRequest::decode(b"\\list\\info2\\gamename\\ut\\final\\").unwrap();
+        assert_eq!(r.mode, ListMode::Unknown(tok("info2")));
+        assert_eq!(r.mode.reply_form(), ListForm::Text);
+        let r = ListRequest::decode(b"\\basic\\\\list\\\\final\\").unwrap();
+        assert_eq!(r.gamename, None);
+    }
+
+    #[test]
+    fn decode_list_request_rejects_empty_gamename() {
+        assert_eq!(
+            ListRequest::decode(b"\\list\\\\gamename\\\\final\\"),
+            Err(DecodeError::Invalid("list gamename"))
+        );
+    }
+
+    const TEXT_LIST: &[u8] = b"\\ip\\127.0.0.1:25601\\ip\\127.0.0.1:25631\\final\\";
+    const CMP_LIST: &[u8] = &[
+        0x01, 0x02, 0x03, 0x04, 0x64, 0x01, 0x05, 0x06, 0x07, 0x08, 0x1e, 0x62, 0x5c, 0x66, 0x69,
+        0x6e, 0x61, 0x6c, 0x5c,
+    ];
+
+    #[test]
+    fn encode_list_reply_text() {
+        let r = ListReply {
+            form: ListForm::Text,
+            servers: vec![addr("127.0.0.1:25601"), addr("127.0.0.1:25631")],
+        };
+        assert_eq!(enc(|o| r.encode(o)), TEXT_LIST);
+    }
+
+    #[test]
+    fn decode_list_reply_text() {
+        let r = ListReply::decode(TEXT_LIST, ListForm::Text).unwrap();
+        assert_eq!(
+            r.servers,
+            vec![addr("127.0.0.1:25601"), addr("127.0.0.1:25631")]
+        );
+        let empty = ListReply::decode(b"\\final\\", ListForm::Text).unwrap();
+        assert!(empty.servers.is_empty());
+    }
+
+    #[test]
+    fn decode_list_reply_text_rejects_bad_entry_and_missing_final() {
+        assert_eq!(
+            ListReply::decode(b"\\ip\\1.2.3:7778\\final\\", ListForm::Text),
+            Err(DecodeError::Invalid("text list entry"))
+        );
+        assert_eq!(
+            ListReply::decode(b"\\ip\\1.2.3.4:77a\\final\\", ListForm::Text),
+            Err(DecodeError::BadNumber("text list entry"))
+        );
+        assert_eq!(
+            ListReply::decode(b"\\ip\\1.2.3.4:7778", ListForm::Text),
+            Err(DecodeError::Incomplete("text list"))
+        );
+    }
+
+    #[test]
+    fn encode_list_reply_cmp() {
+        let r = ListReply {
+            form: ListForm::Cmp,
+            servers: vec![addr("1.2.3.4:25601"), addr("5.6.7.8:7778")],
+        };
+        assert_eq!(enc(|o| r.encode(o)), CMP_LIST);
+    }
+
+    #[test]
+    fn decode_list_reply_cmp() {
+        let r = ListReply::decode(CMP_LIST, ListForm::Cmp).unwrap();
+        assert_eq!(r.servers, vec![addr("1.2.3.4:25601"), addr("5.6.7.8:7778")]);
+    }
+
+    #[test]
+    fn decode_list_reply_cmp_rejects_ragged_and_unterminated() {
+        assert_eq!(
+            ListReply::decode(b"\x01\x02\x03\\final\\", ListForm::Cmp),
+            Err(DecodeError::Invalid("cmp list length"))
+        );
+        assert_eq!(
+            ListReply::decode(b"\x01\x02\x03\x04\x05\x06", ListForm::Cmp),
+            Err(DecodeError::Incomplete("cmp list"))
+        );
+    }
+
+    #[test]
+    fn quirk_cmp_record_spells_final() {
+        // 92.102.105.110:24940 is the bytes `\final`; followed by a second record starting
+        // with `\` the data contains `\final\` in the middle.
+        let r = ListReply {
+            form: ListForm::Cmp,
+            servers: vec![addr("92.102.105.110:24940"), addr("92.1.2.3:4")],
+        };
+        let bytes = enc(|o| r.encode(o));
+        assert_eq!(bytes.get(..7), Some(FINAL));
+        assert_eq!(ListReply::decode(&bytes, ListForm::Cmp), Ok(r));
+    }
+
+    #[test]
+    fn list_reply_to_server_list_dedups() {
+        let r = ListReply {
+            form: ListForm::Text,
+            servers: vec![
+                addr("1.2.3.4:7778"),
+                addr("1.2.3.4:7778"),
+                addr("1.2.3.4:7788"),
+            ],
+        };
+        let l = r.to_server_list();
+        assert_eq!(l.servers.len(), 2);
+        assert_eq!(l.servers[0].address, "1.2.3.4:7778".parse().unwrap());
+        assert_eq!(
+            l.servers[0].query_address,
+            Some("1.2.3.4:7778".parse().unwrap())
+        );
+    }
+
+    const QT5_SYNC: &[u8] = b"\\sync\\all\\msid\\0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+    const SYNC_REPLY: &[u8] = b"\\ut\\1.2.3.4:7778 5.6.7.8:7778 \\unreal\\9.9.9.9:7778 \\final\\";
+
+    #[test]
+    fn encode_sync_request() {
+        let s = SyncRequest::new(
+            SyncGames::All,
+            Some(tok("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")),
+            false,
+        )
+        .unwrap();
+        assert_eq!(enc(|o| s.encode(o)), QT5_SYNC);
+        let s = SyncRequest::new(
+            SyncGames::Games(vec![key("ut"), key("unreal"), key("ut2")]),
+            None,
+            true,
+        )
+        .unwrap();
+        assert_eq!(enc(|o| s.encode(o)), b"\\sync\\ut unreal ut2\\final\\");
+    }
+
+    #[test]
+    fn decode_sync_request() {
+        let s = SyncRequest::decode(QT5_SYNC).unwrap();
+        assert_eq!(s.games, SyncGames::All);
+        assert!(!s.terminated);
+        let s = SyncRequest::decode(b"\\sync\\all\\final\\").unwrap();
+        assert!(s.terminated && s.msid.is_none());
+    }
+
+    #[test]
+    fn decode_sync_request_rejects_bad_games() {
+        assert_eq!(
+            SyncRequest::new(SyncGames::Games(vec![key("a b")]), None, true),
+            Err(DecodeError::Invalid("sync gamename"))
+        );
+        assert_eq!(
+            SyncRequest::decode(b"\\sync\\\\final\\"),
+            Err(DecodeError::Invalid("sync gamename"))
+        );
+    }
+
+    #[test]
+    fn encode_sync_reply() {
+        let r = SyncReply {
+            games: vec![
+                (key("ut"), vec![addr("1.2.3.4:7778"), addr("5.6.7.8:7778")]),
+                (key("unreal"), vec![addr("9.9.9.9:7778")]),
+            ],
+        };
+        assert_eq!(enc(|o| r.encode(o)), SYNC_REPLY);
+    }
+
+    #[test]
+    fn decode_sync_reply() {
+        let r = SyncReply::decode(SYNC_REPLY).unwrap();
+        assert_eq!(r.games.len(), 2);
+        let r = SyncReply::decode(b"\\ut\\\\unreal\\9.9.9.9:7778  \\final\\").unwrap();
+        assert_eq!(r.games[0], (key("ut"), vec![]));
+        assert_eq!(r.games[1].1, vec![addr("9.9.9.9:7778")]);
+        assert_eq!(SyncReply::decode(b"\\final\\").unwrap().games, vec![]);
+    }
+
+    #[test]
+    fn decode_sync_reply_rejects_bad_entry() {
+        assert_eq!(
+            SyncReply::decode(b"\\ut\\1.2.3.4\\final\\"),
+            Err(DecodeError::Invalid("sync entry"))
+        );
+        assert_eq!(
+            SyncReply::decode(b"\\ut\\1.2.3.4:1 "),
+            Err(DecodeError::Incomplete("sync reply"))
+        );
+    }
+
+    #[test]
+    fn token_and_key_constructors() {
+        assert_eq!(
+            Token::new("a\\b"),
+            Err(DecodeError::Invalid("token contains a backslash"))
+        );
+        assert_eq!(Key::new(""), Err(DecodeError::Invalid("empty key")));
+        assert!(key("GameName").is("gamename"));
+    }
+
+    // ---- property tests ----
+
+    fn word() -> impl Strategy<Value = String> {
+        "[a-z][a-z0-9]{0,7}".prop_filter("reserved", |s| {
+            !matches!(
+                s.as_str(),
+                "final" | "queryid" | "basic" | "list" | "sync" | "validate" | "gamename" | "ip"
+            )
+        })
+    }
+    fn value() -> impl Strategy<Value = Token> {
+        "[ -\\[\\]-~]{0,12}"
+            .prop_filter("final", |s| !s.contains("final"))
+            .prop_map(|s| tok(&s))
+    }
+    fn pairs_strategy() -> impl Strategy<Value = Vec<(Key, Token)>> {
+        prop::collection::vec((word().prop_map(|w| key(&w)), value()), 0..5)
+    }
+    fn addrs() -> impl Strategy<Value = Vec<SocketAddrV4>> {
+        prop::collection::vec(
+            (any::<[u8; 4]>(), any::<u16>()).prop_map(|(ip, p)| SocketAddrV4::new(ip.into(), p)),
+            0..20,
+        )
+    }
+
+    fn heartbeat() -> impl Strategy<Value = Heartbeat> {
+        (any::<u16>(), word(), pairs_strategy(), any::<bool>()).prop_map(|(p, g, extra, sc)| {
+            let h = Heartbeat {
+                query_port: p,
+                gamename: key(&g),
+                extra,
+            };
+            if sc { h.with_state_changed() } else { h }
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn prop_decoders_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Heartbeat::decode(&bytes);
+            let _ = Secure::decode(&bytes);
+            let _ = ValidateAnswer::decode(&bytes);
+            let _ = MasterQuery::decode(&bytes);
+            let _ = QueryReply::decode(&bytes);
+            let _ = Greeting::decode(&bytes);
+            let _ = ClientMessage::decode_unterminated(&bytes);
+            let _ = ListReply::decode(&bytes, ListForm::Text);
+            let _ = ListReply::decode(&bytes, ListForm::Cmp);
+            let _ = SyncReply::decode(&bytes);
+        }
+
+        #[test]
+        fn prop_backslash_soup_never_panics(bytes in prop::collection::vec(prop::sample::select(vec![b'\\', b'a', b'f', b'i', b'n', b'l', b'1', b'.', b':', b' ']), 0..80)) {
+            let _ = Heartbeat::decode(&bytes);
+            let _ = QueryReply::decode(&bytes);
+            let _ = ClientMessage::decode_unterminated(&bytes);
+            let _ = ListReply::decode(&bytes, ListForm::Text);
+            let _ = SyncReply::decode(&bytes);
+        }
+
+        #[test]
+        fn prop_heartbeat_round_trip(h in heartbeat()) {
+            let mut out = Vec::new();
+            h.encode(&mut out);
+            prop_assert_eq!(Heartbeat::decode(&out), Ok(h));
+        }
+
+        #[test]
+        fn prop_list_reply_round_trip(servers in addrs(), cmp in any::<bool>()) {
+            let r = ListReply { form: if cmp { ListForm::Cmp } else { ListForm::Text }, servers };
+            let mut out = Vec::new();
+            r.encode(&mut out);
+            prop_assert_eq!(ListReply::decode(&out, r.form), Ok(r));
+        }
+
+        #[test]
+        fn prop_sync_reply_round_trip(games in prop::collection::vec((word(), addrs()), 0..4)) {
+            let r = SyncReply { games: games.into_iter().map(|(g, a)| (key(&g), a)).collect() };
+            let mut out = Vec::new();
+            r.encode(&mut out);
+            prop_assert_eq!(SyncReply::decode(&out), Ok(r));
+        }
+
+        #[test]
+        fn prop_client_messages_round_trip(g in word(), fields in pairs_strategy(), v in value(), q in prop::option::of(value()), cmp in any::<bool>(), extra in pairs_strategy()) {
+            let mut all = vec![(key("gamename"), tok(&g))];
+            all.extend(fields);
+            all.push((key("validate"), v));
+            let auth = ClientMessage::Auth(ClientAuth { fields: all });
+            let list = ClientMessage::List(ListRequest {
+                queryid: q,
+                mode: if cmp { ListMode::Cmp } else { ListMode::Text },
+                gamename: Some(key(&g)),
+                extra,
+            });
+            for m in [auth, list] {
+                let mut out = Vec::new();
+                m.encode(&mut out);
+                prop_assert_eq!(ClientMessage::decode(&out), Ok(m));
+            }
+        }
+
+        #[test]
+        fn prop_validate_and_reply_round_trip(v in value(), id in any::<u32>(), sections in prop::collection::vec(pairs_strategy(), 1..3)) {
+            for trailer in [Trailer::None, Trailer::Final, Trailer::FinalQueryid(v.clone()), Trailer::QueryidFinal(v.clone())] {
+                let a = ValidateAnswer { validate: v.clone(), trailer };
+                let mut out = Vec::new();
+                a.encode(&mut out);
+                prop_assert_eq!(ValidateAnswer::decode(&out), Ok(a));
+            }
+            let r = QueryReply { query_id: id, sections };
+            let mut out = Vec::new();
+            r.encode(&mut out);
+            prop_assert_eq!(QueryReply::decode(&out), Ok(r));
+        }
+    }
+}
