@@ -252,6 +252,7 @@ impl ListClient {
                     .rposition(|&b| b == b'\\')
                     .unwrap_or_default();
                 let complete = self.buf.get(..end).unwrap_or_default();
+                let complete = complete.strip_suffix(b"\\ip").unwrap_or(complete);
                 match parse_text_list(complete) {
                     Ok((s, _)) => s,
                     Err(_) if complete.is_empty() => Vec::new(),
@@ -402,3 +403,446 @@ impl RequestParser {
 const MSID_KEY: &[u8] = b"\\msid\\";
 /// A Qt5 master id is a 36-character UUID (§14).
 const MSID_LEN: usize = 36;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SS_REQUEST: &[u8] = b"\\gamename\\serioussamse\\enctype\\0\\validate\\zbGgINC8\\final\\\\queryid\\1.1\\list\\cmp\\gamename\\serioussamse\\gamever\\1.05\\final\\";
+    const QSTAT_REQUEST: &[u8] = b"\\gamename\\gamespy2\\gamever\\020109017\\location\\5\\validate\\12345678\\final\\\\list\\\\gamename\\serioussamse\\final\\";
+
+    fn config(form: ListForm) -> ListClientConfig {
+        ListClientConfig {
+            auth_gamename: Key::new("ut").unwrap(),
+            auth_key: None,
+            location: Token::new("0").unwrap(),
+            list_gamename: Key::new("ut").unwrap(),
+            form,
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    fn written(c: &mut ListClient) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = c.poll_write(&mut out);
+        out
+    }
+
+    fn addrs(list: &ServerList) -> Vec<String> {
+        list.servers.iter().map(|s| s.address.to_string()).collect()
+    }
+
+    #[test]
+    fn client_text_list_conversation() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        assert!(written(&mut c).is_empty());
+        assert_eq!(c.poll_timeout(), Some(t0 + Duration::from_secs(30)));
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        assert_eq!(
+            written(&mut c),
+            b"\\gamename\\ut\\location\\0\\validate\\5OOIQ5Ha\\final\\\\list\\\\gamename\\ut\\final\\"
+        );
+        c.handle_data(t0, b"\\ip\\1.2.3.4:7778\\ip\\5.6.7");
+        assert_eq!(c.poll_event(), None);
+        c.handle_data(t0, b".8:7778\\final\\");
+        let Some(Event::Done(list)) = c.poll_event() else {
+            panic!("no list")
+        };
+        assert_eq!(addrs(&list), ["1.2.3.4:7778", "5.6.7.8:7778"]);
+        assert_eq!(list.partial, None);
+        assert_eq!(c.poll_event(), None);
+        assert_eq!(c.poll_timeout(), None);
+    }
+
+    #[test]
+    fn client_cmp_list_byte_by_byte() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Cmp), t0);
+        let mut all = b"\\basic\\\\secure\\ABCDEF".to_vec();
+        all.extend_from_slice(&[
+            0x01, 0x02, 0x03, 0x04, 0x64, 0x01, 0x05, 0x06, 0x07, 0x08, 0x1e, 0x62,
+        ]);
+        all.extend_from_slice(FINAL);
+        for b in &all {
+            c.handle_data(t0, std::slice::from_ref(b));
+        }
+        let w = written(&mut c);
+        assert!(w.ends_with(b"\\list\\cmp\\gamename\\ut\\final\\"));
+        let Some(Event::Done(list)) = c.poll_event() else {
+            panic!("no list")
+        };
+        assert_eq!(addrs(&list), ["1.2.3.4:25601", "5.6.7.8:7778"]);
+    }
+
+    #[test]
+    fn quirk_greeting_with_final() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF\\fin");
+        assert!(written(&mut c).is_empty(), "could still be \\final\\");
+        c.handle_data(t0, b"al\\");
+        assert!(!written(&mut c).is_empty());
+        assert_eq!(
+            c.poll_event(),
+            None,
+            "the greeting's \\final\\ is not an empty list"
+        );
+        c.handle_data(t0, b"\\ip\\1.2.3.4:7778\\final\\");
+        assert!(matches!(c.poll_event(), Some(Event::Done(l)) if l.servers.len() == 1));
+    }
+
+    #[test]
+    fn client_empty_text_list() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.handle_data(t0, b"\\final\\");
+        assert_eq!(c.poll_event(), Some(Event::Done(ServerList::default())));
+    }
+
+    #[test]
+    fn client_rejects_bad_greeting() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"HTTP/1.1 200 OK\r\n");
+        assert_eq!(
+            c.poll_event(),
+            Some(Event::Failed(QueryError::Decode(DecodeError::BadMagic(
+                "greeting"
+            ))))
+        );
+        assert!(written(&mut c).is_empty());
+    }
+
+    #[test]
+    fn client_unknown_auth_game_is_rejected() {
+        let t0 = Instant::now();
+        let mut cfg = config(ListForm::Text);
+        cfg.auth_gamename = Key::new("nosuchgame").unwrap();
+        let mut c = ListClient::new(cfg, t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        assert_eq!(
+            c.poll_event(),
+            Some(Event::Failed(QueryError::Rejected(
+                "no key for the auth gamename"
+            )))
+        );
+    }
+
+    #[test]
+    fn client_explicit_key() {
+        let t0 = Instant::now();
+        let mut cfg = config(ListForm::Text);
+        cfg.auth_gamename = Key::new("serioussamse").unwrap();
+        cfg.auth_key = Some(b"AKbna4".to_vec());
+        let mut c = ListClient::new(cfg, t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        let w = written(&mut c);
+        assert!(
+            w.starts_with(b"\\gamename\\serioussamse\\location\\0\\validate\\zbGgINC8\\final\\")
+        );
+    }
+
+    #[test]
+    fn client_refused_by_echo() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.handle_data(t0, b"\\echo\\You failed to authenticate\\final\\");
+        assert_eq!(
+            c.poll_event(),
+            Some(Event::Failed(QueryError::Rejected(
+                "master refused the request"
+            )))
+        );
+    }
+
+    #[test]
+    fn client_garbage_list_is_invalid() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.handle_data(t0, b"\\ip\\not-an-address\\final\\");
+        assert_eq!(
+            c.poll_event(),
+            Some(Event::Failed(QueryError::Decode(DecodeError::Invalid(
+                "text list entry"
+            ))))
+        );
+    }
+
+    #[test]
+    fn quirk_read_until_close_partial() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.handle_data(t0, b"\\ip\\1.2.3.4:7778\\ip\\5.6.");
+        c.handle_eof(t0);
+        let Some(Event::Done(list)) = c.poll_event() else {
+            panic!("no list")
+        };
+        assert_eq!(addrs(&list), ["1.2.3.4:7778"]);
+        assert_eq!(
+            list.partial.map(|p| p.reason),
+            Some("connection closed before \\final\\".to_owned())
+        );
+    }
+
+    #[test]
+    fn quirk_cmp_until_close_without_final() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Cmp), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.handle_data(t0, &[1, 2, 3, 4, 0x1e, 0x62, 5, 6]);
+        c.handle_eof(t0);
+        let Some(Event::Done(list)) = c.poll_event() else {
+            panic!("no list")
+        };
+        assert_eq!(addrs(&list), ["1.2.3.4:7778"]);
+        assert!(list.partial.is_some());
+    }
+
+    #[test]
+    fn client_eof_before_greeting_and_before_list() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"\\basic\\");
+        c.handle_eof(t0);
+        assert_eq!(
+            c.poll_event(),
+            Some(Event::Failed(QueryError::Decode(DecodeError::Incomplete(
+                "greeting"
+            ))))
+        );
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.handle_eof(t0);
+        assert_eq!(
+            c.poll_event(),
+            Some(Event::Failed(QueryError::Decode(DecodeError::Incomplete(
+                "list reply"
+            ))))
+        );
+    }
+
+    #[test]
+    fn client_timeout_on_virtual_clock() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_timeout(t0 + Duration::from_secs(29));
+        assert_eq!(c.poll_event(), None);
+        c.handle_timeout(t0 + Duration::from_secs(30));
+        assert_eq!(c.poll_event(), Some(Event::Failed(QueryError::Timeout)));
+        assert_eq!(c.poll_timeout(), None);
+
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF\\ip\\1.2.3.4:7778\\ip\\");
+        c.handle_timeout(t0 + Duration::from_secs(30));
+        let Some(Event::Done(list)) = c.poll_event() else {
+            panic!("no list")
+        };
+        assert_eq!(list.servers.len(), 1);
+        assert_eq!(
+            list.partial.map(|p| p.reason),
+            Some("list reply timed out".to_owned())
+        );
+    }
+
+    #[test]
+    fn client_abort_and_cap() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Cmp), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.abort(t0);
+        assert_eq!(c.poll_event(), Some(Event::Failed(QueryError::Timeout)));
+        // Data after the outcome is ignored.
+        c.handle_data(t0, b"\\final\\");
+        assert_eq!(c.poll_event(), None);
+
+        let mut c = ListClient::new(config(ListForm::Cmp), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.handle_data(t0, &vec![0u8; MAX_LIST_BYTES + 1]);
+        assert_eq!(
+            c.poll_event(),
+            Some(Event::Failed(QueryError::Decode(DecodeError::TooLarge(
+                "list reply"
+            ))))
+        );
+    }
+
+    #[test]
+    fn client_duplicates_removed() {
+        let t0 = Instant::now();
+        let mut c = ListClient::new(config(ListForm::Text), t0);
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.handle_data(t0, b"\\ip\\1.2.3.4:7778\\ip\\1.2.3.4:7778\\final\\");
+        assert!(matches!(c.poll_event(), Some(Event::Done(l)) if l.servers.len() == 1));
+    }
+
+    // ---- server side ----
+
+    #[test]
+    fn quirk_two_finals_in_one_buffer() {
+        let mut p = RequestParser::new();
+        let req = p.feed(SS_REQUEST).unwrap().unwrap();
+        assert_eq!(req.auth.gamename().unwrap().as_bytes(), b"serioussamse");
+        assert_eq!(req.auth.validate().unwrap().as_bytes(), b"zbGgINC8");
+        let RequestAction::List(l) = &req.action else {
+            panic!("not a list")
+        };
+        assert_eq!(l.mode, ListMode::Cmp);
+        assert_eq!(l.queryid.as_ref().map(Token::as_bytes), Some(&b"1.1"[..]));
+        assert_eq!(req.list_gamename(), Some(&b"serioussamse"[..]));
+        // Later bytes are ignored.
+        assert_eq!(p.feed(b"\\list\\\\final\\"), Ok(None));
+    }
+
+    #[test]
+    fn quirk_any_segmentation() {
+        let whole = RequestParser::new().feed(SS_REQUEST).unwrap();
+        for split in 0..=SS_REQUEST.len() {
+            let (a, b) = SS_REQUEST.split_at(split);
+            let mut p = RequestParser::new();
+            let first = p.feed(a).unwrap();
+            let got = if first.is_some() {
+                first
+            } else {
+                p.feed(b).unwrap()
+            };
+            assert_eq!(got, whole, "split at {split}");
+        }
+        let mut p = RequestParser::new();
+        let mut got = None;
+        for b in QSTAT_REQUEST {
+            if let Some(r) = p.feed(std::slice::from_ref(b)).unwrap() {
+                got = Some(r);
+            }
+        }
+        assert!(got.is_some());
+    }
+
+    #[test]
+    fn quirk_auth_and_list_gamenames_differ() {
+        let req = RequestParser::new().feed(QSTAT_REQUEST).unwrap().unwrap();
+        assert_eq!(req.auth.gamename().unwrap().as_bytes(), b"gamespy2");
+        assert_eq!(req.list_gamename(), Some(&b"serioussamse"[..]));
+        assert_eq!(
+            super::super::check_validate(
+                b"gamespy2",
+                &super::super::Challenge::new(b"ABCDEF").unwrap(),
+                req.auth.enctype().unwrap(),
+                req.auth.validate().unwrap().as_bytes()
+            ),
+            super::super::ValidateCheck::Mismatch {
+                expected: "/+SZGk4P".to_owned()
+            }
+        );
+    }
+
+    #[test]
+    fn quirk_list_without_gamename_uses_auth_gamename() {
+        let req = RequestParser::new()
+            .feed(b"\\gamename\\ut\\validate\\x\\final\\\\list\\\\final\\")
+            .unwrap()
+            .unwrap();
+        assert_eq!(req.list_gamename(), Some(&b"ut"[..]));
+    }
+
+    #[test]
+    fn quirk_stray_basic_before_auth() {
+        let req = RequestParser::new()
+            .feed(
+                b"\\basic\\\\gamename\\ut\\validate\\x\\final\\\\list\\cmp\\gamename\\ut\\final\\",
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(req.auth.gamename().unwrap().as_bytes(), b"ut");
+    }
+
+    #[test]
+    fn parser_rejects_list_before_auth() {
+        assert_eq!(
+            RequestParser::new().feed(b"\\list\\\\gamename\\ut\\final\\"),
+            Err(DecodeError::Invalid("request before authentication"))
+        );
+    }
+
+    #[test]
+    fn parser_caps_request_size() {
+        let mut p = RequestParser::new();
+        assert_eq!(p.feed(&[b'a'; MAX_CLIENT_REQUEST]), Ok(None));
+        assert_eq!(p.feed(b"x"), Err(DecodeError::TooLarge("client request")));
+    }
+
+    #[test]
+    fn quirk_sync_without_final() {
+        let mut p = RequestParser::new();
+        let auth = b"\\validate\\TcGdY/3Q\\queryid\\1.1\\gamename\\333networks\\gamever\\Qt-0.28\\location\\0\\queryid\\1.2\\final\\";
+        assert_eq!(p.feed(auth), Ok(None));
+        assert_eq!(p.feed(b"\\sync\\all\\msid\\0f1e2d3c-4b5a-6978-"), Ok(None));
+        let req = p.feed(b"8796-a5b4c3d2e1f0").unwrap().unwrap();
+        assert_eq!(req.auth.gamename().unwrap().as_bytes(), b"333networks");
+        let RequestAction::Sync(s) = req.action else {
+            panic!("not a sync")
+        };
+        assert!(!s.terminated);
+        assert_eq!(
+            s.msid.unwrap().as_bytes(),
+            b"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+        );
+    }
+
+    #[test]
+    fn sync_perl_form_and_idle_flush() {
+        let mut p = RequestParser::new();
+        let req = p
+            .feed(b"\\gamename\\333networks\\location\\0\\validate\\TcGdY/3Q\\final\\\\sync\\all\\final\\")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            req.action,
+            RequestAction::Sync(SyncRequest {
+                terminated: true,
+                ..
+            })
+        ));
+        let mut p = RequestParser::new();
+        let _ = p.feed(b"\\gamename\\333networks\\validate\\x\\final\\\\sync\\ut unreal");
+        let req = p.flush().unwrap().unwrap();
+        let RequestAction::Sync(s) = req.action else {
+            panic!("not a sync")
+        };
+        assert_eq!(
+            s.games,
+            super::super::SyncGames::Games(vec![
+                Key::new("ut").unwrap(),
+                Key::new("unreal").unwrap()
+            ])
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn prop_parser_never_panics(chunks in prop::collection::vec(prop::collection::vec(prop::sample::select(vec![b'\\', b'f', b'i', b'n', b'a', b'l', b'g', b's', b'y', b'c', b'x']), 0..30), 0..10)) {
+            let mut p = RequestParser::new();
+            for c in &chunks {
+                if p.feed(c).is_err() { break; }
+            }
+            let _ = p.flush();
+        }
+
+        #[test]
+        fn prop_client_never_panics(chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..6), cmp in any::<bool>()) {
+            let t0 = Instant::now();
+            let mut c = ListClient::new(config(if cmp { ListForm::Cmp } else { ListForm::Text }), t0);
+            c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+            for ch in &chunks {
+                c.handle_data(t0, ch);
+            }
+            c.handle_eof(t0);
+            prop_assert!(c.poll_event().is_some());
+        }
+    }
+}
