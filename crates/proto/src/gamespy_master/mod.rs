@@ -74,13 +74,17 @@ pub const MAX_PAIRS: usize = 256;
 ///
 /// The protocol has no declared character set; the games behind it are Windows-1252 (spec
 /// §13 decision 2). Decoding never fails: every byte maps to a character, so `lossy` is always
-/// false. `plain` additionally drops control characters (bytes below 0x20 and 0x7f), which
+/// false. `plain` turns tabs into spaces and drops other control characters, which
 /// no gamename contains but a hostile peer may send. Gamenames are compared on their raw
 /// bytes after ASCII lower-casing, never through this function.
 #[must_use]
 pub fn decode_text(raw: &[u8]) -> Text {
     let text = decode_windows1252(raw);
-    let plain: String = text.chars().filter(|c| !c.is_control()).collect();
+    let plain: String = text
+        .chars()
+        .map(|c| if c == '\t' { ' ' } else { c })
+        .filter(|c| !c.is_control())
+        .collect();
     Text {
         raw: raw.to_vec(),
         text,

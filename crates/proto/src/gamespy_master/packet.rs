@@ -12,8 +12,28 @@ use crate::model::{ListedServer, ServerList};
 use crate::wire::{DecodeError, Reader, put_decimal};
 
 /// A value of a `\key\value` pair: any bytes except `\` (which would end it). May be empty.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// `Debug` shows the bytes as an escaped byte string: `Token(b"ut")`.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Token(Vec<u8>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Token(b\"{}\")", self.0.escape_ascii())
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Key(b\"{}\")", self.as_bytes().escape_ascii())
+    }
+}
+
+impl std::fmt::Debug for Challenge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Challenge(b\"{}\")", self.0.escape_ascii())
+    }
+}
 
 impl Token {
     /// A token from bytes; [`DecodeError::Invalid`] if they contain `\`.
@@ -43,8 +63,8 @@ impl Token {
     }
 }
 
-/// A key of a `\key\value` pair: a non-empty [`Token`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A key of a `\key\value` pair: a non-empty [`Token`]. `Debug` shows `Key(b"gamename")`.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key(Token);
 
 impl Key {
@@ -85,8 +105,8 @@ impl Key {
 }
 
 /// A master challenge: exactly 6 printable ASCII characters other than `\` (spec §4.4: UE2,
-/// Serious Sam and UBrowser read exactly 6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Serious Sam and UBrowser read exactly 6). `Debug` shows `Challenge(b"ABCDEF")`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Challenge([u8; CHALLENGE_LEN]);
 
 impl Challenge {

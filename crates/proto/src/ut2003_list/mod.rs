@@ -38,13 +38,18 @@ pub const MAX_ENTRIES_PREALLOC: usize = 4096;
 /// Decode a line of the list for diagnostics.
 ///
 /// Valid lines are ASCII by definition; an invalid line may hold anything, so it is decoded
-/// as Windows-1252, which maps every byte (never lossy). `plain` drops control characters.
+/// as Windows-1252, which maps every byte (never lossy). `plain` turns tabs into spaces and
+/// drops other control characters.
 /// Invalid lines longer than [`MAX_LINE`] are kept truncated to [`MAX_LINE`] bytes.
 #[must_use]
 pub fn decode_text(raw: &[u8]) -> Text {
     let raw = raw.get(..MAX_LINE).unwrap_or(raw);
     let text = decode_windows1252(raw);
-    let plain = text.chars().filter(|c| !c.is_control()).collect();
+    let plain = text
+        .chars()
+        .map(|c| if c == '\t' { ' ' } else { c })
+        .filter(|c| !c.is_control())
+        .collect();
     Text {
         raw: raw.to_vec(),
         text,
