@@ -300,3 +300,106 @@ fn every_client_fixture_classifies() {
         assert_eq!(kinds, ["auth", "list"], "{name}");
     }
 }
+
+#[test]
+fn quirk_client_sends_before_greeting() {
+    // qstat writes its whole request right after connecting; the parser has no notion of the
+    // greeting having been read, so the bytes are taken whenever they come.
+    let mut p = RequestParser::new();
+    let bytes = fx("qstat-2.17-gsm-request.bin");
+    let (a, b) = bytes.split_at(10);
+    assert_eq!(p.feed(a), Ok(None));
+    assert!(p.feed(b).unwrap().is_some());
+}
+
+#[test]
+fn quirk_unknown_list_modes_answered_with_text() {
+    for (req, form) in [
+        (&b"\\list\\cmp\\gamename\\ut\\final\\"[..], ListForm::Cmp),
+        (b"\\list\\\\gamename\\ut\\final\\", ListForm::Text),
+        (b"\\list\\info2\\gamename\\ut\\final\\", ListForm::Text),
+        (
+            b"\\list\\groups\\gamename\\ut\\where\\x\\final\\",
+            ListForm::Text,
+        ),
+    ] {
+        let l = ListRequest::decode(req).unwrap();
+        assert_eq!(l.mode.reply_form(), form);
+        assert_eq!(encoded(|o| l.encode(o)), req);
+    }
+}
+
+#[test]
+fn quirk_heartbeat_port_zero() {
+    let h = Heartbeat::decode(b"\\heartbeat\\0\\gamename\\ut").unwrap();
+    // Kept as 0: the master substitutes the game's default port, not the codec.
+    assert_eq!(h.query_port, 0);
+}
+
+#[test]
+fn quirk_statechanged_without_value() {
+    let h = Heartbeat::decode(&fx("serioussam-1.10-heartbeat-statechanged.bin")).unwrap();
+    assert!(h.state_changed());
+    // With a value (not seen in the wild) it still counts.
+    let h =
+        Heartbeat::decode(b"\\heartbeat\\25601\\gamename\\serioussamse\\statechanged\\1").unwrap();
+    assert!(h.state_changed());
+    let h = Heartbeat::decode(&fx("ut99-v469-heartbeat-to-epic.bin")).unwrap();
+    assert!(!h.state_changed());
+}
+
+#[test]
+fn quirk_gamename_case() {
+    let h = Heartbeat::decode(b"\\heartbeat\\7778\\gamename\\UT").unwrap();
+    assert!(h.gamename.is("ut"));
+    assert_eq!(h.gamename.as_bytes(), b"UT", "raw bytes kept");
+    assert_eq!(
+        muster_proto::gamespy_master::game_keys(b"SeriousSamSE"),
+        ["AKbna4"]
+    );
+    // The three Serious Sam names share a key (aliasing itself is the master's game table).
+    for g in ["serioussam", "serioussamse", "serioussamsed"] {
+        assert_eq!(
+            muster_proto::gamespy_master::game_keys(g.as_bytes()),
+            ["AKbna4"]
+        );
+    }
+}
+
+#[test]
+fn quirk_empty_and_non_backslash_datagrams() {
+    use muster_proto::DecodeError;
+    for d in [&b""[..], b"\x00", b"heartbeat\\7778", b"\xff\xff\xff\xff"] {
+        assert_eq!(
+            Heartbeat::decode(d),
+            Err(DecodeError::BadMagic("heartbeat"))
+        );
+        assert!(muster_proto::gamespy_master::MasterQuery::decode(d).is_err());
+    }
+}
+
+#[test]
+fn quirk_sync_reply_empty_games_and_trailing_spaces() {
+    let qt5 = b"\\ut\\1.2.3.4:7778 \\unreal\\\\ut2\\5.6.7.8:7778  9.9.9.9:7787 \\final\\";
+    let r = SyncReply::decode(qt5).unwrap();
+    assert_eq!(r.games.len(), 3);
+    assert!(r.games[1].1.is_empty());
+    assert_eq!(r.games[2].1.len(), 2);
+    // Written back in the Qt5 shape: one space after each address.
+    assert_eq!(
+        encoded(|o| r.encode(o)),
+        b"\\ut\\1.2.3.4:7778 \\unreal\\\\ut2\\5.6.7.8:7778 9.9.9.9:7787 \\final\\"
+    );
+}
+
+#[test]
+fn quirk_enctype2_auth() {
+    let msg = b"\\gamename\\ut\\enctype\\2\\validate\\vtbGJfPq\\final\\";
+    let a = ClientAuth::decode(msg).unwrap();
+    assert_eq!(a.enctype(), Ok(Enctype::Two));
+    let c = Challenge::new(b"ABCDEF").unwrap();
+    assert_eq!(
+        check_validate(b"ut", &c, Enctype::Two, a.validate().unwrap().as_bytes()),
+        ValidateCheck::Match
+    );
+}
