@@ -761,7 +761,7 @@ pub enum ClientMessage {
 
 impl ClientMessage {
     /// Decode one message that ends in `\final\` ([`DecodeError::Incomplete`] otherwise).
-    /// A leading stray `\basic\` is dropped (OpenSpy tolerates it, §5.4).
+    /// Leading stray `\basic\` pairs are dropped (OpenSpy tolerates one, §5.4).
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
         if !msg.ends_with(FINAL) {
             return Err(DecodeError::Incomplete("client message"));
@@ -779,9 +779,11 @@ impl ClientMessage {
         if terminated {
             p.pop();
         }
-        if matches!(p.first(), Some((k, b"")) if key_is(k, "basic")) {
-            p.remove(0);
-        }
+        let strays = p
+            .iter()
+            .take_while(|(k, v)| key_is(k, "basic") && v.is_empty())
+            .count();
+        p.drain(..strays);
         let lead_queryid = match p.first() {
             Some((k, v)) if key_is(k, "queryid") => Some(Token::from_split(v)),
             _ => None,
