@@ -1171,6 +1171,16 @@ mod tests {
     }
 
     #[test]
+    fn decode_heartbeat_rejects_oversized() {
+        let mut d = b"\\heartbeat\\7778\\gamename\\ut\\x\\".to_vec();
+        d.resize(super::super::MAX_DATAGRAM + 1, b'a');
+        assert_eq!(
+            Heartbeat::decode(&d),
+            Err(DecodeError::TooLarge("heartbeat"))
+        );
+    }
+
+    #[test]
     fn decode_secure() {
         let s = Secure::decode(b"\\secure\\ABCDEF").unwrap();
         assert_eq!(s.challenge, ch("ABCDEF"));

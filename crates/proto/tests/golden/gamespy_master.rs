@@ -403,3 +403,20 @@ fn quirk_enctype2_auth() {
         ValidateCheck::Match
     );
 }
+
+#[test]
+fn uplink_validate_answer_is_an_own_face_reply() {
+    // A 333networks master answers `\secure\` on its beacon port in the §9 reply shape, so
+    // the same bytes decode both as a validate answer and as a one-section query reply.
+    let bytes = fx("333networks-uplink-validate-answer.bin");
+    let r = QueryReply::decode(&bytes).unwrap();
+    assert_eq!(r.query_id, 1);
+    assert_eq!(
+        r.sections,
+        vec![vec![(
+            Key::new("validate").unwrap(),
+            Token::new("TcGdY/3Q").unwrap()
+        )]]
+    );
+    assert_eq!(encoded(|o| r.encode(o)), bytes);
+}
