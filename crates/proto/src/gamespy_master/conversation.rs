@@ -34,6 +34,26 @@ pub struct ListClientConfig {
     pub timeout: Duration,
 }
 
+impl ListClientConfig {
+    /// UBrowser's defaults for the list of `gamename`: authenticate as the same game with its
+    /// key from [`super::GAME_KEYS`], location `0`, [`DEFAULT_LIST_TIMEOUT`].
+    #[must_use]
+    pub fn new(gamename: Key, form: ListForm) -> Self {
+        Self {
+            auth_gamename: gamename.clone(),
+            auth_key: None,
+            location: Token::default_location(),
+            list_gamename: gamename,
+            form,
+            timeout: DEFAULT_LIST_TIMEOUT,
+        }
+    }
+}
+
+/// The default time a [`ListClient`] allows for the whole conversation (UBrowser waits 30 s
+/// for the first entry, spec §5.7).
+pub const DEFAULT_LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
 #[derive(Debug)]
 enum State {
     AwaitGreeting,
@@ -55,6 +75,12 @@ enum State {
 /// abort) or [`DecodeError::Incomplete`] (EOF). Bad bytes are [`DecodeError`]s inside
 /// [`QueryError::Decode`]; more than [`MAX_LIST_BYTES`] is [`DecodeError::TooLarge`]; a
 /// master's `\echo\…` refusal is [`QueryError::Rejected`].
+///
+/// Known limits, both needing an unlucky read boundary: a Perl master's `\final\` after the
+/// greeting that arrives in a *later* read than the greeting reads as an empty list; and a
+/// `cmp` list is finished at the first read that ends in `\final\` on a record boundary, so a
+/// record spelling `\final` (92.102.105.110:24940) followed by a read boundary one byte into
+/// the next record ends it early.
 #[derive(Debug)]
 pub struct ListClient {
     config: ListClientConfig,
@@ -205,21 +231,31 @@ impl ListClient {
     }
 
     fn try_list(&mut self) {
-        if !self.buf.ends_with(FINAL) {
-            return;
-        }
         match self.config.form {
             ListForm::Text => {
+                // Tolerate a line end or NUL after the closing `\final\`.
+                let end = self
+                    .buf
+                    .iter()
+                    .rposition(|b| !matches!(b, b'\0' | b'\r' | b'\n' | b' '))
+                    .map_or(0, |p| p + 1);
+                let text = self.buf.get(..end).unwrap_or_default();
+                if !text.ends_with(FINAL) {
+                    return;
+                }
                 if let Some(e) = self.refusal() {
                     return self.fail(e);
                 }
-                match parse_text_list(&self.buf) {
+                match parse_text_list(text) {
                     Ok((servers, true)) => self.done(to_server_list(&servers)),
                     Ok((_, false)) => {}
                     Err(e) => self.fail(QueryError::Decode(e)),
                 }
             }
             ListForm::Cmp => {
+                if !self.buf.ends_with(FINAL) {
+                    return;
+                }
                 // Count records from the total length (§5.6): a record spelling `\final\`
                 // cannot end the list early unless a read boundary falls one byte after it.
                 let body_len = self.buf.len() - FINAL.len();
@@ -500,6 +536,16 @@ mod tests {
         c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
         c.handle_data(t0, b"\\final\\");
         assert_eq!(c.poll_event(), Some(Event::Done(ServerList::default())));
+        // A line end or NUL after `\final\` does not hide it.
+        let mut c = ListClient::new(
+            ListClientConfig::new(Key::new("ut").unwrap(), ListForm::Text),
+            t0,
+        );
+        c.handle_data(t0, b"\\basic\\\\secure\\ABCDEF");
+        c.handle_data(t0, b"\\ip\\1.2.3.4:7778\\final\\\r\n\0");
+        assert!(
+            matches!(c.poll_event(), Some(Event::Done(l)) if l.servers.len() == 1 && l.partial.is_none())
+        );
     }
 
     #[test]

@@ -37,7 +37,9 @@ pub mod conversation;
 pub mod gsmsalg;
 pub mod packet;
 
-pub use conversation::{ClientRequest, ListClient, ListClientConfig, RequestAction, RequestParser};
+pub use conversation::{
+    ClientRequest, DEFAULT_LIST_TIMEOUT, ListClient, ListClientConfig, RequestAction, RequestParser,
+};
 pub use gsmsalg::{
     Enctype, GAME_KEYS, ValidateCheck, check_validate, game_keys, gsmsalg, validate_string,
 };

@@ -57,6 +57,11 @@ impl Token {
         super::decode_text(&self.0)
     }
 
+    /// `0`, the location UBrowser and most clients send.
+    pub(super) fn default_location() -> Self {
+        Self(b"0".to_vec())
+    }
+
     /// A token from bytes already split on `\` (the tokenizer guarantees there is none).
     fn from_split(bytes: &[u8]) -> Self {
         Self(bytes.to_vec())
