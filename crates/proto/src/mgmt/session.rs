@@ -214,3 +214,72 @@ impl ServerSession {
         self.events.push_back(SessionEvent::Closed(reason));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const QUERY: &[u8] = b"33{\"command\":\"msQueryGameServers\"}\n";
+
+    fn drain(s: &mut ServerSession) -> Vec<SessionEvent> {
+        std::iter::from_fn(|| s.poll_event()).collect()
+    }
+
+    #[test]
+    fn abort_closes_once_and_stops_processing() {
+        let t0 = Instant::now();
+        let mut s = ServerSession::new(t0, SessionConfig::default());
+        s.handle_input(t0, QUERY);
+        s.abort(t0);
+        s.handle_eof(t0);
+        s.handle_input(t0, QUERY);
+        assert_eq!(
+            drain(&mut s),
+            vec![
+                SessionEvent::Query,
+                SessionEvent::Closed(CloseReason::Aborted)
+            ]
+        );
+        assert!(s.is_closed());
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    #[test]
+    fn idle_timeout_is_configurable() {
+        let t0 = Instant::now();
+        let config = SessionConfig {
+            idle_timeout: Duration::from_secs(5),
+        };
+        let mut s = ServerSession::new(t0, config);
+        assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(5)));
+        s.handle_timeout(t0 + Duration::from_secs(5));
+        assert_eq!(
+            drain(&mut s),
+            vec![SessionEvent::Closed(CloseReason::IdleTimeout)]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_input_never_panics_and_closed_comes_last(
+            chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..8),
+            seconds in proptest::collection::vec(0u64..1_000, 8),
+        ) {
+            let t0 = Instant::now();
+            let mut s = ServerSession::new(t0, SessionConfig::default());
+            let mut events = Vec::new();
+            for (chunk, secs) in chunks.iter().zip(&seconds) {
+                let now = t0 + Duration::from_secs(*secs);
+                s.handle_input(now, chunk);
+                s.handle_timeout(now);
+                events.extend(drain(&mut s));
+            }
+            s.handle_eof(t0);
+            events.extend(drain(&mut s));
+            let closes = events.iter().filter(|e| matches!(e, SessionEvent::Closed(_))).count();
+            prop_assert_eq!(closes, 1);
+            prop_assert!(matches!(events.last(), Some(SessionEvent::Closed(_))));
+        }
+    }
+}
