@@ -256,6 +256,13 @@ impl GameServer {
         &self.name
     }
 
+    /// The name as a [`crate::model::Text`], through the protocol's one text function
+    /// ([`super::text`]).
+    #[must_use]
+    pub fn name_text(&self) -> crate::model::Text {
+        super::text(&self.name)
+    }
+
     /// The address, exactly as registered.
     #[must_use]
     pub fn address(&self) -> &ServerAddress {
@@ -689,7 +696,7 @@ fn server_fields(
 ) -> Result<GameServer, MessageError> {
     let name = string_field(c, name_key)?;
     if name.is_empty() {
-        return Err(MessageError::Empty(CTX_NAME));
+        return Err(MessageError::Empty(name_key));
     }
     let address =
         ServerAddress::parse(string_field(c, address_key)?).map_err(MessageError::Address)?;

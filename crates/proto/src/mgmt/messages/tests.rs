@@ -396,6 +396,18 @@ fn answer_fitting_keeps_what_fits() {
 }
 
 #[test]
+fn name_text_goes_through_the_protocol_text_function() {
+    let s = GameServer::new(
+        " Feuer\u{7}land ",
+        addr("1.2.3.4"),
+        GamePort::new(1).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(s.name(), " Feuer\u{7}land ");
+    assert_eq!(s.name_text().plain, "Feuerland");
+}
+
+#[test]
 fn default_stats_are_the_spec_defaults() {
     assert_eq!(Stats::default(), stats(0, 4, true, 1));
 }
