@@ -1,0 +1,593 @@
+//! Sans-IO GameAgent queries: [`ServerQuery`] (status `02` + players `03` of one server) and
+//! [`MasterListQuery`] (`e` to a master, `s` datagrams back).
+//!
+//! Neither machine reads a clock or touches a socket; see [`crate::query`] for the driving loop.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use super::packet::{
+    CountReply, ListReply, PlayerRecords, PlayersDatagram, ServerRequest, StatusReply,
+};
+use super::{MAX_LIST_RECORDS_PER_DATAGRAM, decode_text, name_mark_reason};
+use crate::model::{
+    ListedServer, Partial, Player, Protocol, RawValue, Rule, ServerInfo, ServerList,
+};
+use crate::query::{
+    Event, QueryConfig, QueryError, QueryMachine, RetryAction, RetrySchedule, Transmit,
+};
+use crate::wire::DecodeError;
+
+/// After the `04` trailer arrived without the header datagram, wait this long for a reordered
+/// head before finishing as partial (spec §9.3.3).
+pub const PLAYERS_REORDER_GRACE: Duration = Duration::from_millis(200);
+
+/// Most player datagrams accepted for one reply (spec §9.3.3).
+pub const MAX_PLAYER_DATAGRAMS: usize = 16;
+
+/// Most player-reply bytes accepted for one reply (spec §9.3.3).
+pub const MAX_PLAYER_BYTES: usize = 32 * 1024;
+
+/// A list is complete this long after its last `s` datagram (spec §9.3.1).
+pub const LIST_IDLE: Duration = Duration::from_millis(1500);
+
+/// After an `s` datagram with fewer than 170 records (the stock master's last one), the list is
+/// complete this much sooner than [`LIST_IDLE`]: only a reordered earlier datagram can follow.
+pub const LIST_SHORT_DATAGRAM_GRACE: Duration = Duration::from_millis(200);
+
+/// Most `s` datagrams accepted for one list (spec §9.3.1).
+pub const MAX_LIST_DATAGRAMS: usize = 256;
+
+/// Most records accepted for one list (spec §9.3.1).
+pub const MAX_LIST_RECORDS: usize = 16_384;
+
+/// The query port of a game server: game port + 1 (`None` for game port 65535).
+#[must_use]
+pub fn query_address(game: SocketAddr) -> Option<SocketAddr> {
+    let port = game.port().checked_add(1)?;
+    Some(SocketAddr::new(game.ip(), port))
+}
+
+/// The game address of a query port: query port − 1 (`None` for query port 0).
+#[must_use]
+pub fn game_address(query: SocketAddr) -> Option<SocketAddr> {
+    let port = query.port().checked_sub(1)?;
+    Some(SocketAddr::new(query.ip(), port))
+}
+
+// ---------------------------------------------------------------------------------------------
+// ServerQuery
+// ---------------------------------------------------------------------------------------------
+
+/// Queries one server's status (`02`) and player list (`03`) on its query port and merges them
+/// into a [`ServerInfo`] with [`Protocol::GameAgent`].
+///
+/// * Both requests go out together; each retry re-sends only what is still missing.
+/// * Replies are accepted only from the exact query address; unsolicited, duplicate, late and
+///   undecodable datagrams are ignored (the last decode error is reported if nothing useful
+///   came).
+/// * `ping` is the time from the most recent `02` to the status reply.
+/// * Done when the status arrived and the player list is complete: both the header datagram
+///   and the `04` trailer arrived (one datagram may be both). If the trailer came without the
+///   header, the machine waits [`PLAYERS_REORDER_GRACE`] more, then finishes partial.
+/// * When attempts run out or on [`QueryMachine::abort`]: a result marked partial if the
+///   status or any player datagram arrived, otherwise [`QueryError::Timeout`] (or
+///   [`QueryError::Decode`] when only garbage came).
+#[derive(Debug)]
+pub struct ServerQuery {
+    target: Option<SocketAddr>,
+    retry: RetrySchedule,
+    send_status: bool,
+    send_players: bool,
+    attempt_pending: bool,
+    status_sent_at: Option<Instant>,
+    status: Option<(StatusReply, Duration)>,
+    players: PlayerState,
+    last_error: Option<DecodeError>,
+    grace: Option<Instant>,
+    grace_over: bool,
+    event: Option<Event<Box<ServerInfo>>>,
+    done: bool,
+}
+
+#[derive(Debug, Default)]
+struct PlayerState {
+    header: Option<u32>,
+    trailer: bool,
+    datagrams: usize,
+    bytes: usize,
+    records: BTreeMap<u32, super::packet::PlayerRecord>,
+    gamespy: Vec<Vec<u8>>,
+    overflow: bool,
+}
+
+impl PlayerState {
+    fn any(&self) -> bool {
+        self.datagrams > 0
+    }
+
+    fn complete(&self) -> bool {
+        self.header.is_some() && self.trailer
+    }
+}
+
+impl ServerQuery {
+    /// A query for the server whose **game** address is `game`; requests go to game port + 1.
+    /// For game port 65535 (no query port) the query fails at once with
+    /// [`QueryError::Rejected`].
+    #[must_use]
+    pub fn new(game: SocketAddr, config: QueryConfig) -> Self {
+        let target = query_address(game);
+        let mut q = Self {
+            target,
+            retry: RetrySchedule::new(config),
+            send_status: true,
+            send_players: true,
+            attempt_pending: true,
+            status_sent_at: None,
+            status: None,
+            players: PlayerState::default(),
+            last_error: None,
+            grace: None,
+            grace_over: false,
+            event: None,
+            done: false,
+        };
+        if target.is_none() {
+            q.finish_with(Event::Failed(QueryError::Rejected(
+                "game port has no query port",
+            )));
+        }
+        q
+    }
+
+    /// The query address datagrams go to and are accepted from.
+    #[must_use]
+    pub fn target(&self) -> Option<SocketAddr> {
+        self.target
+    }
+
+    fn finish_with(&mut self, ev: Event<Box<ServerInfo>>) {
+        self.done = true;
+        self.send_status = false;
+        self.send_players = false;
+        self.retry.stop();
+        self.grace = None;
+        self.event = Some(ev);
+    }
+
+    fn check_done(&mut self) {
+        if self.done || self.status.is_none() {
+            return;
+        }
+        if self.players.complete() {
+            let info = self.build(None);
+            self.finish_with(Event::Done(Box::new(info)));
+        } else if self.grace_over {
+            let info = self.build(Some("player list header datagram missing"));
+            self.finish_with(Event::Done(Box::new(info)));
+        }
+    }
+
+    fn give_up(&mut self) {
+        if self.done {
+            return;
+        }
+        if self.status.is_some() || self.players.any() {
+            let reason = match (
+                self.status.is_some(),
+                self.players.header,
+                self.players.trailer,
+            ) {
+                (false, _, _) => "no status reply",
+                (true, None, false) if !self.players.any() => "no player list reply",
+                (true, None, _) => "player list header datagram missing",
+                (true, Some(_), _) => "player list trailer datagram missing",
+            };
+            let info = self.build(Some(reason));
+            self.finish_with(Event::Done(Box::new(info)));
+        } else {
+            let err = self
+                .last_error
+                .clone()
+                .map_or(QueryError::Timeout, QueryError::Decode);
+            self.finish_with(Event::Failed(err));
+        }
+    }
+
+    fn on_status(&mut self, now: Instant, s: StatusReply) {
+        if self.status.is_some() {
+            return;
+        }
+        let sent = self.status_sent_at.unwrap_or(now);
+        self.status = Some((s, now.saturating_duration_since(sent)));
+        self.send_status = false;
+    }
+
+    fn on_players(&mut self, now: Instant, len: usize, d: PlayersDatagram) {
+        let p = &mut self.players;
+        if p.datagrams >= MAX_PLAYER_DATAGRAMS || p.bytes.saturating_add(len) > MAX_PLAYER_BYTES {
+            p.overflow = true;
+            return;
+        }
+        p.datagrams += 1;
+        p.bytes += len;
+        if let Some(n) = d.count {
+            p.header.get_or_insert(n);
+        }
+        p.trailer |= d.trailer;
+        match d.records {
+            PlayerRecords::Stock(recs) => {
+                for r in recs {
+                    // Duplicates (re-sent replies) keep the first copy.
+                    p.records.entry(r.slot()).or_insert(r);
+                }
+            }
+            PlayerRecords::GameSpy(raw) => p.gamespy.push(raw),
+        }
+        if p.complete() {
+            self.send_players = false;
+            self.grace = None;
+        } else if p.trailer && self.grace.is_none() && !self.grace_over {
+            self.grace = now.checked_add(PLAYERS_REORDER_GRACE);
+        }
+    }
+
+    fn build(&self, partial: Option<&str>) -> ServerInfo {
+        let mut info = ServerInfo::new(Protocol::GameAgent);
+        if let Some((s, ping)) = &self.status {
+            info.ping = Some(*ping);
+            info.num_players = s.players();
+            info.max_players = s.max_players();
+            for p in s.pairs() {
+                let value = decode_text(&p.value);
+                match p.key.as_slice() {
+                    b"players" | b"maxplayers" => {}
+                    b"level" => info.map = value,
+                    b"gametype" => info.game_type = value,
+                    b"version" => info.version = value,
+                    b"gamename" => info
+                        .raw
+                        .push(("gamename".to_owned(), RawValue::Text(value))),
+                    _ => info.rules.push(Rule {
+                        key: decode_text(&p.key),
+                        value,
+                    }),
+                }
+            }
+            if let Some(name) = s.sessionname() {
+                info.name = decode_text(name);
+            }
+        }
+        if let Some(n) = self.players.header {
+            info.raw
+                .push(("players_header_count".to_owned(), RawValue::Int(n.into())));
+        }
+        for raw in &self.players.gamespy {
+            info.raw.push((
+                "gamespy_player_records".to_owned(),
+                RawValue::Bytes(raw.clone()),
+            ));
+        }
+        info.players = self.players.records.values().map(to_player).collect();
+        info.partial = partial.map(|r| Partial {
+            reason: r.to_owned(),
+        });
+        if self.players.overflow && info.partial.is_none() {
+            info.partial = Some(Partial {
+                reason: "player list exceeded its limits".to_owned(),
+            });
+        }
+        info
+    }
+}
+
+/// One player record in the neutral model: `name` through [`decode_text`] (marks give an empty
+/// `plain`, with the reason in `raw["invalid_name"]`), `score` = frags, `ping_ms` = the
+/// client-reported ping (negative values dropped), `raw["slot"]` = the slot index.
+fn to_player(r: &super::packet::PlayerRecord) -> Player {
+    let mut p = Player {
+        name: decode_text(r.name()),
+        score: Some(r.frags().into()),
+        ping_ms: u32::try_from(r.ping()).ok(),
+        ..Player::default()
+    };
+    p.raw
+        .push(("slot".to_owned(), RawValue::Int(r.slot().into())));
+    if let Some(reason) = name_mark_reason(r.name()) {
+        p.raw.push((
+            "invalid_name".to_owned(),
+            RawValue::Text(crate::model::Text::from_utf8_str(reason)),
+        ));
+    }
+    p
+}
+
+impl QueryMachine for ServerQuery {
+    type Output = Box<ServerInfo>;
+
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        if self.done || Some(from) != self.target {
+            return;
+        }
+        match datagram.first() {
+            Some(&super::packet::HEARTBEAT) => match StatusReply::decode(datagram) {
+                Ok(s) => self.on_status(now, s),
+                Err(e) => self.last_error = Some(e),
+            },
+            Some(_) => match PlayersDatagram::decode(datagram) {
+                Ok(d) => self.on_players(now, datagram.len(), d),
+                Err(e) => self.last_error = Some(e),
+            },
+            None => self.last_error = Some(DecodeError::Truncated("reply")),
+        }
+        self.check_done();
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.done {
+            return;
+        }
+        if self.grace.is_some_and(|g| now >= g) {
+            self.grace = None;
+            self.grace_over = true;
+            self.check_done();
+            if self.done {
+                return;
+            }
+        }
+        match self.retry.on_timeout(now) {
+            RetryAction::Resend => {
+                self.attempt_pending = true;
+                self.send_status = self.status.is_none();
+                self.send_players = !self.players.complete() && !self.grace_over;
+            }
+            RetryAction::GiveUp => self.give_up(),
+            RetryAction::Wait => {}
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let destination = self.target?;
+        let req = if self.send_status {
+            self.send_status = false;
+            self.status_sent_at = Some(now);
+            ServerRequest::Status
+        } else if self.send_players {
+            self.send_players = false;
+            ServerRequest::Players
+        } else {
+            return None;
+        };
+        if self.attempt_pending {
+            // The retry timer is armed once per attempt, by its first datagram.
+            self.attempt_pending = false;
+            self.retry.on_send(now);
+        }
+        req.encode(buf);
+        Some(Transmit { destination })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.done {
+            return None;
+        }
+        match (self.retry.deadline(), self.grace) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn poll_event(&mut self) -> Option<Event<Box<ServerInfo>>> {
+        self.event.take()
+    }
+
+    fn abort(&mut self, _now: Instant) {
+        self.give_up();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Count query helper
+// ---------------------------------------------------------------------------------------------
+
+/// Decode the reply to a `04` request: the caller knows it sent `04`, so a datagram starting
+/// with `04` is the count, not a players trailer (spec §7 item 15).
+pub fn decode_count_reply(datagram: &[u8]) -> Result<u32, DecodeError> {
+    CountReply::decode(datagram).map(|c| c.0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// MasterListQuery
+// ---------------------------------------------------------------------------------------------
+
+/// Fetches the server list from a GameAgent master: sends `e`, collects `s` datagrams.
+///
+/// Completion: the protocol has no count and no end marker (spec §2.3), so the list is taken as
+/// complete [`LIST_IDLE`] after the last `s` datagram, or [`LIST_SHORT_DATAGRAM_GRACE`] after a
+/// datagram with fewer than 170 records (the stock master fills every datagram but the last),
+/// whichever comes first. Until the first `s` arrives, `e` is re-sent every
+/// `attempt_timeout` up to `retries` times; then the query fails with
+/// [`QueryError::Timeout`] (or [`QueryError::Decode`] if only garbage came).
+///
+/// Records: the address is the game address exactly as listed (`query_address` is `None`: the
+/// query port is game port + 1). Duplicates, port 0, 0.0.0.0 and 255.255.255.255 are
+/// dropped. Datagrams are accepted only from the master's exact address. A trailing partial
+/// record, or hitting [`MAX_LIST_DATAGRAMS`] / [`MAX_LIST_RECORDS`], marks the list partial.
+#[derive(Debug)]
+pub struct MasterListQuery {
+    master: SocketAddr,
+    retry: RetrySchedule,
+    send: bool,
+    seen: HashSet<SocketAddrV4>,
+    list: ServerList,
+    datagrams: usize,
+    got_any: bool,
+    partial_records: usize,
+    overflow: bool,
+    last_error: Option<DecodeError>,
+    last_at: Option<Instant>,
+    short_at: Option<Instant>,
+    event: Option<Event<ServerList>>,
+    done: bool,
+}
+
+impl MasterListQuery {
+    /// A list query to `master` (normally UDP port [`super::MASTER_PORT`]).
+    #[must_use]
+    pub fn new(master: SocketAddr, config: QueryConfig) -> Self {
+        Self {
+            master,
+            retry: RetrySchedule::new(config),
+            send: true,
+            seen: HashSet::new(),
+            list: ServerList::default(),
+            datagrams: 0,
+            got_any: false,
+            partial_records: 0,
+            overflow: false,
+            last_error: None,
+            last_at: None,
+            short_at: None,
+            event: None,
+            done: false,
+        }
+    }
+
+    fn finish(&mut self, aborted: bool) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        self.send = false;
+        self.retry.stop();
+        if !self.got_any {
+            let err = self
+                .last_error
+                .clone()
+                .map_or(QueryError::Timeout, QueryError::Decode);
+            self.event = Some(Event::Failed(err));
+            return;
+        }
+        let mut list = std::mem::take(&mut self.list);
+        let reason = if self.overflow {
+            Some("list exceeded its limits".to_owned())
+        } else if self.partial_records > 0 {
+            Some(format!(
+                "{} truncated list record(s) ignored",
+                self.partial_records
+            ))
+        } else if aborted {
+            Some("aborted before the list was complete".to_owned())
+        } else {
+            None
+        };
+        list.partial = reason.map(|reason| Partial { reason });
+        self.event = Some(Event::Done(list));
+    }
+
+    fn on_list(&mut self, now: Instant, l: &ListReply) {
+        if self.datagrams >= MAX_LIST_DATAGRAMS {
+            self.overflow = true;
+            return;
+        }
+        self.datagrams += 1;
+        self.got_any = true;
+        self.retry.stop();
+        self.send = false;
+        if !l.partial_record().is_empty() {
+            self.partial_records += 1;
+        }
+        for &s in l.servers() {
+            if s.port() == 0 || s.ip().is_unspecified() || s.ip().is_broadcast() {
+                continue;
+            }
+            if self.seen.len() >= MAX_LIST_RECORDS {
+                self.overflow = true;
+                break;
+            }
+            if self.seen.insert(s) {
+                self.list.servers.push(ListedServer {
+                    address: SocketAddr::V4(s),
+                    query_address: None,
+                });
+            }
+        }
+        self.last_at = Some(now);
+        if l.servers().len() < MAX_LIST_RECORDS_PER_DATAGRAM && self.short_at.is_none() {
+            self.short_at = Some(now);
+        }
+    }
+
+    /// When the list counts as complete (see the type docs).
+    fn complete_at(&self) -> Option<Instant> {
+        let idle = self.last_at.and_then(|t| t.checked_add(LIST_IDLE));
+        let short = self
+            .short_at
+            .and_then(|t| t.checked_add(LIST_SHORT_DATAGRAM_GRACE));
+        match (idle, short) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+impl QueryMachine for MasterListQuery {
+    type Output = ServerList;
+
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        if self.done || from != self.master {
+            return;
+        }
+        match ListReply::decode(datagram) {
+            Ok(l) => self.on_list(now, &l),
+            Err(e) => self.last_error = Some(e),
+        }
+        if self.overflow {
+            self.finish(false);
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.done {
+            return;
+        }
+        if self.complete_at().is_some_and(|t| now >= t) {
+            self.finish(false);
+            return;
+        }
+        match self.retry.on_timeout(now) {
+            RetryAction::Resend => self.send = true,
+            RetryAction::GiveUp => self.finish(false),
+            RetryAction::Wait => {}
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if !self.send {
+            return None;
+        }
+        self.send = false;
+        self.retry.on_send(now);
+        buf.push(super::packet::LIST_REQUEST);
+        Some(Transmit {
+            destination: self.master,
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.done {
+            return None;
+        }
+        self.complete_at().or(self.retry.deadline())
+    }
+
+    fn poll_event(&mut self) -> Option<Event<ServerList>> {
+        self.event.take()
+    }
+
+    fn abort(&mut self, _now: Instant) {
+        self.finish(true);
+    }
+}
