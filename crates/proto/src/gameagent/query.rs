@@ -591,3 +591,497 @@ impl QueryMachine for MasterListQuery {
         self.finish(true);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gameagent::packet::{PlayerRecord, PlayersReply, StatusFields, encode_list};
+    use std::net::Ipv4Addr;
+
+    const GAME: &str = "10.0.0.5:25600";
+    const QUERY: &str = "10.0.0.5:25601";
+    const MASTER: &str = "10.0.0.9:9005";
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn cfg(retries: u32) -> QueryConfig {
+        QueryConfig {
+            attempt_timeout: ms(1000),
+            retries,
+        }
+    }
+
+    fn drain<M: QueryMachine>(m: &mut M, now: Instant) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(t) = m.poll_transmit(now, &mut buf) {
+            out.push((t.destination, std::mem::take(&mut buf)));
+        }
+        out
+    }
+
+    fn status_bytes() -> Vec<u8> {
+        let mut out = Vec::new();
+        StatusReply::stock(&StatusFields {
+            players: 2,
+            max_players: 16,
+            level: b"Yodeller".to_vec(),
+            gametype: b"Fragmatch".to_vec(),
+            version: b"1.10".to_vec(),
+            gamename: b"serioussamse".to_vec(),
+            sessionname: b"^cff0000Red Server".to_vec(),
+        })
+        .encode(&mut out);
+        out
+    }
+
+    /// Players in slots 0..n, names long enough to split into several datagrams.
+    fn players_datagrams(n: u32, name_len: usize) -> Vec<Vec<u8>> {
+        PlayersReply {
+            count: n,
+            records: (0..n)
+                .map(|i| PlayerRecord::stock(i, &vec![b'a'; name_len], i as i32 - 1, 50))
+                .collect(),
+        }
+        .encode_datagrams()
+    }
+
+    fn done(ev: Option<Event<Box<ServerInfo>>>) -> Box<ServerInfo> {
+        match ev {
+            Some(Event::Done(info)) => info,
+            other => panic!("expected Done, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn server_query_sends_status_and_players_to_query_port() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(1));
+        let tx = drain(&mut q, t0);
+        assert_eq!(tx, vec![(addr(QUERY), vec![2]), (addr(QUERY), vec![3])]);
+        assert_eq!(q.poll_timeout(), Some(t0 + ms(1000)));
+        assert_eq!(q.poll_event(), None);
+    }
+
+    #[test]
+    fn server_query_completes_on_status_and_trailer() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(1));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(40), addr(QUERY), &status_bytes());
+        assert_eq!(q.poll_event(), None);
+        for dg in players_datagrams(2, 10) {
+            q.handle_datagram(t0 + ms(45), addr(QUERY), &dg);
+        }
+        let info = done(q.poll_event());
+        assert_eq!(info.protocol, Protocol::GameAgent);
+        assert_eq!(info.ping, Some(ms(40)));
+        assert_eq!(info.name.plain, "Red Server");
+        assert_eq!(info.map.text, "Yodeller");
+        assert_eq!(info.game_type.text, "Fragmatch");
+        assert_eq!(info.version.text, "1.10");
+        assert_eq!((info.num_players, info.max_players), (2, 16));
+        assert_eq!(info.players.len(), 2);
+        assert_eq!(info.players[0].score, Some(-1));
+        assert_eq!(info.players[1].ping_ms, Some(50));
+        assert_eq!(info.partial, None);
+        assert_eq!(q.poll_timeout(), None);
+        assert_eq!(q.poll_event(), None);
+        assert!(drain(&mut q, t0 + ms(50)).is_empty());
+    }
+
+    #[test]
+    fn server_query_reassembles_in_any_order_with_duplicates() {
+        let t0 = Instant::now();
+        let mut dgs = players_datagrams(16, 200);
+        assert_eq!(dgs.len(), 2);
+        dgs.reverse();
+        let mut q = ServerQuery::new(addr(GAME), cfg(1));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(5), addr(QUERY), &dgs[0]);
+        q.handle_datagram(t0 + ms(6), addr(QUERY), &dgs[0]);
+        q.handle_datagram(t0 + ms(7), addr(QUERY), &dgs[1]);
+        assert_eq!(q.poll_event(), None, "status still missing");
+        q.handle_datagram(t0 + ms(8), addr(QUERY), &status_bytes());
+        q.handle_datagram(t0 + ms(9), addr(QUERY), &status_bytes());
+        let info = done(q.poll_event());
+        let slots: Vec<_> = info.players.iter().map(|p| p.raw[0].1.clone()).collect();
+        assert_eq!(slots.len(), 16);
+        assert_eq!(slots[15], RawValue::Int(15));
+        assert_eq!(info.partial, None);
+    }
+
+    #[test]
+    fn server_query_ignores_other_sources_and_garbage() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(0));
+        let _ = drain(&mut q, t0);
+        // From the game port, not the query port: ignored.
+        q.handle_datagram(t0 + ms(1), addr(GAME), &status_bytes());
+        q.handle_datagram(t0 + ms(1), addr("10.0.0.6:25601"), &status_bytes());
+        q.handle_datagram(t0 + ms(2), addr(QUERY), b"");
+        q.handle_datagram(t0 + ms(2), addr(QUERY), b"\xffgarbage");
+        assert_eq!(q.poll_event(), None);
+        q.handle_timeout(t0 + ms(1000));
+        assert_eq!(
+            q.poll_event(),
+            Some(Event::Failed(QueryError::Decode(
+                DecodeError::Unterminated("player key")
+            )))
+        );
+    }
+
+    #[test]
+    fn server_query_retries_zero_sends_once() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(0));
+        assert_eq!(drain(&mut q, t0).len(), 2);
+        q.handle_timeout(t0 + ms(999));
+        assert!(drain(&mut q, t0 + ms(999)).is_empty());
+        assert_eq!(q.poll_event(), None);
+        q.handle_timeout(t0 + ms(1000));
+        assert!(drain(&mut q, t0 + ms(1000)).is_empty());
+        assert_eq!(q.poll_event(), Some(Event::Failed(QueryError::Timeout)));
+        assert_eq!(q.poll_timeout(), None);
+    }
+
+    #[test]
+    fn server_query_retry_resends_only_what_is_missing() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(2));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(30), addr(QUERY), &status_bytes());
+        q.handle_timeout(t0 + ms(1000));
+        assert_eq!(drain(&mut q, t0 + ms(1000)), vec![(addr(QUERY), vec![3])]);
+        assert_eq!(q.poll_timeout(), Some(t0 + ms(2000)));
+        q.handle_timeout(t0 + ms(2000));
+        assert_eq!(drain(&mut q, t0 + ms(2000)), vec![(addr(QUERY), vec![3])]);
+        q.handle_timeout(t0 + ms(3000));
+        let info = done(q.poll_event());
+        assert_eq!(info.ping, Some(ms(30)));
+        assert_eq!(
+            info.partial.map(|p| p.reason),
+            Some("no player list reply".to_owned())
+        );
+    }
+
+    #[test]
+    fn server_query_ping_measured_from_latest_status_request() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(1));
+        let _ = drain(&mut q, t0);
+        q.handle_timeout(t0 + ms(1000));
+        assert_eq!(
+            drain(&mut q, t0 + ms(1000)),
+            vec![(addr(QUERY), vec![2]), (addr(QUERY), vec![3])]
+        );
+        q.handle_datagram(t0 + ms(1070), addr(QUERY), &status_bytes());
+        for dg in players_datagrams(1, 3) {
+            q.handle_datagram(t0 + ms(1071), addr(QUERY), &dg);
+        }
+        assert_eq!(done(q.poll_event()).ping, Some(ms(70)));
+    }
+
+    #[test]
+    fn server_query_partial_when_trailer_arrives_without_header() {
+        let t0 = Instant::now();
+        let dgs = players_datagrams(16, 200);
+        let mut q = ServerQuery::new(addr(GAME), cfg(2));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(10), addr(QUERY), &status_bytes());
+        q.handle_datagram(t0 + ms(11), addr(QUERY), &dgs[1]);
+        assert_eq!(q.poll_timeout(), Some(t0 + ms(211)));
+        q.handle_timeout(t0 + ms(211));
+        let info = done(q.poll_event());
+        assert_eq!(info.players.len(), 8);
+        assert_eq!(
+            info.partial.map(|p| p.reason),
+            Some("player list header datagram missing".to_owned())
+        );
+    }
+
+    #[test]
+    fn server_query_reordered_head_within_grace_completes() {
+        let t0 = Instant::now();
+        let dgs = players_datagrams(16, 200);
+        let mut q = ServerQuery::new(addr(GAME), cfg(2));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(10), addr(QUERY), &status_bytes());
+        q.handle_datagram(t0 + ms(11), addr(QUERY), &dgs[1]);
+        q.handle_datagram(t0 + ms(100), addr(QUERY), &dgs[0]);
+        let info = done(q.poll_event());
+        assert_eq!(info.players.len(), 16);
+        assert_eq!(info.partial, None);
+    }
+
+    #[test]
+    fn server_query_players_without_status_is_partial() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(0));
+        let _ = drain(&mut q, t0);
+        for dg in players_datagrams(3, 5) {
+            q.handle_datagram(t0 + ms(10), addr(QUERY), &dg);
+        }
+        assert_eq!(q.poll_event(), None);
+        q.handle_timeout(t0 + ms(1000));
+        let info = done(q.poll_event());
+        assert_eq!(info.players.len(), 3);
+        assert_eq!(info.ping, None);
+        assert_eq!(
+            info.partial.map(|p| p.reason),
+            Some("no status reply".to_owned())
+        );
+    }
+
+    #[test]
+    fn server_query_abort() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(3));
+        let _ = drain(&mut q, t0);
+        q.abort(t0 + ms(10));
+        assert_eq!(q.poll_event(), Some(Event::Failed(QueryError::Timeout)));
+        let mut q = ServerQuery::new(addr(GAME), cfg(3));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(5), addr(QUERY), &status_bytes());
+        q.abort(t0 + ms(10));
+        let info = done(q.poll_event());
+        assert!(info.partial.is_some());
+        // Late replies after completion are ignored.
+        q.handle_datagram(t0 + ms(20), addr(QUERY), &status_bytes());
+        assert_eq!(q.poll_event(), None);
+    }
+
+    #[test]
+    fn server_query_game_port_65535_is_rejected() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr("10.0.0.5:65535"), cfg(1));
+        assert!(drain(&mut q, t0).is_empty());
+        assert_eq!(
+            q.poll_event(),
+            Some(Event::Failed(QueryError::Rejected(
+                "game port has no query port"
+            )))
+        );
+    }
+
+    #[test]
+    fn server_query_invalid_name_marks_keep_reason() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(0));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(1), addr(QUERY), &status_bytes());
+        let reply = PlayersReply {
+            count: 2,
+            records: vec![
+                PlayerRecord::stock(0, b"bad\nname", 0, 1),
+                PlayerRecord::stock(1, b"J\xe9r\xf4me", 0, 1),
+            ],
+        };
+        for dg in reply.encode_datagrams() {
+            q.handle_datagram(t0 + ms(2), addr(QUERY), &dg);
+        }
+        let info = done(q.poll_event());
+        assert_eq!(info.players[0].name.raw, vec![0x11]);
+        assert_eq!(info.players[0].name.plain, "");
+        assert_eq!(
+            info.players[0].raw[1],
+            (
+                "invalid_name".to_owned(),
+                RawValue::Text(crate::model::Text::from_utf8_str(
+                    crate::gameagent::NAME_MARK_LINE_BREAK
+                ))
+            )
+        );
+        assert_eq!(info.players[1].name.raw, vec![0x12]);
+    }
+
+    fn list_of(n: usize) -> Vec<SocketAddrV4> {
+        (0..n)
+            .map(|i| {
+                let [a, b] = u16::try_from(i).unwrap().to_be_bytes();
+                SocketAddrV4::new(Ipv4Addr::new(10, 1, a, b), 25600)
+            })
+            .collect()
+    }
+
+    fn list_done(ev: Option<Event<ServerList>>) -> ServerList {
+        match ev {
+            Some(Event::Done(l)) => l,
+            other => panic!("expected Done, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn master_list_sends_e_and_completes_after_short_datagram() {
+        let t0 = Instant::now();
+        let mut q = MasterListQuery::new(addr(MASTER), cfg(1));
+        assert_eq!(drain(&mut q, t0), vec![(addr(MASTER), vec![0x65])]);
+        let dgs = encode_list(&list_of(200));
+        q.handle_datagram(t0 + ms(20), addr(MASTER), &dgs[0]);
+        assert_eq!(q.poll_timeout(), Some(t0 + ms(1520)));
+        q.handle_datagram(t0 + ms(21), addr(MASTER), &dgs[1]);
+        assert_eq!(q.poll_timeout(), Some(t0 + ms(221)));
+        q.handle_timeout(t0 + ms(221));
+        let l = list_done(q.poll_event());
+        assert_eq!(l.servers.len(), 200);
+        assert_eq!(l.servers[0].address, addr("10.1.0.0:25600"));
+        assert_eq!(l.servers[0].query_address, None);
+        assert_eq!(l.partial, None);
+        assert_eq!(q.poll_timeout(), None);
+    }
+
+    #[test]
+    fn master_list_full_last_datagram_completes_after_idle_gap() {
+        let t0 = Instant::now();
+        let mut q = MasterListQuery::new(addr(MASTER), cfg(1));
+        let _ = drain(&mut q, t0);
+        let dgs = encode_list(&list_of(340));
+        // Reverse order, and a duplicate datagram.
+        q.handle_datagram(t0 + ms(10), addr(MASTER), &dgs[1]);
+        q.handle_datagram(t0 + ms(11), addr(MASTER), &dgs[0]);
+        q.handle_datagram(t0 + ms(12), addr(MASTER), &dgs[1]);
+        q.handle_timeout(t0 + ms(1511));
+        assert_eq!(q.poll_event(), None);
+        q.handle_timeout(t0 + ms(1512));
+        assert_eq!(list_done(q.poll_event()).servers.len(), 340);
+    }
+
+    #[test]
+    fn master_list_empty_list() {
+        let t0 = Instant::now();
+        let mut q = MasterListQuery::new(addr(MASTER), cfg(0));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(5), addr(MASTER), &[0x73]);
+        q.handle_timeout(t0 + ms(205));
+        let l = list_done(q.poll_event());
+        assert!(l.servers.is_empty());
+        assert_eq!(l.partial, None);
+    }
+
+    #[test]
+    fn master_list_retries_then_times_out() {
+        let t0 = Instant::now();
+        let mut q = MasterListQuery::new(addr(MASTER), cfg(1));
+        assert_eq!(drain(&mut q, t0).len(), 1);
+        q.handle_timeout(t0 + ms(1000));
+        assert_eq!(
+            drain(&mut q, t0 + ms(1000)),
+            vec![(addr(MASTER), vec![0x65])]
+        );
+        q.handle_timeout(t0 + ms(2000));
+        assert!(drain(&mut q, t0 + ms(2000)).is_empty());
+        assert_eq!(q.poll_event(), Some(Event::Failed(QueryError::Timeout)));
+    }
+
+    #[test]
+    fn master_list_retries_zero_sends_once() {
+        let t0 = Instant::now();
+        let mut q = MasterListQuery::new(addr(MASTER), cfg(0));
+        assert_eq!(drain(&mut q, t0).len(), 1);
+        q.handle_timeout(t0 + ms(1000));
+        assert!(drain(&mut q, t0 + ms(1000)).is_empty());
+        assert_eq!(q.poll_event(), Some(Event::Failed(QueryError::Timeout)));
+    }
+
+    #[test]
+    fn master_list_filters_sources_bad_records_and_duplicates() {
+        let t0 = Instant::now();
+        let mut q = MasterListQuery::new(addr(MASTER), cfg(0));
+        let _ = drain(&mut q, t0);
+        let dg = [
+            0x73, 1, 2, 3, 4, 0x00, 0x64, // ok
+            1, 2, 3, 4, 0x00, 0x64, // duplicate
+            0, 0, 0, 0, 0x00, 0x64, // 0.0.0.0
+            255, 255, 255, 255, 0x00, 0x64, // broadcast
+            5, 6, 7, 8, 0, 0, // port 0
+            9, 9, 9, // partial record
+        ];
+        q.handle_datagram(
+            t0 + ms(1),
+            addr("10.0.0.10:9005"),
+            &[0x73, 1, 1, 1, 1, 1, 1],
+        );
+        q.handle_datagram(t0 + ms(1), addr(MASTER), b"garbage");
+        q.handle_datagram(t0 + ms(2), addr(MASTER), &dg);
+        q.abort(t0 + ms(3));
+        let l = list_done(q.poll_event());
+        assert_eq!(l.servers.len(), 1);
+        assert_eq!(l.servers[0].address, addr("1.2.3.4:25600"));
+        assert_eq!(
+            l.partial.map(|p| p.reason),
+            Some("1 truncated list record(s) ignored".to_owned())
+        );
+    }
+
+    #[test]
+    fn master_list_abort_without_data_fails() {
+        let t0 = Instant::now();
+        let mut q = MasterListQuery::new(addr(MASTER), cfg(2));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(1), addr(MASTER), b"");
+        q.abort(t0 + ms(2));
+        assert_eq!(
+            q.poll_event(),
+            Some(Event::Failed(QueryError::Decode(DecodeError::Truncated(
+                "list reply"
+            ))))
+        );
+    }
+
+    #[test]
+    fn master_list_abort_with_data_is_partial() {
+        let t0 = Instant::now();
+        let mut q = MasterListQuery::new(addr(MASTER), cfg(2));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(1), addr(MASTER), &encode_list(&list_of(170))[0]);
+        q.abort(t0 + ms(2));
+        let l = list_done(q.poll_event());
+        assert_eq!(l.servers.len(), 170);
+        assert_eq!(
+            l.partial.map(|p| p.reason),
+            Some("aborted before the list was complete".to_owned())
+        );
+    }
+
+    #[test]
+    fn count_reply_helper() {
+        assert_eq!(decode_count_reply(&[4, b'1', b'2']), Ok(12));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn machines_never_panic(steps in proptest::collection::vec(
+                (0u64..3000, any::<bool>(), proptest::collection::vec(any::<u8>(), 0..64)), 0..20)) {
+                let t0 = Instant::now();
+                let mut s = ServerQuery::new(addr(GAME), cfg(1));
+                let mut m = MasterListQuery::new(addr(MASTER), cfg(1));
+                for (dt, timeout, bytes) in steps {
+                    let now = t0 + ms(dt);
+                    if timeout {
+                        s.handle_timeout(now);
+                        m.handle_timeout(now);
+                    } else {
+                        s.handle_datagram(now, addr(QUERY), &bytes);
+                        m.handle_datagram(now, addr(MASTER), &bytes);
+                    }
+                    let _ = drain(&mut s, now);
+                    let _ = drain(&mut m, now);
+                }
+                s.abort(t0);
+                m.abort(t0);
+                prop_assert!(s.poll_event().is_some() || s.poll_timeout().is_none());
+                prop_assert!(m.poll_timeout().is_none());
+            }
+        }
+    }
+}
