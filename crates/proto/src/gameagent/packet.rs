@@ -6,6 +6,7 @@
 //! Encoders are byte-exact to stock 1.10 output; constructors reject anything that would not
 //! survive the stock framing, so `encode` cannot fail.
 
+use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::{
@@ -13,6 +14,15 @@ use super::{
     MAX_PLAYERS_PREALLOC, NAME_MARK_CONTROL_BYTE, NAME_MARK_LINE_BREAK_BYTE, PLAYERS_SPLIT_LIMIT,
 };
 use crate::wire::{DecodeError, Reader, parse_decimal, put_decimal};
+
+/// Bytes shown as an escaped byte string in `Debug` output, so snapshots stay readable.
+struct ByteStr<'a>(&'a [u8]);
+
+impl fmt::Debug for ByteStr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "b\"{}\"", self.0.escape_ascii())
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Challenge (master -> server, and client -> query port as request 01)
@@ -54,10 +64,19 @@ impl Challenge {
 // ---------------------------------------------------------------------------------------------
 
 /// One `s` datagram: IPv4 game addresses, ports little-endian (spec §2.3).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct ListReply {
     servers: Vec<SocketAddrV4>,
     partial_record: Vec<u8>,
+}
+
+impl fmt::Debug for ListReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListReply")
+            .field("servers", &self.servers)
+            .field("partial_record", &ByteStr(&self.partial_record))
+            .finish()
+    }
 }
 
 impl ListReply {
@@ -144,12 +163,18 @@ pub fn encode_list(servers: &[SocketAddrV4]) -> Vec<Vec<u8>> {
 // ---------------------------------------------------------------------------------------------
 
 /// A `;key;value` pair with the raw bytes of both sides.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Pair {
     /// The key bytes.
     pub key: Vec<u8>,
     /// The value bytes.
     pub value: Vec<u8>,
+}
+
+impl fmt::Debug for Pair {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} = {:?}", ByteStr(&self.key), ByteStr(&self.value))
+    }
 }
 
 impl Pair {
@@ -448,11 +473,21 @@ pub struct StatusFields {
 }
 
 /// A status reply: `0`, `;key;value` pairs, and `;sessionname;` with the rest of the datagram.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct StatusReply {
     pairs: Vec<Pair>,
     sessionname: Option<Vec<u8>>,
     trailing_nul: bool,
+}
+
+impl fmt::Debug for StatusReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StatusReply")
+            .field("pairs", &self.pairs)
+            .field("sessionname", &self.sessionname.as_deref().map(ByteStr))
+            .field("trailing_nul", &self.trailing_nul)
+            .finish()
+    }
 }
 
 impl StatusReply {
@@ -636,12 +671,23 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 // ---------------------------------------------------------------------------------------------
 
 /// One player record: `player_<slot>`, `frags_<slot>`, `ping_<slot>` (spec §3.3).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PlayerRecord {
     slot: u32,
     name: Vec<u8>,
     frags: i32,
     ping: i32,
+}
+
+impl fmt::Debug for PlayerRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PlayerRecord")
+            .field("slot", &self.slot)
+            .field("name", &ByteStr(&self.name))
+            .field("frags", &self.frags)
+            .field("ping", &self.ping)
+            .finish()
+    }
 }
 
 impl PlayerRecord {
@@ -739,13 +785,22 @@ pub fn stock_wire_name(name: &[u8]) -> Vec<u8> {
 }
 
 /// The records of one players datagram.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum PlayerRecords {
     /// Stock `key 02 value 03` records.
     Stock(Vec<PlayerRecord>),
     /// GameSpy-style `\player_0\name\frags_0\…` text inside the frame (Classics Patch on
     /// retail builds, spec §7 item 12), kept raw up to the trailer.
     GameSpy(Vec<u8>),
+}
+
+impl fmt::Debug for PlayerRecords {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Stock(r) => f.debug_tuple("Stock").field(r).finish(),
+            Self::GameSpy(raw) => f.debug_tuple("GameSpy").field(&ByteStr(raw)).finish(),
+        }
+    }
 }
 
 /// One datagram of a players reply: optional header, records, optional trailer.
