@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 use super::packet::{
     CountReply, ListReply, PlayerRecords, PlayersDatagram, ServerRequest, StatusReply,
 };
-use super::{MAX_LIST_RECORDS_PER_DATAGRAM, decode_text, name_mark_reason};
+use super::{MAX_LIST_RECORDS_PER_DATAGRAM, MAX_PLAYER_RECORDS, decode_text, name_mark_reason};
 use crate::model::{
     ListedServer, Partial, Player, Protocol, RawValue, Rule, ServerInfo, ServerList,
 };
 use crate::query::{
     Event, QueryConfig, QueryError, QueryMachine, RetryAction, RetrySchedule, Transmit,
 };
-use crate::wire::DecodeError;
+use crate::wire::{DecodeError, parse_decimal};
 
 /// After the `04` trailer arrived without the header datagram, wait this long for a reordered
 /// head before finishing as partial (spec §9.3.3).
@@ -264,13 +264,10 @@ impl ServerQuery {
             info.raw
                 .push(("players_header_count".to_owned(), RawValue::Int(n.into())));
         }
-        for raw in &self.players.gamespy {
-            info.raw.push((
-                "gamespy_player_records".to_owned(),
-                RawValue::Bytes(raw.clone()),
-            ));
-        }
         info.players = self.players.records.values().map(to_player).collect();
+        for raw in &self.players.gamespy {
+            info.players.extend(gamespy_players(raw));
+        }
         info.partial = partial.map(|r| Partial {
             reason: r.to_owned(),
         });
@@ -302,6 +299,47 @@ fn to_player(r: &super::packet::PlayerRecord) -> Player {
         ));
     }
     p
+}
+
+/// Players from GameSpy-style `\player_<i>\name\frags_<i>\n\ping_<i>\n` text inside the
+/// players frame (Classics Patch on retail builds, spec §7 item 12). Unknown keys are skipped;
+/// at most [`MAX_PLAYER_RECORDS`] distinct slots are kept.
+fn gamespy_players(raw: &[u8]) -> Vec<Player> {
+    let mut by_slot: BTreeMap<u32, Player> = BTreeMap::new();
+    let mut tokens = raw.split(|&b| b == b'\\').skip(1);
+    while let (Some(key), Some(value)) = (tokens.next(), tokens.next()) {
+        let Some((field, slot)) = split_slot(key) else {
+            continue;
+        };
+        if by_slot.len() >= MAX_PLAYER_RECORDS && !by_slot.contains_key(&slot) {
+            continue;
+        }
+        let p = by_slot.entry(slot).or_insert_with(|| {
+            let mut p = Player::default();
+            p.raw.push(("slot".to_owned(), RawValue::Int(slot.into())));
+            p
+        });
+        let num = || parse_decimal(value, "gamespy player field").ok();
+        match field {
+            b"player" => p.name = decode_text(value),
+            b"frags" => p.score = num(),
+            b"ping" => p.ping_ms = num().and_then(|n| u32::try_from(n).ok()),
+            _ => {}
+        }
+    }
+    by_slot.into_values().collect()
+}
+
+/// `frags_12` -> (`frags`, 12).
+fn split_slot(key: &[u8]) -> Option<(&[u8], u32)> {
+    let pos = key.iter().rposition(|&b| b == b'_')?;
+    let (field, digits) = key.split_at_checked(pos)?;
+    let digits = digits.get(1..)?;
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = parse_decimal(digits, "gamespy player slot").ok()?;
+    Some((field, u32::try_from(n).ok()?))
 }
 
 impl QueryMachine for ServerQuery {
@@ -1047,6 +1085,30 @@ mod tests {
             l.partial.map(|p| p.reason),
             Some("aborted before the list was complete".to_owned())
         );
+    }
+
+    #[test]
+    fn server_query_gamespy_style_records_become_players() {
+        let t0 = Instant::now();
+        let mut q = ServerQuery::new(addr(GAME), cfg(0));
+        let _ = drain(&mut q, t0);
+        q.handle_datagram(t0 + ms(1), addr(QUERY), &status_bytes());
+        q.handle_datagram(
+            t0 + ms(2),
+            addr(QUERY),
+            b"\x01players\x022\x03\\player_0\\Sam\\frags_0\\-3\\ping_0\\42\\player_4\\J\xe9\\frags_4\\1\\x\\y\x04",
+        );
+        let info = done(q.poll_event());
+        assert_eq!(info.players.len(), 2);
+        assert_eq!(info.players[0].name.text, "Sam");
+        assert_eq!(info.players[0].score, Some(-3));
+        assert_eq!(info.players[0].ping_ms, Some(42));
+        assert_eq!(info.players[1].name.text, "Jé");
+        assert_eq!(
+            info.players[1].raw[0],
+            ("slot".to_owned(), RawValue::Int(4))
+        );
+        assert_eq!(info.players[1].ping_ms, None);
     }
 
     #[test]
