@@ -2,7 +2,7 @@
 //!
 //! The peers are installed by `scripts/install-peers.sh` (Debian packages on the system, gamedig and opengsq under
 //! `<repo>/.peers/`). How a test decides between skipping and failing when a peer is missing is documented in
-//! [`harness`]: with `MUSTER_REQUIRE_PEERS=1` (set by `.ci/run`) a missing peer FAILS the test; without it the test
+//! `muster_testkit`: with `MUSTER_REQUIRE_PEERS=1` (set by `.ci/run`) a missing peer FAILS the test; without it the test
 //! prints a `SKIP` line on stderr and passes.
 //!
 //! All traffic stays on 127.0.0.1; every game server is started with registration off, bound to 127.0.0.1 on a
@@ -14,9 +14,7 @@
 //! | [`game_servers`] | teeworlds-server 0.7.5 and DDNet-Server 16.4 start, answer on loopback and stop |
 //! | [`canned_replies`] | client peers read hand-written or captured replies served by the test |
 
-// The harness is an API for the codec-level conformance tests added later; not every item is used yet.
-#[allow(dead_code)]
-mod harness;
+use muster_testkit as harness;
 
 mod canned_replies;
 mod game_servers;

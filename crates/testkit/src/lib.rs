@@ -1,4 +1,4 @@
-//! The conformance harness: finding the peers, running them with a bounded timeout, owning loopback sockets,
+//! Muster's conformance harness, shared by every crate's conformance tests: finding the peers, running them with a bounded timeout, owning loopback sockets,
 //! and starting game servers that die with their guard.
 //!
 //! # Skip or fail
@@ -26,30 +26,30 @@
 //!
 //! `<repo>` is the workspace root; `MUSTER_PEERS_DIR` overrides `<repo>/.peers`.
 
-pub(crate) mod clients;
-pub(crate) mod net;
-pub(crate) mod process;
-pub(crate) mod servers;
+pub mod clients;
+pub mod net;
+pub mod process;
+pub mod servers;
 
 use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-pub(crate) use clients::{Gamedig, Opengsq, Qstat};
-pub(crate) use net::{Capture, free_udp_port};
-pub(crate) use process::Output;
-pub(crate) use servers::{DdnetServer, TeeworldsServer};
+pub use clients::{Gamedig, Opengsq, Qstat};
+pub use net::{Capture, free_udp_port};
+pub use process::Output;
+pub use servers::{DdnetServer, TeeworldsServer};
 
 /// Environment variable that turns a missing peer into a test failure.
-pub(crate) const REQUIRE_PEERS_ENV: &str = "MUSTER_REQUIRE_PEERS";
+pub const REQUIRE_PEERS_ENV: &str = "MUSTER_REQUIRE_PEERS";
 
 /// A peer that could not be found: what, where it was looked for, how to get it.
 #[derive(Debug, Clone)]
-pub(crate) struct Missing {
+pub struct Missing {
     /// The peer's name, e.g. `quakestat`.
-    pub(crate) peer: &'static str,
+    pub peer: &'static str,
     /// Where it was looked for and what went wrong.
-    pub(crate) detail: String,
+    pub detail: String,
 }
 
 impl fmt::Display for Missing {
@@ -63,14 +63,14 @@ impl fmt::Display for Missing {
 }
 
 /// Whether missing peers fail the tests (`MUSTER_REQUIRE_PEERS=1`) instead of skipping them.
-pub(crate) fn peers_required() -> bool {
+pub fn peers_required() -> bool {
     std::env::var(REQUIRE_PEERS_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Applies the skip-or-fail rule to a peer lookup: `Some(peer)` when found; when missing, panics under
 /// `MUSTER_REQUIRE_PEERS=1`, otherwise prints a `SKIP` line naming the current test and returns `None`.
 #[track_caller]
-pub(crate) fn require<T>(found: Result<T, Missing>) -> Option<T> {
+pub fn require<T>(found: Result<T, Missing>) -> Option<T> {
     match found {
         Ok(peer) => Some(peer),
         Err(missing) if peers_required() => {
@@ -92,8 +92,8 @@ pub(crate) fn require<T>(found: Result<T, Missing>) -> Option<T> {
     }
 }
 
-/// The workspace root (two levels above `crates/proto`).
-pub(crate) fn repo_root() -> PathBuf {
+/// The workspace root (two levels above `crates/testkit`).
+pub fn repo_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest
         .parent()
@@ -103,30 +103,28 @@ pub(crate) fn repo_root() -> PathBuf {
 }
 
 /// Where `scripts/install-peers.sh` puts gamedig and opengsq (`<repo>/.peers`, or `MUSTER_PEERS_DIR`).
-pub(crate) fn peers_dir() -> PathBuf {
+pub fn peers_dir() -> PathBuf {
     std::env::var_os("MUSTER_PEERS_DIR").map_or_else(|| repo_root().join(".peers"), PathBuf::from)
 }
 
 /// The path of a fixture under `crates/proto/tests/fixtures/`.
-pub(crate) fn fixture_path(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
+pub fn fixture_path(rel: &str) -> PathBuf {
+    repo_root().join("crates/proto/tests/fixtures").join(rel)
 }
 
 /// The bytes of a fixture under `crates/proto/tests/fixtures/`.
-pub(crate) fn fixture(rel: &str) -> Vec<u8> {
+pub fn fixture(rel: &str) -> Vec<u8> {
     let path = fixture_path(rel);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
 /// Environment variable that makes [`check_capture_fixture`] (re)write the capture fixtures.
-pub(crate) const UPDATE_FIXTURES_ENV: &str = "MUSTER_UPDATE_PEER_FIXTURES";
+pub const UPDATE_FIXTURES_ENV: &str = "MUSTER_UPDATE_PEER_FIXTURES";
 
 /// Compares a captured datagram with the committed fixture `peers/<name>`; with
 /// `MUSTER_UPDATE_PEER_FIXTURES=1` writes the capture there first (to record a new peer version).
 #[track_caller]
-pub(crate) fn check_capture_fixture(name: &str, captured: &[u8]) {
+pub fn check_capture_fixture(name: &str, captured: &[u8]) {
     let rel = format!("peers/{name}");
     let path = fixture_path(&rel);
     if std::env::var_os(UPDATE_FIXTURES_ENV).is_some() {
@@ -141,7 +139,7 @@ pub(crate) fn check_capture_fixture(name: &str, captured: &[u8]) {
 }
 
 /// Looks `name` up in the directories of `PATH`.
-pub(crate) fn which(name: &str) -> Option<PathBuf> {
+pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
@@ -149,7 +147,7 @@ pub(crate) fn which(name: &str) -> Option<PathBuf> {
 }
 
 /// Finds the file of Debian package `package` whose path ends in `/<file>` (via `dpkg -L`).
-pub(crate) fn dpkg_file(peer: &'static str, package: &str, file: &str) -> Result<PathBuf, Missing> {
+pub fn dpkg_file(peer: &'static str, package: &str, file: &str) -> Result<PathBuf, Missing> {
     let missing = |detail: String| Missing { peer, detail };
     let out = std::process::Command::new("dpkg")
         .args(["-L", package])

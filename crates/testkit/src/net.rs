@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The only address the harness uses.
-pub(crate) const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
+pub const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
 /// Ports are picked in this range: above every default port of the protocols under test (7777, 8283,
 /// 8300, 25600, 27900, 28900 are all outside it or skipped) and below Linux's ephemeral range (32768+), so
@@ -22,7 +22,7 @@ const MAX_DATAGRAM: usize = 65_536;
 const POLL_READ: Duration = Duration::from_millis(5);
 
 /// A loopback address on `port`.
-pub(crate) fn loopback(port: u16) -> SocketAddr {
+pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(LOOPBACK, port))
 }
 
@@ -40,7 +40,7 @@ fn candidate(i: u32) -> u16 {
 }
 
 /// Binds `n` UDP sockets on consecutive loopback ports `p, p+1, …` in [`PORT_RANGE`].
-pub(crate) fn udp_consecutive(n: u16) -> Vec<UdpSocket> {
+pub fn udp_consecutive(n: u16) -> Vec<UdpSocket> {
     for i in 0..PORT_TRIES {
         let base = candidate(i);
         let sockets: Result<Vec<_>, _> = (0..n)
@@ -54,7 +54,7 @@ pub(crate) fn udp_consecutive(n: u16) -> Vec<UdpSocket> {
 }
 
 /// Two UDP sockets on consecutive loopback ports (game port, game port + 1).
-pub(crate) fn udp_pair() -> (UdpSocket, UdpSocket) {
+pub fn udp_pair() -> (UdpSocket, UdpSocket) {
     let mut v = udp_consecutive(2);
     let second = v.pop().expect("two sockets");
     let first = v.pop().expect("two sockets");
@@ -62,7 +62,7 @@ pub(crate) fn udp_pair() -> (UdpSocket, UdpSocket) {
 }
 
 /// A loopback port that is free for UDP and TCP right now (for a server the test starts; small race accepted).
-pub(crate) fn free_udp_port() -> u16 {
+pub fn free_udp_port() -> u16 {
     for i in 0..PORT_TRIES {
         let port = candidate(i);
         let udp = UdpSocket::bind(loopback(port));
@@ -75,7 +75,7 @@ pub(crate) fn free_udp_port() -> u16 {
 }
 
 /// A TCP listener on a free loopback port in [`PORT_RANGE`].
-pub(crate) fn tcp_listener() -> TcpListener {
+pub fn tcp_listener() -> TcpListener {
     for i in 0..PORT_TRIES {
         if let Ok(l) = TcpListener::bind(loopback(candidate(i))) {
             return l;
@@ -86,26 +86,26 @@ pub(crate) fn tcp_listener() -> TcpListener {
 
 /// One datagram a [`Capture`] received.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Datagram {
+pub struct Datagram {
     /// The local port it arrived at.
-    pub(crate) port: u16,
+    pub port: u16,
     /// The sender.
-    pub(crate) from: SocketAddr,
+    pub from: SocketAddr,
     /// The payload.
-    pub(crate) bytes: Vec<u8>,
+    pub bytes: Vec<u8>,
     /// When it arrived, from the start of the capture.
-    pub(crate) at: Duration,
+    pub at: Duration,
 }
 
 /// UDP sockets on consecutive loopback ports that record every datagram a peer sends to them.
 #[derive(Debug)]
-pub(crate) struct Capture {
+pub struct Capture {
     sockets: Vec<UdpSocket>,
 }
 
 impl Capture {
     /// Binds `n` consecutive ports (index 0 is the port given to the peer, 1 is port + 1, …).
-    pub(crate) fn consecutive(n: u16) -> Self {
+    pub fn consecutive(n: u16) -> Self {
         let sockets = udp_consecutive(n);
         for s in &sockets {
             s.set_read_timeout(Some(POLL_READ))
@@ -115,7 +115,7 @@ impl Capture {
     }
 
     /// The port of socket `i`.
-    pub(crate) fn port(&self, i: usize) -> u16 {
+    pub fn port(&self, i: usize) -> u16 {
         self.sockets
             .get(i)
             .and_then(|s| s.local_addr().ok())
@@ -123,23 +123,23 @@ impl Capture {
     }
 
     /// `127.0.0.1:<port of socket i>` as text, for command lines.
-    pub(crate) fn addr(&self, i: usize) -> String {
+    pub fn addr(&self, i: usize) -> String {
         loopback(self.port(i)).to_string()
     }
 
     /// Socket `i`, e.g. to answer a request.
-    pub(crate) fn socket(&self, i: usize) -> &UdpSocket {
+    pub fn socket(&self, i: usize) -> &UdpSocket {
         self.sockets.get(i).expect("socket index")
     }
 
     /// Collects datagrams on all sockets until `want` have arrived or `limit` has passed.
-    pub(crate) fn collect(&self, want: usize, limit: Duration) -> Vec<Datagram> {
+    pub fn collect(&self, want: usize, limit: Duration) -> Vec<Datagram> {
         self.collect_answering(want, limit, |_| None)
     }
 
     /// Like [`collect`](Self::collect), but `answer` may return datagrams to send back to the sender (from the
     /// socket the request arrived at).
-    pub(crate) fn collect_answering(
+    pub fn collect_answering(
         &self,
         want: usize,
         limit: Duration,
@@ -170,7 +170,7 @@ impl Capture {
 }
 
 /// Sends `request` to `to` from `socket` and waits up to `wait` for a datagram for which `accept` holds.
-pub(crate) fn request_reply(
+pub fn request_reply(
     socket: &UdpSocket,
     to: SocketAddr,
     request: &[u8],
@@ -196,6 +196,6 @@ pub(crate) fn request_reply(
 }
 
 /// A client UDP socket on an OS-chosen loopback port.
-pub(crate) fn client_socket() -> UdpSocket {
+pub fn client_socket() -> UdpSocket {
     UdpSocket::bind(loopback(0)).expect("bind client socket on 127.0.0.1")
 }

@@ -15,43 +15,43 @@ const TERM_GRACE: Duration = Duration::from_secs(3);
 
 /// What a bounded peer run produced.
 #[derive(Debug, Clone)]
-pub(crate) struct Output {
+pub struct Output {
     /// The command line, for messages.
-    pub(crate) command: String,
+    pub command: String,
     /// The exit status; `None` when the run hit its timeout (or was cancelled) and was killed.
-    pub(crate) status: Option<ExitStatus>,
+    pub status: Option<ExitStatus>,
     /// Everything written to stdout.
-    pub(crate) stdout: Vec<u8>,
+    pub stdout: Vec<u8>,
     /// Everything written to stderr.
-    pub(crate) stderr: Vec<u8>,
+    pub stderr: Vec<u8>,
     /// How long the run took.
-    pub(crate) elapsed: Duration,
+    pub elapsed: Duration,
 }
 
 impl Output {
     /// Whether the program exited by itself with status 0.
-    pub(crate) fn success(&self) -> bool {
+    pub fn success(&self) -> bool {
         self.status.is_some_and(|s| s.success())
     }
 
     /// Whether the run was killed at its timeout.
-    pub(crate) fn timed_out(&self) -> bool {
+    pub fn timed_out(&self) -> bool {
         self.status.is_none()
     }
 
     /// stdout as (lossy) text.
-    pub(crate) fn stdout_text(&self) -> String {
+    pub fn stdout_text(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
     }
 
     /// stderr as (lossy) text.
-    pub(crate) fn stderr_text(&self) -> String {
+    pub fn stderr_text(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
 
     /// stdout parsed as one JSON value; panics with the whole output when it is not JSON.
     #[track_caller]
-    pub(crate) fn json(&self) -> serde_json::Value {
+    pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.stdout)
             .unwrap_or_else(|e| panic!("{}: stdout is not JSON ({e})\n{self}", self.command))
     }
@@ -74,7 +74,7 @@ impl std::fmt::Display for Output {
 }
 
 /// Renders a command line for messages.
-pub(crate) fn describe(program: &Path, args: &[&str]) -> String {
+pub fn describe(program: &Path, args: &[&str]) -> String {
     let mut s = program.display().to_string();
     for a in args {
         s.push(' ');
@@ -95,14 +95,14 @@ fn drain(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
 /// Runs `cmd` (stdin closed, stdout and stderr captured) and kills it by PID once `timeout` has passed.
 /// Panics only when the program cannot be started at all.
 #[track_caller]
-pub(crate) fn run_bounded(cmd: Command, description: String, timeout: Duration) -> Output {
+pub fn run_bounded(cmd: Command, description: String, timeout: Duration) -> Output {
     run_cancellable(cmd, description, timeout, &AtomicBool::new(false))
 }
 
 /// Like [`run_bounded`], but also kills the program as soon as `stop` becomes true (e.g. once a capture has
 /// seen what it waited for), so generous timeouts cost nothing in the normal case.
 #[track_caller]
-pub(crate) fn run_cancellable(
+pub fn run_cancellable(
     mut cmd: Command,
     description: String,
     timeout: Duration,
@@ -143,16 +143,17 @@ pub(crate) fn run_cancellable(
 
 /// A fresh scratch folder under the test target's temp dir, removed on drop.
 #[derive(Debug)]
-pub(crate) struct ScratchDir {
+pub struct ScratchDir {
     path: PathBuf,
 }
 
 impl ScratchDir {
-    /// Creates `<target>/tmp/muster-conformance/<label>-<pid>-<n>` (emptied if it existed).
-    pub(crate) fn new(label: &str) -> Self {
+    /// Creates `<tmp>/muster-conformance/<label>-<pid>-<n>` (emptied if it existed), under the
+    /// system's temporary folder.
+    pub fn new(label: &str) -> Self {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        let path = std::env::temp_dir()
             .join("muster-conformance")
             .join(format!("{label}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
@@ -162,7 +163,7 @@ impl ScratchDir {
     }
 
     /// The folder.
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -179,7 +180,7 @@ impl Drop for ScratchDir {
 /// servers log their shutdown), SIGKILL after [`TERM_GRACE`]. Where `setpriv` exists the child is also started
 /// with `--pdeathsig KILL`, so it dies even if the test process is killed before the guard drops.
 #[derive(Debug)]
-pub(crate) struct ChildGuard {
+pub struct ChildGuard {
     child: Child,
     name: String,
     log: PathBuf,
@@ -187,7 +188,7 @@ pub(crate) struct ChildGuard {
 
 impl ChildGuard {
     /// Starts `program args…` in `dir` with the given environment, stdout and stderr appended to `log`.
-    pub(crate) fn spawn(
+    pub fn spawn(
         name: &str,
         program: &Path,
         args: &[&str],
@@ -222,29 +223,29 @@ impl ChildGuard {
     }
 
     /// The PID of the child (setpriv execs the server, so it is the server's PID).
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// `Some(status)` when the child has already exited.
-    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
+    pub fn exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
 
     /// The child's log so far (stdout and stderr).
-    pub(crate) fn log(&self) -> String {
+    pub fn log(&self) -> String {
         std::fs::read(&self.log)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()
     }
 
     /// The child's name, for messages.
-    pub(crate) fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         &self.name
     }
 
     /// Stops the child by PID: SIGTERM, then SIGKILL after a grace period. Returns its exit status.
-    pub(crate) fn stop(&mut self) -> Option<ExitStatus> {
+    pub fn stop(&mut self) -> Option<ExitStatus> {
         if let Some(status) = self.exited() {
             return Some(status);
         }

@@ -11,18 +11,18 @@ use super::{Missing, peers_dir, require, which};
 
 /// Default bound of one client run. Long enough for one query with the options the helpers pass, short enough
 /// to keep the whole conformance target well under two minutes.
-pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(6);
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// qstat 2.17, Debian binary `quakestat`.
 #[derive(Debug, Clone)]
-pub(crate) struct Qstat {
+pub struct Qstat {
     /// Path of the binary.
-    pub(crate) bin: PathBuf,
+    pub bin: PathBuf,
 }
 
 impl Qstat {
     /// Looks for `quakestat` on `PATH`.
-    pub(crate) fn find() -> Result<Self, Missing> {
+    pub fn find() -> Result<Self, Missing> {
         which("quakestat")
             .map(|bin| Self { bin })
             .ok_or_else(|| Missing {
@@ -33,24 +33,24 @@ impl Qstat {
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.
     #[track_caller]
-    pub(crate) fn require() -> Option<Self> {
+    pub fn require() -> Option<Self> {
         require(Self::find())
     }
 
     /// Runs `quakestat args…`, killed after [`CLIENT_TIMEOUT`].
-    pub(crate) fn run(&self, args: &[&str]) -> Output {
+    pub fn run(&self, args: &[&str]) -> Output {
         self.run_for(args, CLIENT_TIMEOUT)
     }
 
     /// Runs `quakestat args…`, killed after `timeout`.
-    pub(crate) fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
+    pub fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args);
         run_bounded(cmd, describe(&self.bin, args), timeout)
     }
 
     /// Runs `quakestat args…`, killed after `timeout` or as soon as `stop` is set.
-    pub(crate) fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
+    pub fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args);
         run_cancellable(cmd, describe(&self.bin, args), timeout, stop)
@@ -59,7 +59,7 @@ impl Qstat {
     /// `quakestat -json -P -R -retry 1 -noportoffset -<type> <addr>`: one server, its JSON object
     /// (`status`, `name`, `map`, `numplayers`, `players`, `rules`, …).
     #[track_caller]
-    pub(crate) fn query(&self, qstat_type: &str, addr: SocketAddr) -> serde_json::Value {
+    pub fn query(&self, qstat_type: &str, addr: SocketAddr) -> serde_json::Value {
         let flag = format!("-{qstat_type}");
         let target = addr.to_string();
         let out = self.run(&[
@@ -81,14 +81,14 @@ impl Qstat {
 
 /// gamedig 5.x from `<repo>/.peers/node/`.
 #[derive(Debug, Clone)]
-pub(crate) struct Gamedig {
+pub struct Gamedig {
     /// Path of the `gamedig` command (a node script).
-    pub(crate) bin: PathBuf,
+    pub bin: PathBuf,
 }
 
 impl Gamedig {
     /// Looks for `.peers/node/node_modules/.bin/gamedig`.
-    pub(crate) fn find() -> Result<Self, Missing> {
+    pub fn find() -> Result<Self, Missing> {
         let bin = peers_dir().join("node/node_modules/.bin/gamedig");
         if bin.is_file() && which("node").is_some() {
             Ok(Self { bin })
@@ -102,24 +102,24 @@ impl Gamedig {
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.
     #[track_caller]
-    pub(crate) fn require() -> Option<Self> {
+    pub fn require() -> Option<Self> {
         require(Self::find())
     }
 
     /// Runs `gamedig args…`, killed after [`CLIENT_TIMEOUT`].
-    pub(crate) fn run(&self, args: &[&str]) -> Output {
+    pub fn run(&self, args: &[&str]) -> Output {
         self.run_for(args, CLIENT_TIMEOUT)
     }
 
     /// Runs `gamedig args…`, killed after `timeout`.
-    pub(crate) fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
+    pub fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args);
         run_bounded(cmd, describe(&self.bin, args), timeout)
     }
 
     /// Runs `gamedig args…`, killed after `timeout` or as soon as `stop` is set.
-    pub(crate) fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
+    pub fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args);
         run_cancellable(cmd, describe(&self.bin, args), timeout, stop)
@@ -128,7 +128,7 @@ impl Gamedig {
     /// `gamedig --type <game> --givenPortOnly --socketTimeout 1000 <addr>`: its JSON object (on failure
     /// `{"error": …}`). `addr` is the query port itself.
     #[track_caller]
-    pub(crate) fn query(&self, game: &str, addr: SocketAddr) -> serde_json::Value {
+    pub fn query(&self, game: &str, addr: SocketAddr) -> serde_json::Value {
         let target = addr.to_string();
         self.run(&[
             "--type",
@@ -144,14 +144,14 @@ impl Gamedig {
 
 /// opengsq (Python) from `<repo>/.peers/venv/`.
 #[derive(Debug, Clone)]
-pub(crate) struct Opengsq {
+pub struct Opengsq {
     /// Path of the `opengsq` command.
-    pub(crate) bin: PathBuf,
+    pub bin: PathBuf,
 }
 
 impl Opengsq {
     /// Looks for `.peers/venv/bin/opengsq`.
-    pub(crate) fn find() -> Result<Self, Missing> {
+    pub fn find() -> Result<Self, Missing> {
         let bin = peers_dir().join("venv/bin/opengsq");
         if bin.is_file() {
             Ok(Self { bin })
@@ -165,24 +165,24 @@ impl Opengsq {
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.
     #[track_caller]
-    pub(crate) fn require() -> Option<Self> {
+    pub fn require() -> Option<Self> {
         require(Self::find())
     }
 
     /// Runs `opengsq args…`, killed after [`CLIENT_TIMEOUT`].
-    pub(crate) fn run(&self, args: &[&str]) -> Output {
+    pub fn run(&self, args: &[&str]) -> Output {
         self.run_for(args, CLIENT_TIMEOUT)
     }
 
     /// Runs `opengsq args…`, killed after `timeout`.
-    pub(crate) fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
+    pub fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args);
         run_bounded(cmd, describe(&self.bin, args), timeout)
     }
 
     /// Runs `opengsq args…`, killed after `timeout` or as soon as `stop` is set.
-    pub(crate) fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
+    pub fn run_until(&self, args: &[&str], timeout: Duration, stop: &AtomicBool) -> Output {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args);
         run_cancellable(cmd, describe(&self.bin, args), timeout, stop)
@@ -190,7 +190,7 @@ impl Opengsq {
 
     /// `opengsq <protocol> --host <ip> --port <port> --function <function> --timeout 2`: the JSON result, or
     /// the whole run when it failed (opengsq prints `opengsq: error: timed out` and exits non-zero).
-    pub(crate) fn query(
+    pub fn query(
         &self,
         protocol: &str,
         function: &str,

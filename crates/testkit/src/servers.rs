@@ -13,27 +13,27 @@ use super::process::{ChildGuard, ScratchDir};
 use super::{Missing, dpkg_file, require};
 
 /// How long one readiness query waits for its answer.
-pub(crate) const READY_TRY: Duration = Duration::from_millis(200);
+pub const READY_TRY: Duration = Duration::from_millis(200);
 
 /// How many readiness queries are sent before a server counts as not starting (≈ 10 s in all).
-pub(crate) const READY_TRIES: u32 = 50;
+pub const READY_TRIES: u32 = 50;
 
 /// The 0.6 connless header + `gie3` + token byte `5a`: byte for byte
 /// `shared/fixtures/teeworlds/serverinfo/ddnet-16.4-vanilla-p0-request.bin` (teeworlds.md §5).
-pub(crate) const GIE3_06_REQUEST: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffgie3\x5a";
+pub const GIE3_06_REQUEST: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffgie3\x5a";
 
 /// The 0.6 reply prefix: `ff`×6 header, `ff ff ff ff`, `inf3`.
-pub(crate) const INF3_06_PREFIX: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffinf3";
+pub const INF3_06_PREFIX: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffinf3";
 
 /// Our 0.7 client token (the one the shared fixtures used).
-pub(crate) const TOKEN_07: [u8; 4] = [0xc0, 0xff, 0xee, 0x01];
+pub const TOKEN_07: [u8; 4] = [0xc0, 0xff, 0xee, 0x01];
 
 /// Size of a 0.7 token request: servers ignore shorter ones (teeworlds.md, peers.md §4.4).
-pub(crate) const TOKEN_REQUEST_07_LEN: usize = 520;
+pub const TOKEN_REQUEST_07_LEN: usize = 520;
 
 /// The 0.7 control TOKEN request carrying [`TOKEN_07`], zero-padded to [`TOKEN_REQUEST_07_LEN`] bytes
 /// (`shared/fixtures/teeworlds/serverinfo/tw-0.7.5-p0-token-request.bin`).
-pub(crate) fn token_request_07() -> Vec<u8> {
+pub fn token_request_07() -> Vec<u8> {
     let mut v = vec![0x04, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x05];
     v.extend_from_slice(&TOKEN_07);
     v.resize(TOKEN_REQUEST_07_LEN, 0);
@@ -41,7 +41,7 @@ pub(crate) fn token_request_07() -> Vec<u8> {
 }
 
 /// The server's token from a 0.7 TOKEN reply `04 00 00 <our token> 05 <server token>`.
-pub(crate) fn server_token_07(reply: &[u8]) -> Option<[u8; 4]> {
+pub fn server_token_07(reply: &[u8]) -> Option<[u8; 4]> {
     match reply {
         [0x04, 0x00, 0x00, a, b, c, d, 0x05, t0, t1, t2, t3, ..]
             if [*a, *b, *c, *d] == TOKEN_07 =>
@@ -55,7 +55,7 @@ pub(crate) fn server_token_07(reply: &[u8]) -> Option<[u8; 4]> {
 /// The 0.7 connless info request: `21` + server token + our token + `ff ff ff ff gie3` + browse token 200
 /// (varint `88 03`) (`shared/fixtures/teeworlds/serverinfo/tw-0.7.5-p0-info-request.bin` with the token of
 /// this run). Never send browse token −1 to teeworlds 0.7.5: it crashes (peers.md §4.4).
-pub(crate) fn info_request_07(server_token: [u8; 4]) -> Vec<u8> {
+pub fn info_request_07(server_token: [u8; 4]) -> Vec<u8> {
     let mut v = vec![0x21];
     v.extend_from_slice(&server_token);
     v.extend_from_slice(&TOKEN_07);
@@ -64,7 +64,7 @@ pub(crate) fn info_request_07(server_token: [u8; 4]) -> Vec<u8> {
 }
 
 /// Whether `reply` is a 0.7 connless `inf3` addressed to [`TOKEN_07`].
-pub(crate) fn is_inf3_07(reply: &[u8]) -> bool {
+pub fn is_inf3_07(reply: &[u8]) -> bool {
     reply.first() == Some(&0x21)
         && reply.get(1..5) == Some(&TOKEN_07[..])
         && reply.get(9..17) == Some(&b"\xff\xff\xff\xffinf3"[..])
@@ -72,7 +72,7 @@ pub(crate) fn is_inf3_07(reply: &[u8]) -> bool {
 
 /// A running game server; stopped by PID (SIGTERM, then SIGKILL) and its scratch folder removed on drop.
 #[derive(Debug)]
-pub(crate) struct ServerGuard {
+pub struct ServerGuard {
     // Field order matters: the child is stopped before its folder is removed.
     child: ChildGuard,
     scratch: ScratchDir,
@@ -81,44 +81,44 @@ pub(crate) struct ServerGuard {
 
 impl ServerGuard {
     /// The server's UDP address (127.0.0.1:port).
-    pub(crate) fn addr(&self) -> SocketAddr {
+    pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// The server's PID.
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.child.pid()
     }
 
     /// The server's log so far.
-    pub(crate) fn log(&self) -> String {
+    pub fn log(&self) -> String {
         self.child.log()
     }
 
     /// The scratch folder (also the server's `HOME` parent).
-    pub(crate) fn dir(&self) -> &Path {
+    pub fn dir(&self) -> &Path {
         self.scratch.path()
     }
 
     /// `Some(status)` when the server process has exited.
-    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.exited()
     }
 
     /// Stops the server now (the guard's drop does the same).
-    pub(crate) fn stop(&mut self) -> Option<std::process::ExitStatus> {
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
         self.child.stop()
     }
 
     /// Sends 0.6 `gie3` and returns the `inf3` reply, if one arrives within `wait`.
-    pub(crate) fn query_06(&self, socket: &UdpSocket, wait: Duration) -> Option<Vec<u8>> {
+    pub fn query_06(&self, socket: &UdpSocket, wait: Duration) -> Option<Vec<u8>> {
         request_reply(socket, self.addr, GIE3_06_REQUEST, wait, |r| {
             r.starts_with(INF3_06_PREFIX)
         })
     }
 
     /// Runs the 0.7 token handshake and info request; returns the 0.7 `inf3` reply.
-    pub(crate) fn query_07(&self, socket: &UdpSocket, wait: Duration) -> Option<Vec<u8>> {
+    pub fn query_07(&self, socket: &UdpSocket, wait: Duration) -> Option<Vec<u8>> {
         let token_reply = request_reply(socket, self.addr, &token_request_07(), wait, |r| {
             server_token_07(r).is_some()
         })?;
@@ -187,27 +187,27 @@ fn start_and_wait(
 
 /// teeworlds-server 0.7.5 (Debian package `teeworlds-server`).
 #[derive(Debug, Clone)]
-pub(crate) struct TeeworldsServer {
+pub struct TeeworldsServer {
     /// Path of the binary.
-    pub(crate) bin: PathBuf,
+    pub bin: PathBuf,
 }
 
 impl TeeworldsServer {
     /// Finds the binary with `dpkg -L teeworlds-server`.
-    pub(crate) fn find() -> Result<Self, Missing> {
+    pub fn find() -> Result<Self, Missing> {
         dpkg_file("teeworlds-server", "teeworlds-server", "teeworlds-server")
             .map(|bin| Self { bin })
     }
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.
     #[track_caller]
-    pub(crate) fn require() -> Option<Self> {
+    pub fn require() -> Option<Self> {
         require(Self::find())
     }
 
     /// The lab configuration of `shared/fixtures/teeworlds/configs/tw-0.7.5-lab.cfg` on `port`
     /// (`sv_register 0`, `bindaddr 127.0.0.1`).
-    pub(crate) fn config(port: u16) -> String {
+    pub fn config(port: u16) -> String {
         format!(
             "bindaddr 127.0.0.1\nsv_port {port}\nsv_register 0\n\
              sv_name \"TW07 Lab \u{dc}n\u{ef}c\u{f6}d\u{e9} \u{2605} | a;b \\\"q\\\" \u{540d}\u{524d}\"\n\
@@ -218,7 +218,7 @@ impl TeeworldsServer {
 
     /// Starts the server on 127.0.0.1:`port` with [`config`](Self::config) plus `extra` console commands and
     /// waits until it answers the 0.7 token handshake.
-    pub(crate) fn start(&self, port: u16, extra: &[&str]) -> ServerGuard {
+    pub fn start(&self, port: u16, extra: &[&str]) -> ServerGuard {
         let scratch = ScratchDir::new("tw07");
         std::fs::write(scratch.path().join("lab.cfg"), Self::config(port)).expect("write lab.cfg");
         // Loopback masters only, in case registration is ever switched on (peers.md §4.3).
@@ -250,27 +250,27 @@ impl TeeworldsServer {
 
 /// DDNet-Server 16.4 (Debian package `ddnet-server`).
 #[derive(Debug, Clone)]
-pub(crate) struct DdnetServer {
+pub struct DdnetServer {
     /// Path of the binary.
-    pub(crate) bin: PathBuf,
+    pub bin: PathBuf,
 }
 
 impl DdnetServer {
     /// Finds the binary with `dpkg -L ddnet-server`.
-    pub(crate) fn find() -> Result<Self, Missing> {
+    pub fn find() -> Result<Self, Missing> {
         dpkg_file("DDNet-Server", "ddnet-server", "DDNet-Server").map(|bin| Self { bin })
     }
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.
     #[track_caller]
-    pub(crate) fn require() -> Option<Self> {
+    pub fn require() -> Option<Self> {
         require(Self::find())
     }
 
     /// The lab configuration of `shared/fixtures/teeworlds/configs/ddnet-16.4-lab.cfg` on `port`, plus
     /// `bindaddr 127.0.0.1` with `sv_ipv4only 1`: with both DDNet 16.4 binds only 127.0.0.1 (measured; peers.md
     /// §5.1 only tried `bindaddr` alone, which fails on the IPv6 socket), so no namespace is needed.
-    pub(crate) fn config(port: u16) -> String {
+    pub fn config(port: u16) -> String {
         format!(
             "sv_ipv4only 1\nbindaddr 127.0.0.1\nsv_port {port}\nsv_register 0\n\
              sv_register_url \"http://127.0.0.1:18080/ddnet/15/register\"\n\
@@ -283,7 +283,7 @@ impl DdnetServer {
 
     /// Starts the server on 127.0.0.1:`port` with [`config`](Self::config) plus `extra` console commands and
     /// waits until it answers 0.6 `gie3`.
-    pub(crate) fn start(&self, port: u16, extra: &[&str]) -> ServerGuard {
+    pub fn start(&self, port: u16, extra: &[&str]) -> ServerGuard {
         let scratch = ScratchDir::new("ddnet");
         std::fs::write(scratch.path().join("lab.cfg"), Self::config(port)).expect("write lab.cfg");
         let mut args = vec!["exec lab.cfg"];
