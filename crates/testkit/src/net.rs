@@ -10,7 +10,7 @@ pub const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
 /// Ports are picked in this range: above every default port of the protocols under test (7777, 8283,
 /// 8300, 25600, 27900, 28900 are all outside it or skipped) and below Linux's ephemeral range (32768+), so
 /// the peers' own source ports never collide with them.
-const PORT_RANGE: std::ops::Range<u16> = 20_000..32_000;
+pub const PORT_RANGE: std::ops::Range<u16> = 20_000..32_000;
 
 /// How many candidate ranges are tried before giving up.
 const PORT_TRIES: u32 = 500;
