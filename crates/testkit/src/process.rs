@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 const POLL: Duration = Duration::from_millis(10);
 
 /// How long a stopped child gets after SIGTERM before it is killed with SIGKILL.
-const TERM_GRACE: Duration = Duration::from_secs(3);
+pub const TERM_GRACE: Duration = Duration::from_secs(3);
 
 /// What a bounded peer run produced.
 #[derive(Debug, Clone)]
