@@ -126,7 +126,10 @@ fn decode_info_rejects_bad_number() {
 #[test]
 fn decode_info_rejects_truncated_server_fields() {
     let bytes = hexb("ffffffff696e6633 393000 302e36");
-    assert_eq!(Info::decode(&bytes), Err(DecodeError::Unterminated("version")));
+    assert_eq!(
+        Info::decode(&bytes),
+        Err(DecodeError::Unterminated("version"))
+    );
 }
 
 #[test]
@@ -208,14 +211,19 @@ fn sample_extended() -> InfoExtended {
 
 fn extended_bytes() -> Vec<u8> {
     let mut b = hexb("ffffffff69657874");
-    b.extend_from_slice(b"1193046\x000.6.4, 16.4\0n\0Tutorial\0-1924373370\x001082711\0DDraceNetwork\0");
+    b.extend_from_slice(
+        b"1193046\x000.6.4, 16.4\0n\0Tutorial\0-1924373370\x001082711\0DDraceNetwork\0",
+    );
     b.extend_from_slice(b"0\x001\x0064\x001\x0064\0\0x\0y\x00276\x005\x000\0\0");
     b
 }
 
 #[test]
 fn decode_info_extended() {
-    assert_eq!(InfoExtended::decode(&extended_bytes()), Ok(sample_extended()));
+    assert_eq!(
+        InfoExtended::decode(&extended_bytes()),
+        Ok(sample_extended())
+    );
 }
 
 #[test]
@@ -258,7 +266,10 @@ fn encode_info_more() {
         players: vec![],
         truncated: false,
     };
-    assert_eq!(enc(&Message::InfoMore(m)), hexb("ffffffff6965782b 3500 3200 00"));
+    assert_eq!(
+        enc(&Message::InfoMore(m)),
+        hexb("ffffffff6965782b 3500 3200 00")
+    );
 }
 
 #[test]
@@ -364,16 +375,24 @@ fn tw_str() -> impl Strategy<Value = TwStr> {
 }
 
 fn record(extended: bool) -> impl Strategy<Value = PlayerRecord> {
-    (tw_str(), tw_str(), any::<i32>(), any::<i32>(), any::<i32>(), tw_str()).prop_map(
-        move |(name, clan, country, score, is_player, reserved)| PlayerRecord {
-            name,
-            clan,
-            country,
-            score,
-            is_player,
-            reserved: if extended { reserved } else { TwStr::empty() },
-        },
+    (
+        tw_str(),
+        tw_str(),
+        any::<i32>(),
+        any::<i32>(),
+        any::<i32>(),
+        tw_str(),
     )
+        .prop_map(
+            move |(name, clan, country, score, is_player, reserved)| PlayerRecord {
+                name,
+                clan,
+                country,
+                score,
+                is_player,
+                reserved: if extended { reserved } else { TwStr::empty() },
+            },
+        )
 }
 
 prop_compose! {
@@ -441,28 +460,56 @@ fn datagram() -> impl Strategy<Value = Datagram> {
                 Datagram::Connless(h, Message::GetInfo(GetInfo { token }))
             }
         }),
-        (any::<[u8; 4]>(), any::<[u8; 4]>(), any::<i32>()).prop_map(|(token, response_token, b)| {
-            Datagram::Connless(
-                Header::Sixup { token, response_token },
-                Message::GetInfo7(GetInfo7 { browse_token: b }),
-            )
-        }),
+        (any::<[u8; 4]>(), any::<[u8; 4]>(), any::<i32>()).prop_map(
+            |(token, response_token, b)| {
+                Datagram::Connless(
+                    Header::Sixup {
+                        token,
+                        response_token,
+                    },
+                    Message::GetInfo7(GetInfo7 { browse_token: b }),
+                )
+            }
+        ),
         info().prop_map(|i| Datagram::Connless(Header::LEGACY, Message::Info(i))),
         (info(), any::<u16>()).prop_map(|(mut info, offset)| {
-            info.players.iter_mut().for_each(|p| p.reserved = TwStr::empty());
+            info.players
+                .iter_mut()
+                .for_each(|p| p.reserved = TwStr::empty());
             Datagram::Connless(Header::LEGACY, Message::Info64(Info64 { info, offset }))
         }),
         extended().prop_map(|i| Datagram::Connless(Header::LEGACY, Message::InfoExtended(i))),
-        (any::<i32>(), any::<i32>(), tw_str(), proptest::collection::vec(record(true), 0..5))
+        (
+            any::<i32>(),
+            any::<i32>(),
+            tw_str(),
+            proptest::collection::vec(record(true), 0..5)
+        )
             .prop_map(|(token, packet_no, reserved, players)| Datagram::Connless(
                 Header::LEGACY,
-                Message::InfoMore(InfoMore { token, packet_no, reserved, players, truncated: false })
+                Message::InfoMore(InfoMore {
+                    token,
+                    packet_no,
+                    reserved,
+                    players,
+                    truncated: false
+                })
             )),
         (any::<[u8; 4]>(), any::<[u8; 4]>(), info7()).prop_map(|(token, response_token, i)| {
-            Datagram::Connless(Header::Sixup { token, response_token }, Message::Info7(i))
+            Datagram::Connless(
+                Header::Sixup {
+                    token,
+                    response_token,
+                },
+                Message::Info7(i),
+            )
         }),
         (any::<[u8; 4]>(), any::<[u8; 4]>(), 0u16..600).prop_map(|(token, own_token, padding)| {
-            Datagram::Token(TokenMessage { token, own_token, padding })
+            Datagram::Token(TokenMessage {
+                token,
+                own_token,
+                padding,
+            })
         }),
     ]
 }
