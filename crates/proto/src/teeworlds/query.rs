@@ -237,6 +237,7 @@ impl TeeworldsQuery {
             }
             Datagram::Connless(_, Message::InfoMore(m)) => {
                 if u32::try_from(m.token) == Ok(tokens.extended) {
+                    self.mark_answered(now, Family::Extended);
                     self.extended.insert_more(m);
                 }
             }
