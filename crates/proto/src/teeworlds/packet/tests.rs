@@ -432,7 +432,7 @@ prop_compose! {
     fn info7()(browse_token in any::<i32>(), has_body in any::<bool>(), i in info(),
                hostname in tw_str(), skill_level in any::<i32>(),
                players in proptest::collection::vec(player7(), 0..5)) -> Info7 {
-        let body = has_body.then(|| Info7Body { version: i.version, name: i.name, hostname,
+        let body = has_body.then_some(Info7Body { version: i.version, name: i.name, hostname,
             map: i.map, game_type: i.game_type, flags: i.flags, skill_level,
             num_players: i.num_players, max_players: i.max_players, num_clients: i.num_clients,
             max_clients: i.max_clients, players, truncated: false });
