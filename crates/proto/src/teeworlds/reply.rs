@@ -117,8 +117,8 @@ impl ServerDescription {
         if self.password { FLAG_PASSWORD } else { 0 }
     }
 
-    fn record(c: &Client, extended: bool) -> PlayerRecord {
-        let _ = extended;
+    /// The 0.6-style record of `c`; the reserved string stays empty, as DDNet writes it.
+    fn record(c: &Client) -> PlayerRecord {
         PlayerRecord {
             name: c.name.truncated(MAX_PLAYER_NAME_LEN),
             clan: c.clan.truncated(MAX_CLAN_LEN),
@@ -168,7 +168,7 @@ impl ServerDescription {
                 .clients
                 .iter()
                 .take(VANILLA_MAX_CLIENTS)
-                .map(|c| Self::record(c, false))
+                .map(Self::record)
                 .collect(),
             truncated: false,
         }
@@ -194,7 +194,7 @@ impl ServerDescription {
         let mut out = Vec::new();
         for (i, chunk) in self.clients.chunks(LEGACY64_CLIENTS_PER_PACKET).enumerate() {
             let mut info = base.clone();
-            info.players = chunk.iter().map(|c| Self::record(c, false)).collect();
+            info.players = chunk.iter().map(Self::record).collect();
             out.push(Info64 {
                 info,
                 offset: u16::try_from(i * LEGACY64_CLIENTS_PER_PACKET).unwrap_or(u16::MAX),
@@ -236,7 +236,7 @@ impl ServerDescription {
         let mut size = head.len();
         let mut more: Vec<InfoMore> = Vec::new();
         for c in &self.clients {
-            let rec = Self::record(c, true);
+            let rec = Self::record(c);
             let len = rec.encoded_len(true);
             if size + len >= EXTENDED_SPLIT_AT {
                 let next = InfoMore {
