@@ -537,6 +537,21 @@ proptest! {
     }
 
     #[test]
+    fn header_and_token_encoded_len_match(d in datagram()) {
+        let mut out = Vec::new();
+        match &d {
+            Datagram::Token(t) => {
+                t.encode(&mut out);
+                prop_assert_eq!(out.len(), t.encoded_len());
+            }
+            Datagram::Connless(h, _) => {
+                h.encode(&mut out);
+                prop_assert_eq!(out.len(), h.encoded_len());
+            }
+        }
+    }
+
+    #[test]
     fn record_encoded_len_matches(r in record(true)) {
         let mut out = Vec::new();
         write_record06(&r, &mut out, true);
