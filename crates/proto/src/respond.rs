@@ -107,3 +107,99 @@ pub trait Responder {
         out: &mut Vec<Reply>,
     ) -> bool;
 }
+
+/// An HTTP request a registrar wants made (DDNet's HTTP register). The driver owns the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// `POST` or `DELETE`… as the protocol needs.
+    pub method: &'static str,
+    /// The full URL.
+    pub url: String,
+    /// Headers in the order to send them.
+    pub headers: Vec<(String, String)>,
+    /// The body (may be empty).
+    pub body: Vec<u8>,
+}
+
+/// What a registrar reports, for logs and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistrarEvent {
+    /// The master accepted the server (challenge answered, heartbeat acknowledged, listed).
+    Registered {
+        /// Which master.
+        master: String,
+    },
+    /// A registration attempt failed; the registrar retries on its own schedule.
+    Failed {
+        /// Which master.
+        master: String,
+        /// Why, in a few lower-case words.
+        reason: &'static str,
+    },
+    /// The registrar finished its shutdown messages (`u`, `Action: delete`, …).
+    Unregistered {
+        /// Which master.
+        master: String,
+    },
+}
+
+/// A sans-IO registration client: keeps one game server listed on one master.
+///
+/// Registrars share the server's query socket with the [`Responder`], because masters check
+/// the source port (GameAgent and GameSpy heartbeats, the Teeworlds firewall check, DDNet's UDP
+/// challenge). The driver offers every datagram to the registrar first; what it does not take
+/// goes to the responder. Datagrams it wants sent leave from the same socket.
+pub trait Registrar {
+    /// Offer a datagram that arrived on the server's socket; `true` when it was for the
+    /// registrar (then the responder does not see it).
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        state: &ServerState,
+    ) -> bool;
+
+    /// Call when [`Self::poll_timeout`] has passed.
+    fn handle_timeout(&mut self, now: Instant, state: &ServerState);
+
+    /// The server's state changed (players joined, map changed): registrars that announce
+    /// changes (`\statechanged\`, DDNet `Info-Serial`) act on it.
+    fn handle_state_change(&mut self, now: Instant, state: &ServerState) {
+        let _ = (now, state);
+    }
+
+    /// The next datagram to send from the server's socket, written into `buf`.
+    #[must_use]
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<crate::query::Transmit>;
+
+    /// The next HTTP request to make (only HTTP-based registrars return any).
+    #[must_use]
+    fn poll_http(&mut self, now: Instant) -> Option<HttpRequest> {
+        let _ = now;
+        None
+    }
+
+    /// The answer to the last request from [`Self::poll_http`]: its status and body, or
+    /// `None` when the request failed at the transport level.
+    fn handle_http_response(&mut self, now: Instant, response: Option<(u16, &[u8])>) {
+        let _ = (now, response);
+    }
+
+    /// When [`Self::handle_timeout`] must be called.
+    #[must_use]
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// Events for logs and tests.
+    #[must_use]
+    fn poll_event(&mut self) -> Option<RegistrarEvent> {
+        None
+    }
+
+    /// The server is shutting down: queue the goodbye (`u`, `Action: delete`) if the protocol
+    /// has one. The driver keeps polling for a short while so it goes out.
+    fn shutdown(&mut self, now: Instant) {
+        let _ = now;
+    }
+}
