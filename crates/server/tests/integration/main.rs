@@ -1,3 +1,9 @@
-//! Loopback tests of the UDP responder driver.
+//! Loopback tests of the responder driver, and round trips: Muster's own query engine reads
+//! every emulated protocol served by Muster's responders with nothing lost.
 
 mod udp;
+
+mod roundtrip_gameagent;
+mod roundtrip_gamespy1;
+mod roundtrip_teeworlds;
+mod roundtrip_unreal2;

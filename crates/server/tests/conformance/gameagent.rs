@@ -1,0 +1,1 @@
+//! Conformance of the gameagent responder with real client peers.

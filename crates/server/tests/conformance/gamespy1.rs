@@ -1,0 +1,1 @@
+//! Conformance of the gamespy1 responder with real client peers.

@@ -1,0 +1,1 @@
+//! Conformance of the teeworlds responder with real client peers.

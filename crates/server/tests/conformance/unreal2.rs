@@ -1,0 +1,1 @@
+//! Conformance of the unreal2 responder with real client peers.

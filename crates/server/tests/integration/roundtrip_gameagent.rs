@@ -1,0 +1,1 @@
+//! Round trip: muster-query reads the gameagent responder served by muster-server.

@@ -1,0 +1,1 @@
+//! Round trip: muster-query reads the teeworlds responder served by muster-server.
