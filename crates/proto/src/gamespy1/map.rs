@@ -6,12 +6,13 @@
 //!   is the name, `frags` (or `score` when there are no frags) the score, `ping` the ping,
 //!   `team` the team when numeric and not 255; every per-player field is also kept in
 //!   [`Player::raw`] under its field name.
-//! * Every other pair is a [`Rule`], duplicates (`Mutator`) kept in order.
+//! * Every other pair is a [`Rule`]; the first occurrence of a key wins (`minnetver` comes in
+//!   basic and info), except `Mutator`, whose repeats are all kept in order.
 //! * Every non-player pair, mapped or not, is kept in [`ServerInfo::raw`] in wire order.
 //!
 //! Numbers are parsed leniently (spaces and trailing junk ignored, spec §12.10).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use super::packet::Pair;
 use super::{MAX_PLAYERS, decode_text, player_key};
@@ -28,12 +29,17 @@ const MAPPED_KEYS: [&[u8]; 7] = [
     b"maxplayers",
 ];
 
+/// Keys that legitimately repeat and are all kept as rules (Unreal 227 sends one `Mutator`
+/// per mutator).
+const REPEATING_KEYS: [&[u8]; 1] = [b"mutator"];
+
 /// Build a [`ServerInfo`] (`Protocol::GameSpy1`, no ping, not partial) from merged data pairs.
 #[must_use]
 pub fn to_server_info(pairs: &[Pair]) -> ServerInfo {
     let mut info = ServerInfo::new(Protocol::GameSpy1);
     let mut players: BTreeMap<u32, Player> = BTreeMap::new();
     let mut set = [false; MAPPED_KEYS.len()];
+    let mut rule_keys: HashSet<Vec<u8>> = HashSet::new();
     for pair in pairs {
         if let Some((field, index)) = player_key(pair.key()) {
             if players.len() >= MAX_PLAYERS && !players.contains_key(&index) {
@@ -49,6 +55,13 @@ pub fn to_server_info(pairs: &[Pair]) -> ServerInfo {
             .iter()
             .position(|k| pair.key().eq_ignore_ascii_case(k));
         let Some(slot) = mapped else {
+            let repeats = REPEATING_KEYS
+                .iter()
+                .any(|k| pair.key().eq_ignore_ascii_case(k));
+            if !rule_keys.insert(pair.key().to_ascii_lowercase()) && !repeats {
+                // The first occurrence wins; later ones stay in `raw` (spec §7.3).
+                continue;
+            }
             info.rules.push(Rule {
                 key: decode_text(pair.key()),
                 value,
