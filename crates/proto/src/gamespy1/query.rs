@@ -208,3 +208,268 @@ impl QueryMachine for StatusQuery {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ServerInfo;
+
+    const R1_A: &[u8] = b"\\gamename\\ut\\gamever\\451\\hostname\\A\\numplayers\\1\\queryid\\41.1";
+    const R1_B: &[u8] = b"\\player_0\\Bob\\frags_0\\3\\ping_0\\ 50\\queryid\\41.2\\final\\";
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn target() -> SocketAddr {
+        "192.0.2.7:7778".parse().unwrap()
+    }
+
+    fn config(retries: u32) -> StatusConfig {
+        StatusConfig {
+            retry: QueryConfig {
+                attempt_timeout: ms(500),
+                retries,
+            },
+            reply_deadline: ms(3000),
+            idle_timeout: ms(1000),
+        }
+    }
+
+    /// Drain transmits, asserting each is the plain `\status\` to the target.
+    fn sends(q: &mut StatusQuery, now: Instant) -> usize {
+        let mut n = 0;
+        let mut buf = Vec::new();
+        while let Some(t) = q.poll_transmit(now, &mut buf) {
+            assert_eq!(t.destination, target());
+            assert_eq!(buf, b"\\status\\");
+            buf.clear();
+            n += 1;
+        }
+        n
+    }
+
+    fn done(q: &mut StatusQuery) -> Box<ServerInfo> {
+        match q.poll_event() {
+            Some(Event::Done(info)) => info,
+            other => panic!("expected Done, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn complete_reply_in_order() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(2));
+        assert_eq!(sends(&mut q, t0), 1);
+        assert_eq!(q.poll_timeout(), Some(t0 + ms(500)));
+        q.handle_datagram(t0 + ms(40), target(), R1_A);
+        assert!(q.poll_event().is_none());
+        // Retry timer stopped; reply timers took over: idle at 40 + 1000 ms.
+        assert_eq!(q.poll_timeout(), Some(t0 + ms(1040)));
+        q.handle_datagram(t0 + ms(45), target(), R1_B);
+        let info = done(&mut q);
+        assert_eq!(info.ping, Some(ms(40)));
+        assert_eq!(info.partial, None);
+        assert_eq!(info.name.text, "A");
+        assert_eq!(info.players.len(), 1);
+        assert_eq!(info.players[0].ping_ms, Some(50));
+        assert_eq!(q.poll_timeout(), None);
+        assert!(q.poll_event().is_none(), "the event comes exactly once");
+    }
+
+    #[test]
+    fn reassembles_in_any_order_with_duplicates_and_garbage() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(2));
+        let _ = sends(&mut q, t0);
+        q.handle_datagram(t0 + ms(10), target(), &[0; 100]);
+        q.handle_datagram(t0 + ms(11), target(), R1_B);
+        q.handle_datagram(t0 + ms(12), target(), R1_B);
+        q.handle_datagram(t0 + ms(13), target(), b"\xff\xff\xff\xff");
+        assert!(q.poll_event().is_none());
+        q.handle_datagram(t0 + ms(14), target(), R1_A);
+        let info = done(&mut q);
+        assert_eq!(info.name.text, "A");
+        assert_eq!(info.ping, Some(ms(11)));
+        assert_eq!(q.reassembler().malformed(), 2);
+    }
+
+    #[test]
+    fn ignores_other_sources() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(0));
+        let _ = sends(&mut q, t0);
+        let other: SocketAddr = "192.0.2.7:7779".parse().unwrap();
+        q.handle_datagram(t0 + ms(5), other, R1_A);
+        q.handle_datagram(t0 + ms(5), other, R1_B);
+        assert!(q.poll_event().is_none());
+        assert_eq!(q.reassembler().datagrams(), 0);
+    }
+
+    #[test]
+    fn ignores_datagrams_before_the_request() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(0));
+        q.handle_datagram(t0, target(), R1_A);
+        assert_eq!(q.reassembler().datagrams(), 0);
+    }
+
+    #[test]
+    fn retries_when_nothing_arrived_then_times_out() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(2));
+        assert_eq!(sends(&mut q, t0), 1);
+        q.handle_timeout(t0 + ms(499));
+        assert_eq!(sends(&mut q, t0 + ms(499)), 0);
+        q.handle_timeout(t0 + ms(500));
+        assert_eq!(sends(&mut q, t0 + ms(500)), 1);
+        assert_eq!(q.poll_timeout(), Some(t0 + ms(1000)));
+        q.handle_timeout(t0 + ms(1000));
+        assert_eq!(sends(&mut q, t0 + ms(1000)), 1);
+        q.handle_timeout(t0 + ms(1500));
+        assert_eq!(sends(&mut q, t0 + ms(1500)), 0);
+        assert_eq!(q.poll_event(), Some(Event::Failed(QueryError::Timeout)));
+        assert_eq!(q.poll_timeout(), None);
+    }
+
+    #[test]
+    fn retries_zero_sends_once() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(0));
+        assert_eq!(sends(&mut q, t0), 1);
+        q.handle_timeout(t0 + ms(500));
+        assert_eq!(sends(&mut q, t0 + ms(500)), 0);
+        assert_eq!(q.poll_event(), Some(Event::Failed(QueryError::Timeout)));
+    }
+
+    #[test]
+    fn only_garbage_fails_with_decode_error() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(0));
+        let _ = sends(&mut q, t0);
+        q.handle_datagram(t0 + ms(5), target(), b"");
+        q.handle_timeout(t0 + ms(500));
+        assert_eq!(
+            q.poll_event(),
+            Some(Event::Failed(QueryError::Decode(DecodeError::Truncated(
+                "gamespy1 reply"
+            ))))
+        );
+    }
+
+    #[test]
+    fn ping_is_measured_from_the_last_attempt() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(1));
+        let _ = sends(&mut q, t0);
+        q.handle_timeout(t0 + ms(500));
+        let _ = sends(&mut q, t0 + ms(500));
+        q.handle_datagram(t0 + ms(530), target(), R1_A);
+        q.handle_datagram(t0 + ms(531), target(), R1_B);
+        assert_eq!(done(&mut q).ping, Some(ms(30)));
+    }
+
+    #[test]
+    fn partial_at_idle_timer() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(2));
+        let _ = sends(&mut q, t0);
+        q.handle_datagram(t0 + ms(20), target(), R1_A);
+        // No re-send once something arrived, even past the attempt timeout.
+        q.handle_timeout(t0 + ms(600));
+        assert_eq!(sends(&mut q, t0 + ms(600)), 0);
+        assert!(q.poll_event().is_none());
+        q.handle_timeout(t0 + ms(1020));
+        let info = done(&mut q);
+        assert_eq!(
+            info.partial.map(|p| p.reason),
+            Some(PartialReason::Idle.describe().to_owned())
+        );
+        assert_eq!(info.name.text, "A");
+        assert!(info.players.is_empty());
+    }
+
+    #[test]
+    fn partial_at_deadline_when_trickling() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(2));
+        let _ = sends(&mut q, t0);
+        // Datagrams of a reply that never completes keep the idle timer alive.
+        for (n, at) in [(1u32, 900u64), (2, 1800), (3, 2700)] {
+            let d = format!("\\k{n}\\v\\queryid\\9.{n}");
+            q.handle_datagram(t0 + ms(at), target(), d.as_bytes());
+        }
+        assert_eq!(q.poll_timeout(), Some(t0 + ms(3000)));
+        q.handle_timeout(t0 + ms(3000));
+        let info = done(&mut q);
+        assert_eq!(
+            info.partial.map(|p| p.reason),
+            Some(PartialReason::Deadline.describe().to_owned())
+        );
+        assert_eq!(info.rules.len(), 3);
+    }
+
+    #[test]
+    fn abort_with_data_is_partial() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(2));
+        let _ = sends(&mut q, t0);
+        q.handle_datagram(t0 + ms(20), target(), R1_B);
+        q.abort(t0 + ms(50));
+        let info = done(&mut q);
+        assert_eq!(
+            info.partial.map(|p| p.reason),
+            Some(PartialReason::Aborted.describe().to_owned())
+        );
+        assert_eq!(info.players.len(), 1);
+        q.abort(t0 + ms(60));
+        assert!(q.poll_event().is_none());
+    }
+
+    #[test]
+    fn abort_without_data_times_out() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(2));
+        let _ = sends(&mut q, t0);
+        q.abort(t0 + ms(10));
+        assert_eq!(q.poll_event(), Some(Event::Failed(QueryError::Timeout)));
+        assert_eq!(sends(&mut q, t0 + ms(10)), 0);
+    }
+
+    #[test]
+    fn zero_flood_ends_at_datagram_cap_as_decode_failure() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(2));
+        let _ = sends(&mut q, t0);
+        for _ in 0..100 {
+            q.handle_datagram(t0 + ms(1), target(), &[0; 512]);
+        }
+        assert!(matches!(
+            q.poll_event(),
+            Some(Event::Failed(QueryError::Decode(_)))
+        ));
+        assert_eq!(q.reassembler().datagrams(), 64);
+    }
+
+    #[test]
+    fn serious_sam_tail_first_waits_for_head() {
+        let t0 = Instant::now();
+        let mut q = StatusQuery::new(target(), config(2));
+        let _ = sends(&mut q, t0);
+        q.handle_datagram(
+            t0 + ms(3),
+            target(),
+            b"\\player_1\\^oKenny^r\\frags_1\\1\\ping_1\\70\\final\\\\queryid\\333.1",
+        );
+        assert!(q.poll_event().is_none());
+        q.handle_datagram(
+            t0 + ms(4),
+            target(),
+            b"\\gamename\\serioussamse\\hostname\\S\\player_0\\^oSam^r\\frags_0\\3\\ping_0\\40",
+        );
+        let info = done(&mut q);
+        assert_eq!(info.players.len(), 2);
+        assert_eq!(info.players[1].name.plain, "Kenny");
+        assert_eq!(info.ping, Some(ms(3)));
+    }
+}

@@ -252,3 +252,126 @@ impl Reassembler {
         self.bytes
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gamespy1::map::to_server_info;
+    use crate::gamespy1::reply::{PlayerRecord, ReplyStyle, Section, encode_reply};
+    use proptest::prelude::*;
+
+    fn clean_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(
+            any::<u8>().prop_filter("clean", |&b| b != b'\\' && b >= 0x20),
+            0..max,
+        )
+    }
+
+    fn head_strategy() -> impl Strategy<Value = Section> {
+        let key = prop::sample::select(vec![
+            "hostname",
+            "mapname",
+            "gametype",
+            "gamever",
+            "numplayers",
+            "maxplayers",
+            "timelimit",
+            "AdminName",
+            "Mutator",
+        ]);
+        prop::collection::vec((key, clean_bytes(300)), 1..8).prop_map(|pairs| {
+            pairs
+                .into_iter()
+                .map(|(k, v)| Pair::new(k, v).unwrap())
+                .collect()
+        })
+    }
+
+    fn players_strategy() -> impl Strategy<Value = Vec<PlayerRecord>> {
+        prop::collection::vec((clean_bytes(160), any::<i16>(), 0u32..1000), 0..20).prop_map(|ps| {
+            ps.into_iter()
+                .map(|(name, frags, ping)| PlayerRecord {
+                    name,
+                    frags: i64::from(frags),
+                    ping,
+                    team: Some(b"1".to_vec()),
+                    extra: Vec::new(),
+                })
+                .collect()
+        })
+    }
+
+    fn style_strategy() -> impl Strategy<Value = ReplyStyle> {
+        prop_oneof![
+            Just(ReplyStyle::Unreal227),
+            Just(ReplyStyle::Packed),
+            Just(ReplyStyle::SeriousSam)
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn push_arbitrary_datagrams_never_panics(
+            datagrams in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 0..80),
+        ) {
+            let mut r = Reassembler::new(&RequestKind::Status);
+            for d in &datagrams {
+                let _ = r.push(d);
+            }
+            let _ = r.finish(PartialReason::Aborted);
+            let _ = to_server_info(&r.pairs());
+        }
+
+        #[test]
+        fn push_backslash_heavy_datagrams_never_panics(
+            datagrams in prop::collection::vec(
+                prop::collection::vec(prop::sample::select(b"\\\\q.1final_0player_ue".to_vec()), 0..40),
+                0..20,
+            ),
+        ) {
+            let mut r = Reassembler::new(&RequestKind::Players);
+            for d in &datagrams {
+                let _ = r.push(d);
+            }
+            let _ = to_server_info(&r.pairs());
+        }
+
+        /// Whatever a stock-style responder sends arrives complete in any order, and maps to
+        /// the same server as the in-order reply.
+        #[test]
+        fn encoded_reply_reassembles_in_any_order(
+            style in style_strategy(),
+            head in head_strategy(),
+            players in players_strategy(),
+            x in 1u32..=100,
+            order in any::<prop::sample::Index>(),
+        ) {
+            let mut sections = vec![head];
+            sections.extend(players.iter().enumerate().map(|(i, p)| p.section(i, style)));
+            let datagrams = encode_reply(style, x, &sections);
+            prop_assert!(datagrams.len() <= MAX_REPLY_DATAGRAMS);
+
+            let mut in_order = Reassembler::new(&RequestKind::Status);
+            let pushes: Vec<Push> = datagrams.iter().map(|d| in_order.push(d)).collect();
+            prop_assert_eq!(pushes.last(), Some(&Push::Finished(Outcome::Complete)));
+            let expect: Vec<Pair> = sections.concat();
+            prop_assert_eq!(&in_order.pairs(), &expect);
+
+            // Rotate and reverse the arrival order.
+            let mut shuffled = datagrams.clone();
+            let n = shuffled.len();
+            shuffled.rotate_left(order.index(n));
+            if order.index(2) == 1 {
+                shuffled.reverse();
+            }
+            let mut any_order = Reassembler::new(&RequestKind::Status);
+            for d in &shuffled {
+                let _ = any_order.push(d);
+            }
+            prop_assert_eq!(any_order.outcome(), Some(Outcome::Complete));
+            let info = to_server_info(&any_order.pairs());
+            prop_assert_eq!(info.players.len(), players.len());
+            prop_assert_eq!(info, to_server_info(&expect));
+        }
+    }
+}
