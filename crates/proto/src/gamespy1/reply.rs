@@ -13,8 +13,10 @@
 //! Not here: which keys a given game sends (the responder's game profiles), request rate
 //! limits, and `\validate\` computation.
 
-use super::packet::{KEY_FINAL, KEY_QUERYID, Pair, QueryId, RequestKind};
-use super::{BACKSLASH, QUERY_ID_WRAP, STYLE_B_PACKET_LIMIT, STYLE_C_PACKET_LIMIT};
+use super::packet::{KEY_FINAL, KEY_QUERYID, Pair, QueryId, Request, RequestKind};
+use super::{
+    BACKSLASH, MAX_REQUEST_ITEMS, QUERY_ID_WRAP, STYLE_B_PACKET_LIMIT, STYLE_C_PACKET_LIMIT,
+};
 use crate::wire::put_decimal;
 
 /// One section of a reply: the pairs that stock servers never split across datagrams.
@@ -154,9 +156,10 @@ pub struct ReplyContent {
 }
 
 impl ReplyContent {
-    /// The sections answering one request item, or `None` when `style` does not answer it
-    /// (echo, secure, property requests and unknown types are the responder's business;
-    /// Serious Sam also ignores `\rules\` and `\teams\`).
+    /// The sections answering one request item, or `None` when this type does not answer it:
+    /// `\echo\` (never answered, spec §13), `\secure\` (the responder adds `\validate\`
+    /// itself, e.g. as a one-pair section), `\teams\`, property requests and unknown types;
+    /// style C also leaves `\rules\` unanswered.
     #[must_use]
     pub fn sections(&self, kind: &RequestKind, style: ReplyStyle) -> Option<Vec<Section>> {
         let players = || {
@@ -183,6 +186,56 @@ impl ReplyContent {
                 Some(out)
             }
             _ => None,
+        }
+    }
+}
+
+impl ReplyContent {
+    /// Every datagram answering one request datagram, in send order; empty for no reply.
+    ///
+    /// Styles A and B advance `counter` once per datagram (as stock servers do for anything
+    /// they receive), parse it with the §3.1 grammar, answer at most [`MAX_REQUEST_ITEMS`]
+    /// items and pack the sections of all answered items into one reply whose last datagram
+    /// is final. Style C ignores `counter`: it answers only the first of `\status\`,
+    /// `\info\`, `\basic\`, `\players\` found in the datagram, with that request's fixed
+    /// id. Datagrams over [`super::MAX_REQUEST_LEN`] bytes get no reply.
+    #[must_use]
+    pub fn answer(
+        &self,
+        datagram: &[u8],
+        style: ReplyStyle,
+        counter: &mut QueryIdCounter,
+    ) -> Vec<Vec<u8>> {
+        if datagram.len() > super::MAX_REQUEST_LEN {
+            return Vec::new();
+        }
+        if style == ReplyStyle::SeriousSam {
+            let Some(kind) = Request::serious_sam_kind(datagram) else {
+                return Vec::new();
+            };
+            let (Some(x), Some(sections)) =
+                (serious_sam_query_id(&kind), self.sections(&kind, style))
+            else {
+                return Vec::new();
+            };
+            return encode_reply(style, x, &sections);
+        }
+        let x = counter.next_id();
+        let Ok(request) = Request::decode(datagram) else {
+            return Vec::new();
+        };
+        let mut answered = false;
+        let mut sections = Vec::new();
+        for item in request.items().iter().take(MAX_REQUEST_ITEMS) {
+            if let Some(s) = self.sections(item.kind(), style) {
+                answered = true;
+                sections.extend(s);
+            }
+        }
+        if answered {
+            encode_reply(style, x, &sections)
+        } else {
+            Vec::new()
         }
     }
 }
@@ -294,6 +347,56 @@ mod tests {
         list.iter()
             .map(|(k, v)| Pair::new(*k, v).unwrap())
             .collect()
+    }
+
+    fn demo_content() -> ReplyContent {
+        ReplyContent {
+            basic: pairs(&[("gamename", "ut")]),
+            info: pairs(&[("hostname", "H")]),
+            rules: pairs(&[("timelimit", "20")]),
+            status_head: None,
+            players: vec![PlayerRecord {
+                name: b"Bob".to_vec(),
+                frags: 1,
+                ping: 9,
+                team: None,
+                extra: Vec::new(),
+            }],
+        }
+    }
+
+    #[test]
+    fn answer_combined_request_style_b() {
+        let mut counter = QueryIdCounter::new();
+        let out = demo_content().answer(b"\\basic\\\\info\\", ReplyStyle::Packed, &mut counter);
+        assert_eq!(
+            out,
+            [b"\\gamename\\ut\\hostname\\H\\queryid\\1.1\\final\\".to_vec()]
+        );
+        // Echo alone gets no reply, but still advances X.
+        assert!(
+            demo_content()
+                .answer(b"\\echo\\x", ReplyStyle::Packed, &mut counter)
+                .is_empty()
+        );
+        let out = demo_content().answer(b"\\players\\", ReplyStyle::Unreal227, &mut counter);
+        assert_eq!(
+            out,
+            [b"\\player_0\\Bob\\frags_0\\1\\ping_0\\ 9\\final\\\\queryid\\3.1".to_vec()]
+        );
+    }
+
+    #[test]
+    fn answer_serious_sam_searches_and_uses_fixed_ids() {
+        let mut counter = QueryIdCounter::new();
+        let c = demo_content();
+        let out = c.answer(b"\\basic\\\\info\\", ReplyStyle::SeriousSam, &mut counter);
+        assert_eq!(out, [b"\\hostname\\H\\final\\\\queryid\\8.1".to_vec()]);
+        assert!(
+            c.answer(b"\\rules\\", ReplyStyle::SeriousSam, &mut counter)
+                .is_empty()
+        );
+        assert_eq!(counter.next_id(), 1, "style C never touches the counter");
     }
 
     #[test]
