@@ -12,6 +12,23 @@
 //!   `Done(info)` with `partial: Some(reason)`;
 //! * nothing accepted when attempts run out (or at abort) → `Failed(Timeout)`, or
 //!   `Failed(Decode(e))` when only malformed datagrams came.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use muster_proto::gamespy1::query::{StatusConfig, StatusQuery};
+//! use muster_proto::{Event, QueryMachine};
+//!
+//! let server = "192.0.2.1:7778".parse().unwrap();
+//! let mut q = StatusQuery::new(server, StatusConfig::default());
+//! let t0 = Instant::now();
+//! let mut buf = Vec::new();
+//! let t = q.poll_transmit(t0, &mut buf).unwrap();
+//! assert_eq!((t.destination, &buf[..]), (server, &b"\\status\\"[..]));
+//! q.handle_datagram(t0 + Duration::from_millis(30), server, b"\\hostname\\X\\queryid\\7.1\\final\\");
+//! let Some(Event::Done(info)) = q.poll_event() else { unreachable!() };
+//! assert_eq!(info.name.text, "X");
+//! assert_eq!(info.ping, Some(Duration::from_millis(30)));
+//! ```
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

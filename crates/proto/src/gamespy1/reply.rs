@@ -250,6 +250,12 @@ impl ReplyContent {
 /// * Style C: one text; before appending a section to a non-empty text that would take it
 ///   past [`STYLE_C_PACKET_LIMIT`], the text is sent without any id; the last datagram ends
 ///   `\final\\queryid\X.1`.
+///
+/// For a request of several items pass the sections of all items in order: stock A and B
+/// servers continue Y across the items of one request and mark only the last datagram final.
+/// Known difference: an Unreal 227 server answering `\basic\\players\` on an empty server
+/// sends the basic datagram unmarked and then `\final\\queryid\X.1` (a repeated Y); this
+/// function marks the basic datagram final instead.
 #[must_use]
 pub fn encode_reply(style: ReplyStyle, x: u32, sections: &[Section]) -> Vec<Vec<u8>> {
     let mut datagrams = Vec::new();
