@@ -89,8 +89,9 @@ pub fn to_server_info(pairs: &[Pair]) -> ServerInfo {
 }
 
 fn fill_player(player: &mut Player, field: &str, value: &[u8]) {
+    let text = decode_text(value);
     match field {
-        "player" | "playername" if player.name.is_empty() => player.name = decode_text(value),
+        "player" | "playername" if player.name.is_empty() => player.name = text.clone(),
         "frags" => player.score = lenient_i64(value),
         "score" if player.score.is_none() => player.score = lenient_i64(value),
         "ping" => player.ping_ms = lenient_i64(value).and_then(|p| u32::try_from(p).ok()),
@@ -102,9 +103,7 @@ fn fill_player(player: &mut Player, field: &str, value: &[u8]) {
         }
         _ => {}
     }
-    player
-        .raw
-        .push((field.to_owned(), RawValue::Text(decode_text(value))));
+    player.raw.push((field.to_owned(), RawValue::Text(text)));
 }
 
 /// `0`/`1`/`true`/`false` (any case); anything else is unknown.

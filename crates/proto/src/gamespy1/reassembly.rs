@@ -12,7 +12,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::packet::{Pair, QueryId, ReplyDatagram, RequestKind, strip_trailing_nuls};
+use super::packet::{
+    KEY_FINAL, KEY_QUERYID, Pair, QueryId, ReplyDatagram, RequestKind, strip_trailing_nuls,
+};
 use super::{MAX_REPLY_BYTES, MAX_REPLY_DATAGRAMS, is_per_player_key};
 use crate::wire::DecodeError;
 
@@ -151,7 +153,11 @@ impl Reassembler {
         let decoded = ReplyDatagram::decode(datagram)?;
         let ids = decoded.query_ids()?;
         let is_final = decoded.is_final();
-        let data: Vec<Pair> = decoded.data().cloned().collect();
+        let data: Vec<Pair> = decoded
+            .pairs
+            .into_iter()
+            .filter(|p| !p.key_is(KEY_QUERYID) && !p.key_is(KEY_FINAL))
+            .collect();
         let starts_with_player = data.first().is_some_and(|p| is_per_player_key(p.key()));
         let is_head = data.first().is_some_and(|p| !is_per_player_key(p.key()));
         if let Some(first) = ids.first() {
