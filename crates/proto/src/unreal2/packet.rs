@@ -791,8 +791,8 @@ impl SmallPingReply {
 /// Any reply datagram, by its type byte.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Reply {
-    /// `0x00`.
-    Info(InfoReply),
+    /// `0x00` (boxed: it is much larger than the other variants).
+    Info(Box<InfoReply>),
     /// `0x01`.
     Rules(RulesReply),
     /// `0x02`.
@@ -816,7 +816,7 @@ impl Reply {
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let (version, kind, payload) = split_header(bytes)?;
         Ok(match kind {
-            Command::Info => Self::Info(InfoReply::decode_payload(version, payload)?),
+            Command::Info => Self::Info(Box::new(InfoReply::decode_payload(version, payload)?)),
             Command::Rules => Self::Rules(RulesReply::decode_payload(version, payload)),
             Command::Players => Self::Players(PlayersReply::decode_payload(version, payload)),
             Command::SmallPing => {

@@ -205,7 +205,7 @@ impl Unreal2Query {
                         }
                     }
                 }
-                self.info = Some(info);
+                self.info = Some(*info);
             }
             Reply::Rules(rules) => {
                 if let Some(part) = self.parts.get_mut(RULES) {

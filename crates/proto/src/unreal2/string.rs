@@ -95,10 +95,37 @@ pub enum Units {
 /// [`U2String::read`] accepts, including the tolerated spellings "`01 00` is empty" and "no
 /// NUL at all". Built values always have at most [`MAX_STRING_UNITS`] units including the NUL,
 /// so [`U2String::encode`] cannot fail. Turn one into text with [`super::decode_text`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct U2String {
     units: Units,
     nul: bool,
+}
+
+/// Shows the wire form compactly: `b"My Srv\0"` for single bytes (non-ASCII escaped),
+/// `u"Betа\0"` for UTF-16 (lone surrogates as `\u{d800}`); `\0` marks the terminator.
+impl std::fmt::Debug for U2String {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        match &self.units {
+            Units::Narrow(bytes) => {
+                f.write_str("b\"")?;
+                write!(f, "{}", bytes.escape_ascii())?;
+            }
+            Units::Wide(units) => {
+                f.write_str("u\"")?;
+                for c in char::decode_utf16(units.iter().copied()) {
+                    match c {
+                        Ok(c) => write!(f, "{}", c.escape_debug())?,
+                        Err(e) => write!(f, "\\u{{{:x}}}", e.unpaired_surrogate())?,
+                    }
+                }
+            }
+        }
+        if self.nul {
+            f.write_str("\\0")?;
+        }
+        f.write_char('"')
+    }
 }
 
 impl Default for U2String {
@@ -424,6 +451,15 @@ mod tests {
             U2String::decode(&[0x82, b'a', 0, 0]),
             Err(DecodeError::Truncated("utf-16 string"))
         );
+    }
+
+    #[test]
+    fn debug_shows_wire_form() {
+        let narrow = U2String::decode(b"\x05Caf\xe9\x00").expect("valid");
+        assert_eq!(format!("{narrow:?}"), r#"b"Caf\xe9\0""#);
+        let wide = U2String::decode(&[0x83, 0x41, 0, 0x00, 0xd8, 0, 0]).expect("valid");
+        assert_eq!(format!("{wide:?}"), r#"u"A\u{d800}\0""#);
+        assert_eq!(format!("{:?}", U2String::empty()), r#"b"""#);
     }
 
     #[test]
