@@ -860,6 +860,40 @@ mod tests {
         assert_eq!(done(&mut q).rules.len(), 40);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_datagrams_and_timeouts_never_panic_and_end_once(
+            steps in proptest::collection::vec(
+                (proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), 0u64..3000, proptest::prelude::any::<bool>()),
+                0..20,
+            )
+        ) {
+            let t0 = Instant::now();
+            let mut q = Unreal2Query::new(target(), Unreal2Config::default());
+            let mut events = 0;
+            let mut now = t0;
+            for (bytes, dt, is_timeout) in steps {
+                now += MS(dt);
+                drain(&mut q, now);
+                if is_timeout {
+                    q.handle_timeout(now);
+                } else {
+                    // Half of the time, put a valid header in front so the payload decoders run.
+                    let datagram = match bytes.first() {
+                        Some(&b) if b % 2 == 0 => [&[0x80, 0, 0, 0, b % 3][..], &bytes].concat(),
+                        _ => bytes,
+                    };
+                    q.handle_datagram(now, target(), &datagram);
+                }
+                events += usize::from(q.poll_event().is_some());
+            }
+            q.abort(now);
+            events += usize::from(q.poll_event().is_some());
+            proptest::prop_assert_eq!(events, 1);
+            proptest::prop_assert_eq!(q.poll_timeout(), None);
+        }
+    }
+
     #[test]
     fn server_info_maps_fields_password_and_teams() {
         let mut snap = snapshot(2, 2);
