@@ -26,7 +26,7 @@ fi
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-(cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build --quiet)
+(cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build)
 
 failed=()
 for t in "${targets[@]}"; do
