@@ -26,6 +26,7 @@
 
 pub mod limit;
 pub mod model;
+pub mod probe;
 pub mod query;
 pub mod respond;
 pub mod text;
