@@ -1,0 +1,110 @@
+//! `muster`: the command line. Parses flags, calls library code, maps outcomes to exit codes.
+//! Nothing below this file knows that a flag exists.
+
+mod dto;
+mod output;
+mod protocols;
+mod query;
+mod timing;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes, as documented in `--help`.
+pub(crate) mod exit {
+    /// Every server answered.
+    pub(crate) const OK: u8 = 0;
+    /// At least one server did not answer (timeout or error); the others were printed.
+    pub(crate) const SOME_FAILED: u8 = 1;
+    /// The command line or an input was wrong (clap also uses 2).
+    pub(crate) const USAGE: u8 = 2;
+    /// Muster itself failed (cannot bind a socket, cannot write output).
+    pub(crate) const INTERNAL: u8 = 3;
+}
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  every server answered
+  1  at least one server did not answer (timeout or error); the rest were printed
+  2  bad command line or input (unknown protocol, unparseable address, unresolvable host)
+  3  Muster itself failed (no socket, output not writable)
+
+Addresses are game addresses, what a player connects to: host:port, a.b.c.d:port or [v6]:port.
+Each protocol's convention gives the query port (game port + 1 for gameagent, gamespy1 and
+unreal2; the game port itself for teeworlds) unless --given-port-only is set.";
+
+/// Muster: find game servers and ask them who is playing.
+#[derive(Debug, Parser)]
+#[command(name = "muster", version, about, after_help = AFTER_HELP)]
+struct Cli {
+    /// More log output on stderr (-v, -vv); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Ask game servers for their status, players and rules.
+    #[command(after_help = AFTER_HELP)]
+    Query(query::QueryArgs),
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "muster: cannot start the runtime: {e}");
+            return ExitCode::from(exit::INTERNAL);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Query(args) => query::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        // A closed pipe (`muster query … | head`) is not an error.
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(exit::OK),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "muster: {e:#}");
+            let code = match e.downcast_ref::<query::UsageError>() {
+                Some(_) => exit::USAGE,
+                None => exit::INTERNAL,
+            };
+            ExitCode::from(code)
+        }
+    }
+}

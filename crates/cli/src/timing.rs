@@ -1,0 +1,42 @@
+//! The timing flags every querying command shares.
+
+use std::time::Duration;
+
+use muster_query::Options;
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 2s, 1m)"))
+}
+
+/// `--timeout`, `--retries`, `--deadline`, `--rate`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct TimingArgs {
+    /// Longest wait for one attempt before re-sending (e.g. 500ms, 2s). Re-sends come sooner
+    /// once the measured round-trip time shows the servers answer faster.
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = duration)]
+    pub timeout: Duration,
+    /// How many times to re-send a request that got no answer (0 = send once).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub retries: u32,
+    /// Give up on everything still running after this long (e.g. 10s); partial results are
+    /// printed. Default: no overall deadline (each query still ends after its retries).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub deadline: Option<Duration>,
+    /// Send at most this many packets per second in total (0 = unlimited).
+    #[arg(long, value_name = "PPS", default_value_t = 1000)]
+    pub rate: u32,
+}
+
+impl TimingArgs {
+    /// Engine options for these flags.
+    pub(crate) fn options(&self) -> Options {
+        Options {
+            attempt_timeout: self.timeout,
+            min_attempt_timeout: self.timeout.min(Duration::from_millis(100)),
+            retries: self.retries,
+            deadline: self.deadline,
+            rate: (self.rate != 0).then_some(self.rate),
+            ..Options::default()
+        }
+    }
+}

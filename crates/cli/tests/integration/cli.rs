@@ -1,0 +1,135 @@
+//! Flags, help, exit codes and errors of the command line.
+
+use std::process::{Command, Output};
+
+fn muster(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(args)
+        .output()
+        .expect("run muster")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_documents_exit_codes_and_timing_flags() {
+    let o = muster(&["query", "--help"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "Exit codes",
+        "--timeout",
+        "--retries",
+        "--deadline",
+        "--rate",
+        "--given-port-only",
+        "--format",
+        "auto",
+    ] {
+        assert!(text.contains(needle), "help lacks {needle}:\n{text}");
+    }
+}
+
+#[test]
+fn unparseable_address_is_a_usage_error_naming_the_input() {
+    let o = muster(&["query", "-p", "teeworlds", "[::1"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("[::1"), "{e}");
+    assert_eq!(e.lines().count(), 1, "one line: {e}");
+}
+
+#[test]
+fn missing_port_without_a_default_is_a_usage_error() {
+    let o = muster(&["query", "-p", "gamespy1", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("127.0.0.1"));
+}
+
+#[test]
+fn bad_duration_is_rejected_by_the_parser() {
+    let o = muster(&[
+        "query",
+        "-p",
+        "teeworlds",
+        "--timeout",
+        "soon",
+        "127.0.0.1:1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("500ms"), "{}", stderr(&o));
+}
+
+#[test]
+fn silent_server_times_out_with_a_one_line_error_and_exit_1() {
+    // A bound socket that never answers: the query must end after its retries.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let o = muster(&[
+        "query",
+        "-p",
+        "teeworlds",
+        "--timeout",
+        "100ms",
+        "--retries",
+        "1",
+        "-f",
+        "ndjson",
+        &addr,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let line = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON object");
+    assert_eq!(v["status"], "timeout");
+    assert_eq!(v["address"], addr.as_str());
+    assert!(v["error"].as_str().unwrap().contains(&addr));
+    // Two attempts of the DDNet extended request (and the 0.7 token request) arrived.
+    silent.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 2048];
+    let mut n = 0;
+    while silent.recv_from(&mut buf).is_ok() {
+        n += 1;
+    }
+    assert!(n >= 2, "expected at least two datagrams, got {n}");
+}
+
+#[test]
+fn broken_pipe_is_not_an_error() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args([
+            "query",
+            "-p",
+            "teeworlds",
+            "--timeout",
+            "50ms",
+            "--retries",
+            "0",
+            "-f",
+            "json",
+            &addr,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!err.contains("Broken pipe"), "{err}");
+    assert!(
+        status.code() == Some(0) || status.code() == Some(1),
+        "{status:?}"
+    );
+}

@@ -1,0 +1,3 @@
+//! The `muster` binary run as a subprocess, as a user would run it.
+
+mod cli;
