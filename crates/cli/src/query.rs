@@ -34,7 +34,7 @@ pub(crate) struct QueryArgs {
     pub format: Format,
     #[command(flatten)]
     pub timing: TimingArgs,
-    /// Game addresses: host:port, a.b.c.d:port or [v6]:port.
+    /// Game addresses: host:port, a.b.c.d:port or `[v6]:port`.
     #[arg(value_name = "HOST:PORT", required = true)]
     pub servers: Vec<String>,
 }
