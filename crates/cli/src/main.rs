@@ -2,9 +2,11 @@
 //! Nothing below this file knows that a flag exists.
 
 mod dto;
+mod list;
 mod output;
 mod protocols;
 mod query;
+mod scan;
 mod timing;
 
 use std::io::Write as _;
@@ -51,6 +53,12 @@ enum Command {
     /// Ask game servers for their status, players and rules.
     #[command(after_help = AFTER_HELP)]
     Query(query::QueryArgs),
+    /// Fetch a master server's list of game servers.
+    #[command(after_help = AFTER_HELP)]
+    List(list::ListArgs),
+    /// List servers from masters and/or a file, then query every one of them.
+    #[command(after_help = AFTER_HELP)]
+    Scan(scan::ScanArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -92,6 +100,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Query(args) => query::run(args).await,
+            Command::List(args) => list::run(args).await,
+            Command::Scan(args) => scan::run(args).await,
         }
     });
     match result {

@@ -35,6 +35,11 @@ impl<W: Write> Sink<W> {
         }
     }
 
+    /// The format results are written in.
+    pub(crate) fn format(&self) -> Format {
+        self.format
+    }
+
     /// Take one result: printed now (ndjson) or held for `finish`.
     pub(crate) fn push(&mut self, result: ServerResult) -> io::Result<()> {
         match self.format {

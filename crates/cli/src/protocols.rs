@@ -104,16 +104,19 @@ fn teeworlds(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
     Box::new(TeeworldsQuery::new(addr, config, tokens))
 }
 
-/// The machine that queries `target` with `protocol`.
-pub(crate) fn machine(
-    protocol: ProtocolArg,
-    target: &Target,
-    given_port_only: bool,
-    config: QueryConfig,
-) -> BoxedQuery {
+/// The machine that queries `target`.
+pub(crate) fn machine(target: &Target, config: QueryConfig) -> BoxedQuery {
     let game = target.address;
     let q = target.query_address;
-    match (protocol, given_port_only) {
+    if let (ProtocolArg::Unreal2, Some(gs)) = (target.protocol, target.gamespy_address) {
+        // The master said where GameSpy answers: no need to guess.
+        return Box::new(
+            Probe::new(Policy::MergeUnreal2)
+                .with(q, unreal2(q, config))
+                .with(gs, gamespy(gs, config)),
+        );
+    }
+    match (target.protocol, target.given_port_only) {
         (ProtocolArg::Gameagent, _) => gameagent(q, config),
         (ProtocolArg::Gamespy1, _) => gamespy(q, config),
         (ProtocolArg::Teeworlds, _) => teeworlds(q, config),

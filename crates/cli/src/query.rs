@@ -42,9 +42,18 @@ pub(crate) struct QueryArgs {
 /// One resolved server to query.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
+    /// Position in the input, to print results in input order.
     pub index: usize,
+    /// The game address.
     pub address: SocketAddr,
+    /// The query address (the conventional one, or exactly the given one).
     pub query_address: SocketAddr,
+    /// The protocol to query it with.
+    pub protocol: ProtocolArg,
+    /// Query exactly `query_address` instead of the protocol's conventional ports.
+    pub given_port_only: bool,
+    /// A GameSpy v1 query address known from a master list (UT2003 text list).
+    pub gamespy_address: Option<SocketAddr>,
 }
 
 pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
@@ -67,6 +76,9 @@ pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
                         index,
                         address,
                         query_address,
+                        protocol: args.protocol,
+                        given_port_only: args.given_port_only,
+                        gamespy_address: None,
                     });
                 }
                 None => failed_early.push((index, input.clone(), "host name has no address")),
@@ -82,24 +94,38 @@ pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
         return Err(UsageError(msgs.join("; ")).into());
     }
 
-    let protocol = args.protocol;
-    let given_port_only = args.given_port_only;
-    let jobs: Vec<_> = targets
-        .iter()
-        .cloned()
-        .map(|t| Job {
-            tag: t.clone(),
-            build: move |config| protocols::machine(protocol, &t, given_port_only, config),
-        })
-        .collect();
-
-    let stdout = std::io::stdout().lock();
-    let mut sink = Sink::new(args.format, stdout, true);
-    let mut all_ok = failed_early.is_empty();
     for (_, input, why) in &failed_early {
         tracing::warn!("{input}: {why}");
     }
-    let mut rx = muster_query::spawn(jobs, args.timing.options());
+    let stdout = std::io::stdout().lock();
+    let mut sink = Sink::new(args.format, stdout, true);
+    let all_ok = run_targets(targets, &args.timing, &mut sink, &mut |_| {}).await?;
+    sink.finish().context("writing output")?;
+    Ok(if all_ok && failed_early.is_empty() {
+        exit::OK
+    } else {
+        exit::SOME_FAILED
+    })
+}
+
+/// Query every target, pushing results into `sink` (NDJSON as they arrive, otherwise in input
+/// order at the end) and calling `progress` once per finished query. True when all answered.
+pub(crate) async fn run_targets<W: std::io::Write>(
+    targets: Vec<Target>,
+    timing: &TimingArgs,
+    sink: &mut Sink<W>,
+    progress: &mut dyn FnMut(&ServerResult),
+) -> anyhow::Result<bool> {
+    let streaming = sink.format() == Format::Ndjson;
+    let jobs: Vec<_> = targets
+        .into_iter()
+        .map(|t| Job {
+            tag: t.clone(),
+            build: move |config| protocols::machine(&t, config),
+        })
+        .collect();
+    let mut all_ok = true;
+    let mut rx = muster_query::spawn(jobs, timing.options());
     let mut results: Vec<(usize, ServerResult)> = Vec::new();
     while let Some(Completed { tag, outcome, .. }) = rx.recv().await {
         let result = match outcome {
@@ -121,13 +147,14 @@ pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
                 ServerResult::failed(
                     tag.address,
                     tag.query_address,
-                    protocol.name(),
+                    tag.protocol.name(),
                     status,
                     error,
                 )
             }
         };
-        if args.format == Format::Ndjson {
+        progress(&result);
+        if streaming {
             sink.push(result).context("writing output")?;
         } else {
             results.push((tag.index, result));
@@ -138,6 +165,5 @@ pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
     for (_, r) in results {
         sink.push(r).context("writing output")?;
     }
-    sink.finish().context("writing output")?;
-    Ok(if all_ok { exit::OK } else { exit::SOME_FAILED })
+    Ok(all_ok)
 }

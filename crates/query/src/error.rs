@@ -17,6 +17,18 @@ pub enum Failure {
     /// The host name did not resolve.
     #[error("cannot resolve host name")]
     Resolve,
+    /// A TCP connection could not be opened.
+    #[error("cannot connect: {}", kind_text(*.0))]
+    Connect(io::ErrorKind),
+    /// Reading or writing an open connection failed.
+    #[error("connection failed: {}", kind_text(*.0))]
+    Io(io::ErrorKind),
+    /// An HTTP request failed (0: no status, the request itself failed).
+    #[error("http status {0}")]
+    Http(u16),
+    /// The answer exceeded Muster's size limit.
+    #[error("answer too large")]
+    TooLarge,
 }
 
 fn kind_text(kind: io::ErrorKind) -> String {

@@ -28,6 +28,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod lists;
 pub mod target;
 
 pub use engine::{Completed, Job, Options, spawn};

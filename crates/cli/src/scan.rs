@@ -1,0 +1,226 @@
+//! `muster scan`: fetch lists from masters and/or a file, then query every server found.
+
+use std::collections::HashSet;
+use std::io::IsTerminal as _;
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use muster_query::HostPort;
+
+use crate::dto::{ServerResult, Status};
+use crate::exit;
+use crate::list::{self, MasterKind};
+use crate::output::{Format, Sink};
+use crate::protocols::ProtocolArg;
+use crate::query::{self, Target, UsageError};
+use crate::timing::TimingArgs;
+
+/// Flags of `muster scan`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ScanArgs {
+    /// A master to list, as PROTOCOL:SOURCE (e.g. teeworlds:127.0.0.1:8300,
+    /// gameagent:master.example:9005, gamespy:host:28900 with --game,
+    /// ddnet:https://master.example/ddnet/15/servers.json, ut2003-text:list.txt,
+    /// mgmt:host:51963). Repeatable.
+    #[arg(long = "master", value_name = "PROTOCOL:SOURCE")]
+    pub masters: Vec<String>,
+    /// The game whose GameSpy list to ask for (e.g. ut2, serioussamse).
+    #[arg(long, short)]
+    pub game: Option<String>,
+    /// A file of servers, one per line: `host:port` or `PROTOCOL host:port` (# starts a
+    /// comment).
+    #[arg(long, value_name = "FILE")]
+    pub servers: Option<std::path::PathBuf>,
+    /// The protocol of file lines that name none.
+    #[arg(long, short, value_enum, default_value = "auto")]
+    pub protocol: ProtocolArg,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value = "table")]
+    pub format: Format,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+}
+
+fn parse_master(s: &str) -> anyhow::Result<(MasterKind, String)> {
+    let (proto, source) = s
+        .split_once(':')
+        .ok_or_else(|| UsageError(format!("--master {s:?}: expected PROTOCOL:SOURCE")))?;
+    let kind = <MasterKind as clap::ValueEnum>::from_str(proto, true)
+        .map_err(|_| UsageError(format!("--master {s:?}: unknown master protocol {proto:?}")))?;
+    Ok((kind, source.to_owned()))
+}
+
+fn parse_protocol(s: &str) -> Option<ProtocolArg> {
+    <ProtocolArg as clap::ValueEnum>::from_str(s, true).ok()
+}
+
+async fn file_targets(
+    path: &std::path::Path,
+    default: ProtocolArg,
+    next_index: &mut usize,
+) -> anyhow::Result<(Vec<Target>, Vec<String>)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut targets = Vec::new();
+    let mut errors = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let (protocol, addr) = match (words.next(), words.next()) {
+            (Some(p), Some(a)) => match parse_protocol(p) {
+                Some(p) => (p, a),
+                None => {
+                    errors.push(format!(
+                        "{}:{}: unknown protocol {p:?}",
+                        path.display(),
+                        n + 1
+                    ));
+                    continue;
+                }
+            },
+            (Some(a), None) => (default, a),
+            _ => continue,
+        };
+        let Ok(hp) = HostPort::parse(addr) else {
+            errors.push(format!(
+                "{}:{}: bad address {addr:?}",
+                path.display(),
+                n + 1
+            ));
+            continue;
+        };
+        let Ok(port) = hp.port_or(protocol.default_game_port()) else {
+            errors.push(format!("{}:{}: no port in {addr:?}", path.display(), n + 1));
+            continue;
+        };
+        let Some(address) = hp.resolve(port).await.ok().and_then(|a| a.first().copied()) else {
+            errors.push(format!("{addr}: cannot resolve host name"));
+            continue;
+        };
+        targets.push(Target {
+            index: *next_index,
+            address,
+            query_address: protocol.query_address(address),
+            protocol,
+            given_port_only: false,
+            gamespy_address: None,
+        });
+        *next_index += 1;
+    }
+    Ok((targets, errors))
+}
+
+pub(crate) async fn run(args: ScanArgs) -> anyhow::Result<u8> {
+    if args.masters.is_empty() && args.servers.is_none() {
+        return Err(UsageError("nothing to scan: give --master and/or --servers".into()).into());
+    }
+    let masters: Vec<(MasterKind, String)> = args
+        .masters
+        .iter()
+        .map(|m| parse_master(m))
+        .collect::<anyhow::Result<_>>()?;
+
+    let mut errors: Vec<String> = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
+    let mut listed_only: Vec<ServerResult> = Vec::new();
+    let mut index = 0usize;
+    let mut seen: HashSet<(SocketAddr, &'static str)> = HashSet::new();
+
+    // The masters are asked one after another; each bounds its own time.
+    for (kind, source) in &masters {
+        let (found, error) = list::fetch(*kind, source, args.game.as_deref(), &args.timing).await?;
+        if let Some(e) = error {
+            errors.push(format!("master {source}: {e}"));
+        }
+        for l in found {
+            match kind.query_protocol() {
+                Some(protocol) => {
+                    if !seen.insert((l.address, protocol.name())) {
+                        continue;
+                    }
+                    let (query_address, given, gamespy) = match kind {
+                        // GameSpy lists give the query address itself.
+                        MasterKind::Gamespy => (l.address, true, None),
+                        // The UT2003 list gives the GameSpy port beside the game port.
+                        MasterKind::Ut2003Text => {
+                            (protocol.query_address(l.address), false, l.query_address)
+                        }
+                        _ => (protocol.query_address(l.address), false, None),
+                    };
+                    targets.push(Target {
+                        index,
+                        address: l.address,
+                        query_address,
+                        protocol,
+                        given_port_only: given,
+                        gamespy_address: gamespy,
+                    });
+                }
+                None => {
+                    // Management-server entries carry their state; there is nothing to query.
+                    let mut r = ServerResult::failed(
+                        l.address,
+                        l.address,
+                        "mgmt",
+                        Status::Ok,
+                        String::new(),
+                    );
+                    r.error = None;
+                    r.name = l.name.clone();
+                    r.num_players = l.num_players;
+                    r.max_players = l.max_players;
+                    listed_only.push(r);
+                }
+            }
+            index += 1;
+        }
+    }
+    if let Some(path) = &args.servers {
+        let (t, e) = file_targets(path, args.protocol, &mut index).await?;
+        targets.extend(t);
+        errors.extend(e);
+    }
+
+    let total = targets.len() + listed_only.len();
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(total as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {pos}/{len} servers [{elapsed_precise}] {wide_bar} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let stdout = std::io::stdout().lock();
+    let mut sink = Sink::new(args.format, stdout, false);
+    for r in listed_only {
+        bar.inc(1);
+        sink.push(r).context("writing output")?;
+    }
+    let mut answered = 0u64;
+    let all_ok = query::run_targets(targets, &args.timing, &mut sink, &mut |r| {
+        if r.status == Status::Ok {
+            answered += 1;
+        }
+        bar.inc(1);
+        bar.set_message(format!("{answered} answered"));
+    })
+    .await?;
+    bar.finish_and_clear();
+    sink.finish().context("writing output")?;
+    for e in &errors {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "muster: {e}");
+    }
+    Ok(if all_ok && errors.is_empty() {
+        exit::OK
+    } else {
+        exit::SOME_FAILED
+    })
+}
