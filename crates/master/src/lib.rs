@@ -1,0 +1,3 @@
+//! x
+#![warn(missing_docs)]
+pub mod registry;
