@@ -1,3 +1,4 @@
 //! x
 #![warn(missing_docs)]
 pub mod registry;
+pub mod store;
