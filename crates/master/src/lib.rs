@@ -2,3 +2,4 @@
 #![warn(missing_docs)]
 pub mod registry;
 pub mod store;
+pub mod config;
