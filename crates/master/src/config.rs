@@ -400,7 +400,10 @@ mod tests {
         assert_eq!(c.listen.gameagent, Listen::dual(9005));
         assert_eq!(
             c.listen.http.0,
-            vec!["0.0.0.0:8080".parse().unwrap(), "[::]:8080".parse().unwrap()]
+            vec![
+                "0.0.0.0:8080".parse().unwrap(),
+                "[::]:8080".parse().unwrap()
+            ]
         );
         assert_eq!(c.listen.mgmt, Listen::dual(51963));
         assert_eq!(c.listen.gamespy_tcp, Listen::dual(28900));
@@ -433,18 +436,31 @@ mod tests {
         assert!(c.listen.gameagent.is_off());
         assert_eq!(c.listen.http.0, vec!["127.0.0.1:0".parse().unwrap()]);
         assert_eq!(c.listen.mgmt.0.len(), 2);
-        assert_eq!(c.listen.teeworlds06, Listen::dual(8300), "others keep defaults");
+        assert_eq!(
+            c.listen.teeworlds06,
+            Listen::dual(8300),
+            "others keep defaults"
+        );
         assert_eq!(c.limits.tcp_idle_timeout.0, Duration::from_secs(60));
         let r = c.registry_config();
         assert_eq!(r.max_per_source, 8);
-        assert_eq!(r.face_lifetimes.get(&Face::DdnetHttp), Some(&Duration::from_secs(45)));
-        assert_eq!(r.game_lifetimes.get("serioussam"), Some(&Duration::from_secs(600)));
+        assert_eq!(
+            r.face_lifetimes.get(&Face::DdnetHttp),
+            Some(&Duration::from_secs(45))
+        );
+        assert_eq!(
+            r.game_lifetimes.get("serioussam"),
+            Some(&Duration::from_secs(600))
+        );
         assert_eq!(c.poller.interval.0, Duration::from_secs(120));
     }
 
     #[test]
     fn rejects_typos_and_bad_values() {
-        assert!(matches!(Config::from_toml("dta_dir = 'x'"), Err(ConfigError::Parse(_))));
+        assert!(matches!(
+            Config::from_toml("dta_dir = 'x'"),
+            Err(ConfigError::Parse(_))
+        ));
         assert!(matches!(
             Config::from_toml("[listen]\nhttp = 'localhost'"),
             Err(ConfigError::Parse(_))

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::metrics::Metrics;
 use crate::registry::{
-    DelistOutcome, Outcome, PollInfo, PollOutcome, Record, Registration, Registry,
-    RegistryConfig, ServerKey, Timestamp, VerifyOutcome,
+    DelistOutcome, Outcome, PollInfo, PollOutcome, Record, Registration, Registry, RegistryConfig,
+    ServerKey, Timestamp, VerifyOutcome,
 };
 use crate::store::{Storage, StoreError};
 
@@ -74,12 +74,18 @@ impl MasterHandle {
         store.delete_batch(&orphan_keys)?;
         let mut kept = kept;
         kept.sort_by(|a, b| {
-            (a.first_verified.is_none(), a.first_verified, a.first_seen, &a.key).cmp(&(
-                b.first_verified.is_none(),
-                b.first_verified,
-                b.first_seen,
-                &b.key,
-            ))
+            (
+                a.first_verified.is_none(),
+                a.first_verified,
+                a.first_seen,
+                &a.key,
+            )
+                .cmp(&(
+                    b.first_verified.is_none(),
+                    b.first_verified,
+                    b.first_seen,
+                    &b.key,
+                ))
         });
         let loaded = kept.len();
         for r in kept {
@@ -146,7 +152,12 @@ impl MasterHandle {
         }
     }
 
-    fn registered(&self, st: &mut State, key: &ServerKey, out: Outcome) -> Result<Outcome, StoreError> {
+    fn registered(
+        &self,
+        st: &mut State,
+        key: &ServerKey,
+        out: Outcome,
+    ) -> Result<Outcome, StoreError> {
         match out {
             Outcome::Added => {
                 if let Err(e) = Self::write_through(st, key) {
@@ -219,7 +230,12 @@ impl MasterHandle {
     }
 
     /// [`Registry::update_poll`]; written at the next flush.
-    pub fn update_poll(&self, key: &ServerKey, info: Option<PollInfo>, now: Timestamp) -> PollOutcome {
+    pub fn update_poll(
+        &self,
+        key: &ServerKey,
+        info: Option<PollInfo>,
+        now: Timestamp,
+    ) -> PollOutcome {
         let mut st = self.lock();
         let out = st.registry.update_poll(key, info, now);
         if out != PollOutcome::Unknown {

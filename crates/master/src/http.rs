@@ -70,7 +70,10 @@ async fn metrics(State(h): State<MasterHandle>) -> Response {
     let listed = h.with_registry(|r| r.listed_per_face());
     let body = h.metrics().render(&listed);
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         body,
     )
         .into_response()
@@ -254,7 +257,10 @@ mod tests {
         assert_eq!(params(&[("sort", "bogus")]), Err("unknown sort column"));
         assert_eq!(params(&[("order", "up")]), Err("order must be asc or desc"));
         assert_eq!(params(&[("page", "-1")]), Err("page must be a number"));
-        assert_eq!(params(&[("non_empty", "maybe")]), Err("non_empty must be a boolean"));
+        assert_eq!(
+            params(&[("non_empty", "maybe")]),
+            Err("non_empty must be a boolean")
+        );
         let long = "x".repeat(MAX_SEARCH_LEN + 1);
         assert_eq!(params(&[("q", &long)]), Err("search text too long"));
     }

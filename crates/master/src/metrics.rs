@@ -76,7 +76,10 @@ impl Metrics {
     pub fn render(&self, listed: &BTreeMap<Face, usize>) -> String {
         let mut s = String::new();
         let counter = |s: &mut String, name: &str, help: &str, v: u64| {
-            let _ = write!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n");
+            let _ = write!(
+                s,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+            );
         };
         counter(
             &mut s,
@@ -96,12 +99,13 @@ impl Metrics {
             "Requests refused by a per-source token bucket.",
             self.rate_limited.load(Ordering::Relaxed),
         );
-        let labelled = |s: &mut String, name: &str, help: &str, label: &str, m: BTreeMap<&str, u64>| {
-            let _ = write!(s, "# HELP {name} {help}\n# TYPE {name} counter\n");
-            for (k, v) in m {
-                let _ = writeln!(s, "{name}{{{label}=\"{k}\"}} {v}");
-            }
-        };
+        let labelled =
+            |s: &mut String, name: &str, help: &str, label: &str, m: BTreeMap<&str, u64>| {
+                let _ = write!(s, "# HELP {name} {help}\n# TYPE {name} counter\n");
+                for (k, v) in m {
+                    let _ = writeln!(s, "{name}{{{label}=\"{k}\"}} {v}");
+                }
+            };
         labelled(
             &mut s,
             "muster_list_requests_total",

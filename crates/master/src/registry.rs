@@ -762,7 +762,10 @@ impl ListQuery {
         if let Some(t) = text_lower {
             let Some(info) = &r.info else { return false };
             let hit = info.name.to_lowercase().contains(t)
-                || info.players.iter().any(|p| p.name.to_lowercase().contains(t));
+                || info
+                    .players
+                    .iter()
+                    .any(|p| p.name.to_lowercase().contains(t));
             if !hit {
                 return false;
             }
@@ -1122,7 +1125,9 @@ impl Registry {
         let mut v: Vec<&Record> = self
             .records
             .values()
-            .filter(|r| r.is_listed() && (&r.key.addr == addr || r.game_addr().as_ref() == Some(addr)))
+            .filter(|r| {
+                r.is_listed() && (&r.key.addr == addr || r.game_addr().as_ref() == Some(addr))
+            })
             .collect();
         v.sort_by_key(|r| r.order_key());
         v

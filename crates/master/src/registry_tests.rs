@@ -101,9 +101,17 @@ fn heartbeat_refreshes_only_verified() {
     let mut r = Registry::new(RegistryConfig::default());
     let a = reg("ut2", v4(1, 7778), Face::GameSpy);
     let key = a.key.clone();
-    assert_eq!(r.heartbeat(a.clone(), T0), Outcome::Added, "unknown re-registers");
+    assert_eq!(
+        r.heartbeat(a.clone(), T0),
+        Outcome::Added,
+        "unknown re-registers"
+    );
     assert_eq!(r.heartbeat(a.clone(), at(10)), Outcome::NotVerified);
-    assert_eq!(r.get(&key).unwrap().last_heartbeat, T0, "pending not kept alive");
+    assert_eq!(
+        r.get(&key).unwrap().last_heartbeat,
+        T0,
+        "pending not kept alive"
+    );
     r.verify(&key, at(11));
     assert_eq!(r.heartbeat(a.clone(), at(20)), Outcome::Refreshed);
     assert_eq!(r.get(&key).unwrap().last_heartbeat, at(20));
@@ -118,13 +126,20 @@ fn heartbeat_refreshes_only_verified() {
         Some(at(11)),
         "re-verification keeps the list position"
     );
-    assert_eq!(r.delist(&ServerKey::new("x", GameAddr::Ip(v4(9, 1)))), DelistOutcome::Unknown);
+    assert_eq!(
+        r.delist(&ServerKey::new("x", GameAddr::Ip(v4(9, 1)))),
+        DelistOutcome::Unknown
+    );
 }
 
 #[test]
 fn expiry_per_face_and_game() {
     let mut r = Registry::new(RegistryConfig::default());
-    let ga = listed(&mut r, reg("serioussamse", v4(1, 25600), Face::GameAgent), T0);
+    let ga = listed(
+        &mut r,
+        reg("serioussamse", v4(1, 25600), Face::GameAgent),
+        T0,
+    );
     let gs = listed(&mut r, reg("ut2", v4(2, 7778), Face::GameSpy), T0);
     let tw = listed(&mut r, reg("teeworlds", v4(3, 8303), Face::Teeworlds07), T0);
     let dd = listed(&mut r, reg("ddnet", v4(4, 8303), Face::DdnetHttp), T0);
@@ -134,13 +149,23 @@ fn expiry_per_face_and_game() {
     r.add(pending, T0);
 
     assert!(r.prune_before(at(29)).is_empty());
-    assert_eq!(r.prune_before(at(30)), vec![dd.clone(), pk], "DDNet 30 s, pending 30 s");
+    assert_eq!(
+        r.prune_before(at(30)),
+        vec![dd.clone(), pk],
+        "DDNet 30 s, pending 30 s"
+    );
     assert!(r.prune_before(at(89)).is_empty());
     assert_eq!(r.prune_before(at(90)), vec![tw]);
     assert_eq!(r.prune_before(at(300)), vec![gs]);
-    assert!(r.prune_before(at(569)).is_empty(), "Serious Sam game lifetime 570 s");
+    assert!(
+        r.prune_before(at(569)).is_empty(),
+        "Serious Sam game lifetime 570 s"
+    );
     assert_eq!(r.prune_before(at(570)), vec![ga]);
-    assert!(r.prune_before(at(1_000_000)).is_empty(), "mgmt never expires by time");
+    assert!(
+        r.prune_before(at(1_000_000)).is_empty(),
+        "mgmt never expires by time"
+    );
     assert!(r.get(&mg).is_some());
     assert_eq!(r.get(&dd), None);
 }
@@ -152,8 +177,14 @@ fn heartbeat_and_poll_extend_life() {
     let key = listed(&mut r, a.clone(), T0);
     r.heartbeat(a, at(200));
     assert!(r.prune_before(at(499)).is_empty());
-    assert_eq!(r.update_poll(&key, Some(info("x", 0, 8, &[])), at(450)), PollOutcome::Updated);
-    assert!(r.prune_before(at(749)).is_empty(), "a successful poll keeps it alive");
+    assert_eq!(
+        r.update_poll(&key, Some(info("x", 0, 8, &[])), at(450)),
+        PollOutcome::Updated
+    );
+    assert!(
+        r.prune_before(at(749)).is_empty(),
+        "a successful poll keeps it alive"
+    );
     assert_eq!(r.update_poll(&key, None, at(760)), PollOutcome::Failed(1));
     assert_eq!(r.update_poll(&key, None, at(761)), PollOutcome::Failed(2));
     assert_eq!(r.prune_before(at(750)), vec![key.clone()]);
@@ -190,10 +221,21 @@ fn cap_per_source_counts_pending_and_verified() {
         r.heartbeat(reg("ut2", v4(1, 1003), Face::GameSpy), T0),
         Outcome::Rejected(Reject::SourceCap)
     );
-    assert_eq!(r.add(reg("ut2", v4(2, 1003), Face::GameSpy), T0), Outcome::Added, "other source");
-    assert_eq!(r.add(reg("ut2", v4(1, 1002), Face::GameSpy), at(1)), Outcome::Refreshed, "known key");
+    assert_eq!(
+        r.add(reg("ut2", v4(2, 1003), Face::GameSpy), T0),
+        Outcome::Added,
+        "other source"
+    );
+    assert_eq!(
+        r.add(reg("ut2", v4(1, 1002), Face::GameSpy), at(1)),
+        Outcome::Refreshed,
+        "known key"
+    );
     r.remove(&ServerKey::new("ut2", GameAddr::Ip(v4(1, 1000))));
-    assert_eq!(r.add(reg("ut2", v4(1, 1003), Face::GameSpy), at(2)), Outcome::Added);
+    assert_eq!(
+        r.add(reg("ut2", v4(1, 1003), Face::GameSpy), at(2)),
+        Outcome::Added
+    );
 }
 
 #[test]
@@ -203,9 +245,20 @@ fn cap_per_ipv6_slash_64() {
         ..RegistryConfig::default()
     };
     let mut r = Registry::new(cfg);
-    let ip = |low: u16| SocketAddr::new(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, low)), 8303);
-    assert_eq!(r.add(reg("ddnet", ip(1), Face::DdnetHttp), T0), Outcome::Added);
-    assert_eq!(r.add(reg("ddnet", ip(2), Face::DdnetHttp), T0), Outcome::Added);
+    let ip = |low: u16| {
+        SocketAddr::new(
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, low)),
+            8303,
+        )
+    };
+    assert_eq!(
+        r.add(reg("ddnet", ip(1), Face::DdnetHttp), T0),
+        Outcome::Added
+    );
+    assert_eq!(
+        r.add(reg("ddnet", ip(2), Face::DdnetHttp), T0),
+        Outcome::Added
+    );
     assert_eq!(
         r.add(reg("ddnet", ip(3), Face::DdnetHttp), T0),
         Outcome::Rejected(Reject::SourceCap)
@@ -227,7 +280,11 @@ fn cap_on_pending_total() {
         Outcome::Rejected(Reject::PendingCap)
     );
     r.verify(&k1, T0);
-    assert_eq!(r.add(reg("ut2", v4(3, 1), Face::GameSpy), T0), Outcome::Added, "verified frees a slot");
+    assert_eq!(
+        r.add(reg("ut2", v4(3, 1), Face::GameSpy), T0),
+        Outcome::Added,
+        "verified frees a slot"
+    );
 }
 
 #[test]
@@ -261,11 +318,17 @@ fn stable_order_is_first_verification() {
     r.verify(&b.key, at(5));
     r.verify(&c.key, at(5));
     r.verify(&a.key, at(9));
-    assert_eq!(addrs(&r.listed(View::Http)), ["10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"]);
+    assert_eq!(
+        addrs(&r.listed(View::Http)),
+        ["10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"]
+    );
     // Heartbeats and re-registration do not move anything.
     r.heartbeat(b.clone(), at(20));
     r.add(b, at(21));
-    assert_eq!(addrs(&r.listed(View::Http)), ["10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"]);
+    assert_eq!(
+        addrs(&r.listed(View::Http)),
+        ["10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"]
+    );
 }
 
 #[test]
@@ -310,9 +373,21 @@ fn check_view(view: View<'_>, expect: &[&str]) {
     let mut i = info("b", 0, 8, &[]);
     i.game_port = Some(7777);
     r.update_poll(&k2, Some(i), at(1));
-    listed(&mut r, reg("serioussamse", v4(3, 25600), Face::GameAgent), at(2));
-    listed(&mut r, reg("serioussamse", v4(4, 25600), Face::GameSpy), at(3));
-    listed(&mut r, reg("teeworlds", v4(5, 8303), Face::Teeworlds07), at(4));
+    listed(
+        &mut r,
+        reg("serioussamse", v4(3, 25600), Face::GameAgent),
+        at(2),
+    );
+    listed(
+        &mut r,
+        reg("serioussamse", v4(4, 25600), Face::GameSpy),
+        at(3),
+    );
+    listed(
+        &mut r,
+        reg("teeworlds", v4(5, 8303), Face::Teeworlds07),
+        at(4),
+    );
     let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 8303);
     listed(&mut r, reg("ddnet", v6, Face::DdnetHttp), at(5));
     let v6sam = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 25600);
@@ -330,12 +405,21 @@ fn check_view(view: View<'_>, expect: &[&str]) {
 
 #[test]
 fn views_represent_what_their_face_can() {
-    check_view(View::GameSpy("UT2"), &["ut2/10.0.0.1:7778", "ut2/10.0.0.2:7778"]);
+    check_view(
+        View::GameSpy("UT2"),
+        &["ut2/10.0.0.1:7778", "ut2/10.0.0.2:7778"],
+    );
     check_view(View::Ut2003Text, &["ut2/10.0.0.2:7778"]);
     // The GameSpy-registered Serious Sam server has no known game port yet.
     check_view(View::GameAgent, &["serioussamse/10.0.0.3:25600"]);
-    check_view(View::GameSpy("serioussamse"), &["serioussamse/10.0.0.4:25600"]);
-    check_view(View::Teeworlds, &["teeworlds/10.0.0.5:8303", "ddnet/[::1]:8303"]);
+    check_view(
+        View::GameSpy("serioussamse"),
+        &["serioussamse/10.0.0.4:25600"],
+    );
+    check_view(
+        View::Teeworlds,
+        &["teeworlds/10.0.0.5:8303", "ddnet/[::1]:8303"],
+    );
     check_view(View::Mgmt, &["bomberman/10.0.0.6:2000"]);
     check_view(
         View::Http,
@@ -356,9 +440,24 @@ fn filter_fixture() -> Registry {
     let mut r = Registry::new(RegistryConfig::default());
     let servers = [
         ("ut2", 1, Face::GameSpy, info("Alpha", 0, 8, &[])),
-        ("ut2", 2, Face::GameSpy, info("Bravo pw", 8, 8, &["Zed", "yolanda"])),
-        ("teeworlds", 3, Face::Teeworlds07, info("charlie", 3, 16, &["Xavier"])),
-        ("serioussamse", 4, Face::GameAgent, info("delta", 1, 0, &["w"])),
+        (
+            "ut2",
+            2,
+            Face::GameSpy,
+            info("Bravo pw", 8, 8, &["Zed", "yolanda"]),
+        ),
+        (
+            "teeworlds",
+            3,
+            Face::Teeworlds07,
+            info("charlie", 3, 16, &["Xavier"]),
+        ),
+        (
+            "serioussamse",
+            4,
+            Face::GameAgent,
+            info("delta", 1, 0, &["w"]),
+        ),
     ];
     for (i, (game, a, face, inf)) in servers.into_iter().enumerate() {
         let k = listed(&mut r, reg(game, v4(a, 1000), face), at(i as u64));
@@ -388,17 +487,41 @@ fn list_filters() {
         f(&mut q);
         q
     };
-    check_list(q(|q| q.game = Some("UT2".into())), &["Alpha", "Bravo pw"], 2);
-    check_list(q(|q| q.protocol = Some("teeworlds".into())), &["charlie"], 1);
-    check_list(q(|q| q.protocol = Some("teeworlds07".into())), &["charlie"], 1);
-    check_list(q(|q| q.protocol = Some("gamespy1".into())), &["Alpha", "Bravo pw"], 2);
+    check_list(
+        q(|q| q.game = Some("UT2".into())),
+        &["Alpha", "Bravo pw"],
+        2,
+    );
+    check_list(
+        q(|q| q.protocol = Some("teeworlds".into())),
+        &["charlie"],
+        1,
+    );
+    check_list(
+        q(|q| q.protocol = Some("teeworlds07".into())),
+        &["charlie"],
+        1,
+    );
+    check_list(
+        q(|q| q.protocol = Some("gamespy1".into())),
+        &["Alpha", "Bravo pw"],
+        2,
+    );
     check_list(q(|q| q.protocol = Some("nope".into())), &[], 0);
-    check_list(q(|q| q.non_empty = true), &["Bravo pw", "charlie", "delta"], 3);
+    check_list(
+        q(|q| q.non_empty = true),
+        &["Bravo pw", "charlie", "delta"],
+        3,
+    );
     check_list(q(|q| q.not_full = true), &["Alpha", "charlie", "delta"], 3);
     check_list(q(|q| q.password = Some(true)), &["Bravo pw"], 1);
-    check_list(q(|q| q.password = Some(false)), &["Alpha", "charlie", "delta"], 3);
+    check_list(
+        q(|q| q.password = Some(false)),
+        &["Alpha", "charlie", "delta"],
+        3,
+    );
     check_list(q(|q| q.text = Some("ALP".into())), &["Alpha"], 1);
-    check_list(q(|q| q.text = Some("xav".into())), &["charlie"], 1, );
+    check_list(q(|q| q.text = Some("xav".into())), &["charlie"], 1);
     check_list(q(|q| q.text = Some("YOLA".into())), &["Bravo pw"], 1);
     check_list(q(|q| q.text = Some(String::new())), &all, 4);
 }
@@ -410,12 +533,36 @@ fn list_sorts_and_pages() {
         descending,
         ..ListQuery::default()
     };
-    check_list(q(SortKey::Players, true), &["Bravo pw", "charlie", "delta", "Alpha"], 4);
-    check_list(q(SortKey::Name, true), &["delta", "charlie", "Bravo pw", "Alpha"], 4);
-    check_list(q(SortKey::MaxPlayers, false), &["delta", "Alpha", "Bravo pw", "charlie"], 4);
-    check_list(q(SortKey::Game, false), &["delta", "charlie", "Alpha", "Bravo pw"], 4);
-    check_list(q(SortKey::Order, true), &["delta", "charlie", "Bravo pw", "Alpha"], 4);
-    check_list(q(SortKey::Address, false), &["Alpha", "Bravo pw", "charlie", "delta"], 4);
+    check_list(
+        q(SortKey::Players, true),
+        &["Bravo pw", "charlie", "delta", "Alpha"],
+        4,
+    );
+    check_list(
+        q(SortKey::Name, true),
+        &["delta", "charlie", "Bravo pw", "Alpha"],
+        4,
+    );
+    check_list(
+        q(SortKey::MaxPlayers, false),
+        &["delta", "Alpha", "Bravo pw", "charlie"],
+        4,
+    );
+    check_list(
+        q(SortKey::Game, false),
+        &["delta", "charlie", "Alpha", "Bravo pw"],
+        4,
+    );
+    check_list(
+        q(SortKey::Order, true),
+        &["delta", "charlie", "Bravo pw", "Alpha"],
+        4,
+    );
+    check_list(
+        q(SortKey::Address, false),
+        &["Alpha", "Bravo pw", "charlie", "delta"],
+        4,
+    );
     let page = |page, per_page| ListQuery {
         page,
         per_page,
@@ -464,7 +611,12 @@ fn poll_info_from_server_info_reads_hostport() {
 
 #[test]
 fn game_addr_parse_round_trips() {
-    for s in ["1.2.3.4:5", "[::1]:8303", "example.org:2000", "Game.Example.:1"] {
+    for s in [
+        "1.2.3.4:5",
+        "[::1]:8303",
+        "example.org:2000",
+        "Game.Example.:1",
+    ] {
         assert_eq!(GameAddr::parse(s).unwrap().to_string(), s);
     }
     for s in ["", "nohost", ":1", "a:b:c", "x:70000"] {

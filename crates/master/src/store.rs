@@ -28,8 +28,8 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use serde_json::{Value, json};
 
 use crate::registry::{
-    Face, GameAddr, PollInfo, PollPlayer, Record, Registration, ServerKey, Timestamp,
-    Verification, protocol_from_name,
+    Face, GameAddr, PollInfo, PollPlayer, Record, Registration, ServerKey, Timestamp, Verification,
+    protocol_from_name,
 };
 
 /// The database file inside the data directory.
@@ -137,7 +137,12 @@ fn info_json(info: &PollInfo) -> String {
 
 fn info_from_json(s: &str) -> Option<PollInfo> {
     let v: Value = serde_json::from_str(s).ok()?;
-    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let text = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
     let num = |k: &str| {
         v.get(k)
             .and_then(Value::as_u64)

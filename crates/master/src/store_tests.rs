@@ -99,7 +99,10 @@ fn write_drop_reopen_same_contents() {
     let got = sorted(s.load().unwrap());
     assert_eq!(got, sorted(vec![a.clone(), b.clone(), c.clone()]));
     // The host-name address stays a host name even though it looks like an IP.
-    assert!(got.iter().any(|r| matches!(&r.key.addr, GameAddr::Host { host, .. } if host == "1.2.3.4")));
+    assert!(
+        got.iter()
+            .any(|r| matches!(&r.key.addr, GameAddr::Host { host, .. } if host == "1.2.3.4"))
+    );
     s.delete(&b.key).unwrap();
     s.delete_batch(&[c.key.clone(), c.key.clone()]).unwrap();
     drop(s);
@@ -138,7 +141,10 @@ fn loaded_records_restore_a_registry() {
         .iter()
         .map(|r| r.key.addr.to_string())
         .collect();
-    assert_eq!(order, ["192.0.2.1:7001", "192.0.2.2:7002", "192.0.2.3:7003"]);
+    assert_eq!(
+        order,
+        ["192.0.2.1:7001", "192.0.2.2:7002", "192.0.2.3:7003"]
+    );
 }
 
 #[test]
@@ -148,7 +154,10 @@ fn unreadable_rows_are_skipped() {
     s.put(&sample(1, Face::GameSpy)).unwrap();
     s.put(&sample(2, Face::GameSpy)).unwrap();
     s.conn
-        .execute("UPDATE servers SET face = 'martian' WHERE addr_port = 7002", [])
+        .execute(
+            "UPDATE servers SET face = 'martian' WHERE addr_port = 7002",
+            [],
+        )
         .unwrap();
     assert_eq!(s.load().unwrap().len(), 1);
 }
@@ -160,7 +169,10 @@ fn unknown_schema_version_is_refused() {
         let s = SqliteStore::open(&dir.0).unwrap();
         s.conn.pragma_update(None, "user_version", 99).unwrap();
     }
-    assert!(matches!(SqliteStore::open(&dir.0), Err(StoreError::Schema(99))));
+    assert!(matches!(
+        SqliteStore::open(&dir.0),
+        Err(StoreError::Schema(99))
+    ));
 }
 
 #[test]
