@@ -296,3 +296,180 @@ impl MasterHandle {
         self.lock().dirty.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Face, GameAddr};
+    use muster_proto::limit::SourceKey;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A store that records calls and can be told to fail.
+    #[derive(Debug, Default)]
+    struct Fake {
+        rows: std::collections::BTreeMap<ServerKey, Record>,
+        fail: Arc<AtomicBool>,
+        batches: usize,
+    }
+
+    impl Fake {
+        fn check(&self) -> Result<(), StoreError> {
+            if self.fail.load(Ordering::Relaxed) {
+                Err(StoreError::Db(rusqlite::Error::InvalidQuery))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl Storage for Fake {
+        fn load(&mut self) -> Result<Vec<Record>, StoreError> {
+            Ok(self.rows.values().cloned().collect())
+        }
+        fn put(&mut self, rec: &Record) -> Result<(), StoreError> {
+            self.check()?;
+            self.rows.insert(rec.key.clone(), rec.clone());
+            Ok(())
+        }
+        fn put_batch(&mut self, recs: &[&Record]) -> Result<(), StoreError> {
+            self.check()?;
+            self.batches += 1;
+            for r in recs {
+                self.rows.insert(r.key.clone(), (*r).clone());
+            }
+            Ok(())
+        }
+        fn delete(&mut self, key: &ServerKey) -> Result<(), StoreError> {
+            self.check()?;
+            self.rows.remove(key);
+            Ok(())
+        }
+        fn delete_batch(&mut self, keys: &[ServerKey]) -> Result<(), StoreError> {
+            self.check()?;
+            for k in keys {
+                self.rows.remove(k);
+            }
+            Ok(())
+        }
+    }
+
+    const T0: Timestamp = Timestamp::from_secs(1_700_000_000);
+
+    fn reg(port: u16) -> Registration {
+        let addr: std::net::SocketAddr = format!("192.0.2.1:{port}").parse().unwrap();
+        Registration {
+            key: ServerKey::new("ut2", GameAddr::Ip(addr)),
+            face: Face::GameSpy,
+            game_port: None,
+            query_addr: Some(addr),
+            query_protocol: Some(muster_proto::Protocol::GameSpy1),
+            source: SourceKey::of(addr.ip()),
+        }
+    }
+
+    fn open() -> (MasterHandle, Arc<AtomicBool>) {
+        let fake = Fake::default();
+        let fail = Arc::clone(&fake.fail);
+        let (h, _) = MasterHandle::open(RegistryConfig::default(), Box::new(fake), T0).unwrap();
+        (h, fail)
+    }
+
+    fn stored(h: &MasterHandle) -> Vec<Record> {
+        h.lock().store.load().unwrap()
+    }
+
+    #[test]
+    fn structural_changes_are_written_through_refreshes_batched() {
+        let (h, _) = open();
+        let r = reg(1);
+        let key = r.key.clone();
+        assert_eq!(h.add(r.clone(), T0).unwrap(), Outcome::Added);
+        assert_eq!(stored(&h).len(), 1, "add written through");
+        assert_eq!(h.verify(&key, T0).unwrap(), VerifyOutcome::Verified);
+        assert_eq!(stored(&h)[0].state, crate::registry::Verification::Verified);
+        assert_eq!(h.dirty(), 0);
+        let later = Timestamp::from_secs(1_700_000_050);
+        assert_eq!(h.heartbeat(r, later).unwrap(), Outcome::Refreshed);
+        assert_eq!(h.dirty(), 1);
+        assert_eq!(stored(&h)[0].last_heartbeat, T0, "refresh not written yet");
+        assert_eq!(h.flush().unwrap(), 1);
+        assert_eq!(stored(&h)[0].last_heartbeat, later);
+        assert_eq!(h.flush().unwrap(), 0);
+        assert_eq!(h.remove(&key).unwrap().map(|r| r.key), Some(key));
+        assert!(stored(&h).is_empty());
+        assert_eq!(h.metrics().registrations(), 1);
+    }
+
+    #[test]
+    fn failed_add_is_not_kept_and_failed_flush_retries() {
+        let (h, fail) = open();
+        fail.store(true, Ordering::Relaxed);
+        assert!(h.add(reg(1), T0).is_err());
+        assert!(
+            h.with_registry(Registry::is_empty),
+            "not acknowledged, not kept"
+        );
+        fail.store(false, Ordering::Relaxed);
+        let r = reg(2);
+        h.add(r.clone(), T0).unwrap();
+        h.verify(&r.key, T0).unwrap();
+        h.heartbeat(r, Timestamp::from_secs(1_700_000_010)).unwrap();
+        fail.store(true, Ordering::Relaxed);
+        assert!(h.flush().is_err());
+        assert_eq!(h.dirty(), 1, "kept for the next flush");
+        fail.store(false, Ordering::Relaxed);
+        assert_eq!(h.flush().unwrap(), 1);
+    }
+
+    #[test]
+    fn prune_deletes_and_counts() {
+        let (h, _) = open();
+        let r = reg(1);
+        h.add(r.clone(), T0).unwrap();
+        h.update_poll(&r.key, None, T0);
+        assert_eq!(
+            h.prune(Timestamp::from_secs(1_700_000_030)).unwrap(),
+            vec![r.key]
+        );
+        assert!(stored(&h).is_empty());
+        assert_eq!(h.dirty(), 0);
+        assert_eq!(h.metrics().drops("expired"), 1);
+    }
+
+    #[test]
+    fn rejections_are_counted_by_reason() {
+        let (h, _) = open();
+        let mut r = reg(1);
+        r.key.game = String::new();
+        assert_eq!(
+            h.add(r, T0).unwrap(),
+            Outcome::Rejected(crate::registry::Reject::BadGame)
+        );
+        assert_eq!(h.metrics().drops("bad_game"), 1);
+    }
+
+    #[test]
+    fn open_drops_orphans_and_expired() {
+        let mut fake = Fake::default();
+        let mut live = Record::new(reg(1), T0);
+        live.state = crate::registry::Verification::Verified;
+        live.first_verified = Some(T0);
+        let old = Record::new(reg(2), Timestamp::from_secs(1));
+        let mut orphan = Record::new(reg(3), T0);
+        orphan.face = Face::Mgmt;
+        for r in [&live, &old, &orphan] {
+            fake.rows.insert(r.key.clone(), r.clone());
+        }
+        let (h, report) =
+            MasterHandle::open(RegistryConfig::default(), Box::new(fake), T0).unwrap();
+        assert_eq!(
+            report,
+            LoadReport {
+                restored: 1,
+                expired: 1,
+                orphaned: 1
+            }
+        );
+        assert_eq!(stored(&h), vec![live]);
+    }
+}
