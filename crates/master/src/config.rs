@@ -250,8 +250,10 @@ pub struct LifetimesConfig {
     pub teeworlds: HumanDuration,
     /// DDNet HTTP registrations (`teeworlds-master.md` §5.3).
     pub ddnet: HumanDuration,
-    /// Per-game overrides (Serious Sam heartbeats every 150 s: 570 s).
-    pub games: HashMap<String, HumanDuration>,
+    /// Per-face, per-game overrides, as `[lifetimes.games.<face>] <game> = "570s"` (face names
+    /// as `registry::Face::name` spells them). Default: Serious Sam gamenames heartbeating by
+    /// GameSpy (every 150 s) live 570 s.
+    pub games: HashMap<String, HashMap<String, HumanDuration>>,
 }
 
 impl Default for LifetimesConfig {
@@ -267,7 +269,10 @@ impl Default for LifetimesConfig {
             games: r
                 .game_lifetimes
                 .into_iter()
-                .map(|(g, d)| (g, HumanDuration(d)))
+                .map(|(f, m)| {
+                    let m = m.into_iter().map(|(g, d)| (g, HumanDuration(d))).collect();
+                    (f.name().to_owned(), m)
+                })
                 .collect(),
         }
     }
@@ -359,6 +364,14 @@ impl Config {
             (!self.poller.interval.0.is_zero(), "poller.interval"),
             (!l.tcp_idle_timeout.0.is_zero(), "limits.tcp_idle_timeout"),
         ];
+        if self
+            .lifetimes
+            .games
+            .keys()
+            .any(|f| Face::from_name(f).is_none())
+        {
+            return Err(ConfigError::Invalid("lifetimes.games"));
+        }
         match checks.into_iter().find(|(ok, _)| !ok) {
             Some((_, name)) => Err(ConfigError::Invalid(name)),
             None => Ok(()),
@@ -369,6 +382,14 @@ impl Config {
     #[must_use]
     pub fn registry_config(&self) -> RegistryConfig {
         let lt = &self.lifetimes;
+        let mut game_lifetimes: HashMap<Face, HashMap<String, Duration>> = HashMap::new();
+        for (face, games) in &lt.games {
+            // validate() rejects unknown face names, so nothing is dropped here.
+            if let Some(f) = Face::from_name(face) {
+                let m = game_lifetimes.entry(f).or_default();
+                m.extend(games.iter().map(|(g, d)| (g.to_ascii_lowercase(), d.0)));
+            }
+        }
         RegistryConfig {
             max_per_source: self.limits.servers_per_source,
             max_pending: self.limits.max_pending,
@@ -380,11 +401,7 @@ impl Config {
                 (Face::Teeworlds06, lt.teeworlds.0),
                 (Face::DdnetHttp, lt.ddnet.0),
             ]),
-            game_lifetimes: lt
-                .games
-                .iter()
-                .map(|(g, d)| (g.to_ascii_lowercase(), d.0))
-                .collect(),
+            game_lifetimes,
         }
     }
 }
@@ -426,7 +443,7 @@ mod tests {
             tcp_idle_timeout = "1m"
             [lifetimes]
             ddnet = "45s"
-            games = { SeriousSam = "10m" }
+            games = { gamespy = { SeriousSam = "10m" } }
             [poller]
             interval = "2m"
             "#,
@@ -449,7 +466,9 @@ mod tests {
             Some(&Duration::from_secs(45))
         );
         assert_eq!(
-            r.game_lifetimes.get("serioussam"),
+            r.game_lifetimes
+                .get(&Face::GameSpy)
+                .and_then(|m| m.get("serioussam")),
             Some(&Duration::from_secs(600))
         );
         assert_eq!(c.poller.interval.0, Duration::from_secs(120));
@@ -468,6 +487,10 @@ mod tests {
         assert!(matches!(
             Config::from_toml("[limits]\ntcp_idle_timeout = 'soon'"),
             Err(ConfigError::Parse(_))
+        ));
+        assert!(matches!(
+            Config::from_toml("[lifetimes.games.martian]\nx = '1s'"),
+            Err(ConfigError::Invalid("lifetimes.games"))
         ));
         assert!(matches!(
             Config::from_toml("[limits]\nservers_per_source = 0"),

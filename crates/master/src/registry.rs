@@ -582,13 +582,15 @@ pub struct RegistryConfig {
     /// Lifetime after the last valid heartbeat or successful poll, per face. A face without
     /// an entry never expires by time.
     pub face_lifetimes: HashMap<Face, Duration>,
-    /// Per-game overrides of the face lifetime (lower-case game names).
-    pub game_lifetimes: HashMap<String, Duration>,
+    /// Per-game overrides of a face's lifetime: face → lower-case game name → lifetime. Per
+    /// face because one game may heartbeat at different rates through different faces (a
+    /// Serious Sam server: 150 s GameSpy heartbeats, GameAgent's own 300 s expiry).
+    pub game_lifetimes: HashMap<Face, HashMap<String, Duration>>,
 }
 
 impl Default for RegistryConfig {
     /// The spec defaults: GameAgent 300 s (`gameagent.md` §8.3.7), GameSpy 300 s (Unreal family,
-    /// `gamespy-master.md` §14; Serious Sam gamenames 570 s), Teeworlds UDP 90 s, DDNet HTTP 30 s
+    /// `gamespy-master.md` §14; Serious Sam gamenames heartbeating by GameSpy 570 s), Teeworlds UDP 90 s, DDNet HTTP 30 s
     /// (`teeworlds-master.md` §5.3), management: connection-bound.
     fn default() -> Self {
         let face_lifetimes = HashMap::from([
@@ -598,10 +600,11 @@ impl Default for RegistryConfig {
             (Face::Teeworlds06, Duration::from_secs(90)),
             (Face::DdnetHttp, Duration::from_secs(30)),
         ]);
-        let game_lifetimes = ["serioussam", "serioussamse", "serioussamsed"]
+        let sam = SERIOUS_SAM_GAMES
             .into_iter()
             .map(|g| (g.to_owned(), Duration::from_secs(570)))
             .collect();
+        let game_lifetimes = HashMap::from([(Face::GameSpy, sam)]);
         Self {
             max_per_source: DEFAULT_MAX_PER_SOURCE,
             max_pending: DEFAULT_MAX_PENDING,
@@ -736,8 +739,10 @@ pub struct ListQuery {
 
 impl ListQuery {
     fn matches(&self, r: &Record, text_lower: Option<&str>) -> bool {
-        if let Some(g) = &self.game
-            && !g.eq_ignore_ascii_case(&r.key.game)
+        if self
+            .game
+            .as_ref()
+            .is_some_and(|g| !g.eq_ignore_ascii_case(&r.key.game))
         {
             return false;
         }
@@ -754,8 +759,9 @@ impl ListQuery {
         if self.not_full && r.max_players() != 0 && r.players() >= r.max_players() {
             return false;
         }
-        if let Some(want) = self.password
-            && r.info.as_ref().and_then(|i| i.password) != Some(want)
+        if self
+            .password
+            .is_some_and(|want| r.info.as_ref().and_then(|i| i.password) != Some(want))
         {
             return false;
         }
@@ -885,8 +891,7 @@ impl Registry {
         if !game_ok(&key.game) {
             return Err(Reject::BadGame);
         }
-        if let GameAddr::Host { host, .. } = &key.addr
-            && (host.is_empty() || host.len() > MAX_HOST_LEN)
+        if matches!(&key.addr, GameAddr::Host { host, .. } if host.is_empty() || host.len() > MAX_HOST_LEN)
         {
             return Err(Reject::BadAddress);
         }
@@ -1041,7 +1046,8 @@ impl Registry {
         let life = self
             .config
             .game_lifetimes
-            .get(&rec.key.game)
+            .get(&rec.face)
+            .and_then(|m| m.get(&rec.key.game))
             .or_else(|| self.config.face_lifetimes.get(&rec.face))?;
         let base = rec
             .last_poll_ok

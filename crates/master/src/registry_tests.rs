@@ -141,6 +141,7 @@ fn expiry_per_face_and_game() {
         T0,
     );
     let gs = listed(&mut r, reg("ut2", v4(2, 7778), Face::GameSpy), T0);
+    let sam_gs = listed(&mut r, reg("serioussamse", v4(7, 25601), Face::GameSpy), T0);
     let tw = listed(&mut r, reg("teeworlds", v4(3, 8303), Face::Teeworlds07), T0);
     let dd = listed(&mut r, reg("ddnet", v4(4, 8303), Face::DdnetHttp), T0);
     let mg = listed(&mut r, reg("bomberman", v4(5, 2000), Face::Mgmt), T0);
@@ -156,12 +157,16 @@ fn expiry_per_face_and_game() {
     );
     assert!(r.prune_before(at(89)).is_empty());
     assert_eq!(r.prune_before(at(90)), vec![tw]);
-    assert_eq!(r.prune_before(at(300)), vec![gs]);
+    assert_eq!(
+        r.prune_before(at(300)),
+        vec![ga, gs],
+        "GameAgent 300 s even for Serious Sam"
+    );
     assert!(
         r.prune_before(at(569)).is_empty(),
-        "Serious Sam game lifetime 570 s"
+        "Serious Sam by GameSpy: 570 s"
     );
-    assert_eq!(r.prune_before(at(570)), vec![ga]);
+    assert_eq!(r.prune_before(at(570)), vec![sam_gs]);
     assert!(
         r.prune_before(at(1_000_000)).is_empty(),
         "mgmt never expires by time"
