@@ -311,6 +311,17 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn v4_and_v6_wildcards_share_a_port() {
+        let v4 = bind_tcp("0.0.0.0:0".parse().unwrap()).unwrap();
+        let port = v4.local_addr().unwrap().port();
+        let v6 = bind_tcp(SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), port)).unwrap();
+        assert_eq!(v6.local_addr().unwrap().port(), port);
+        let u4 = bind_udp("0.0.0.0:0".parse().unwrap()).unwrap();
+        let uport = u4.local_addr().unwrap().port();
+        bind_udp(SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), uport)).unwrap();
+    }
+
+    #[tokio::test]
     async fn per_source_cap_closes_extra_connections() {
         let (mut l, addr) = listener(limits(10, 2, 60_000)).await;
         let c1 = TcpStream::connect(addr).await.unwrap();
