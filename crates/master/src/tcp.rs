@@ -314,11 +314,19 @@ mod tests {
     async fn v4_and_v6_wildcards_share_a_port() {
         let v4 = bind_tcp("0.0.0.0:0".parse().unwrap()).unwrap();
         let port = v4.local_addr().unwrap().port();
-        let v6 = bind_tcp(SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), port)).unwrap();
+        let v6 = bind_tcp(SocketAddr::new(
+            std::net::Ipv6Addr::UNSPECIFIED.into(),
+            port,
+        ))
+        .unwrap();
         assert_eq!(v6.local_addr().unwrap().port(), port);
         let u4 = bind_udp("0.0.0.0:0".parse().unwrap()).unwrap();
         let uport = u4.local_addr().unwrap().port();
-        bind_udp(SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), uport)).unwrap();
+        bind_udp(SocketAddr::new(
+            std::net::Ipv6Addr::UNSPECIFIED.into(),
+            uport,
+        ))
+        .unwrap();
     }
 
     #[tokio::test]
