@@ -1,0 +1,3 @@
+//! The HTTP API's public types.
+
+pub mod dto;

@@ -1,0 +1,510 @@
+//! The daemon configuration: a TOML file, every key optional, defaults from the specs.
+//!
+//! ```toml
+//! data_dir = "/var/lib/muster"
+//!
+//! [listen]                      # each: "off", one address, or a list of addresses
+//! gameagent   = ["0.0.0.0:9005", "[::]:9005"]
+//! gamespy_udp = "off"
+//! http        = "127.0.0.1:0"   # port 0: the OS picks one
+//!
+//! [limits]
+//! servers_per_source = 64
+//! tcp_idle_timeout = "15s"
+//!
+//! [lifetimes]
+//! gamespy = "300s"
+//! games = { serioussamse = "570s" }
+//!
+//! [poller]
+//! interval = "300s"
+//! ```
+//!
+//! Every face listens on IPv4 and IPv6 (`0.0.0.0:P` and `[::]:P`) unless configured. Durations
+//! are humantime strings (`"90s"`, `"10m"`). Unknown keys are errors, so a typo is not silently
+//! ignored. This module only parses and validates; binding is [`crate::bind_tcp`]'s job.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::registry::{Face, RegistryConfig};
+
+/// Default ports of the faces (`issues show 5`).
+pub mod ports {
+    /// GameAgent master, UDP.
+    pub const GAMEAGENT: u16 = 9005;
+    /// GameSpy heartbeats, UDP.
+    pub const GAMESPY_UDP: u16 = 27900;
+    /// GameSpy lists, TCP.
+    pub const GAMESPY_TCP: u16 = 28900;
+    /// Teeworlds 0.7 master, UDP (checker on +1).
+    pub const TEEWORLDS07: u16 = 8283;
+    /// Teeworlds 0.6 master, UDP (checker on +1).
+    pub const TEEWORLDS06: u16 = 8300;
+    /// HTTP (API, DDNet register, text lists, metrics).
+    pub const HTTP: u16 = 8080;
+    /// Management server, TCP.
+    pub const MGMT: u16 = 51963;
+}
+
+/// Configuration errors.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("failed to read {0}")]
+    Read(PathBuf, #[source] std::io::Error),
+    /// The TOML is malformed or has unknown keys or bad values.
+    #[error("invalid config")]
+    Parse(#[from] toml::de::Error),
+    /// A value is out of range.
+    #[error("invalid value for {0}")]
+    Invalid(&'static str),
+}
+
+/// A duration written as a humantime string (`"30s"`, `"10m"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s)
+            .map(Self)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Where a face listens: nowhere (`"off"`) or on these addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen(pub Vec<SocketAddr>);
+
+impl Listen {
+    /// `0.0.0.0:port` and `[::]:port`.
+    #[must_use]
+    pub fn dual(port: u16) -> Self {
+        Self(vec![
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
+        ])
+    }
+
+    /// Off.
+    #[must_use]
+    pub fn off() -> Self {
+        Self(Vec::new())
+    }
+
+    /// Whether the face is off.
+    #[must_use]
+    pub fn is_off(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Parses `off`, one address, or addresses separated by commas (the form a command-line
+    /// flag takes).
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        if s.trim() == "off" {
+            return Ok(Self::off());
+        }
+        s.split(',')
+            .map(|a| a.trim().parse().map_err(|_| ConfigError::Invalid("listen")))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Listen {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(String),
+            Many(Vec<String>),
+        }
+        let list = match Raw::deserialize(d)? {
+            Raw::One(s) => return Self::parse(&s).map_err(serde::de::Error::custom),
+            Raw::Many(v) => v,
+        };
+        list.iter()
+            .map(|a| a.parse().map_err(serde::de::Error::custom))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+}
+
+/// Listen addresses per face.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListenConfig {
+    /// GameAgent master, UDP 9005.
+    pub gameagent: Listen,
+    /// GameSpy heartbeats, UDP 27900.
+    pub gamespy_udp: Listen,
+    /// GameSpy lists, TCP 28900.
+    pub gamespy_tcp: Listen,
+    /// Teeworlds 0.7 master, UDP 8283.
+    pub teeworlds07: Listen,
+    /// Teeworlds 0.6 master, UDP 8300.
+    pub teeworlds06: Listen,
+    /// HTTP, TCP 8080.
+    pub http: Listen,
+    /// Management server, TCP 51963.
+    pub mgmt: Listen,
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        Self {
+            gameagent: Listen::dual(ports::GAMEAGENT),
+            gamespy_udp: Listen::dual(ports::GAMESPY_UDP),
+            gamespy_tcp: Listen::dual(ports::GAMESPY_TCP),
+            teeworlds07: Listen::dual(ports::TEEWORLDS07),
+            teeworlds06: Listen::dual(ports::TEEWORLDS06),
+            http: Listen::dual(ports::HTTP),
+            mgmt: Listen::dual(ports::MGMT),
+        }
+    }
+}
+
+/// Abuse limits. Defaults from `gameagent.md` §8.3.10, `gamespy-master.md` §13–14 and
+/// `management-server.md` §7.2.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// List requests per source (IPv4 / IPv6 /64): burst.
+    pub list_burst: u32,
+    /// List requests per source: one more token every this long.
+    pub list_refill: HumanDuration,
+    /// Heartbeats per source: burst.
+    pub heartbeat_burst: u32,
+    /// Heartbeats per source: one more token every this long.
+    pub heartbeat_refill: HumanDuration,
+    /// Challenges to one address: burst.
+    pub challenge_burst: u32,
+    /// Challenges to one address: one more every this long.
+    pub challenge_refill: HumanDuration,
+    /// Source buckets tracked at most (memory bound).
+    pub max_tracked_sources: usize,
+    /// Records per source, pending and verified together.
+    pub servers_per_source: usize,
+    /// Pending records in total.
+    pub max_pending: usize,
+    /// Global egress cap of each UDP face, bytes per second.
+    pub egress_bytes_per_sec: u64,
+    /// Concurrent connections per TCP face.
+    pub tcp_max_connections: usize,
+    /// Concurrent connections per source address per TCP face.
+    pub tcp_max_per_source: usize,
+    /// A TCP connection (list, HTTP) is closed after this long without input.
+    pub tcp_idle_timeout: HumanDuration,
+    /// A GameSpy list connection is closed after this long in total.
+    pub tcp_total_timeout: HumanDuration,
+    /// A management connection without a registered server is closed after this long idle.
+    pub mgmt_idle_timeout: HumanDuration,
+    /// Largest HTTP request body, bytes (DDNet register).
+    pub http_body_limit: usize,
+    /// An HTTP request must be answered within this long.
+    pub http_request_timeout: HumanDuration,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            list_burst: 2,
+            list_refill: HumanDuration(Duration::from_secs(5)),
+            heartbeat_burst: 4,
+            heartbeat_refill: HumanDuration(Duration::from_secs(10)),
+            challenge_burst: 4,
+            challenge_refill: HumanDuration(Duration::from_secs(10)),
+            max_tracked_sources: 100_000,
+            servers_per_source: crate::registry::DEFAULT_MAX_PER_SOURCE,
+            max_pending: crate::registry::DEFAULT_MAX_PENDING,
+            egress_bytes_per_sec: 1 << 20,
+            tcp_max_connections: 1024,
+            tcp_max_per_source: 16,
+            tcp_idle_timeout: HumanDuration(Duration::from_secs(15)),
+            tcp_total_timeout: HumanDuration(Duration::from_secs(30)),
+            mgmt_idle_timeout: HumanDuration(Duration::from_secs(600)),
+            http_body_limit: 32 * 1024,
+            http_request_timeout: HumanDuration(Duration::from_secs(10)),
+        }
+    }
+}
+
+/// Lifetimes after the last valid heartbeat or successful poll.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LifetimesConfig {
+    /// Pending records.
+    pub pending: HumanDuration,
+    /// GameAgent registrations (`gameagent.md` §8.3.7).
+    pub gameagent: HumanDuration,
+    /// GameSpy heartbeats (Unreal family, `gamespy-master.md` §14).
+    pub gamespy: HumanDuration,
+    /// Teeworlds UDP registrations (`teeworlds-master.md` §5.3).
+    pub teeworlds: HumanDuration,
+    /// DDNet HTTP registrations (`teeworlds-master.md` §5.3).
+    pub ddnet: HumanDuration,
+    /// Per-face, per-game overrides, as `[lifetimes.games.<face>] <game> = "570s"` (face names
+    /// as `registry::Face::name` spells them). Default: Serious Sam gamenames heartbeating by
+    /// GameSpy (every 150 s) live 570 s.
+    pub games: HashMap<String, HashMap<String, HumanDuration>>,
+}
+
+impl Default for LifetimesConfig {
+    fn default() -> Self {
+        let r = RegistryConfig::default();
+        let get = |f: Face| HumanDuration(r.face_lifetimes.get(&f).copied().unwrap_or_default());
+        Self {
+            pending: HumanDuration(r.pending_lifetime),
+            gameagent: get(Face::GameAgent),
+            gamespy: get(Face::GameSpy),
+            teeworlds: get(Face::Teeworlds07),
+            ddnet: get(Face::DdnetHttp),
+            games: r
+                .game_lifetimes
+                .into_iter()
+                .map(|(f, m)| {
+                    let m = m.into_iter().map(|(g, d)| (g, HumanDuration(d))).collect();
+                    (f.name().to_owned(), m)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The poller.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PollerConfig {
+    /// Each listed server is polled once per interval.
+    pub interval: HumanDuration,
+    /// Polls per second at most, over all servers.
+    pub max_per_second: u32,
+    /// De-list after this many failed polls in a row.
+    pub delist_after_failures: u32,
+}
+
+impl Default for PollerConfig {
+    fn default() -> Self {
+        Self {
+            interval: HumanDuration(Duration::from_secs(300)),
+            max_per_second: 20,
+            delist_after_failures: 3,
+        }
+    }
+}
+
+/// The whole daemon configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the database lives.
+    pub data_dir: PathBuf,
+    /// Listen addresses.
+    pub listen: ListenConfig,
+    /// Abuse limits.
+    pub limits: LimitsConfig,
+    /// Record lifetimes.
+    pub lifetimes: LifetimesConfig,
+    /// The poller.
+    pub poller: PollerConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("muster-data"),
+            listen: ListenConfig::default(),
+            limits: LimitsConfig::default(),
+            lifetimes: LifetimesConfig::default(),
+            poller: PollerConfig::default(),
+        }
+    }
+}
+
+/// Largest config file read, bytes.
+pub const MAX_CONFIG_LEN: u64 = 1 << 20;
+
+impl Config {
+    /// Parses TOML text and validates it.
+    pub fn from_toml(s: &str) -> Result<Self, ConfigError> {
+        let c: Self = toml::from_str(s)?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Reads and parses a file (at most [`MAX_CONFIG_LEN`] bytes).
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let len = std::fs::metadata(path)
+            .map_err(|e| ConfigError::Read(path.to_owned(), e))?
+            .len();
+        if len > MAX_CONFIG_LEN {
+            return Err(ConfigError::Invalid("config file size"));
+        }
+        let s = std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.to_owned(), e))?;
+        Self::from_toml(&s)
+    }
+
+    /// Checks values the types cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let l = &self.limits;
+        let checks: [(bool, &'static str); 8] = [
+            (l.list_burst >= 1, "limits.list_burst"),
+            (l.heartbeat_burst >= 1, "limits.heartbeat_burst"),
+            (l.servers_per_source >= 1, "limits.servers_per_source"),
+            (l.tcp_max_connections >= 1, "limits.tcp_max_connections"),
+            (l.tcp_max_per_source >= 1, "limits.tcp_max_per_source"),
+            (l.http_body_limit >= 1, "limits.http_body_limit"),
+            (!self.poller.interval.0.is_zero(), "poller.interval"),
+            (!l.tcp_idle_timeout.0.is_zero(), "limits.tcp_idle_timeout"),
+        ];
+        if self
+            .lifetimes
+            .games
+            .keys()
+            .any(|f| Face::from_name(f).is_none())
+        {
+            return Err(ConfigError::Invalid("lifetimes.games"));
+        }
+        match checks.into_iter().find(|(ok, _)| !ok) {
+            Some((_, name)) => Err(ConfigError::Invalid(name)),
+            None => Ok(()),
+        }
+    }
+
+    /// The registry limits and lifetimes this config asks for.
+    #[must_use]
+    pub fn registry_config(&self) -> RegistryConfig {
+        let lt = &self.lifetimes;
+        let mut game_lifetimes: HashMap<Face, HashMap<String, Duration>> = HashMap::new();
+        for (face, games) in &lt.games {
+            // validate() rejects unknown face names, so nothing is dropped here.
+            if let Some(f) = Face::from_name(face) {
+                let m = game_lifetimes.entry(f).or_default();
+                m.extend(games.iter().map(|(g, d)| (g.to_ascii_lowercase(), d.0)));
+            }
+        }
+        RegistryConfig {
+            max_per_source: self.limits.servers_per_source,
+            max_pending: self.limits.max_pending,
+            pending_lifetime: lt.pending.0,
+            face_lifetimes: HashMap::from([
+                (Face::GameAgent, lt.gameagent.0),
+                (Face::GameSpy, lt.gamespy.0),
+                (Face::Teeworlds07, lt.teeworlds.0),
+                (Face::Teeworlds06, lt.teeworlds.0),
+                (Face::DdnetHttp, lt.ddnet.0),
+            ]),
+            game_lifetimes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_spec_defaults() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.listen.gameagent, Listen::dual(9005));
+        assert_eq!(
+            c.listen.http.0,
+            vec![
+                "0.0.0.0:8080".parse().unwrap(),
+                "[::]:8080".parse().unwrap()
+            ]
+        );
+        assert_eq!(c.listen.mgmt, Listen::dual(51963));
+        assert_eq!(c.listen.gamespy_tcp, Listen::dual(28900));
+        assert_eq!(c.registry_config(), RegistryConfig::default());
+        assert_eq!(c.limits.list_burst, 2);
+        assert_eq!(c.limits.egress_bytes_per_sec, 1_048_576);
+    }
+
+    #[test]
+    fn full_file() {
+        let c = Config::from_toml(
+            r#"
+            data_dir = "/tmp/x"
+            [listen]
+            gameagent = "off"
+            http = "127.0.0.1:0"
+            mgmt = ["127.0.0.1:0", "[::1]:0"]
+            [limits]
+            servers_per_source = 8
+            tcp_idle_timeout = "1m"
+            [lifetimes]
+            ddnet = "45s"
+            games = { gamespy = { SeriousSam = "10m" } }
+            [poller]
+            interval = "2m"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+        assert!(c.listen.gameagent.is_off());
+        assert_eq!(c.listen.http.0, vec!["127.0.0.1:0".parse().unwrap()]);
+        assert_eq!(c.listen.mgmt.0.len(), 2);
+        assert_eq!(
+            c.listen.teeworlds06,
+            Listen::dual(8300),
+            "others keep defaults"
+        );
+        assert_eq!(c.limits.tcp_idle_timeout.0, Duration::from_secs(60));
+        let r = c.registry_config();
+        assert_eq!(r.max_per_source, 8);
+        assert_eq!(
+            r.face_lifetimes.get(&Face::DdnetHttp),
+            Some(&Duration::from_secs(45))
+        );
+        assert_eq!(
+            r.game_lifetimes
+                .get(&Face::GameSpy)
+                .and_then(|m| m.get("serioussam")),
+            Some(&Duration::from_secs(600))
+        );
+        assert_eq!(c.poller.interval.0, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn rejects_typos_and_bad_values() {
+        assert!(matches!(
+            Config::from_toml("dta_dir = 'x'"),
+            Err(ConfigError::Parse(_))
+        ));
+        assert!(matches!(
+            Config::from_toml("[listen]\nhttp = 'localhost'"),
+            Err(ConfigError::Parse(_))
+        ));
+        assert!(matches!(
+            Config::from_toml("[limits]\ntcp_idle_timeout = 'soon'"),
+            Err(ConfigError::Parse(_))
+        ));
+        assert!(matches!(
+            Config::from_toml("[lifetimes.games.martian]\nx = '1s'"),
+            Err(ConfigError::Invalid("lifetimes.games"))
+        ));
+        assert!(matches!(
+            Config::from_toml("[limits]\nservers_per_source = 0"),
+            Err(ConfigError::Invalid("limits.servers_per_source"))
+        ));
+    }
+
+    #[test]
+    fn listen_flag_forms() {
+        assert!(Listen::parse("off").unwrap().is_off());
+        assert_eq!(
+            Listen::parse("127.0.0.1:0, [::1]:9").unwrap().0,
+            vec!["127.0.0.1:0".parse().unwrap(), "[::1]:9".parse().unwrap()]
+        );
+        assert!(Listen::parse("nope").is_err());
+    }
+}

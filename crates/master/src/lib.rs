@@ -1,0 +1,266 @@
+//! The Muster master daemon's core: one registry behind every master face, persisted in
+//! SQLite, served over an HTTP API with metrics.
+//!
+//! ```text
+//!   faces (UDP/TCP, one task each) ──┐
+//!   HTTP face (axum) ────────────────┼──> MasterHandle ──> Registry (pure, time passed in)
+//!   housekeeping (1 s tick) ─────────┘         │
+//!                                              └────────> Storage (SQLite, WAL)
+//! ```
+//!
+//! * [`registry`]: the plain registry struct: records, caps, expiry, views per face, listing.
+//! * [`store`]: the [`store::Storage`] trait and [`store::SqliteStore`].
+//! * [`handle`]: [`MasterHandle`], the shared registry + store + metrics (why a mutex: see there).
+//! * [`http`] and [`api::dto`]: the HTTP face and its JSON types.
+//! * [`config`]: the TOML configuration with the spec defaults.
+//! * [`tcp`]: dual-stack binding, connection caps and idle timeouts for TCP faces.
+//!
+//! [`Master::open`] loads the registry; [`Master::run`] serves until `shutdown` resolves,
+//! pruning expired records every [`PRUNE_INTERVAL`] and flushing refreshes every
+//! [`FLUSH_INTERVAL`]; at shutdown it stops accepting, lets requests in flight finish and
+//! flushes. A protocol face is one more task holding a [`MasterHandle`] clone (and a field in
+//! [`Listeners`]), spawned in [`Master::run`] next to the HTTP face.
+//!
+//! Does not (yet): the protocol faces, the poller's queries, the CLI (`muster serve`), the web
+//! page. The clock is read only here and in the faces ([`registry::Timestamp::now`]), never in
+//! the registry.
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
+
+pub mod api;
+pub mod config;
+pub mod handle;
+pub mod http;
+pub mod metrics;
+pub mod registry;
+pub mod store;
+pub mod tcp;
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use handle::{LoadReport, MasterHandle};
+
+use config::Config;
+use registry::Timestamp;
+use store::{SqliteStore, StoreError};
+use tcp::{CappedListener, ConnLimits};
+
+/// Refreshes are written to the store at least this often.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// Expired records are swept at least this often (`gameagent.md` §8.3.7 asks for 10 s).
+pub const PRUNE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Daemon failures.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MasterError {
+    /// The store could not be opened, loaded or written.
+    #[error("storage failed")]
+    Store(#[from] StoreError),
+    /// A listener could not be bound.
+    #[error("failed to bind {face} on {addr}")]
+    Bind {
+        /// The face.
+        face: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A listener's address could not be read.
+    #[error("failed to read a listener address")]
+    LocalAddr(#[source] io::Error),
+    /// A server task failed.
+    #[error("http server failed")]
+    Serve(#[source] io::Error),
+}
+
+/// Sockets bound before [`Master::run`], so callers can bind port 0 and learn the real port.
+/// The lead adds one field per protocol face.
+#[derive(Debug, Default)]
+pub struct Listeners {
+    /// The HTTP face.
+    pub http: Vec<tokio::net::TcpListener>,
+}
+
+/// One bound socket, for the `listening <face> <udp|tcp> <address>` start-up lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    /// The face name as the CLI flag spells it.
+    pub face: &'static str,
+    /// `"udp"` or `"tcp"`.
+    pub transport: &'static str,
+    /// The real address (the port the OS chose when 0 was asked).
+    pub addr: SocketAddr,
+}
+
+impl Listeners {
+    /// Binds every configured address of the faces this crate serves.
+    pub fn bind(config: &Config) -> Result<Self, MasterError> {
+        let http = config
+            .listen
+            .http
+            .0
+            .iter()
+            .map(|&addr| {
+                tcp::bind_tcp(addr).map_err(|source| MasterError::Bind {
+                    face: "http",
+                    addr,
+                    source,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { http })
+    }
+
+    /// Every bound socket with its real address.
+    pub fn bound(&self) -> Result<Vec<Bound>, MasterError> {
+        self.http
+            .iter()
+            .map(|l| {
+                Ok(Bound {
+                    face: "http",
+                    transport: "tcp",
+                    addr: l.local_addr().map_err(MasterError::LocalAddr)?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A loaded master, ready to [`Master::run`].
+#[derive(Debug)]
+pub struct Master {
+    config: Config,
+    handle: MasterHandle,
+    report: LoadReport,
+}
+
+impl Master {
+    /// Opens the store in `config.data_dir` and loads the registry, pruning what expired by
+    /// `now` while the daemon was down.
+    pub fn open(config: Config, now: Timestamp) -> Result<Self, MasterError> {
+        let store = SqliteStore::open(&config.data_dir)?;
+        let (handle, report) = MasterHandle::open(config.registry_config(), Box::new(store), now)?;
+        tracing::info!(
+            restored = report.restored,
+            expired = report.expired,
+            orphaned = report.orphaned,
+            "registry loaded"
+        );
+        Ok(Self {
+            config,
+            handle,
+            report,
+        })
+    }
+
+    /// The shared handle (for faces and tests).
+    #[must_use]
+    pub fn handle(&self) -> MasterHandle {
+        self.handle.clone()
+    }
+
+    /// What loading found.
+    #[must_use]
+    pub fn load_report(&self) -> LoadReport {
+        self.report
+    }
+
+    /// Serves `listeners` until `shutdown` resolves, then stops the faces, waits for requests
+    /// in flight and flushes the store. A failed flush at shutdown is returned as an error.
+    pub async fn run(
+        self,
+        listeners: Listeners,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), MasterError> {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let limits = &self.config.limits;
+        let conn = ConnLimits {
+            max_connections: limits.tcp_max_connections,
+            max_per_source: limits.tcp_max_per_source,
+            idle_timeout: limits.tcp_idle_timeout.0,
+        };
+        let http_limits = http::HttpLimits {
+            body_limit: limits.http_body_limit,
+            request_timeout: limits.http_request_timeout.0,
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        let sink: Arc<dyn tcp::MetricsSink> = Arc::new(self.handle.clone());
+        for l in listeners.http {
+            let app = http::router(self.handle.clone(), http_limits);
+            let listener = CappedListener::new(l, conn).with_metrics(Arc::clone(&sink));
+            let mut stop = stop_rx.clone();
+            tasks.spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    })
+                    .await
+                    .map_err(MasterError::Serve)
+            });
+        }
+        tasks.spawn(housekeeping(self.handle.clone(), stop_rx.clone()));
+
+        shutdown.await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+        let mut first_err = None;
+        while let Some(res) = tasks.join_next().await {
+            match res {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "task failed");
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => tracing::error!(error = %e, "task panicked"),
+            }
+        }
+        self.handle.flush()?;
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// Flushes refreshes every [`FLUSH_INTERVAL`] and prunes every [`PRUNE_INTERVAL`] until
+/// stopped. Store errors are logged and retried on the next tick, not fatal.
+async fn housekeeping(
+    handle: MasterHandle,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), MasterError> {
+    let mut flush = tokio::time::interval(FLUSH_INTERVAL);
+    let mut prune = tokio::time::interval(PRUNE_INTERVAL);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return Ok(()),
+            _ = flush.tick() => {
+                if let Err(e) = handle.flush() {
+                    tracing::warn!(error = %e, "flush failed");
+                }
+            }
+            _ = prune.tick() => match handle.prune(Timestamp::now()) {
+                Ok(dead) if !dead.is_empty() => tracing::debug!(n = dead.len(), "expired"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "prune failed"),
+            },
+        }
+    }
+}
+
+/// Opens the store in `config.data_dir`, loads the registry and serves `listeners` until
+/// `shutdown` resolves (see [`Master::run`]).
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), MasterError> {
+    Master::open(config, Timestamp::now())?
+        .run(listeners, shutdown)
+        .await
+}

@@ -1,0 +1,376 @@
+//! TCP plumbing every TCP face shares: dual-stack binding, connection caps (total and per
+//! source address) and an idle timeout on each accepted stream.
+//!
+//! A connection over a cap is closed right after accept, without any data
+//! (`management-server.md` §7.1.10), and counted as a drop. The idle timeout fails the next
+//! read or write with `TimedOut` once the stream has made no progress for the configured time,
+//! which makes hyper (or a face's own loop) close it.
+//!
+//! Does not: read or write protocol bytes, or enforce a total connection lifetime (faces that
+//! need one, such as the GameSpy list, wrap their handler in `tokio::time::timeout`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+
+use crate::metrics::Metrics;
+
+/// Pending connections the kernel queues per listener.
+pub const LISTEN_BACKLOG: i32 = 1024;
+
+/// Binds a TCP listener; an IPv6 address is bound IPv6-only, so `0.0.0.0:P` and `[::]:P`
+/// can both be bound (every face listens on both by default).
+pub fn bind_tcp(addr: SocketAddr) -> io::Result<TcpListener> {
+    let domain = socket2::Domain::for_address(addr);
+    let sock = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.set_reuse_address(true)?;
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    sock.listen(LISTEN_BACKLOG)?;
+    TcpListener::from_std(sock.into())
+}
+
+/// Binds a UDP socket the same way (IPv6-only for IPv6 addresses), for the UDP faces.
+pub fn bind_udp(addr: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
+    let domain = socket2::Domain::for_address(addr);
+    let sock = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    tokio::net::UdpSocket::from_std(sock.into())
+}
+
+/// Connection caps and the idle timeout of one TCP face.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Concurrent connections in total.
+    pub max_connections: usize,
+    /// Concurrent connections per source IP address.
+    pub max_per_source: usize,
+    /// A stream without progress for this long fails with `TimedOut`.
+    pub idle_timeout: Duration,
+}
+
+#[derive(Debug, Default)]
+struct PerSource(Mutex<HashMap<IpAddr, usize>>);
+
+impl PerSource {
+    fn try_take(&self, ip: IpAddr, max: usize) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = m.entry(ip).or_insert(0);
+        if *n >= max {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    fn give_back(&self, ip: IpAddr) {
+        let mut m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = m.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&ip);
+            }
+        }
+    }
+}
+
+/// A listener that enforces [`ConnLimits`]; implements [`axum::serve::Listener`], and
+/// [`CappedListener::accept_capped`] serves faces with their own accept loop.
+#[derive(Debug)]
+pub struct CappedListener {
+    inner: TcpListener,
+    limits: ConnLimits,
+    total: Arc<Semaphore>,
+    per_source: Arc<PerSource>,
+    metrics: Option<Arc<dyn MetricsSink>>,
+}
+
+/// Where a listener counts refused connections.
+pub trait MetricsSink: Send + Sync + std::fmt::Debug {
+    /// A connection was refused for `reason`.
+    fn refused(&self, reason: &'static str);
+}
+
+impl MetricsSink for crate::MasterHandle {
+    fn refused(&self, reason: &'static str) {
+        Metrics::count_drop(self.metrics(), reason);
+    }
+}
+
+impl CappedListener {
+    /// Wraps a bound listener.
+    #[must_use]
+    pub fn new(inner: TcpListener, limits: ConnLimits) -> Self {
+        Self {
+            inner,
+            limits,
+            total: Arc::new(Semaphore::new(limits.max_connections)),
+            per_source: Arc::new(PerSource::default()),
+            metrics: None,
+        }
+    }
+
+    /// Counts refused connections in `sink` (`tcp_conn_cap`, `tcp_source_cap`).
+    #[must_use]
+    pub fn with_metrics(mut self, sink: Arc<dyn MetricsSink>) -> Self {
+        self.metrics = Some(sink);
+        self
+    }
+
+    fn refuse(&self, reason: &'static str, peer: SocketAddr) {
+        tracing::debug!(%peer, reason, "connection refused");
+        if let Some(m) = &self.metrics {
+            m.refused(reason);
+        }
+    }
+
+    /// The next connection within the caps. Accept errors (such as running out of file
+    /// descriptors) are logged and retried after a short pause; connections over a cap are
+    /// closed at once.
+    pub async fn accept_capped(&mut self) -> (CappedStream, SocketAddr) {
+        loop {
+            let (stream, peer) = match self.inner.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = Arc::clone(&self.total).try_acquire_owned() else {
+                self.refuse("tcp_conn_cap", peer);
+                continue;
+            };
+            let ip = peer.ip();
+            if !self.per_source.try_take(ip, self.limits.max_per_source) {
+                self.refuse("tcp_source_cap", peer);
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let idle = self.limits.idle_timeout;
+            let s = CappedStream {
+                inner: stream,
+                idle,
+                deadline: Box::pin(tokio::time::sleep(idle)),
+                _guard: Guard {
+                    _permit: permit,
+                    per_source: Arc::clone(&self.per_source),
+                    ip,
+                },
+            };
+            return (s, peer);
+        }
+    }
+}
+
+impl axum::serve::Listener for CappedListener {
+    type Io = CappedStream;
+    type Addr = SocketAddr;
+
+    fn accept(&mut self) -> impl Future<Output = (Self::Io, Self::Addr)> + Send {
+        self.accept_capped()
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+#[derive(Debug)]
+struct Guard {
+    _permit: OwnedSemaphorePermit,
+    per_source: Arc<PerSource>,
+    ip: IpAddr,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.per_source.give_back(self.ip);
+    }
+}
+
+/// An accepted stream that holds its cap slots until dropped and fails with `TimedOut` after
+/// [`ConnLimits::idle_timeout`] without progress.
+#[derive(Debug)]
+pub struct CappedStream {
+    inner: TcpStream,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+    _guard: Guard,
+}
+
+impl CappedStream {
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.peer_addr()
+    }
+
+    fn progress(&mut self) {
+        let next = Instant::now() + self.idle;
+        self.deadline.as_mut().reset(next);
+    }
+
+    fn check_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(io::Error::new(io::ErrorKind::TimedOut, "idle timeout")),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for CappedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    self.progress();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.check_idle(cx).map(Err),
+        }
+    }
+}
+
+impl AsyncWrite for CappedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.progress();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.check_idle(cx).map(Err),
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    fn limits(total: usize, per_source: usize, idle_ms: u64) -> ConnLimits {
+        ConnLimits {
+            max_connections: total,
+            max_per_source: per_source,
+            idle_timeout: Duration::from_millis(idle_ms),
+        }
+    }
+
+    /// Accepts one connection and returns it, or `None` if the test client saw it closed.
+    async fn listener(l: ConnLimits) -> (CappedListener, SocketAddr) {
+        let tcp = bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = tcp.local_addr().unwrap();
+        (CappedListener::new(tcp, l), addr)
+    }
+
+    async fn closed_without_data(mut c: TcpStream) -> bool {
+        let mut b = [0u8; 1];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(5), c.read(&mut b)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    }
+
+    #[tokio::test]
+    async fn v4_and_v6_wildcards_share_a_port() {
+        let v4 = bind_tcp("0.0.0.0:0".parse().unwrap()).unwrap();
+        let port = v4.local_addr().unwrap().port();
+        let v6 = bind_tcp(SocketAddr::new(
+            std::net::Ipv6Addr::UNSPECIFIED.into(),
+            port,
+        ))
+        .unwrap();
+        assert_eq!(v6.local_addr().unwrap().port(), port);
+        let u4 = bind_udp("0.0.0.0:0".parse().unwrap()).unwrap();
+        let uport = u4.local_addr().unwrap().port();
+        bind_udp(SocketAddr::new(
+            std::net::Ipv6Addr::UNSPECIFIED.into(),
+            uport,
+        ))
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn per_source_cap_closes_extra_connections() {
+        let (mut l, addr) = listener(limits(10, 2, 60_000)).await;
+        let c1 = TcpStream::connect(addr).await.unwrap();
+        let c2 = TcpStream::connect(addr).await.unwrap();
+        let c3 = TcpStream::connect(addr).await.unwrap();
+        let (s1, _) = l.accept_capped().await;
+        let (_s2, _) = l.accept_capped().await;
+        // The third is refused (closed) inside accept_capped, which then waits for more.
+        let more = tokio::time::timeout(Duration::from_millis(300), l.accept_capped());
+        assert!(more.await.is_err());
+        assert!(closed_without_data(c3).await);
+        // Once one closes, the source may connect again.
+        drop(s1);
+        drop(c1);
+        let mut c4 = TcpStream::connect(addr).await.unwrap();
+        let (mut s4, _) = l.accept_capped().await;
+        s4.write_all(b"hi").await.unwrap();
+        let mut b = [0u8; 2];
+        c4.read_exact(&mut b).await.unwrap();
+        assert_eq!(&b, b"hi");
+        drop(c2);
+    }
+
+    #[tokio::test]
+    async fn total_cap_closes_extra_connections() {
+        let (mut l, addr) = listener(limits(1, 8, 60_000)).await;
+        let _c1 = TcpStream::connect(addr).await.unwrap();
+        let c2 = TcpStream::connect(addr).await.unwrap();
+        let (_s1, _) = l.accept_capped().await;
+        let accept_more = tokio::time::timeout(Duration::from_millis(300), l.accept_capped());
+        assert!(accept_more.await.is_err(), "nothing else accepted");
+        assert!(closed_without_data(c2).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_stream_times_out() {
+        let (mut l, addr) = listener(limits(4, 4, 15_000)).await;
+        let _c = TcpStream::connect(addr).await.unwrap();
+        let (mut s, _) = l.accept_capped().await;
+        let mut b = [0u8; 1];
+        let err = s.read(&mut b).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+    }
+}

@@ -1,0 +1,61 @@
+//! The HTTP face's connection caps, idle timeout and request bounds, over a real socket.
+
+use std::time::Duration;
+
+use muster_master::config::{Config, HumanDuration, Listen};
+use muster_master::registry::Timestamp;
+use muster_master::{Listeners, Master};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+use crate::{TempDir, get, get_json};
+
+#[tokio::test]
+async fn caps_and_idle_timeout() {
+    let dir = TempDir::new("limits");
+    let mut c = Config {
+        data_dir: dir.0.clone(),
+        ..Config::default()
+    };
+    c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
+    c.limits.tcp_max_per_source = 1;
+    c.limits.tcp_idle_timeout = HumanDuration(Duration::from_millis(300));
+    let listeners = Listeners::bind(&c).unwrap();
+    let addr = listeners.bound().unwrap()[0].addr;
+    let master = Master::open(c, Timestamp::now()).unwrap();
+    let handle = master.handle();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(master.run(listeners, async {
+        let _ = rx.await;
+    }));
+
+    // One idle connection holds the source's only slot…
+    // (the kernel's accept queue is FIFO, so it is accepted first).
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    // …so a second one is closed without a byte.
+    let mut second = TcpStream::connect(addr).await.unwrap();
+    second
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .ok();
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), second.read_to_end(&mut buf)).await;
+    assert!(matches!(n, Ok(Ok(0) | Err(_))), "refused without data");
+    assert!(handle.metrics().drops("tcp_source_cap") >= 1);
+
+    // The idle one is closed by the idle timeout (a real 300 ms timer: the one wait in this
+    // binary; tcp.rs tests the same on a paused clock), which frees the slot.
+    let n = tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut buf)).await;
+    assert!(matches!(n, Ok(Ok(0) | Err(_))), "idle connection closed");
+    get_json(addr, "/healthz", 200).await;
+
+    // Oversized and malformed queries are answered, not fatal.
+    let long = "x".repeat(300);
+    get_json(addr, &format!("/api/v1/servers?q={long}"), 400).await;
+    get_json(addr, "/api/v1/servers?page=%FF", 400).await;
+    let (status, _) = get(addr, "/api/v1/servers?password=2").await;
+    assert_eq!(status, 400);
+
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}

@@ -1,0 +1,288 @@
+//! Start, fill, read over HTTP, stop, start again: same list.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use muster_master::config::{Config, Listen};
+use muster_master::registry::{
+    Face, GameAddr, Outcome, PollInfo, PollPlayer, Registration, ServerKey, Timestamp,
+    VerifyOutcome,
+};
+use muster_master::{Listeners, Master, MasterHandle};
+use muster_proto::Protocol;
+use muster_proto::limit::SourceKey;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::{TempDir, get, get_json};
+
+fn config(dir: &TempDir) -> Config {
+    let mut c = Config {
+        data_dir: dir.0.clone(),
+        ..Config::default()
+    };
+    c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
+    c
+}
+
+struct Running {
+    handle: MasterHandle,
+    http: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), muster_master::MasterError>>,
+}
+
+fn start(dir: &TempDir) -> Running {
+    let c = config(dir);
+    let listeners = Listeners::bind(&c).unwrap();
+    let bound = listeners.bound().unwrap();
+    assert_eq!(bound.len(), 1);
+    assert_eq!((bound[0].face, bound[0].transport), ("http", "tcp"));
+    assert_ne!(bound[0].addr.port(), 0, "the real port is reported");
+    let master = Master::open(c, Timestamp::now()).unwrap();
+    let handle = master.handle();
+    let (stop, rx) = oneshot::channel();
+    let task = tokio::spawn(master.run(listeners, async {
+        let _ = rx.await;
+    }));
+    Running {
+        handle,
+        http: bound[0].addr,
+        stop,
+        task,
+    }
+}
+
+async fn stop(r: Running) {
+    r.stop.send(()).unwrap();
+    r.task.await.unwrap().unwrap();
+}
+
+fn reg(game: &str, a: u8, port: u16, face: Face, qp: Option<Protocol>) -> Registration {
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, a)), port);
+    Registration {
+        key: ServerKey::new(game, GameAddr::Ip(addr)),
+        face,
+        game_port: Some(port),
+        query_addr: Some(addr),
+        query_protocol: qp,
+        source: SourceKey::of(addr.ip()),
+    }
+}
+
+fn fill(h: &MasterHandle) {
+    let now = Timestamp::now();
+    let servers = [
+        reg("ut2", 1, 7777, Face::GameSpy, Some(Protocol::GameSpy1)),
+        reg(
+            "teeworlds",
+            2,
+            8303,
+            Face::Teeworlds07,
+            Some(Protocol::Teeworlds),
+        ),
+        reg(
+            "serioussamse",
+            3,
+            25600,
+            Face::GameAgent,
+            Some(Protocol::GameAgent),
+        ),
+    ];
+    for (i, r) in servers.into_iter().enumerate() {
+        let key = r.key.clone();
+        assert_eq!(h.add(r, now).unwrap(), Outcome::Added);
+        let t = Timestamp(now.0 + i as u64);
+        assert_eq!(h.verify(&key, t).unwrap(), VerifyOutcome::Verified);
+    }
+    let tee = ServerKey::new("teeworlds", GameAddr::Ip("192.0.2.2:8303".parse().unwrap()));
+    h.update_poll(
+        &tee,
+        Some(PollInfo {
+            name: "Tee Town".into(),
+            map: "dm1".into(),
+            game_type: "DM".into(),
+            num_players: 1,
+            max_players: 8,
+            password: Some(false),
+            players: vec![PollPlayer {
+                name: "nameless tee".into(),
+                score: Some(5),
+            }],
+            rules: vec![],
+            game_port: None,
+        }),
+        now,
+    );
+    // Pending: never listed.
+    h.add(
+        reg("ut2", 9, 7777, Face::GameSpy, Some(Protocol::GameSpy1)),
+        now,
+    )
+    .unwrap();
+    // Connection-bound: listed now, gone after a restart.
+    let mut m = reg("bomberman", 4, 2000, Face::Mgmt, None);
+    m.key = m.key.with_instance(1);
+    let mk = m.key.clone();
+    h.add(m, now).unwrap();
+    h.verify(&mk, Timestamp(now.0 + 3)).unwrap();
+}
+
+fn addresses(list: &Value) -> Vec<String> {
+    list["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!(
+                "{}/{}",
+                s["game"].as_str().unwrap(),
+                s["address"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn serve_fill_restart_same_list() {
+    let dir = TempDir::new("restart");
+    let r = start(&dir);
+    fill(&r.handle);
+
+    assert_eq!(get_json(r.http, "/healthz", 200).await["status"], "ok");
+    let list = get_json(r.http, "/api/v1/servers", 200).await;
+    assert_eq!(
+        addresses(&list),
+        [
+            "ut2/192.0.2.1:7777",
+            "teeworlds/192.0.2.2:8303",
+            "serioussamse/192.0.2.3:25600",
+            "bomberman/192.0.2.4:2000",
+        ]
+    );
+    assert_eq!(list["total"], 4);
+
+    let f = get_json(r.http, "/api/v1/servers?non_empty=1&q=NAMELESS", 200).await;
+    assert_eq!(addresses(&f), ["teeworlds/192.0.2.2:8303"]);
+    assert_eq!(f["servers"][0]["name"], "Tee Town");
+    assert_eq!(f["servers"][0]["protocol"], "teeworlds07");
+    let f = get_json(r.http, "/api/v1/servers?protocol=gamespy&game=UT2", 200).await;
+    assert_eq!(addresses(&f), ["ut2/192.0.2.1:7777"]);
+    let f = get_json(
+        r.http,
+        "/api/v1/servers?sort=address&order=desc&per_page=2&page=1",
+        200,
+    )
+    .await;
+    assert_eq!(
+        addresses(&f),
+        ["bomberman/192.0.2.4:2000", "serioussamse/192.0.2.3:25600"]
+    );
+    assert_eq!(
+        (f["page"].as_u64(), f["per_page"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let f = get_json(r.http, "/api/v1/servers?per_page=100000", 200).await;
+    assert_eq!(f["per_page"], 500, "per_page is capped");
+
+    let d = get_json(r.http, "/api/v1/servers/192.0.2.2:8303", 200).await;
+    assert_eq!(d["players"][0]["name"], "nameless tee");
+    assert_eq!(d["players"][0]["score"], 5);
+    let d = get_json(r.http, "/api/v1/servers/192.0.2.1:7777?game=ut2", 200).await;
+    assert_eq!(d["query_protocol"], "gamespy1");
+    get_json(r.http, "/api/v1/servers/192.0.2.9:7777", 404).await;
+    get_json(r.http, "/api/v1/servers/not-an-address", 400).await;
+    let e = get_json(r.http, "/api/v1/servers?sort=nope", 400).await;
+    assert_eq!(e["error"], "unknown sort column");
+    let (status, _) = get(r.http, "/no/such/page").await;
+    assert_eq!(status, 404);
+
+    let (status, metrics) = get(r.http, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("muster_registrations_total 5\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("muster_list_requests_total{face=\"http\"} 6\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("muster_servers{protocol=\"gamespy\"} 1\n"),
+        "{metrics}"
+    );
+    let before = get_json(r.http, "/api/v1/servers?protocol=gamespy1", 200).await;
+    stop(r).await;
+
+    // Same data dir: the same list, minus the connection-bound management record.
+    let r = start(&dir);
+    let list = get_json(r.http, "/api/v1/servers", 200).await;
+    assert_eq!(
+        addresses(&list),
+        [
+            "ut2/192.0.2.1:7777",
+            "teeworlds/192.0.2.2:8303",
+            "serioussamse/192.0.2.3:25600",
+        ]
+    );
+    let d = get_json(r.http, "/api/v1/servers/192.0.2.2:8303", 200).await;
+    assert_eq!(
+        d["players"][0]["name"], "nameless tee",
+        "poll results survive"
+    );
+    let after = get_json(r.http, "/api/v1/servers?protocol=gamespy1", 200).await;
+    assert_eq!(before, after);
+    let h = get_json(r.http, "/healthz", 200).await;
+    assert_eq!(h["pending"], 1, "the pending record is kept too");
+    stop(r).await;
+}
+
+#[tokio::test]
+async fn crash_without_shutdown_keeps_registrations() {
+    let dir = TempDir::new("crash");
+    let c = config(&dir);
+    let master = Master::open(c.clone(), Timestamp::now()).unwrap();
+    let h = master.handle();
+    fill(&h);
+    // A heartbeat refresh waits for the flush that never comes.
+    let now = Timestamp(Timestamp::now().0 + 60_000);
+    let ut2 = reg("ut2", 1, 7777, Face::GameSpy, Some(Protocol::GameSpy1));
+    assert_eq!(h.heartbeat(ut2.clone(), now).unwrap(), Outcome::Refreshed);
+    assert_eq!(h.dirty(), 2, "the poll result and the heartbeat");
+    // kill -9: nothing is flushed, nothing is closed.
+    std::mem::forget(master);
+    std::mem::forget(h);
+
+    let again = Master::open(c, Timestamp::now()).unwrap();
+    let report = again.load_report();
+    assert_eq!(report.orphaned, 1);
+    assert_eq!(report.restored, 4);
+    let listed = again.handle().with_registry(|r| {
+        r.listed(muster_master::registry::View::Http)
+            .iter()
+            .map(|x| (x.key.addr.to_string(), x.last_heartbeat))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(listed.len(), 3);
+    assert!(
+        listed.iter().all(|(_, t)| *t < now),
+        "the unflushed refresh is lost, nothing else"
+    );
+}
+
+#[tokio::test]
+async fn records_that_expired_while_down_are_pruned_at_start() {
+    let dir = TempDir::new("expired");
+    let c = config(&dir);
+    let master = Master::open(c.clone(), Timestamp::now()).unwrap();
+    fill(&master.handle());
+    drop(master);
+    let later = Timestamp(Timestamp::now().0 + 3_600_000);
+    let again = Master::open(c, later).unwrap();
+    let report = again.load_report();
+    assert_eq!(
+        (report.restored, report.expired, report.orphaned),
+        (0, 4, 1)
+    );
+    assert!(again.handle().with_registry(|r| r.is_empty()));
+}
