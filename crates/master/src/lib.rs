@@ -29,6 +29,7 @@
 
 pub mod api;
 pub mod config;
+pub mod faces;
 pub mod handle;
 pub mod http;
 pub mod metrics;

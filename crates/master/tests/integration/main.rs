@@ -4,6 +4,11 @@
 mod limits;
 mod restart;
 
+mod face_gameagent;
+mod face_gamespy;
+mod face_mgmt;
+mod face_teeworlds;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,1 @@
+//! The gameagent face (to be written).

@@ -1,0 +1,1 @@
+//! The gamespy face (to be written).

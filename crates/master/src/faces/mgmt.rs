@@ -1,0 +1,1 @@
+//! The mgmt face (to be written).

@@ -1,0 +1,1 @@
+//! The teeworlds face (to be written).

@@ -1,0 +1,1 @@
+//! Conformance of the gameagent face with real peers.

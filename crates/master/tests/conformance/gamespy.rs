@@ -1,0 +1,1 @@
+//! Conformance of the gamespy face with real peers.

@@ -1,0 +1,1 @@
+//! Conformance of the mgmt face with real peers.

@@ -1,0 +1,1 @@
+//! Conformance of the teeworlds face with real peers.
