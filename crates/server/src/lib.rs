@@ -8,4 +8,4 @@
 pub mod farm;
 pub mod udp;
 
-pub use udp::{Impairment, Limits, Stats, serve};
+pub use udp::{BoxedRegistrar, Impairment, Limits, Stats, serve, serve_registered};

@@ -12,11 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use muster_proto::limit::{BucketConfig, ByteBudget, SourceLimiter};
-use muster_proto::respond::{Reply, Responder, ServerState};
+use muster_proto::respond::{
+    HttpRequest, Registrar, RegistrarEvent, Reply, Responder, ServerState,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::net::UdpSocket;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// The largest request read; anything longer is truncated by the kernel and then rejected by
 /// the responder (no query protocol Muster answers has requests near this size).
@@ -102,11 +104,52 @@ impl Stats {
 /// becomes true (or its sender is dropped).
 pub async fn serve<R: Responder + Send>(
     socket: UdpSocket,
-    mut responder: R,
+    responder: R,
     state: watch::Receiver<Arc<ServerState>>,
     limits: Limits,
     impairment: Impairment,
     stats: Arc<Stats>,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    serve_registered(
+        socket,
+        responder,
+        Vec::new(),
+        state,
+        limits,
+        impairment,
+        stats,
+        None,
+        shutdown,
+    )
+    .await
+}
+
+/// A registrar the driver owns.
+pub type BoxedRegistrar = Box<dyn Registrar + Send>;
+
+/// An HTTP answer for registrar `.0`: status and body, or `None` when the request failed.
+type HttpAnswer = (usize, Option<(u16, Vec<u8>)>);
+
+/// How long the goodbyes of registrars (`u`, `Action: delete`) may take at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// How long one registration HTTP request may take.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Like [`serve`], and keep the server registered with masters: every datagram is offered to
+/// the registrars first (masters answer on the query socket), their datagrams leave from the
+/// same socket, their HTTP requests are made, state changes are passed on, and at shutdown
+/// their goodbyes are sent (for at most two seconds). Registrar events go to `events`.
+#[allow(clippy::too_many_arguments)]
+pub async fn serve_registered<R: Responder + Send>(
+    socket: UdpSocket,
+    mut responder: R,
+    mut registrars: Vec<BoxedRegistrar>,
+    mut state: watch::Receiver<Arc<ServerState>>,
+    limits: Limits,
+    impairment: Impairment,
+    stats: Arc<Stats>,
+    events: Option<mpsc::UnboundedSender<RegistrarEvent>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let socket = Arc::new(socket);
@@ -116,7 +159,32 @@ pub async fn serve<R: Responder + Send>(
     let mut buf = vec![0u8; MAX_REQUEST];
     let mut replies: Vec<Reply> = Vec::new();
     let mut last_prune = Instant::now();
+    let (http_tx, mut http_rx) = mpsc::unbounded_channel::<HttpAnswer>();
+    let mut http: Option<reqwest::Client> = None;
+    let mut state_open = true;
+    let mut stopping: Option<Instant> = None;
     loop {
+        let now = tokio::time::Instant::now().into_std();
+        pump_registrars(&mut registrars, &socket, now, &http_tx, &mut http, &events).await;
+        if let Some(since) = stopping {
+            let busy = registrars.iter().any(|r| r.poll_timeout().is_some());
+            if !busy || now.duration_since(since) >= SHUTDOWN_GRACE {
+                return Ok(());
+            }
+        }
+        let next_timer = registrars.iter().filter_map(|r| r.poll_timeout()).min();
+        let wake = match (next_timer, stopping) {
+            (Some(t), Some(since)) => Some(t.min(since + SHUTDOWN_GRACE)),
+            (Some(t), None) => Some(t),
+            (None, Some(since)) => Some(since + SHUTDOWN_GRACE),
+            (None, None) => None,
+        };
+        let sleep = async {
+            match wake {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         let (n, from) = tokio::select! {
             r = socket.recv_from(&mut buf) => match r {
                 Ok(r) => r,
@@ -124,13 +192,59 @@ pub async fn serve<R: Responder + Send>(
                 Err(e) if is_transient(&e) => continue,
                 Err(e) => return Err(e),
             },
-            _ = shutdown.changed() => return Ok(()),
+            r = shutdown.changed(), if stopping.is_none() => {
+                if r.is_err() || *shutdown.borrow() {
+                    let now = tokio::time::Instant::now().into_std();
+                    for reg in &mut registrars {
+                        reg.shutdown(now);
+                    }
+                    stopping = Some(now);
+                }
+                continue;
+            }
+            r = state.changed(), if state_open => {
+                // A dropped sender means the state is final.
+                state_open = r.is_ok();
+                if r.is_ok() {
+                    let now = tokio::time::Instant::now().into_std();
+                    let current = state.borrow().clone();
+                    for reg in &mut registrars {
+                        reg.handle_state_change(now, &current);
+                    }
+                }
+                continue;
+            }
+            Some((i, response)) = http_rx.recv() => {
+                let now = tokio::time::Instant::now().into_std();
+                if let Some(reg) = registrars.get_mut(i) {
+                    reg.handle_http_response(now, response.as_ref().map(|(s, b)| (*s, b.as_slice())));
+                }
+                continue;
+            }
+            () = sleep => {
+                let now = tokio::time::Instant::now().into_std();
+                let current = state.borrow().clone();
+                for reg in &mut registrars {
+                    if reg.poll_timeout().is_some_and(|t| t <= now) {
+                        reg.handle_timeout(now, &current);
+                    }
+                }
+                continue;
+            }
         };
-        if *shutdown.borrow() {
-            return Ok(());
-        }
         Stats::bump(&stats.received);
         let now = tokio::time::Instant::now().into_std();
+        let datagram = buf.get(..n).unwrap_or_default();
+        let current = state.borrow().clone();
+        if registrars
+            .iter_mut()
+            .any(|r| r.handle_datagram(now, from, datagram, &current))
+        {
+            continue;
+        }
+        if stopping.is_some() {
+            continue;
+        }
         if now.duration_since(last_prune) > Duration::from_secs(60) {
             limiter.prune(now);
             last_prune = now;
@@ -144,8 +258,6 @@ pub async fn serve<R: Responder + Send>(
             continue;
         }
         replies.clear();
-        let datagram = buf.get(..n).unwrap_or_default();
-        let current = state.borrow().clone();
         if !responder.handle_datagram(now, from, datagram, &current, &mut replies) {
             Stats::bump(&stats.bad);
             continue;
@@ -178,6 +290,65 @@ pub async fn serve<R: Responder + Send>(
             });
         }
     }
+}
+
+/// Send what the registrars want sent and start their HTTP requests.
+async fn pump_registrars(
+    registrars: &mut [BoxedRegistrar],
+    socket: &UdpSocket,
+    now: Instant,
+    http_tx: &mpsc::UnboundedSender<HttpAnswer>,
+    http: &mut Option<reqwest::Client>,
+    events: &Option<mpsc::UnboundedSender<RegistrarEvent>>,
+) {
+    let mut out = Vec::new();
+    for (i, reg) in registrars.iter_mut().enumerate() {
+        loop {
+            out.clear();
+            let Some(t) = reg.poll_transmit(now, &mut out) else {
+                break;
+            };
+            if let Err(e) = socket.send_to(&out, t.destination).await {
+                tracing::debug!(to = %t.destination, error = %e, "registration datagram not sent");
+            }
+        }
+        while let Some(request) = reg.poll_http(now) {
+            let client = match http {
+                Some(c) => c.clone(),
+                None => {
+                    let Ok(c) = reqwest::Client::builder().timeout(HTTP_TIMEOUT).build() else {
+                        let _ = http_tx.send((i, None));
+                        continue;
+                    };
+                    *http = Some(c.clone());
+                    c
+                }
+            };
+            let tx = http_tx.clone();
+            tokio::spawn(async move {
+                let _ = tx.send((i, http_request(&client, request).await));
+            });
+        }
+        while let Some(ev) = reg.poll_event() {
+            tracing::info!(event = ?ev, "registration");
+            if let Some(events) = events {
+                let _ = events.send(ev);
+            }
+        }
+    }
+}
+
+async fn http_request(client: &reqwest::Client, req: HttpRequest) -> Option<(u16, Vec<u8>)> {
+    let method = reqwest::Method::from_bytes(req.method.as_bytes()).ok()?;
+    let mut builder = client.request(method, &req.url);
+    for (k, v) in &req.headers {
+        builder = builder.header(k.as_str(), v.as_str());
+    }
+    let response = builder.body(req.body).send().await.ok()?;
+    let status = response.status().as_u16();
+    // Register answers are tiny; anything large is not a master talking.
+    let body = response.bytes().await.ok()?;
+    Some((status, body.get(..body.len().min(64 << 10))?.to_vec()))
 }
 
 fn is_transient(e: &std::io::Error) -> bool {

@@ -172,3 +172,148 @@ async fn impairment_loss_drops_everything_at_one() {
     assert_eq!(s.stats.impaired.load(Ordering::Relaxed), 5);
     assert_eq!(s.stats.answered.load(Ordering::Relaxed), 0);
 }
+
+/// Sends `hb:<name>` to the master every 100 ms, takes `ok` datagrams from it, re-sends at
+/// once on a state change and says `bye` at shutdown.
+struct Scripted {
+    master: SocketAddr,
+    next: Option<Instant>,
+    due: bool,
+    acks: u32,
+    name: String,
+    bye: bool,
+}
+
+impl muster_proto::respond::Registrar for Scripted {
+    fn handle_datagram(
+        &mut self,
+        _now: Instant,
+        from: SocketAddr,
+        d: &[u8],
+        _s: &ServerState,
+    ) -> bool {
+        if from == self.master && d == b"ok" {
+            self.acks += 1;
+            return true;
+        }
+        false
+    }
+    fn handle_timeout(&mut self, _now: Instant, _state: &ServerState) {
+        self.due = true;
+    }
+    fn handle_state_change(&mut self, _now: Instant, state: &ServerState) {
+        self.name.clone_from(&state.name);
+        self.due = true;
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<muster_proto::Transmit> {
+        if self.bye {
+            self.bye = false;
+            self.next = None;
+            buf.extend_from_slice(b"bye");
+            return Some(muster_proto::Transmit {
+                destination: self.master,
+            });
+        }
+        if !self.due {
+            return None;
+        }
+        self.due = false;
+        self.next = Some(now + Duration::from_millis(100));
+        buf.extend_from_slice(format!("hb:{}", self.name).as_bytes());
+        Some(muster_proto::Transmit {
+            destination: self.master,
+        })
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.next
+    }
+    fn shutdown(&mut self, _now: Instant) {
+        self.bye = true;
+    }
+}
+
+#[tokio::test]
+async fn registrars_share_the_socket_and_say_goodbye() {
+    let master = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let server_addr = socket.local_addr().unwrap();
+    let (state_tx, state_rx) = watch::channel(Arc::new(ServerState {
+        name: "abc".into(),
+        ..ServerState::default()
+    }));
+    let (stop, stop_rx) = watch::channel(false);
+    let stats = Arc::new(Stats::default());
+    let registrar = Scripted {
+        master: master.local_addr().unwrap(),
+        next: None,
+        due: true,
+        acks: 0,
+        name: "abc".into(),
+        bye: false,
+    };
+    let task = tokio::spawn(muster_server::serve_registered(
+        socket,
+        NameResponder,
+        vec![Box::new(registrar)],
+        state_rx,
+        Limits::default(),
+        Impairment::default(),
+        stats.clone(),
+        None,
+        stop_rx,
+    ));
+    async fn recv_from(master: &UdpSocket) -> (Vec<u8>, SocketAddr) {
+        let mut buf = [0u8; 64];
+        let (n, from) = tokio::time::timeout(Duration::from_secs(2), master.recv_from(&mut buf))
+            .await
+            .expect("datagram from the server")
+            .unwrap();
+        (buf[..n].to_vec(), from)
+    }
+    let (first, from) = recv_from(&master).await;
+    assert_eq!(first, b"hb:abc");
+    assert_eq!(from, server_addr, "heartbeats leave from the query socket");
+    // The master's answer goes to the registrar, not to the responder.
+    master.send_to(b"ok", server_addr).await.unwrap();
+    let (second, _) = recv_from(&master).await;
+    assert_eq!(
+        second, b"hb:abc",
+        "heartbeat repeats on the registrar's timer"
+    );
+    assert_eq!(stats.bad.load(Ordering::Relaxed), 0);
+    // A state change reaches the registrar.
+    state_tx
+        .send(Arc::new(ServerState {
+            name: "xyz".into(),
+            ..ServerState::default()
+        }))
+        .unwrap();
+    let mut saw_new_name = false;
+    for _ in 0..5 {
+        if recv_from(&master).await.0 == b"hb:xyz" {
+            saw_new_name = true;
+            break;
+        }
+    }
+    assert!(saw_new_name);
+    // Queries are still answered by the responder on the same socket.
+    let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    assert_eq!(
+        ask(&client, server_addr, b"name?", 1).await,
+        vec![b"xyz".to_vec()]
+    );
+    stop.send(true).unwrap();
+    let mut saw_bye = false;
+    for _ in 0..5 {
+        if recv_from(&master).await.0 == b"bye" {
+            saw_bye = true;
+            break;
+        }
+    }
+    assert!(saw_bye, "goodbye sent at shutdown");
+    tokio::time::timeout(Duration::from_secs(3), task)
+        .await
+        .expect("driver stops after the goodbye")
+        .unwrap()
+        .unwrap();
+}
