@@ -108,6 +108,20 @@ pub trait Responder {
     ) -> bool;
 }
 
+/// A boxed responder is a responder, so a farm can mix protocols.
+impl<R: Responder + ?Sized> Responder for Box<R> {
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        state: &ServerState,
+        out: &mut Vec<Reply>,
+    ) -> bool {
+        (**self).handle_datagram(now, from, datagram, state, out)
+    }
+}
+
 /// An HTTP request a registrar wants made (DDNet's HTTP register). The driver owns the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpRequest {

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod farm;
+pub mod run;
 pub mod udp;
 
 pub use udp::{BoxedRegistrar, Impairment, Limits, Stats, serve, serve_registered};
