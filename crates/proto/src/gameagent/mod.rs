@@ -34,6 +34,7 @@
 
 pub mod packet;
 pub mod query;
+pub mod respond;
 
 use crate::model::Text;
 use crate::text::decode_windows1252;
