@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::packet::{
-    CountReply, HeartbeatFields, Heartbeat, PlayerRecord, PlayersReply, ServerRequest,
+    CountReply, Heartbeat, HeartbeatFields, PlayerRecord, PlayersReply, ServerRequest,
     StatusFields, StatusReply, stock_wire_name,
 };
 use super::{MAX_PLAYERS_PREALLOC, NAME_MARK_CONTROL_BYTE, NAME_MARK_LINE_BREAK_BYTE};
@@ -191,7 +191,12 @@ impl Responder for GameAgentResponder {
                 out.push(reply(bytes));
             }
             ServerRequest::Players => {
-                out.extend(self.players(state).encode_datagrams().into_iter().map(reply));
+                out.extend(
+                    self.players(state)
+                        .encode_datagrams()
+                        .into_iter()
+                        .map(reply),
+                );
             }
             ServerRequest::Count => {
                 let mut bytes = Vec::new();
@@ -361,13 +366,11 @@ mod tests {
         };
         let mut r = GameAgentResponder::default();
         let out = ask(&mut r, &[0x03], &state).unwrap();
-        let want = hex(
-            "01 70 6c 61 79 65 72 73 02 31 03
+        let want = hex("01 70 6c 61 79 65 72 73 02 31 03
              70 6c 61 79 65 72 5f 30 02 5e 6f 53 61 6d 5e 72 03
              66 72 61 67 73 5f 30 02 33 03
              70 69 6e 67 5f 30 02 34 32 03
-             04",
-        );
+             04");
         assert_eq!(want.len(), 49);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].bytes, want);
@@ -381,18 +384,20 @@ mod tests {
         };
         let mut r = GameAgentResponder::default();
         let out = ask(&mut r, &[0x03], &state).unwrap();
-        let want = hex(
-            "01 70 6c 61 79 65 72 73 02 31 03
+        let want = hex("01 70 6c 61 79 65 72 73 02 31 03
              70 6c 61 79 65 72 5f 30 02 12 03
-             66 72 61 67 73 5f 30 02 2d 32 03 70 69 6e 67 5f 30 02 39 39 39 03 04",
-        );
+             66 72 61 67 73 5f 30 02 2d 32 03 70 69 6e 67 5f 30 02 39 39 39 03 04");
         assert_eq!(out[0].bytes, want);
     }
 
     #[test]
     fn quirk_line_break_name_is_mark_11_and_unsigned_char_passes_latin1() {
         let state = ServerState {
-            players: vec![player("a\nb", 0, 0), player("Jérôme", 1, 5), player("x\x07", 0, 0)],
+            players: vec![
+                player("a\nb", 0, 0),
+                player("Jérôme", 1, 5),
+                player("x\x07", 0, 0),
+            ],
             ..ServerState::default()
         };
         let mut r = GameAgentResponder::new(ResponderConfig {
@@ -401,10 +406,7 @@ mod tests {
         });
         let reply = r.players(&state);
         let names: Vec<&[u8]> = reply.records.iter().map(PlayerRecord::name).collect();
-        assert_eq!(
-            names,
-            vec![&[0x11][..], b"^oJ\xe9r\xf4me^r", &[0x12][..]]
-        );
+        assert_eq!(names, vec![&[0x11][..], b"^oJ\xe9r\xf4me^r", &[0x12][..]]);
         let slots: Vec<u32> = reply.records.iter().map(PlayerRecord::slot).collect();
         assert_eq!(slots, vec![0, 1, 2]);
     }
@@ -530,7 +532,13 @@ mod tests {
         let mut out = vec![];
         assert!(!r.handle_datagram(t, from(), &req, &state, &mut out));
         assert!(r.handle_datagram(t, master(), &req, &state, &mut out));
-        assert!(!r.handle_datagram(t + Duration::from_millis(999), master(), &req, &state, &mut out));
+        assert!(!r.handle_datagram(
+            t + Duration::from_millis(999),
+            master(),
+            &req,
+            &state,
+            &mut out
+        ));
         assert!(r.handle_datagram(t + Duration::from_secs(1), master(), &req, &state, &mut out));
         assert_eq!(out.len(), 2);
         // Off (the default) ignores it.
