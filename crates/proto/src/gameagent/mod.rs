@@ -34,6 +34,7 @@
 
 pub mod packet;
 pub mod query;
+pub mod register;
 pub mod respond;
 
 use crate::model::Text;

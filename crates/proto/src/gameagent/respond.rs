@@ -400,7 +400,7 @@ mod tests {
             ],
             ..ServerState::default()
         };
-        let mut r = GameAgentResponder::new(ResponderConfig {
+        let r = GameAgentResponder::new(ResponderConfig {
             name_marks: NameMarks::UnsignedChar,
             ..ResponderConfig::default()
         });
