@@ -32,6 +32,7 @@
 //! Spec: `shared/specs/gameagent.md`; reference implementation: `Croteam-official/Serious-Engine`
 //! (`Sources/Engine/GameAgent/GameAgent.cpp`, `GameAgent/main.py`).
 
+pub mod master;
 pub mod packet;
 pub mod query;
 pub mod register;
