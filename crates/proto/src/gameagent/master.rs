@@ -278,12 +278,9 @@ impl GameAgentMaster {
             self.counters.malformed += 1;
             return;
         }
-        let packet = match MasterPacket::decode(datagram) {
-            Ok(p) => p,
-            Err(_) => {
-                self.counters.malformed += 1;
-                return;
-            }
+        let Ok(packet) = MasterPacket::decode(datagram) else {
+            self.counters.malformed += 1;
+            return;
         };
         match packet {
             MasterPacket::ListRequest => self.list(now, from),
