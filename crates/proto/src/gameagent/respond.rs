@@ -547,3 +547,38 @@ mod tests {
         assert_eq!(out.len(), 2);
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::respond::PlayerState;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any request and any names: no panic, replies only to the requester, players
+        /// datagrams at most 2049 bytes.
+        #[test]
+        fn responder_never_panics_and_respects_split(
+            req in proptest::collection::vec(any::<u8>(), 0..8),
+            names in proptest::collection::vec(".{0,300}", 0..20),
+            x86 in any::<bool>(),
+        ) {
+            let state = ServerState {
+                players: names.iter().map(|n| PlayerState { name: n.clone(), ..PlayerState::default() }).collect(),
+                ..ServerState::default()
+            };
+            let mut r = GameAgentResponder::new(ResponderConfig {
+                name_marks: if x86 { NameMarks::X86 } else { NameMarks::UnsignedChar },
+                heartbeat_trigger: HeartbeatTrigger::Off,
+            });
+            let from: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+            let mut out = vec![];
+            let answered = r.handle_datagram(Instant::now(), from, &req, &state, &mut out);
+            prop_assert_eq!(answered, !out.is_empty());
+            for reply in &out {
+                prop_assert_eq!(reply.to, from);
+                prop_assert!(reply.bytes.len() <= 2049);
+            }
+        }
+    }
+}

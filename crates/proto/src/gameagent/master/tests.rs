@@ -624,3 +624,48 @@ fn registrar_registers_with_master_face() {
     pump(&mut m, &mut r, t1 + secs(2));
     assert_eq!(listed(&m), vec![v4("127.0.0.1:25600")]);
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn datagram() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..64),
+            Just(b"q".to_vec()),
+            Just(b"e".to_vec()),
+            Just(b"u".to_vec()),
+            (any::<i32>()).prop_map(|c| hb(c.into())),
+            Just(hb(C1.into())),
+            Just(hb(0)),
+        ]
+    }
+
+    proptest! {
+        /// Any sequence of datagrams and timeouts from a few sources: no panic, the counts stay
+        /// consistent, and only verified records are listed.
+        #[test]
+        fn master_face_never_panics_and_stays_consistent(
+            steps in proptest::collection::vec(
+                (0u64..2000, 0u8..4, 0u16..4, datagram()), 1..80)
+        ) {
+            let t0 = Instant::now();
+            let mut m = master();
+            let mut now = t0;
+            for (dt, host, port, d) in steps {
+                now += Duration::from_millis(dt * 500);
+                let from = SocketAddr::new(Ipv4Addr::new(10, 0, 0, host).into(), 25600 + port);
+                m.handle_datagram(now, from, &d);
+                m.handle_timeout(now);
+                while m.poll_transmit().is_some() {}
+                while m.poll_event().is_some() {}
+                let listed = m.servers().count();
+                prop_assert_eq!(listed + m.pending_len(), m.records.len());
+                prop_assert!(m.records.len() <= 16);
+                for dg in m.list_datagrams() {
+                    prop_assert!(dg.len() <= 1021);
+                }
+            }
+        }
+    }
+}
