@@ -201,3 +201,100 @@ async fn roundtrip_sixteen_long_names_reordered() {
     let info = query(s.game).await;
     assert_matches(&info, &state);
 }
+
+/// End to end over loopback: an emulated server (registrar and responder sharing one socket,
+/// registrar offered each datagram first) registers with the master face, a client fetches the
+/// list with `MasterListQuery` and queries the listed server with `ServerQuery`.
+#[tokio::test]
+async fn registered_server_is_listed_by_master_face_and_queryable() {
+    use muster_proto::gameagent::master::{GameAgentMaster, MasterConfig, MasterEvent};
+    use muster_proto::gameagent::query::MasterListQuery;
+    use muster_proto::gameagent::register::{GameAgentRegistrar, RegistrarConfig};
+    use muster_proto::respond::{Registrar, Responder};
+    use std::time::Instant;
+
+    // The master face on its own socket.
+    let master_socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let master_addr = master_socket.local_addr().unwrap();
+    let (verified_tx, mut verified_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut seed = 0x2545_f491_u32;
+        let mut face = GameAgentMaster::new(MasterConfig::default(), move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        });
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let (n, from) = master_socket.recv_from(&mut buf).await.unwrap();
+            face.handle_datagram(Instant::now(), from, &buf[..n]);
+            while let Some(t) = face.poll_transmit() {
+                master_socket.send_to(&t.bytes, t.to).await.unwrap();
+            }
+            while let Some(e) = face.poll_event() {
+                if let MasterEvent::Verified { game, .. } = e {
+                    let _ = verified_tx.send(game);
+                }
+            }
+        }
+    });
+
+    // The emulated server: one socket at game port + 1.
+    let state = ServerState {
+        name: "Registered Café".into(),
+        map: "Yodeller".into(),
+        game_type: "Cooperative".into(),
+        version: "1.10".into(),
+        game: "serioussam".into(),
+        max_players: 8,
+        players: vec![player("Sam", 4, 30)],
+        ..ServerState::default()
+    };
+    let server_socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let game = game_address(server_socket.local_addr().unwrap()).unwrap();
+    let served_state = state.clone();
+    tokio::spawn(async move {
+        let mut registrar =
+            GameAgentRegistrar::new(RegistrarConfig::new(master_addr), &served_state);
+        let mut responder = unsigned_char();
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let mut out = Vec::new();
+            while registrar.poll_transmit(Instant::now(), &mut out).is_some() {
+                server_socket.send_to(&out, master_addr).await.unwrap();
+                out.clear();
+            }
+            let (n, from) = server_socket.recv_from(&mut buf).await.unwrap();
+            let now = Instant::now();
+            if !registrar.handle_datagram(now, from, &buf[..n], &served_state) {
+                let mut replies = Vec::new();
+                responder.handle_datagram(now, from, &buf[..n], &served_state, &mut replies);
+                for r in replies {
+                    server_socket.send_to(&r.bytes, r.to).await.unwrap();
+                }
+            }
+        }
+    });
+
+    let listed = tokio::time::timeout(Duration::from_secs(5), verified_rx.recv())
+        .await
+        .expect("verified in time")
+        .unwrap();
+    assert_eq!(SocketAddr::V4(listed), game);
+
+    let options = Options {
+        attempt_timeout: Duration::from_millis(500),
+        retries: 2,
+        ..Options::default()
+    };
+    let jobs = [Job {
+        tag: (),
+        build: move |cfg| MasterListQuery::new(master_addr, cfg),
+    }];
+    let list = spawn(jobs, options).recv().await.unwrap().outcome.unwrap();
+    let addresses: Vec<SocketAddr> = list.servers.iter().map(|s| s.address).collect();
+    assert_eq!(addresses, vec![game]);
+    let info = query(game).await;
+    assert_matches(&info, &state);
+}
