@@ -135,6 +135,14 @@ impl Registrar for GameAgentRegistrar {
             return;
         }
         if self.next_heartbeat.is_some_and(|t| t <= now) {
+            if !self.answered_once {
+                // No challenge came in a whole heartbeat period: the master is unreachable or
+                // ignores us. The heartbeat below makes a master that forgot us challenge again.
+                self.events.push_back(RegistrarEvent::Failed {
+                    master: self.master_name.clone(),
+                    reason: "no challenge from master",
+                });
+            }
             self.queue_heartbeat(now, state, 0);
         }
     }
@@ -276,6 +284,32 @@ mod tests {
         assert!(r.handle_datagram(t3, master(), &[0x01, 1, 0, 0, 0], &state(2)));
         assert_eq!(drain(&mut r, t3), vec![hb("1", 2)]);
         assert_eq!(r.poll_timeout(), Some(t3 + HEARTBEAT_INTERVAL));
+    }
+
+    #[test]
+    fn no_challenge_within_a_period_reports_failed_and_keeps_trying() {
+        let t0 = Instant::now();
+        let s = state(0);
+        let mut r = GameAgentRegistrar::new(RegistrarConfig::new(master()), &s);
+        drain(&mut r, t0);
+        let t1 = t0 + HEARTBEAT_INTERVAL;
+        r.handle_timeout(t1, &s);
+        assert_eq!(
+            r.poll_event(),
+            Some(RegistrarEvent::Failed {
+                master: "127.0.0.1:9005".into(),
+                reason: "no challenge from master"
+            })
+        );
+        assert_eq!(drain(&mut r, t1), vec![hb("0", 0)]);
+        assert!(r.handle_datagram(t1, master(), &[0x01, 7, 0, 0, 0], &s));
+        assert!(matches!(
+            r.poll_event(),
+            Some(RegistrarEvent::Registered { .. })
+        ));
+        let t2 = t1 + HEARTBEAT_INTERVAL;
+        r.handle_timeout(t2, &s);
+        assert_eq!(r.poll_event(), None);
     }
 
     #[test]

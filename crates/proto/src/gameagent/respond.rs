@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::packet::{
     CountReply, Heartbeat, HeartbeatFields, PlayerRecord, PlayersReply, ServerRequest,
-    StatusFields, StatusReply, stock_wire_name,
+    StatusFields, StatusReply,
 };
 use super::{MAX_PLAYERS_PREALLOC, NAME_MARK_CONTROL_BYTE, NAME_MARK_LINE_BREAK_BYTE};
 use crate::respond::{Reply, Responder, ServerState};
@@ -86,6 +86,9 @@ impl Default for ResponderConfig {
 /// `game_type`, `version` = `version` (or [`DEFAULT_VERSION`]), `gamename`/`product` = `game`
 /// (or [`DEFAULT_GAME_NAME`]). Strings are encoded as Windows-1252 (`?` for what it cannot
 /// carry); scores clamp to `i32`, pings to `i32` (stock pings are 0–1023, passed as given).
+/// At most 16 players are listed (the stock slot count) while the header counts them all.
+/// `password` and `rules` are not sent: no GameAgent request carries them (spec §3.7).
+/// `ServerState` has no slot numbers, so listed slots never have gaps.
 #[derive(Debug, Clone)]
 pub struct GameAgentResponder {
     config: ResponderConfig,
@@ -241,14 +244,12 @@ fn clamp_i32(n: i64) -> i32 {
 }
 
 /// The wire name of an unsigned-`char` build: wrapped like stock, marks only for bytes below
-/// 0x20 (spec §3.3). Unlike [`stock_wire_name`], bytes ≥ 0x80 pass through.
+/// 0x20 (spec §3.3). Unlike [`super::packet::stock_wire_name`], bytes ≥ 0x80 pass through.
 fn unsigned_char_wire_name(name: &[u8]) -> Vec<u8> {
-    let wrapped = stock_wire_name(b"");
-    let (open, close) = wrapped.split_at(wrapped.len() / 2);
-    let mut out = Vec::with_capacity(name.len() + wrapped.len());
-    out.extend_from_slice(open);
+    let mut out = Vec::with_capacity(NAME_OPEN.len() + name.len() + NAME_CLOSE.len());
+    out.extend_from_slice(NAME_OPEN);
     out.extend_from_slice(name);
-    out.extend_from_slice(close);
+    out.extend_from_slice(NAME_CLOSE);
     for &b in &out {
         if b == b'\r' || b == b'\n' {
             return vec![NAME_MARK_LINE_BREAK_BYTE];
@@ -259,6 +260,11 @@ fn unsigned_char_wire_name(name: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// `^o`: the "decorations allowed here" code a stock server puts before a player name (§3.3).
+const NAME_OPEN: &[u8] = b"^o";
+/// `^r`: the "reset all" code a stock server puts after a player name (§3.3).
+const NAME_CLOSE: &[u8] = b"^r";
 
 #[cfg(test)]
 mod tests {
