@@ -13,10 +13,11 @@
 //! either drain [`GameAgentMaster::poll_transmit`] (datagrams to send from the master socket)
 //! and [`GameAgentMaster::poll_event`] (changes to mirror into the registry).
 //!
+//! One face serves every GameAgent listener of the daemon (rule 2: registrations from all of
+//! them share one table); a per-product listener passes its [`ListScope`] with each datagram.
+//!
 //! This module does **not** open sockets, read the clock, draw random numbers (challenges come
-//! from the closure passed to [`GameAgentMaster::new`]), log, or filter lists by product (a
-//! per-product listener, rule 2, is the daemon's; [`GameAgentMaster::servers`] exposes each
-//! server's `product`).
+//! from the closure passed to [`GameAgentMaster::new`]) or log.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
@@ -177,6 +178,26 @@ pub enum MasterEvent {
     },
 }
 
+/// Which servers a list request is answered with (rule 1 and 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListScope<'a> {
+    /// Every verified server, whatever its `product` (the default listener, rule 1).
+    #[default]
+    All,
+    /// Only servers whose `product` equals one of these, ignoring ASCII case (an extra
+    /// per-product listener, rule 2).
+    Products(&'a [&'a [u8]]),
+}
+
+impl ListScope<'_> {
+    fn includes(&self, product: &[u8]) -> bool {
+        match self {
+            Self::All => true,
+            Self::Products(set) => set.iter().any(|p| p.eq_ignore_ascii_case(product)),
+        }
+    }
+}
+
 /// One datagram the face wants sent from its socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MasterTransmit {
@@ -271,8 +292,21 @@ impl GameAgentMaster {
         }
     }
 
-    /// Handle one datagram received from `from` at `now`. Never panics; bad input is counted.
+    /// Handle one datagram received from `from` at `now` on the default listener. Never
+    /// panics; bad input is counted.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.handle_datagram_scoped(now, from, datagram, ListScope::All);
+    }
+
+    /// [`Self::handle_datagram`] for a listener whose list replies are limited to `scope`;
+    /// registrations are handled the same on every listener.
+    pub fn handle_datagram_scoped(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        scope: ListScope<'_>,
+    ) {
         self.counters.datagrams += 1;
         if datagram.len() > MAX_DATAGRAM {
             self.counters.malformed += 1;
@@ -283,7 +317,7 @@ impl GameAgentMaster {
             return;
         };
         match packet {
-            MasterPacket::ListRequest => self.list(now, from),
+            MasterPacket::ListRequest => self.list(now, from, scope),
             MasterPacket::Join => {
                 if let Some(a) = self.registration_source(from) {
                     self.counters.joins += 1;
@@ -432,19 +466,23 @@ impl GameAgentMaster {
         })
     }
 
-    /// The `s` datagrams a list request gets right now (rule 9).
+    /// The `s` datagrams a list request within `scope` gets right now (rule 9).
     #[must_use]
-    pub fn list_datagrams(&self) -> Vec<Vec<u8>> {
-        let games: Vec<SocketAddrV4> = self.servers().map(|s| s.game).collect();
+    pub fn list_datagrams(&self, scope: ListScope<'_>) -> Vec<Vec<u8>> {
+        let games: Vec<SocketAddrV4> = self
+            .servers()
+            .filter(|s| scope.includes(&s.heartbeat.product))
+            .map(|s| s.game)
+            .collect();
         encode_list(&games)
     }
 
-    fn list(&mut self, now: Instant, from: SocketAddr) {
+    fn list(&mut self, now: Instant, from: SocketAddr, scope: ListScope<'_>) {
         if !self.list_limiter.allow(from.ip(), now, 1.0) {
             self.counters.lists_rate_limited += 1;
             return;
         }
-        let datagrams = self.list_datagrams();
+        let datagrams = self.list_datagrams(scope);
         let total = datagrams.iter().map(Vec::len).sum();
         if !self.egress.spend(total, now) {
             self.counters.over_budget += 1;

@@ -443,6 +443,31 @@ fn rule_9_empty_list_is_single_byte() {
 }
 
 #[test]
+fn rule_2_product_listener_lists_only_its_products_but_registers_all() {
+    let t0 = Instant::now();
+    let mut m = master();
+    let se: &[&[u8]] = &[b"SeriousSamSE"];
+    let scope = ListScope::Products(se);
+    // A Second Encounter server registers through the product listener…
+    let a = addr("10.0.0.1:25601");
+    m.handle_datagram_scoped(t0, a, b"q", scope);
+    let c = sent(&mut m)[0].1[1..5].try_into().unwrap();
+    m.handle_datagram_scoped(t0, a, &hb(i32::from_le_bytes(c).into()), scope);
+    // …a First Encounter dedicated server (`serioussam`) through the default one.
+    m.handle_datagram(t0, addr("10.0.0.2:25601"), b"q");
+    let c = sent(&mut m)[0].1[1..5].try_into().unwrap();
+    let fe = format!("0;challenge;{};product;serioussam", i32::from_le_bytes(c));
+    m.handle_datagram(t0, addr("10.0.0.2:25601"), fe.as_bytes());
+    m.handle_datagram_scoped(t0, addr("10.0.0.9:5000"), b"e", scope);
+    assert_eq!(
+        sent(&mut m),
+        vec![(addr("10.0.0.9:5000"), vec![0x73, 10, 0, 0, 1, 0x00, 0x64])]
+    );
+    m.handle_datagram(t0, addr("10.0.0.8:5000"), b"e");
+    assert_eq!(sent(&mut m)[0].1.len(), 13);
+}
+
+#[test]
 fn rule_10_list_requests_burst_2_then_one_per_5_s() {
     let t0 = Instant::now();
     let mut m = master();
@@ -662,7 +687,7 @@ mod props {
                 let listed = m.servers().count();
                 prop_assert_eq!(listed + m.pending_len(), m.records.len());
                 prop_assert!(m.records.len() <= 16);
-                for dg in m.list_datagrams() {
+                for dg in m.list_datagrams(ListScope::All) {
                     prop_assert!(dg.len() <= 1021);
                 }
             }
