@@ -22,18 +22,24 @@
 //! [`packet`] holds the messages (decoders tolerant of every quirk in §7 of the spec, encoders
 //! byte-exact to stock 1.10 output, with the sanitizing of §8.4), [`query`] the two sans-IO
 //! machines: [`query::ServerQuery`] (status + players of one server) and
-//! [`query::MasterListQuery`] (the `e`/`s` list exchange).
+//! [`query::MasterListQuery`] (the `e`/`s` list exchange). The server side: [`respond`] answers
+//! queries as a stock server ([`respond::GameAgentResponder`]), [`register`] keeps a server
+//! listed on a master ([`register::GameAgentRegistrar`]), and [`master`] is the master face of
+//! §8.3 as a pure state machine ([`master::GameAgentMaster`]).
 //!
-//! This module deliberately does **not**: keep a master registry, rate-limit, expire servers or
-//! decide which challenge matches which record (that is `muster-master`'s job, using
-//! [`packet::Challenge::matches_echo`]); speak the GameSpy v1 side of the same query port (see
-//! `gamespy1`); open sockets or read the clock.
+//! This module deliberately does **not**: keep the daemon's registry or its HTTP view (the
+//! master face reports [`master::MasterEvent`]s for `muster-master` to mirror); speak the
+//! GameSpy v1 side of the same query port (see `gamespy1`); open sockets, read the clock or
+//! draw random numbers.
 //!
 //! Spec: `shared/specs/gameagent.md`; reference implementation: `Croteam-official/Serious-Engine`
 //! (`Sources/Engine/GameAgent/GameAgent.cpp`, `GameAgent/main.py`).
 
+pub mod master;
 pub mod packet;
 pub mod query;
+pub mod register;
+pub mod respond;
 
 use crate::model::Text;
 use crate::text::decode_windows1252;
