@@ -34,6 +34,7 @@ pub mod packet;
 pub mod query;
 pub mod reassembly;
 pub mod reply;
+pub mod respond;
 pub mod tokenizer;
 
 use crate::model::Text;
