@@ -36,6 +36,7 @@
 pub mod conversation;
 pub mod gsmsalg;
 pub mod packet;
+pub mod register;
 
 pub use conversation::{
     ClientRequest, DEFAULT_LIST_TIMEOUT, ListClient, ListClientConfig, RequestAction, RequestParser,
