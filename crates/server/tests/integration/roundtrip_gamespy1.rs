@@ -234,3 +234,161 @@ async fn multi_datagram_replies_round_trip_in_reverse_order() {
         assert_matches(profile, &info, &state);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Registration over loopback: a tiny driver shares one socket between GameSpyRegistrar and
+// GameSpyResponder (as the lead's multiplexing will), a test socket plays the master.
+// ---------------------------------------------------------------------------------------
+
+mod registration {
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use muster_proto::gamespy_master::register::{GameSpyRegistrar, GameSpyRegistrarConfig};
+    use muster_proto::gamespy_master::{Challenge, Enctype, ValidateAnswer, ValidateCheck};
+    use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
+    use muster_proto::respond::{Registrar, RegistrarEvent, Reply, Responder, ServerState};
+    use tokio::net::UdpSocket;
+    use tokio::sync::mpsc;
+
+    /// Offers each datagram to the registrar first, then to the responder; sends what both
+    /// want from the one query socket; reports registrar events.
+    async fn drive(
+        socket: UdpSocket,
+        mut registrar: GameSpyRegistrar,
+        mut responder: GameSpyResponder,
+        state: ServerState,
+        events: mpsc::UnboundedSender<RegistrarEvent>,
+    ) {
+        let mut rx = vec![0u8; 4096];
+        loop {
+            let mut buf = Vec::new();
+            while let Some(t) = registrar.poll_transmit(Instant::now(), &mut buf) {
+                socket.send_to(&buf, t.destination).await.unwrap();
+                buf.clear();
+            }
+            while let Some(e) = registrar.poll_event() {
+                let _ = events.send(e);
+            }
+            let deadline = registrar
+                .poll_timeout()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                r = socket.recv_from(&mut rx) => {
+                    let (n, from) = r.unwrap();
+                    let now = Instant::now();
+                    let datagram = &rx[..n];
+                    if !registrar.handle_datagram(now, from, datagram, &state) {
+                        let mut out: Vec<Reply> = Vec::new();
+                        responder.handle_datagram(now, from, datagram, &state, &mut out);
+                        for reply in out {
+                            socket.send_to(&reply.bytes, reply.to).await.unwrap();
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    registrar.handle_timeout(Instant::now(), &state);
+                }
+            }
+        }
+    }
+
+    async fn recv(master: &UdpSocket) -> (Vec<u8>, SocketAddr) {
+        let mut buf = vec![0u8; 4096];
+        let (n, from) = tokio::time::timeout(Duration::from_secs(5), master.recv_from(&mut buf))
+            .await
+            .expect("datagram at the master")
+            .unwrap();
+        buf.truncate(n);
+        (buf, from)
+    }
+
+    async fn start(
+        profile: Profile,
+    ) -> (
+        UdpSocket,
+        SocketAddr,
+        mpsc::UnboundedReceiver<RegistrarEvent>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let master = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let query = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let query_addr = query.local_addr().unwrap();
+        let config =
+            GameSpyRegistrarConfig::new(master.local_addr().unwrap(), profile, query_addr.port());
+        let registrar = GameSpyRegistrar::new(config, Instant::now());
+        let state = ServerState {
+            name: "Registered".into(),
+            game_port: 7777,
+            ..ServerState::default()
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(drive(
+            query,
+            registrar,
+            GameSpyResponder::with_profile(profile),
+            state,
+            tx,
+        ));
+        (master, query_addr, rx, task)
+    }
+
+    #[tokio::test]
+    async fn ut99_heartbeat_secure_validate_and_status_over_one_socket() {
+        let (master, query_addr, mut events, task) = start(Profile::Ut99).await;
+        let (hb, from) = recv(&master).await;
+        assert_eq!(from, query_addr, "heartbeats leave from the query socket");
+        assert_eq!(
+            hb,
+            format!("\\heartbeat\\{}\\gamename\\ut", query_addr.port()).as_bytes()
+        );
+        master.send_to(b"\\secure\\XYZZYA", from).await.unwrap();
+        let (answer, _) = recv(&master).await;
+        let answer = ValidateAnswer::decode(&answer).unwrap();
+        let challenge = Challenge::new(b"XYZZYA").unwrap();
+        assert_eq!(
+            muster_proto::gamespy_master::check_validate(
+                b"ut",
+                &challenge,
+                Enctype::Zero,
+                answer.validate.as_bytes()
+            ),
+            ValidateCheck::Match
+        );
+        assert_eq!(answer.validate.as_bytes(), b"3PlanLCV");
+        assert_eq!(
+            events.recv().await,
+            Some(RegistrarEvent::Registered {
+                master: master.local_addr().unwrap().to_string()
+            })
+        );
+        // A poll of the query port (same socket) is the responder's.
+        master.send_to(b"\\info\\", query_addr).await.unwrap();
+        let (info, _) = recv(&master).await;
+        assert!(info.starts_with(b"\\hostname\\Registered\\hostport\\7777\\"));
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn serious_sam_heartbeat_then_status_verification() {
+        let (master, query_addr, mut events, task) = start(Profile::SeriousSam).await;
+        let (hb, from) = recv(&master).await;
+        assert_eq!(from, query_addr);
+        assert_eq!(
+            hb,
+            format!("\\heartbeat\\{}\\gamename\\serioussamse", query_addr.port()).as_bytes()
+        );
+        // gamespy-master.md §13 decision 4: the master polls (source IP, heartbeat port).
+        master.send_to(b"\\status\\", query_addr).await.unwrap();
+        let (status, _) = recv(&master).await;
+        assert!(status.starts_with(b"\\gamename\\serioussamse\\gamever\\1.10\\"));
+        assert!(status.ends_with(b"\\final\\\\queryid\\333.1"));
+        assert_eq!(
+            events.recv().await,
+            Some(RegistrarEvent::Registered {
+                master: master.local_addr().unwrap().to_string()
+            })
+        );
+        task.abort();
+    }
+}
