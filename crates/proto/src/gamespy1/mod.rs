@@ -20,10 +20,11 @@
 //! * [`reassembly`]: order-independent reassembly of a multi-datagram reply (§7).
 //! * [`map`]: merged pairs into the protocol-neutral [`crate::model::ServerInfo`].
 //! * [`query`]: [`query::StatusQuery`], the sans-IO state machine for one `\status\` query.
+//! * [`respond`]: [`respond::GameSpyResponder`], the game-server side: per-game profiles
+//!   (key sets, style, `\secure\` key) over [`reply`].
 //!
-//! Deliberately **not** here: sockets, clocks, rate limiting and the per-game profiles of the
-//! responder (which keys a given game sends) live in the query and master crates; `\secure\`
-//! validation (gsmsalg) lives in `gamespy_master`. Master-server conversations use plain
+//! Deliberately **not** here: sockets, clocks and rate limiting live in the query and server
+//! crates; gsmsalg and heartbeats live in `gamespy_master`. Master-server conversations use plain
 //! pairing, not this tokenizer, because their keys may start with digits.
 //!
 //! Reference: `shared/specs/gamespy1.md` (and `unreal2.md` §11 for how UT2003/UT2004 ports
@@ -34,6 +35,7 @@ pub mod packet;
 pub mod query;
 pub mod reassembly;
 pub mod reply;
+pub mod respond;
 pub mod tokenizer;
 
 use crate::model::Text;

@@ -206,6 +206,21 @@ impl ReplyContent {
         style: ReplyStyle,
         counter: &mut QueryIdCounter,
     ) -> Vec<Vec<u8>> {
+        self.answer_with(datagram, style, counter, |_| None)
+    }
+
+    /// [`Self::answer`], with `secure` answering `\secure\<challenge>` items of styles A and B:
+    /// it gets the item's value (empty when there is none) and returns the section to send
+    /// in that item's place (normally the one pair `\validate\V`), or `None` to leave the
+    /// item unanswered. Style C never consults it (stock Serious Sam ignores `\secure\`).
+    #[must_use]
+    pub fn answer_with(
+        &self,
+        datagram: &[u8],
+        style: ReplyStyle,
+        counter: &mut QueryIdCounter,
+        secure: impl Fn(&[u8]) -> Option<Section>,
+    ) -> Vec<Vec<u8>> {
         if datagram.len() > super::MAX_REQUEST_LEN {
             return Vec::new();
         }
@@ -227,7 +242,12 @@ impl ReplyContent {
         let mut answered = false;
         let mut sections = Vec::new();
         for item in request.items().iter().take(MAX_REQUEST_ITEMS) {
-            if let Some(s) = self.sections(item.kind(), style) {
+            if *item.kind() == RequestKind::Secure {
+                if let Some(s) = secure(item.value().unwrap_or_default()) {
+                    answered = true;
+                    sections.push(s);
+                }
+            } else if let Some(s) = self.sections(item.kind(), style) {
                 answered = true;
                 sections.extend(s);
             }

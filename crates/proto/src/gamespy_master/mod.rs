@@ -27,7 +27,8 @@
 //!
 //! Files: [`gsmsalg`](mod@gsmsalg) (the validate algorithm and the key table), [`packet`] (every
 //! message, both directions), [`conversation`] (the sans-IO TCP client and the server-side
-//! request parser).
+//! request parser), [`register`] (the game server's heartbeat client,
+//! [`register::GameSpyRegistrar`]).
 //!
 //! Reference: `shared/specs/gamespy-master.md`; 333networks/Masterserver-Qt5,
 //! 333networks/Masterserver-Perl, Croteam-official/Serious-Engine `GameAgent.cpp`,
@@ -36,6 +37,7 @@
 pub mod conversation;
 pub mod gsmsalg;
 pub mod packet;
+pub mod register;
 
 pub use conversation::{
     ClientRequest, DEFAULT_LIST_TIMEOUT, ListClient, ListClientConfig, RequestAction, RequestParser,

@@ -104,7 +104,7 @@ impl Key {
     }
 
     /// A key from a known-good constant.
-    fn constant(name: &'static str) -> Self {
+    pub(crate) fn constant(name: &'static str) -> Self {
         Self(Token(name.as_bytes().to_vec()))
     }
 }
