@@ -36,12 +36,12 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use muster_proto::Protocol;
-use muster_proto::gamespy1::query::StatusConfig;
 use muster_proto::gamespy_master::{
-    Challenge, Enctype, Greeting, Heartbeat, Key, ListReply, MAX_DATAGRAM, MasterQuery,
-    QueryReply, RequestAction, RequestParser, Secure, Token, ValidateAnswer, ValidateCheck,
-    check_validate, validate_string,
+    Challenge, Enctype, Greeting, Heartbeat, Key, ListReply, MAX_DATAGRAM, MasterQuery, QueryReply,
+    RequestAction, RequestParser, Secure, Token, ValidateAnswer, ValidateCheck, check_validate,
+    validate_string,
 };
+use muster_proto::gamespy1::query::StatusConfig;
 use muster_proto::limit::{BucketConfig, ByteBudget, SourceKey, SourceLimiter};
 use muster_proto::query::QueryConfig;
 use muster_proto::ut2003_list::{Entry, ListFile};
@@ -57,9 +57,7 @@ use crate::registry::{
     UT2003_LIST_GAMES, Verification, VerifyOutcome, View,
 };
 use crate::tcp::{CappedListener, CappedStream, ConnLimits};
-use verify::{
-    Answer, ChallengeLimits, Challenges, Finished, Game, Method, Purpose, StatusChecks,
-};
+use verify::{Answer, ChallengeLimits, Challenges, Finished, Game, Method, Purpose, StatusChecks};
 
 /// Largest datagram read; `\status\` replies may be large, master messages are checked
 /// against [`MAX_DATAGRAM`].
@@ -323,7 +321,10 @@ impl UdpFace {
         self.queries.prune(t);
         let (proofs, counts) = self.handle.with_registry(|r| {
             let mut keep = std::mem::take(&mut self.proofs);
-            keep.retain(|k, _| r.get(k).is_some_and(|rec| rec.state != Verification::Pending));
+            keep.retain(|k, _| {
+                r.get(k)
+                    .is_some_and(|rec| rec.state != Verification::Pending)
+            });
             let listed = r.listed_per_face();
             let direct = listed.get(&Face::GameSpy).copied().unwrap_or(0);
             (keep, (direct, listed.values().sum()))
@@ -384,7 +385,10 @@ impl UdpFace {
             if let Err(e) = self.handle.heartbeat(reg, ts) {
                 tracing::warn!(error = %e, "heartbeat refresh failed");
             }
-            let proof = *self.proofs.entry(key).or_insert(Proof { at: t, failures: 0 });
+            let proof = *self
+                .proofs
+                .entry(key)
+                .or_insert(Proof { at: t, failures: 0 });
             let due = t.saturating_duration_since(proof.at) >= self.settings.reverify_interval;
             if hb.state_changed() && game.method == Method::Status {
                 if self.heartbeats.allow(src.ip(), t, 1.0) {
@@ -455,7 +459,8 @@ impl UdpFace {
                 let key = key_of(p.game, p.server);
                 match self.handle.verify(&key, Timestamp::now()) {
                     Ok(VerifyOutcome::Verified | VerifyOutcome::AlreadyVerified) => {
-                        self.proofs.insert(key.clone(), Proof { at: t, failures: 0 });
+                        self.proofs
+                            .insert(key.clone(), Proof { at: t, failures: 0 });
                         let port_known = self
                             .handle
                             .with_registry(|r| r.get(&key).and_then(|r| r.game_port).is_some());
@@ -519,7 +524,8 @@ impl UdpFace {
                     Ok(_) => {}
                     Err(e) => return tracing::warn!(error = %e, "verification not stored"),
                 }
-                self.proofs.insert(key.clone(), Proof { at: t, failures: 0 });
+                self.proofs
+                    .insert(key.clone(), Proof { at: t, failures: 0 });
                 self.handle
                     .update_poll(&key, Some(PollInfo::from_server_info(&info)), ts);
             }
@@ -623,7 +629,8 @@ pub async fn run_tcp(
     for l in listeners {
         let mut listener = CappedListener::new(l, settings.conn)
             .with_metrics(Arc::new(handle.clone()) as Arc<dyn crate::tcp::MetricsSink>);
-        let (handle, settings, limiter) = (handle.clone(), Arc::clone(&settings), Arc::clone(&limiter));
+        let (handle, settings, limiter) =
+            (handle.clone(), Arc::clone(&settings), Arc::clone(&limiter));
         let mut stop = shutdown.clone();
         tasks.spawn(async move {
             loop {

@@ -14,12 +14,12 @@ use muster_master::registry::{GameAddr, ServerKey, Timestamp, Verification};
 use muster_master::tcp::{bind_tcp, bind_udp};
 use muster_master::{Master, MasterHandle};
 use muster_proto::gamespy_master::packet::GREETING_LEN;
+use muster_proto::gamespy_master::{
+    Challenge, Enctype, Greeting, Key, ListClientConfig, ListForm, ListReply, QueryReply, Secure,
+    validate_string,
+};
 use muster_proto::gamespy1::packet::Pair;
 use muster_proto::gamespy1::reply::{ReplyStyle, encode_reply};
-use muster_proto::gamespy_master::{
-    Challenge, Enctype, Greeting, Key, ListClientConfig, ListForm, ListReply,
-    QueryReply, Secure, validate_string,
-};
 use muster_proto::limit::BucketConfig;
 use muster_proto::query::QueryConfig;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -143,7 +143,11 @@ pub(crate) struct Responder {
     pub(crate) sock: Arc<UdpSocket>,
 }
 
-pub(crate) async fn responder(gamename: &'static str, hostport: u16, style: ReplyStyle) -> Responder {
+pub(crate) async fn responder(
+    gamename: &'static str,
+    hostport: u16,
+    style: ReplyStyle,
+) -> Responder {
     let sock = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
     let r = Responder {
         addr: sock.local_addr().unwrap(),
@@ -182,7 +186,12 @@ fn heartbeat(port: u16, game: &str) -> Vec<u8> {
 
 /// A UE-family server: heartbeats from an uplink socket, answers `\secure\` with `key`
 /// (or a wrong value), and a `\status\` responder on its query port. Returns the query address.
-async fn secure_server(face: &Face, game: &str, key: &[u8], honest: bool) -> (SocketAddr, Responder) {
+async fn secure_server(
+    face: &Face,
+    game: &str,
+    key: &[u8],
+    honest: bool,
+) -> (SocketAddr, Responder) {
     let query = responder("ut2", 7777, ReplyStyle::Packed).await;
     let uplink = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     uplink
@@ -251,14 +260,14 @@ async fn secure_heartbeat_listed_after_validate_in_text_cmp_and_ut2003() {
     // The face then asks the query port for hostport (game port) once.
     let h = face.handle.clone();
     let key = ServerKey::new("ut2", GameAddr::Ip(q));
-    assert!(
-        until(|| h.with_registry(|r| r.get(&key).unwrap().game_port == Some(7777))).await
-    );
+    assert!(until(|| h.with_registry(|r| r.get(&key).unwrap().game_port == Some(7777))).await);
     assert_eq!(query.requests.load(Ordering::Relaxed), 1);
 
     // Text list read by the proto client, as UBrowser would.
     let cfg = ListClientConfig::new(Key::new("ut2").unwrap(), ListForm::Text);
-    let list = muster_query::lists::gamespy_list(face.tcp, cfg).await.unwrap();
+    let list = muster_query::lists::gamespy_list(face.tcp, cfg)
+        .await
+        .unwrap();
     let got: Vec<SocketAddr> = list.servers.iter().map(|s| s.address).collect();
     assert_eq!(got, vec![q]);
 
@@ -287,9 +296,18 @@ async fn secure_heartbeat_listed_after_validate_in_text_cmp_and_ut2003() {
 
     // The UT2003 text list: IP TAB game port TAB GameSpy port.
     let expect = format!("127.0.0.1\t7777\t{}\n", q.port());
-    assert_eq!(get(face.http, "/serverlist/ut2.txt").await, (200, expect.clone()));
-    assert_eq!(get(face.http, "/serverlist/full-all.txt").await, (200, expect));
-    assert_eq!(get(face.http, "/serverlist/demo-all.txt").await, (200, String::new()));
+    assert_eq!(
+        get(face.http, "/serverlist/ut2.txt").await,
+        (200, expect.clone())
+    );
+    assert_eq!(
+        get(face.http, "/serverlist/full-all.txt").await,
+        (200, expect)
+    );
+    assert_eq!(
+        get(face.http, "/serverlist/demo-all.txt").await,
+        (200, String::new())
+    );
     assert_eq!(get(face.http, "/serverlist/ut.txt").await.0, 404);
 }
 
@@ -298,7 +316,10 @@ async fn wrong_validate_is_never_listed() {
     let face = start(relaxed()).await;
     let (q, _query) = secure_server(&face, "ut", b"Z5Nfb0", false).await;
     assert_eq!(state(&face.handle, "ut", q), Some(Verification::Pending));
-    assert_eq!(counter(&face.handle, "muster_verifications_failed_total"), 1);
+    assert_eq!(
+        counter(&face.handle, "muster_verifications_failed_total"),
+        1
+    );
     let (_, rest) = raw_list(face.tcp, |c| {
         let mut m = auth("ut", b"Z5Nfb0", c).into_bytes();
         m.extend_from_slice(b"\\list\\\\gamename\\ut\\final\\");
@@ -338,7 +359,9 @@ async fn serious_sam_verified_by_status_and_listed_as_cmp() {
     assert_eq!(reply.servers, vec![v4(sam.addr)]);
     // Game port from the status reply's hostport.
     let key = ServerKey::new("serioussamse", GameAddr::Ip(sam.addr));
-    let port = face.handle.with_registry(|r| r.get(&key).unwrap().game_port);
+    let port = face
+        .handle
+        .with_registry(|r| r.get(&key).unwrap().game_port);
     assert_eq!(port, Some(25600));
 
     // A server answering with another game's name is not verified.
@@ -351,7 +374,10 @@ async fn serious_sam_verified_by_status_and_listed_as_cmp() {
     assert!(until(|| l.load(Ordering::Relaxed) == 1).await);
     let h = face.handle.clone();
     assert!(until(|| h.metrics().drops("status_gamename") == 1).await);
-    assert_eq!(state(&face.handle, "serioussamse", liar.addr), Some(Verification::Pending));
+    assert_eq!(
+        state(&face.handle, "serioussamse", liar.addr),
+        Some(Verification::Pending)
+    );
 
     // `\statechanged` triggers a re-check; no answer de-lists.
     sam.mute.store(true, Ordering::Relaxed);
@@ -376,13 +402,23 @@ async fn verified_servers_expire_after_their_lifetime() {
     assert!(until(|| state(&h, "serioussamse", sam.addr) == Some(Verification::Verified)).await);
     assert_eq!(state(&face.handle, "ut", q), Some(Verification::Verified));
     let now = Timestamp::now();
-    face.handle.prune(now.plus(Duration::from_secs(299))).unwrap();
+    face.handle
+        .prune(now.plus(Duration::from_secs(299)))
+        .unwrap();
     assert_eq!(state(&face.handle, "ut", q), Some(Verification::Verified));
-    face.handle.prune(now.plus(Duration::from_secs(301))).unwrap();
+    face.handle
+        .prune(now.plus(Duration::from_secs(301)))
+        .unwrap();
     assert_eq!(state(&face.handle, "ut", q), None, "Unreal family: 300 s");
     assert!(state(&face.handle, "serioussamse", sam.addr).is_some());
-    face.handle.prune(now.plus(Duration::from_secs(571))).unwrap();
-    assert_eq!(state(&face.handle, "serioussamse", sam.addr), None, "Serious Sam: 570 s");
+    face.handle
+        .prune(now.plus(Duration::from_secs(571)))
+        .unwrap();
+    assert_eq!(
+        state(&face.handle, "serioussamse", sam.addr),
+        None,
+        "Serious Sam: 570 s"
+    );
 }
 
 #[tokio::test]
@@ -418,7 +454,11 @@ async fn garbage_is_counted_and_others_still_served() {
     let (q, _query) = secure_server(&face, "ut", b"Z5Nfb0", true).await;
     assert_eq!(state(&face.handle, "ut", q), Some(Verification::Verified));
     let m = face.handle.metrics();
-    assert_eq!(m.drops("malformed"), 4 + 1, "empty, text, bad port, short challenge; list before auth");
+    assert_eq!(
+        m.drops("malformed"),
+        4 + 1,
+        "empty, text, bad port, short challenge; list before auth"
+    );
     assert_eq!(m.drops("unknown_game"), 1);
     assert_eq!(m.drops("port_zero"), 1);
     assert_eq!(m.drops("unexpected_validate"), 1);
@@ -481,7 +521,9 @@ async fn per_source_limits() {
     let mut uplinks = Vec::new();
     for i in 0..10u16 {
         let u = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        u.send_to(&heartbeat(20_000 + i, "ut"), face.udp).await.unwrap();
+        u.send_to(&heartbeat(20_000 + i, "ut"), face.udp)
+            .await
+            .unwrap();
         uplinks.push(u);
     }
     let mut challenged = 0;
@@ -523,6 +565,7 @@ async fn per_source_limits() {
 /// One source sends every kind of datagram at full speed, as a spoofer could with a forged
 /// source address; everything the face sends back is counted. Prints the ratio.
 #[tokio::test]
+#[allow(clippy::print_stderr)] // the measured ratio is this test's output
 async fn amplification_ratio_of_one_spoofing_source() {
     let face = start(GameSpySettings::default()).await;
     let src = UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -554,6 +597,7 @@ async fn amplification_ratio_of_one_spoofing_source() {
 }
 
 #[tokio::test]
+#[allow(clippy::print_stderr)] // says why it skipped
 async fn ipv6_socket_answers_queries_and_drops_heartbeats() {
     let Ok(probe) = std::net::UdpSocket::bind("[::1]:0") else {
         eprintln!("skipped: no IPv6 loopback");

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use muster_proto::gamespy1::query::{StatusConfig, StatusQuery};
 use muster_proto::gamespy_master::{Challenge, ValidateCheck, check_validate};
 use muster_proto::gamespy_master::{Enctype, ValidateAnswer};
+use muster_proto::gamespy1::query::{StatusConfig, StatusQuery};
 use muster_proto::query::{Event, QueryError, QueryMachine, Transmit};
 use muster_proto::{ServerInfo, gamespy_master};
 
@@ -397,7 +397,10 @@ impl StatusChecks {
     /// The earliest timer of any check.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.checks.values().filter_map(|(q, _)| q.poll_timeout()).min()
+        self.checks
+            .values()
+            .filter_map(|(q, _)| q.poll_timeout())
+            .min()
     }
 }
 
@@ -442,7 +445,8 @@ mod tests {
         let src = addr("192.0.2.1:7779");
         let server = addr("192.0.2.1:7778");
         let ut = game(b"ut").unwrap();
-        c.offer(t0, src, (ut, server, false), ch(b"ABCDEF")).unwrap();
+        c.offer(t0, src, (ut, server, false), ch(b"ABCDEF"))
+            .unwrap();
         // The spec's M4 answer (UT99, key Z5Nfb0).
         let a = c.answer(t0 + Duration::from_secs(29), src, &answer("5OOIQ5Ha"));
         assert!(matches!(a, Answer::Match(p) if p.server == server));
@@ -550,14 +554,21 @@ mod tests {
             .handle_datagram(t0 + Duration::from_millis(5), a, reply)
             .unwrap();
         let info = f.result.unwrap();
-        let gn = info.rules.iter().find(|r| r.key.plain == "gamename").unwrap();
+        let gn = info
+            .rules
+            .iter()
+            .find(|r| r.key.plain == "gamename")
+            .unwrap();
         assert!(matches_group(sam, &gn.value.plain));
         assert!(s.is_empty());
 
         assert!(s.start(a, Purpose::Recheck(sam, true)));
         buf.clear();
         s.poll_transmit(t0, &mut buf).unwrap();
-        assert!(s.handle_timeout(t0 + Duration::from_millis(2500)).is_empty());
+        assert!(
+            s.handle_timeout(t0 + Duration::from_millis(2500))
+                .is_empty()
+        );
         buf.clear();
         assert!(s.poll_transmit(t0, &mut buf).is_some(), "second try");
         let done = s.handle_timeout(t0 + Duration::from_secs(5));
