@@ -194,11 +194,25 @@ async fn secure_server(
 ) -> (SocketAddr, Responder) {
     let query = responder("ut2", 7777, ReplyStyle::Packed).await;
     let uplink = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    beat_and_answer(face, &uplink, query.addr.port(), game, key, honest).await;
+    (query.addr, query)
+}
+
+/// Heartbeats from `uplink`, answers the `\secure\` that comes back (rightly or not), and
+/// returns once the face has processed the answer.
+async fn beat_and_answer(
+    face: &Face,
+    uplink: &UdpSocket,
+    qport: u16,
+    game: &str,
+    key: &[u8],
+    honest: bool,
+) {
     uplink
-        .send_to(&heartbeat(query.addr.port(), game), face.udp)
+        .send_to(&heartbeat(qport, game), face.udp)
         .await
         .unwrap();
-    let (d, from) = recv(&uplink, WAIT).await.expect("a \\secure\\ challenge");
+    let (d, from) = recv(uplink, WAIT).await.expect("a \\secure\\ challenge");
     assert_eq!(from, face.udp);
     let secure = Secure::decode(&d).unwrap();
     assert_eq!(d.len(), 14);
@@ -212,9 +226,8 @@ async fn secure_server(
     // The face handles one socket's datagrams in order: once `\basic\` is answered, the
     // validate before it has been processed.
     uplink.send_to(b"\\basic\\", face.udp).await.unwrap();
-    let (d, _) = recv(&uplink, WAIT).await.expect("basic reply");
+    let (d, _) = recv(uplink, WAIT).await.expect("basic reply");
     QueryReply::decode(&d).unwrap();
-    (query.addr, query)
 }
 
 /// Reads a list over raw TCP: returns the greeting and what followed, sending `request`
@@ -387,6 +400,24 @@ async fn serious_sam_verified_by_status_and_listed_as_cmp() {
     let h = face.handle.clone();
     assert!(until(|| state(&h, "serioussamse", sam.addr) == Some(Verification::Delisted)).await);
     assert_eq!(sam.requests.load(Ordering::Relaxed), 3, "two tries");
+}
+
+#[tokio::test]
+async fn reverification_delists_on_a_wrong_validate_and_relists_on_a_right_one() {
+    let mut settings = relaxed();
+    settings.reverify_interval = Duration::ZERO;
+    settings.challenges.min_interval = Duration::ZERO;
+    let face = start(settings).await;
+    let query = responder("ut", 7777, ReplyStyle::Packed).await;
+    let uplink = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let q = query.addr;
+    beat_and_answer(&face, &uplink, q.port(), "ut", b"Z5Nfb0", true).await;
+    assert_eq!(state(&face.handle, "ut", q), Some(Verification::Verified));
+    // Due for re-verification at once: the next heartbeat is challenged again.
+    beat_and_answer(&face, &uplink, q.port(), "ut", b"Z5Nfb0", false).await;
+    assert_eq!(state(&face.handle, "ut", q), Some(Verification::Delisted));
+    beat_and_answer(&face, &uplink, q.port(), "ut", b"Z5Nfb0", true).await;
+    assert_eq!(state(&face.handle, "ut", q), Some(Verification::Verified));
 }
 
 #[tokio::test]
