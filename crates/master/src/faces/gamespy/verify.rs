@@ -1,0 +1,578 @@
+//! The pure parts of the GameSpy face: the game table, pending `\secure\` challenges and the
+//! `\status\` checks (Serious Sam verification, game-port fetches, `\statechanged` re-checks).
+//!
+//! No sockets, no clock: every method takes `now`, so the tests below run on explicit
+//! timestamps. The face (`super`) moves bytes and mirrors outcomes into the registry.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use muster_proto::gamespy_master::{Challenge, ValidateCheck, check_validate};
+use muster_proto::gamespy_master::{Enctype, ValidateAnswer};
+use muster_proto::gamespy1::query::{StatusConfig, StatusQuery};
+use muster_proto::query::{Event, QueryError, QueryMachine, Transmit};
+use muster_proto::{ServerInfo, gamespy_master};
+
+/// How a game's heartbeats are verified (`gamespy-master.md` §13 decisions 3 and 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `\secure\` → `\validate\` with the game's key.
+    Secure,
+    /// `\status\` to the heartbeat address; the reply's `gamename` must be in the same group.
+    Status,
+}
+
+/// One entry of the game table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Game {
+    /// The gamename, lower case.
+    pub name: &'static str,
+    /// How its heartbeats are verified.
+    pub method: Method,
+    /// Alias group: names in one group match each other in a `\status\` reply.
+    pub group: &'static str,
+    /// Port used for a heartbeat that announces port 0 (§2.3), if any.
+    pub default_port: Option<u16>,
+}
+
+const fn secure(name: &'static str, default_port: Option<u16>) -> Game {
+    Game {
+        name,
+        method: Method::Secure,
+        group: name,
+        default_port,
+    }
+}
+
+const fn sam(name: &'static str) -> Game {
+    Game {
+        name,
+        method: Method::Status,
+        group: "serioussam",
+        default_port: None,
+    }
+}
+
+/// The games the face accepts: every game of the key table (§4.6) except `gamespy2`, which
+/// only authenticates list clients. Keys come from [`gamespy_master::GAME_KEYS`].
+pub const GAMES: &[Game] = &[
+    secure("unreal", Some(7778)),
+    secure("ut", Some(7778)),
+    secure("ut2", None),
+    secure("ut2d", None),
+    secure("ut2004", None),
+    secure("ut2004d", None),
+    sam("serioussam"),
+    sam("serioussamse"),
+    sam("serioussamsed"),
+    secure("333networks", Some(27900)),
+];
+
+/// The table entry of `name` (ASCII case-insensitive), if the game is accepted and has a key.
+#[must_use]
+pub fn game(name: &[u8]) -> Option<&'static Game> {
+    GAMES
+        .iter()
+        .find(|g| g.name.as_bytes().eq_ignore_ascii_case(name))
+        .filter(|g| !gamespy_master::game_keys(g.name.as_bytes()).is_empty())
+}
+
+/// Whether a `\status\` reply naming `replied` verifies a heartbeat of `game`.
+#[must_use]
+pub fn matches_group(game: &Game, replied: &str) -> bool {
+    self::game(replied.trim().as_bytes()).is_some_and(|g| g.group == game.group)
+}
+
+/// Limits of [`Challenges`] (`gamespy-master.md` §14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChallengeLimits {
+    /// A challenge is answerable this long.
+    pub lifetime: Duration,
+    /// Pending challenges per source IP address.
+    pub per_ip: usize,
+    /// Pending challenges in total.
+    pub total: usize,
+    /// A source address is challenged at most once per this long.
+    pub min_interval: Duration,
+}
+
+impl Default for ChallengeLimits {
+    fn default() -> Self {
+        Self {
+            lifetime: Duration::from_secs(30),
+            per_ip: 8,
+            total: 10_000,
+            min_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A challenge waiting for its `\validate\`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    /// What was sent.
+    pub challenge: Challenge,
+    /// The heartbeat's game.
+    pub game: &'static Game,
+    /// The heartbeat (registry) address: source IP, heartbeat port.
+    pub server: SocketAddr,
+    /// Whether the server was already listed (a periodic re-verification).
+    pub reverify: bool,
+    /// When it was sent.
+    pub sent: Instant,
+}
+
+/// Why no challenge was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// This source address was challenged less than [`ChallengeLimits::min_interval`] ago.
+    Throttled,
+    /// [`ChallengeLimits::per_ip`] challenges are pending for this IP.
+    IpCap,
+    /// [`ChallengeLimits::total`] challenges are pending.
+    TotalCap,
+}
+
+impl Refused {
+    /// The metrics drop reason.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Throttled => "challenge_throttled",
+            Self::IpCap => "challenge_ip_cap",
+            Self::TotalCap => "challenge_total_cap",
+        }
+    }
+}
+
+/// What a `\validate\` answer proved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// No live challenge for this source address.
+    Unexpected,
+    /// It matches one of the game's keys.
+    Match(Pending),
+    /// It does not; `expected` is what the preferred key gives (for the log).
+    Mismatch(Pending, String),
+}
+
+/// Pending `\secure\` challenges, keyed by the address they were sent to (the heartbeat's
+/// source), bounded per IP and in total.
+#[derive(Debug, Default)]
+pub struct Challenges {
+    limits: ChallengeLimits,
+    pending: HashMap<SocketAddr, Pending>,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+impl Challenges {
+    /// An empty set with `limits`.
+    #[must_use]
+    pub fn new(limits: ChallengeLimits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// Challenges pending.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether none is pending.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Records a challenge to `to` for the heartbeat of `game` at `server` (replacing an older
+    /// one to the same address), or says why none may be sent now.
+    pub fn offer(
+        &mut self,
+        now: Instant,
+        to: SocketAddr,
+        p: (&'static Game, SocketAddr, bool),
+        challenge: Challenge,
+    ) -> Result<Challenge, Refused> {
+        let (game, server, reverify) = p;
+        if let Some(old) = self.pending.get(&to) {
+            if now.saturating_duration_since(old.sent) < self.limits.min_interval {
+                return Err(Refused::Throttled);
+            }
+        } else {
+            if self.pending.len() >= self.limits.total {
+                return Err(Refused::TotalCap);
+            }
+            if self.per_ip.get(&to.ip()).copied().unwrap_or(0) >= self.limits.per_ip {
+                return Err(Refused::IpCap);
+            }
+            *self.per_ip.entry(to.ip()).or_insert(0) += 1;
+        }
+        self.pending.insert(
+            to,
+            Pending {
+                challenge,
+                game,
+                server,
+                reverify,
+                sent: now,
+            },
+        );
+        Ok(challenge)
+    }
+
+    fn take(&mut self, from: SocketAddr) -> Option<Pending> {
+        let p = self.pending.remove(&from)?;
+        if let Some(n) = self.per_ip.get_mut(&from.ip()) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_ip.remove(&from.ip());
+            }
+        }
+        Some(p)
+    }
+
+    /// Checks an answer from `from` against the challenge sent there (enctype 0, every key of
+    /// the game). The challenge is used up either way.
+    pub fn answer(&mut self, now: Instant, from: SocketAddr, answer: &ValidateAnswer) -> Answer {
+        let Some(p) = self.take(from) else {
+            return Answer::Unexpected;
+        };
+        if now.saturating_duration_since(p.sent) > self.limits.lifetime {
+            return Answer::Unexpected;
+        }
+        match check_validate(
+            p.game.name.as_bytes(),
+            &p.challenge,
+            Enctype::Zero,
+            answer.validate.as_bytes(),
+        ) {
+            ValidateCheck::Match => Answer::Match(p),
+            ValidateCheck::Mismatch { expected } => Answer::Mismatch(p, expected),
+            ValidateCheck::UnknownGame | ValidateCheck::UnsupportedEnctype => {
+                Answer::Mismatch(p, String::new())
+            }
+        }
+    }
+
+    /// Drops challenges older than their lifetime; returns them (re-verifications that got no
+    /// answer count as failures).
+    pub fn expire(&mut self, now: Instant) -> Vec<Pending> {
+        let life = self.limits.lifetime;
+        let dead: Vec<SocketAddr> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now.saturating_duration_since(p.sent) > life)
+            .map(|(a, _)| *a)
+            .collect();
+        dead.into_iter().filter_map(|a| self.take(a)).collect()
+    }
+}
+
+/// Why a `\status\` query was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Verify a heartbeat of a [`Method::Status`] game.
+    Verify(&'static Game),
+    /// Learn the game port (`hostport`) and info of a server just verified by `\secure\`.
+    Info(&'static Game),
+    /// A re-check of a listed server; with `true` (a `\statechanged` heartbeat, §14) no
+    /// answer de-lists it at once, otherwise it counts as one failed re-verification.
+    Recheck(&'static Game, bool),
+}
+
+/// A finished `\status\` check.
+#[derive(Debug)]
+pub struct Finished {
+    /// The heartbeat address it went to.
+    pub server: SocketAddr,
+    /// Why it was sent.
+    pub purpose: Purpose,
+    /// The reply, or why there is none.
+    pub result: Result<Box<ServerInfo>, QueryError>,
+}
+
+/// `\status\` queries in flight, one per destination address, bounded in number.
+#[derive(Debug)]
+pub struct StatusChecks {
+    config: StatusConfig,
+    max: usize,
+    checks: HashMap<SocketAddr, (StatusQuery, Purpose)>,
+}
+
+impl StatusChecks {
+    /// No checks yet; at most `max` at once.
+    #[must_use]
+    pub fn new(config: StatusConfig, max: usize) -> Self {
+        Self {
+            config,
+            max,
+            checks: HashMap::new(),
+        }
+    }
+
+    /// Checks in flight.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.checks.len()
+    }
+
+    /// Whether none is in flight.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.checks.is_empty()
+    }
+
+    /// Whether a check to `server` is in flight (its datagrams belong to it).
+    #[must_use]
+    pub fn expects(&self, from: SocketAddr) -> bool {
+        self.checks.contains_key(&from)
+    }
+
+    /// Starts a check of `server`; false when one is already running there or the cap is hit.
+    pub fn start(&mut self, server: SocketAddr, purpose: Purpose) -> bool {
+        if self.checks.contains_key(&server) || self.checks.len() >= self.max {
+            return false;
+        }
+        self.checks
+            .insert(server, (StatusQuery::new(server, self.config), purpose));
+        true
+    }
+
+    /// Feeds a datagram from `from` to its check; the check is finished when this returns it.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Option<Finished> {
+        let (q, _) = self.checks.get_mut(&from)?;
+        q.handle_datagram(now, from, datagram);
+        self.finish_one(from)
+    }
+
+    fn finish_one(&mut self, server: SocketAddr) -> Option<Finished> {
+        let (q, _) = self.checks.get_mut(&server)?;
+        let event = q.poll_event()?;
+        let (_, purpose) = self.checks.remove(&server)?;
+        let result = match event {
+            Event::Done(info) => Ok(info),
+            Event::Failed(e) => Err(e),
+        };
+        Some(Finished {
+            server,
+            purpose,
+            result,
+        })
+    }
+
+    /// Runs every due timer; returns the checks that finished.
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<Finished> {
+        let due: Vec<SocketAddr> = self
+            .checks
+            .iter()
+            .filter(|(_, (q, _))| q.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(a, _)| *a)
+            .collect();
+        let mut out = Vec::new();
+        for a in due {
+            if let Some((q, _)) = self.checks.get_mut(&a) {
+                q.handle_timeout(now);
+            }
+            out.extend(self.finish_one(a));
+        }
+        out
+    }
+
+    /// The next datagram to send (the request bytes are appended to `buf`).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.checks
+            .values_mut()
+            .find_map(|(q, _)| q.poll_transmit(now, buf))
+    }
+
+    /// The earliest timer of any check.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.checks
+            .values()
+            .filter_map(|(q, _)| q.poll_timeout())
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_proto::gamespy_master::{Token, Trailer, validate_string};
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn ch(s: &[u8]) -> Challenge {
+        Challenge::new(s).unwrap()
+    }
+
+    fn answer(v: &str) -> ValidateAnswer {
+        ValidateAnswer {
+            validate: Token::new(v.as_bytes().to_vec()).unwrap(),
+            trailer: Trailer::Final,
+        }
+    }
+
+    #[test]
+    fn game_table_and_groups() {
+        let ut = game(b"UT").unwrap();
+        assert_eq!((ut.name, ut.method), ("ut", Method::Secure));
+        let se = game(b"serioussamse").unwrap();
+        assert_eq!(se.method, Method::Status);
+        assert!(matches_group(se, "serioussam"));
+        assert!(matches_group(se, "SeriousSamSE"));
+        assert!(!matches_group(se, "ut"));
+        assert!(!matches_group(ut, "unreal"));
+        assert!(game(b"gamespy2").is_none(), "list clients only");
+        assert!(game(b"quake3").is_none());
+    }
+
+    #[test]
+    fn challenge_answered_within_lifetime() {
+        let t0 = Instant::now();
+        let mut c = Challenges::new(ChallengeLimits::default());
+        let src = addr("192.0.2.1:7779");
+        let server = addr("192.0.2.1:7778");
+        let ut = game(b"ut").unwrap();
+        c.offer(t0, src, (ut, server, false), ch(b"ABCDEF"))
+            .unwrap();
+        // The spec's M4 answer (UT99, key Z5Nfb0).
+        let a = c.answer(t0 + Duration::from_secs(29), src, &answer("5OOIQ5Ha"));
+        assert!(matches!(a, Answer::Match(p) if p.server == server));
+        assert!(c.is_empty());
+        assert_eq!(
+            c.answer(t0, src, &answer("5OOIQ5Ha")),
+            Answer::Unexpected,
+            "used up"
+        );
+    }
+
+    #[test]
+    fn wrong_late_or_foreign_answers() {
+        let t0 = Instant::now();
+        let mut c = Challenges::new(ChallengeLimits::default());
+        let src = addr("192.0.2.1:7779");
+        let ut = game(b"ut").unwrap();
+        c.offer(t0, src, (ut, src, false), ch(b"ABCDEF")).unwrap();
+        assert_eq!(
+            c.answer(t0, addr("192.0.2.2:7779"), &answer("5OOIQ5Ha")),
+            Answer::Unexpected
+        );
+        let a = c.answer(t0, src, &answer("zbGgINC8"));
+        assert!(matches!(a, Answer::Mismatch(_, e) if e == "5OOIQ5Ha"));
+        let t1 = t0 + Duration::from_secs(60);
+        c.offer(t1, src, (ut, src, false), ch(b"ABCDEF")).unwrap();
+        let late = t1 + Duration::from_secs(31);
+        assert_eq!(c.answer(late, src, &answer("5OOIQ5Ha")), Answer::Unexpected);
+    }
+
+    #[test]
+    fn ut2004_accepts_both_keys() {
+        let t0 = Instant::now();
+        let mut c = Challenges::new(ChallengeLimits::default());
+        let g = game(b"ut2004").unwrap();
+        for key in ["y5rP9m", "Lw7x0R"] {
+            let src = addr("192.0.2.1:7788");
+            c.offer(t0, src, (g, src, false), ch(b"QWERTY")).unwrap();
+            let v = validate_string(&ch(b"QWERTY"), key.as_bytes(), Enctype::Zero).unwrap();
+            assert!(matches!(c.answer(t0, src, &answer(&v)), Answer::Match(_)));
+        }
+    }
+
+    #[test]
+    fn caps_throttle_and_expiry() {
+        let t0 = Instant::now();
+        let limits = ChallengeLimits {
+            per_ip: 2,
+            total: 3,
+            ..ChallengeLimits::default()
+        };
+        let mut c = Challenges::new(limits);
+        let ut = game(b"ut").unwrap();
+        let a1 = addr("192.0.2.1:1");
+        let p = |a| (ut, a, false);
+        c.offer(t0, a1, p(a1), ch(b"AAAAAA")).unwrap();
+        assert_eq!(
+            c.offer(t0 + Duration::from_secs(9), a1, p(a1), ch(b"BBBBBB")),
+            Err(Refused::Throttled)
+        );
+        // Replacing after the interval does not count twice.
+        c.offer(t0 + Duration::from_secs(10), a1, p(a1), ch(b"BBBBBB"))
+            .unwrap();
+        c.offer(t0, addr("192.0.2.1:2"), p(a1), ch(b"CCCCCC"))
+            .unwrap();
+        assert_eq!(
+            c.offer(t0, addr("192.0.2.1:3"), p(a1), ch(b"DDDDDD")),
+            Err(Refused::IpCap)
+        );
+        c.offer(t0, addr("192.0.2.2:1"), p(a1), ch(b"EEEEEE"))
+            .unwrap();
+        assert_eq!(
+            c.offer(t0, addr("192.0.2.3:1"), p(a1), ch(b"FFFFFF")),
+            Err(Refused::TotalCap)
+        );
+        assert!(c.expire(t0 + Duration::from_secs(30)).is_empty());
+        let dead = c.expire(t0 + Duration::from_secs(31));
+        assert_eq!(dead.len(), 2, "the replaced one was sent at t0 + 10 s");
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.expire(t0 + Duration::from_secs(41)).len(), 1);
+        assert!(c.per_ip.is_empty());
+    }
+
+    #[test]
+    fn status_check_done_and_timeout() {
+        let t0 = Instant::now();
+        let config = StatusConfig {
+            retry: muster_proto::query::QueryConfig {
+                attempt_timeout: Duration::from_millis(2500),
+                retries: 1,
+            },
+            ..StatusConfig::default()
+        };
+        let mut s = StatusChecks::new(config, 1);
+        let sam = game(b"serioussamse").unwrap();
+        let a = addr("192.0.2.1:25601");
+        assert!(s.start(a, Purpose::Verify(sam)));
+        assert!(!s.start(addr("192.0.2.9:1"), Purpose::Verify(sam)), "cap");
+        let mut buf = Vec::new();
+        let t = s.poll_transmit(t0, &mut buf).unwrap();
+        assert_eq!((t.destination, &buf[..]), (a, &b"\\status\\"[..]));
+        assert!(s.expects(a));
+        let reply = b"\\gamename\\serioussam\\hostport\\25600\\queryid\\1.1\\final\\";
+        let f = s
+            .handle_datagram(t0 + Duration::from_millis(5), a, reply)
+            .unwrap();
+        let info = f.result.unwrap();
+        let gn = info
+            .rules
+            .iter()
+            .find(|r| r.key.plain == "gamename")
+            .unwrap();
+        assert!(matches_group(sam, &gn.value.plain));
+        assert!(s.is_empty());
+
+        assert!(s.start(a, Purpose::Recheck(sam, true)));
+        buf.clear();
+        s.poll_transmit(t0, &mut buf).unwrap();
+        assert!(
+            s.handle_timeout(t0 + Duration::from_millis(2500))
+                .is_empty()
+        );
+        buf.clear();
+        assert!(s.poll_transmit(t0, &mut buf).is_some(), "second try");
+        let done = s.handle_timeout(t0 + Duration::from_secs(5));
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].result, Err(QueryError::Timeout));
+    }
+}
