@@ -2,6 +2,7 @@
 //! Nothing below this file knows that a flag exists.
 
 mod dto;
+mod emulate;
 mod list;
 mod output;
 mod protocols;
@@ -59,6 +60,8 @@ enum Command {
     /// List servers from masters and/or a file, then query every one of them.
     #[command(after_help = AFTER_HELP)]
     Scan(scan::ScanArgs),
+    /// Run emulated game servers (one, from flags, or a farm from a TOML file).
+    Emulate(emulate::EmulateArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
             Command::Query(args) => query::run(args).await,
             Command::List(args) => list::run(args).await,
             Command::Scan(args) => scan::run(args).await,
+            Command::Emulate(args) => emulate::run(args).await,
         }
     });
     match result {

@@ -5,6 +5,7 @@
 //! protocol; `muster emulate` uses it to run farms of emulated servers.
 #![warn(missing_docs)]
 
+pub mod endpoints;
 pub mod farm;
 pub mod run;
 pub mod udp;

@@ -127,16 +127,18 @@ where
             reason,
         })?;
         let addr = SocketAddr::new(server.bind, ep.port);
-        let socket = UdpSocket::bind(addr).await.map_err(|source| FarmRunError::Bind {
-            protocol: server.protocol.name(),
-            addr,
-            hint: match source.raw_os_error() {
-                Some(24) => " (too many open files: raise `ulimit -n`)",
-                Some(98) => " (address in use)",
-                _ => "",
-            },
-            source,
-        })?;
+        let socket = UdpSocket::bind(addr)
+            .await
+            .map_err(|source| FarmRunError::Bind {
+                protocol: server.protocol.name(),
+                addr,
+                hint: match source.raw_os_error() {
+                    Some(24) => " (too many open files: raise `ulimit -n`)",
+                    Some(98) => " (address in use)",
+                    _ => "",
+                },
+                source,
+            })?;
         bound.push((socket, ep));
     }
     let (stop, stop_rx) = watch::channel(false);

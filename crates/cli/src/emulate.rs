@@ -1,0 +1,169 @@
+//! `muster emulate`: run emulated game servers from a farm file or from flags.
+
+use std::io::Write as _;
+use std::net::IpAddr;
+
+use anyhow::Context as _;
+use muster_server::farm::{FarmProtocol, FarmSpec, PlayerSpec, ServerSpec};
+use muster_server::{Limits, endpoints, run};
+
+use crate::exit;
+use crate::query::UsageError;
+
+const AFTER_HELP: &str = "\
+Examples:
+  muster emulate --protocol teeworlds --port 8303 --name 'Jérôme' --players 8
+  muster emulate --protocol gamespy1 --port 7777 --style ut99 --master gamespy:127.0.0.1:27900
+  muster emulate --config examples/farm.toml
+
+Query ports follow each protocol's convention: game port + 1 for gameagent, gamespy1 and
+unreal2; the game port itself for teeworlds. One line `listening <protocol> udp <address>` is
+printed per socket before serving starts. SIGINT or SIGTERM stops every server (registered
+servers say goodbye to their masters first). The farm file format is described in
+crates/server/src/farm.rs and shown in examples/farm.toml.";
+
+/// Flags of `muster emulate`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct EmulateArgs {
+    /// A farm description (TOML): explicit servers and generated ones.
+    #[arg(long, short, value_name = "FILE", conflicts_with_all = ["protocol", "port"])]
+    pub config: Option<std::path::PathBuf>,
+    /// The protocol of the one server to run (without --config).
+    #[arg(long, short, value_parser = ["gameagent", "gamespy1", "unreal2", "teeworlds"])]
+    pub protocol: Option<String>,
+    /// Its game port.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Its name.
+    #[arg(long, default_value = "Muster emulated server")]
+    pub name: String,
+    /// Its map.
+    #[arg(long, default_value = "")]
+    pub map: String,
+    /// How many players it reports (named Player 1, Player 2, …).
+    #[arg(long, default_value_t = 0)]
+    pub players: u32,
+    /// Its player slots.
+    #[arg(long, default_value_t = 16)]
+    pub max_players: u32,
+    /// The reply style (gamespy1: ut2003, ut99, unreal, serioussam; unreal2: ut2004, ut2003;
+    /// gameagent: x86, arm).
+    #[arg(long)]
+    pub style: Option<String>,
+    /// Register with a master: PROTOCOL:HOST:PORT (gameagent, gamespy, teeworlds07) or
+    /// ddnet:URL. Repeatable.
+    #[arg(long = "master", value_name = "PROTOCOL:ADDRESS")]
+    pub masters: Vec<String>,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Apply the per-source rate limits of a public server (off by default: farms are for
+    /// testing clients, which query fast).
+    #[arg(long)]
+    pub limit: bool,
+}
+
+fn farm_from_flags(args: &EmulateArgs) -> anyhow::Result<FarmSpec> {
+    let (Some(protocol), Some(port)) = (args.protocol.as_deref(), args.port) else {
+        return Err(UsageError("give --config FILE, or --protocol and --port".into()).into());
+    };
+    let protocol = FarmProtocol::parse(protocol)
+        .ok_or_else(|| UsageError(format!("unknown protocol {protocol:?}")))?;
+    let players = (1..=args.players)
+        .map(|i| PlayerSpec {
+            name: format!("Player {i}"),
+            score: i64::from(i),
+            ping: 20 + i,
+            team: None,
+            clan: String::new(),
+            country: -1,
+            spectator: false,
+            bot: false,
+        })
+        .collect();
+    Ok(FarmSpec {
+        seed: 0,
+        bind: args.bind,
+        server: vec![ServerSpec {
+            protocol,
+            port,
+            name: args.name.clone(),
+            map: args.map.clone(),
+            game_type: String::new(),
+            version: None,
+            game: None,
+            password: false,
+            max_players: args.max_players.max(args.players),
+            players,
+            rules: Default::default(),
+            style: args.style.clone(),
+            masters: args.masters.clone(),
+            loss: 0.0,
+            reorder: 0.0,
+            delay: None,
+        }],
+        generate: Vec::new(),
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            let _ = ctrl_c.await;
+            return;
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+pub(crate) async fn run(args: EmulateArgs) -> anyhow::Result<u8> {
+    let farm = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            FarmSpec::from_toml(&text)
+                .map_err(|e| UsageError(format!("{}: {e}: {}", path.display(), source_text(&e))))?
+        }
+        None => farm_from_flags(&args)?,
+    };
+    let servers = farm.expand().map_err(|e| UsageError(format!("{e}")))?;
+    let limits = if args.limit {
+        Limits::default()
+    } else {
+        Limits::unlimited()
+    };
+    let mut farm = run::start(servers, limits, None, endpoints::endpoint)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    {
+        let mut out = std::io::stdout().lock();
+        for l in &farm.listening {
+            writeln!(out, "listening {} udp {}", l.protocol.name(), l.addr)?;
+        }
+        out.flush()?;
+    }
+    let stopper = farm.stopper();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stopper.send(true);
+    });
+    farm.wait().await.context("serving")?;
+    Ok(exit::OK)
+}
+
+fn source_text(e: &muster_server::farm::FarmError) -> String {
+    use std::error::Error as _;
+    e.source().map(ToString::to_string).unwrap_or_default()
+}

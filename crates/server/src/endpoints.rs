@@ -1,0 +1,113 @@
+//! Which responder and registrars an emulated server of each protocol gets, and on which port.
+//!
+//! | protocol | query port | styles | masters |
+//! |---|---|---|---|
+//! | `gameagent` | game + 1 | `x86` (stock: non-ASCII names become the `12` mark), `arm` (names pass) | `gameagent:host:port` |
+//! | `gamespy1` | game + 1 | `ut2003` (default), `ut99`, `unreal`, `serioussam` | `gamespy:host:port` |
+//! | `unreal2` | game + 1 | `ut2004` (default), `ut2003` | — |
+//! | `teeworlds` | game port | one: 0.6, DDNet extended and 0.7 on one port | `teeworlds07:host:port`, `ddnet:URL` |
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Instant;
+
+use muster_proto::gameagent::register::{GameAgentRegistrar, RegistrarConfig};
+use muster_proto::gameagent::respond::{GameAgentResponder, NameMarks, ResponderConfig};
+use muster_proto::gamespy_master::register::{GameSpyRegistrar, GameSpyRegistrarConfig};
+use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
+
+use crate::farm::{FarmProtocol, FarmServer, MasterTarget};
+use crate::run::Endpoint;
+use crate::udp::BoxedRegistrar;
+
+fn resolve(master: &MasterTarget, default_port: u16) -> Result<SocketAddr, String> {
+    let text = if master.address.contains(':') && !master.address.ends_with(']') {
+        master.address.clone()
+    } else {
+        format!("{}:{default_port}", master.address)
+    };
+    text.to_socket_addrs()
+        .map_err(|e| format!("master {}: {e}", master.address))?
+        .next()
+        .ok_or_else(|| format!("master {}: no address", master.address))
+}
+
+fn unknown_style(protocol: FarmProtocol, style: &str) -> String {
+    format!("unknown style {style:?} for {}", protocol.name())
+}
+
+fn wrong_master(protocol: FarmProtocol, master: &MasterTarget) -> String {
+    format!(
+        "a {} server cannot register with a {:?} master",
+        protocol.name(),
+        master.protocol
+    )
+}
+
+fn query_port(game_port: u16, offset: u16) -> Result<u16, String> {
+    game_port
+        .checked_add(offset)
+        .ok_or_else(|| format!("game port {game_port} has no query port"))
+}
+
+/// The responder, registrars and query port of `server`.
+pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
+    let style = server.style.as_deref();
+    let game_port = server.state.game_port;
+    let mut registrars: Vec<BoxedRegistrar> = Vec::new();
+    match server.protocol {
+        FarmProtocol::Gameagent => {
+            let name_marks = match style {
+                None | Some("x86") => NameMarks::X86,
+                Some("arm") => NameMarks::UnsignedChar,
+                Some(s) => return Err(unknown_style(server.protocol, s)),
+            };
+            for m in &server.masters {
+                if m.protocol != "gameagent" {
+                    return Err(wrong_master(server.protocol, m));
+                }
+                let addr = resolve(m, 9005)?;
+                registrars.push(Box::new(GameAgentRegistrar::new(
+                    RegistrarConfig::new(addr),
+                    &server.state,
+                )));
+            }
+            Ok(Endpoint {
+                responder: Box::new(GameAgentResponder::new(ResponderConfig {
+                    name_marks,
+                    ..ResponderConfig::default()
+                })),
+                registrars,
+                port: query_port(game_port, 1)?,
+            })
+        }
+        FarmProtocol::Gamespy1 => {
+            let profile = match style {
+                None | Some("ut2003") => Profile::Ut2003,
+                Some("ut99") => Profile::Ut99,
+                Some("unreal") => Profile::Unreal227,
+                Some("serioussam") => Profile::SeriousSam,
+                Some(s) => return Err(unknown_style(server.protocol, s)),
+            };
+            let port = query_port(game_port, 1)?;
+            for m in &server.masters {
+                if m.protocol != "gamespy" {
+                    return Err(wrong_master(server.protocol, m));
+                }
+                let addr = resolve(m, 27900)?;
+                registrars.push(Box::new(GameSpyRegistrar::new(
+                    GameSpyRegistrarConfig::new(addr, profile, port),
+                    Instant::now(),
+                )));
+            }
+            Ok(Endpoint {
+                responder: Box::new(GameSpyResponder::with_profile(profile)),
+                registrars,
+                port,
+            })
+        }
+        FarmProtocol::Unreal2 | FarmProtocol::Teeworlds => Err(format!(
+            "{} emulation is not wired yet",
+            server.protocol.name()
+        )),
+    }
+}
