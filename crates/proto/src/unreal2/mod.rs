@@ -45,6 +45,7 @@
 
 pub mod packet;
 pub mod query;
+pub mod respond;
 pub mod string;
 
 pub use packet::{
@@ -52,6 +53,7 @@ pub use packet::{
     ServerSnapshot, SmallPingReply, Style, XmpExtra, encode_players, encode_rules,
 };
 pub use query::{Unreal2Config, Unreal2Query, server_info};
+pub use respond::{Unreal2Responder, Unreal2Settings};
 pub use string::U2String;
 
 use crate::model::Text;
