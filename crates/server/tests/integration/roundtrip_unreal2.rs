@@ -117,6 +117,9 @@ fn busy_state() -> ServerState {
     }
 }
 
+/// A player as compared: name, score, ping, team.
+type PlayerView = (String, Option<i64>, Option<u32>, Option<i32>);
+
 fn text_rules(info: &ServerInfo) -> Vec<(String, String)> {
     info.rules
         .iter()
@@ -163,7 +166,7 @@ fn assert_published(info: &ServerInfo, state: &ServerState, style: Style) {
     want_rules.extend(state.rules.iter().cloned());
     assert_eq!(text_rules(info), want_rules);
 
-    let want_players: Vec<(String, Option<i64>, Option<u32>, Option<i32>)> = state
+    let want_players: Vec<PlayerView> = state
         .players
         .iter()
         .filter(|p| !p.bot)
