@@ -348,3 +348,90 @@ async fn opengsq_empty_server_quirk_get_players_times_out() {
     assert_eq!(details["num_players"], 0);
     assert_no_bad_requests(&served);
 }
+
+/// The §12.2 colour-coded name `ESC ff 01 01 Red ESC 01 01 ff Blue` (single-byte).
+const COLOURED: &str = "\u{1b}\u{ff}\u{1}\u{1}Red\u{1b}\u{1}\u{1}\u{ff}Blue";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn colour_codes_quirk_each_peer_strips_its_own_way() {
+    let (Some(qstat), Some(gamedig), Some(opengsq)) =
+        (Qstat::require(), Gamedig::require(), Opengsq::require())
+    else {
+        return;
+    };
+    let mut st = state();
+    st.name = COLOURED.into();
+    st.players[0].name = COLOURED.into();
+    let served = serve(Style::Ut2004, st).await;
+    let addr = served.addr;
+    let (q, g, details, players) = tokio::task::spawn_blocking(move || {
+        (
+            qstat.query("ut2004s", addr),
+            gamedig.query("unrealtournament2004", addr),
+            opengsq.query("unreal2", "get_details", addr),
+            opengsq.query("unreal2", "get_players", addr),
+        )
+    })
+    .await
+    .expect("peer thread");
+    // qstat's name transformation drops the character after each colour code (spec §15).
+    assert_eq!(q["name"], "edlue", "{q:#}");
+    assert_eq!(q["players"][2]["name"], "edlue");
+    // gamedig and opengsq strip the codes.
+    assert_eq!(g["name"], "RedBlue", "{g:#}");
+    assert_eq!(g["players"][0]["name"], "RedBlue");
+    let details = details.expect("get_details");
+    assert_eq!(details["server_name"], "RedBlue");
+    let players = players.expect("get_players");
+    assert_eq!(players[0]["name"], "RedBlue");
+    assert_no_bad_requests(&served);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn long_names_quirk_two_byte_length() {
+    let (Some(qstat), Some(gamedig), Some(opengsq)) =
+        (Qstat::require(), Gamedig::require(), Opengsq::require())
+    else {
+        return;
+    };
+    let server_name = format!("Long{}", "N".repeat(66)); // N = 71: `47 01`
+    let player_name = "P".repeat(65); // N = 66: `42 01`
+    let mut st = state();
+    st.name.clone_from(&server_name);
+    st.players[0].name.clone_from(&player_name);
+    let served = serve(Style::Ut2004, st).await;
+    let addr = served.addr;
+    let (q, g, details, players) = tokio::task::spawn_blocking(move || {
+        (
+            qstat.query("ut2004s", addr),
+            gamedig.query("unrealtournament2004", addr),
+            opengsq.query("unreal2", "get_details", addr),
+            opengsq.query("unreal2", "get_players", addr),
+        )
+    })
+    .await
+    .expect("peer thread");
+    // qstat decodes the two-byte length of single-byte strings.
+    assert_eq!(q["name"], server_name.as_str(), "{q:#}");
+    assert_eq!(q["players"][2]["name"], player_name.as_str());
+    assert_eq!(q["players"][2]["score"], 12);
+    // gamedig reads single-byte strings up to the NUL and drops the stray `01` as a control
+    // character, so long names come through (spec §15).
+    assert_eq!(g["name"], server_name.as_str(), "{g:#}");
+    assert_eq!(g["players"][0]["name"], player_name.as_str());
+    assert_eq!(g["players"][0]["raw"]["score"], 12);
+    let details = details.expect("get_details");
+    // Deviation from spec §15: opengsq reads the *server name* up to the NUL, so a long one
+    // is read correctly (the map after it too).
+    assert_eq!(details["server_name"], server_name.as_str());
+    assert_eq!(details["map_name"], "DM-Rankin");
+    // As spec §15 says for player names: opengsq reads one length byte (`42`), so the record
+    // is misaligned and get_players crashes.
+    let err = players.expect_err("opengsq misreads a two-byte player-name length");
+    assert!(
+        err.to_string()
+            .contains("unpack requires a buffer of 4 bytes"),
+        "{err}"
+    );
+    assert_no_bad_requests(&served);
+}
