@@ -100,7 +100,23 @@ impl Unreal2Settings {
             ..Self::default()
         }
     }
+
+    /// The defaults for a farm's `style` name: `None` or `"ut2004"` is [`Style::Ut2004`],
+    /// `"ut2003"` is [`Style::Ut2003`]; any other name is `None`.
+    #[must_use]
+    pub fn for_style_name(name: Option<&str>) -> Option<Self> {
+        match name {
+            None | Some(STYLE_UT2004) => Some(Self::with_style(Style::Ut2004)),
+            Some(STYLE_UT2003) => Some(Self::with_style(Style::Ut2003)),
+            Some(_) => None,
+        }
+    }
 }
+
+/// The style name of [`Style::Ut2004`] in farm files and flags.
+pub const STYLE_UT2004: &str = "ut2004";
+/// The style name of [`Style::Ut2003`] in farm files and flags.
+pub const STYLE_UT2003: &str = "ut2003";
 
 /// The encoded answer to each command, built from one state.
 #[derive(Debug, Clone)]
@@ -657,6 +673,15 @@ mod tests {
             rules(&state),
             vec![pair("Mutator", "MutA"), pair("serverversion", "3186")]
         );
+    }
+
+    #[test]
+    fn style_names() {
+        let style = |n| Unreal2Settings::for_style_name(n).map(|s| s.style);
+        assert_eq!(style(None), Some(Style::Ut2004));
+        assert_eq!(style(Some("ut2004")), Some(Style::Ut2004));
+        assert_eq!(style(Some("ut2003")), Some(Style::Ut2003));
+        assert_eq!(style(Some("ut99")), None);
     }
 
     #[test]

@@ -27,7 +27,16 @@ struct Served {
 }
 
 async fn serve_unreal2(style: Style, state: ServerState, impairment: Impairment) -> Served {
-    let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+    serve_unreal2_on("127.0.0.1:0", style, state, impairment).await
+}
+
+async fn serve_unreal2_on(
+    bind: &str,
+    style: Style,
+    state: ServerState,
+    impairment: Impairment,
+) -> Served {
+    let socket = UdpSocket::bind(bind).await.expect("bind");
     let addr = socket.local_addr().expect("addr");
     let (_state_tx, state_rx) = watch::channel(Arc::new(state));
     let (stop, stop_rx) = watch::channel(false);
@@ -324,4 +333,23 @@ async fn unreal2_roundtrip_reordered_split_replies_lose_nothing() {
         info.rules.insert(0, server_version);
         assert_published(&info, &sorted_state, style);
     }
+}
+
+#[tokio::test]
+async fn unreal2_roundtrip_ipv6_loopback() {
+    let Ok(probe) = std::net::UdpSocket::bind("[::1]:0") else {
+        panic!("::1 is not available on this machine; IPv6 loopback is required for this test");
+    };
+    drop(probe);
+    let state = busy_state();
+    let s = serve_unreal2_on(
+        "[::1]:0",
+        Style::Ut2004,
+        state.clone(),
+        Impairment::default(),
+    )
+    .await;
+    assert!(s.addr.is_ipv6());
+    let (info, _) = query(s.addr).await;
+    assert_published(&info, &state, Style::Ut2004);
 }
