@@ -178,7 +178,8 @@ impl Unreal2Responder {
     /// refresh interval has passed.
     fn cache(&mut self, now: Instant, state: &ServerState) -> &Cache {
         let fresh = self.cache.as_ref().is_some_and(|c| {
-            c.state == *state || now.saturating_duration_since(c.built_at) < self.settings.refresh
+            // The clock check first: it is cheaper than comparing whole states.
+            now.saturating_duration_since(c.built_at) < self.settings.refresh || c.state == *state
         });
         if !fresh {
             return self.cache.insert(Cache::build(&self.settings, state, now));
