@@ -32,6 +32,9 @@
 //! than [`SPLIT_THRESHOLD`] bytes, check before each record, and send **no** `0x02` datagram
 //! when the player list is empty ([`packet::encode_rules`], [`packet::encode_players`]).
 //!
+//! The game-server side is [`respond::Unreal2Responder`]: a stock UT2004 (or UT2003) server's
+//! answers to a [`crate::respond::ServerState`], encoded once per state change.
+//!
 //! This module deliberately does **not**: open sockets or time anything (`query.rs` is a
 //! sans-IO machine, the driver lives in `muster-query`); speak Pariah's command set
 //! (`0x10`–`0x13`, such replies decode as [`packet::Reply::Unknown`]); merge with GameSpy v1
@@ -45,6 +48,7 @@
 
 pub mod packet;
 pub mod query;
+pub mod respond;
 pub mod string;
 
 pub use packet::{
@@ -52,6 +56,7 @@ pub use packet::{
     ServerSnapshot, SmallPingReply, Style, XmpExtra, encode_players, encode_rules,
 };
 pub use query::{Unreal2Config, Unreal2Query, server_info};
+pub use respond::{Unreal2Responder, Unreal2Settings};
 pub use string::U2String;
 
 use crate::model::Text;
