@@ -14,6 +14,7 @@ use muster_proto::gameagent::register::{GameAgentRegistrar, RegistrarConfig};
 use muster_proto::gameagent::respond::{GameAgentResponder, NameMarks, ResponderConfig};
 use muster_proto::gamespy_master::register::{GameSpyRegistrar, GameSpyRegistrarConfig};
 use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
+use muster_proto::unreal2::respond::{Unreal2Responder, Unreal2Settings};
 
 use crate::farm::{FarmProtocol, FarmServer, MasterTarget};
 use crate::run::Endpoint;
@@ -105,7 +106,20 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
                 port,
             })
         }
-        FarmProtocol::Unreal2 | FarmProtocol::Teeworlds => Err(format!(
+        FarmProtocol::Unreal2 => {
+            let settings = Unreal2Settings::for_style_name(style)
+                .ok_or_else(|| unknown_style(server.protocol, style.unwrap_or("")))?;
+            if let Some(m) = server.masters.first() {
+                // UE2 servers are listed through their GameSpy heartbeats, a gamespy1 server.
+                return Err(wrong_master(server.protocol, m));
+            }
+            Ok(Endpoint {
+                responder: Box::new(Unreal2Responder::new(settings)),
+                registrars,
+                port: query_port(game_port, 1)?,
+            })
+        }
+        FarmProtocol::Teeworlds => Err(format!(
             "{} emulation is not wired yet",
             server.protocol.name()
         )),
