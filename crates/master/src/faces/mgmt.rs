@@ -365,9 +365,8 @@ impl Conn {
     async fn serve(mut self, mut stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
         let mut buf = vec![0u8; READ_CHUNK];
         let stop = loop {
-            match self.apply_events(&mut shutdown).await {
-                Some(stop) => break stop,
-                None => {}
+            if let Some(stop) = self.apply_events(&mut shutdown).await {
+                break stop;
             }
             if self.unsent() > self.shared.settings.max_unsent {
                 self.shared
@@ -517,8 +516,8 @@ impl Conn {
             self.log_bad("registration discarded: name too long");
             return;
         }
-        if server.port().is_well_known() {
-            if self.shared.may_log().is_some() {
+        if server.port().is_well_known() && self.shared.may_log().is_some() {
+            {
                 tracing::warn!(peer = %self.peer, port = server.port().get(), "mgmt registration on a well-known port");
             }
         }
