@@ -12,7 +12,7 @@
 //! accept ─ caps (total, per source IP) ─ keep-alive ─ task: read → session → events
 //!   Register/UpdateStats/Unregister → MasterHandle (state bucket per source)
 //!   Query → answer (query bucket per source, global egress budget) → output buffer
-//!   output buffer > max_unsent → close
+//!   output buffer > max_unsent, or face-wide unsent > max_unsent_total → close
 //! ```
 //!
 //! Abuse limits: connection caps over all listeners of the face (a connection over a cap is
@@ -35,7 +35,7 @@ mod entry;
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -54,6 +54,8 @@ use crate::registry::{Face, Outcome, ServerKey, Timestamp, View};
 
 /// Largest unsent output of one connection before it is closed (§7.2: 1 MiB).
 pub const DEFAULT_MAX_UNSENT: usize = 1 << 20;
+/// Unsent output of the whole face before slow readers are closed.
+pub const DEFAULT_MAX_UNSENT_TOTAL: usize = 64 << 20;
 /// Bytes read from a socket at once.
 const READ_CHUNK: usize = 16 * 1024;
 /// How long a closing connection may take to flush what it already owes the peer.
@@ -75,6 +77,10 @@ pub struct MgmtSettings {
     pub max_per_source: usize,
     /// A connection whose unsent output exceeds this many bytes is closed (§7.2: 1 MiB).
     pub max_unsent: usize,
+    /// Unsent output of all connections together; while it is above this, a connection
+    /// with unsent output is closed at its next step (bounds memory to this plus one answer
+    /// per connection, whatever the number of slow readers).
+    pub max_unsent_total: usize,
     /// TCP keep-alive idle time on accepted sockets, so vanished hosts are noticed (§7.2);
     /// `None` leaves the OS default (off).
     pub keepalive: Option<Duration>,
@@ -95,6 +101,7 @@ impl Default for MgmtSettings {
             max_connections: 1024,
             max_per_source: 16,
             max_unsent: DEFAULT_MAX_UNSENT,
+            max_unsent_total: DEFAULT_MAX_UNSENT_TOTAL,
             keepalive: Some(Duration::from_secs(60)),
             query_bucket: BucketConfig::one_every(8, Duration::from_secs(1)),
             state_bucket: BucketConfig::one_every(32, Duration::from_millis(250)),
@@ -141,6 +148,7 @@ struct Shared {
     conns: Mutex<ConnCount>,
     limits: Mutex<Limits>,
     log: Mutex<LogGate>,
+    unsent_total: AtomicUsize,
 }
 
 #[derive(Debug, Default)]
@@ -184,6 +192,7 @@ impl Shared {
             settings,
             conns: Mutex::new(ConnCount::default()),
             limits: Mutex::new(limits),
+            unsent_total: AtomicUsize::new(0),
             log: Mutex::new(LogGate {
                 bucket: SourceLimiter::new(BucketConfig::one_every(LOG_BURST, LOG_REFILL), 1),
                 suppressed: 0,
@@ -334,7 +343,17 @@ struct Conn {
     entry: Entry,
     out: Vec<u8>,
     sent: usize,
+    /// This connection's share of [`Shared::unsent_total`].
+    accounted: usize,
     _slot: ConnSlot,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.shared
+            .unsent_total
+            .fetch_sub(self.accounted, Ordering::Relaxed);
+    }
 }
 
 impl Conn {
@@ -353,6 +372,7 @@ impl Conn {
             entry,
             out: Vec::new(),
             sent: 0,
+            accounted: 0,
             _slot: slot,
             shared,
         }
@@ -362,13 +382,29 @@ impl Conn {
         self.out.len() - self.sent
     }
 
+    /// Brings this connection's share of the face-wide unsent total up to date; returns
+    /// whether the connection is over either output cap.
+    fn account(&mut self) -> bool {
+        let now_unsent = self.unsent();
+        let total = &self.shared.unsent_total;
+        if now_unsent >= self.accounted {
+            total.fetch_add(now_unsent - self.accounted, Ordering::Relaxed);
+        } else {
+            total.fetch_sub(self.accounted - now_unsent, Ordering::Relaxed);
+        }
+        self.accounted = now_unsent;
+        let s = &self.shared.settings;
+        now_unsent > s.max_unsent
+            || (now_unsent > 0 && total.load(Ordering::Relaxed) > s.max_unsent_total)
+    }
+
     async fn serve(mut self, mut stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
         let mut buf = vec![0u8; READ_CHUNK];
         let stop = loop {
             if let Some(stop) = self.apply_events(&mut shutdown).await {
                 break stop;
             }
-            if self.unsent() > self.shared.settings.max_unsent {
+            if self.account() {
                 self.shared
                     .handle
                     .metrics()

@@ -1335,17 +1335,13 @@ async fn total_connection_cap_closes_the_extra_connection() {
 
 // ---- abuse limits ----
 
-#[tokio::test]
-async fn unread_output_over_the_cap_closes_the_connection() {
-    let s = MgmtSettings {
-        max_unsent: 64 * 1024,
-        ..settings()
-    };
+/// A client that sends 30,000 queries (1 MB), owing ~5.7 MB of answers it never reads,
+/// is closed once its unsent output passes a cap; others keep being served.
+async fn slow_reader_is_closed(s: MgmtSettings) {
     let mut w = World::with(s).await;
     let sock = TcpSocket::new_v4().unwrap();
     sock.set_recv_buffer_size(4096).unwrap();
     let mut c = sock.connect(w.face.addr).await.unwrap();
-    // 30,000 queries (1 MB) owe ~5.7 MB of answers that are never read.
     let burst = QUERY.repeat(30_000);
     let _ = timeout(WAIT, c.write_all(&burst)).await;
     let mut got = 0usize;
@@ -1363,6 +1359,39 @@ async fn unread_output_over_the_cap_closes_the_connection() {
     assert!(got < 30_000 * 188, "not everything was sent: {got}");
     assert_eq!(w.face.handle.metrics().drops("mgmt_output_overflow"), 1);
     w.assert_serving("overflow").await;
+    w.face.stop().await;
+}
+
+#[tokio::test]
+async fn unread_output_over_the_connection_cap_closes_the_connection() {
+    slow_reader_is_closed(MgmtSettings {
+        max_unsent: 64 * 1024,
+        ..settings()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unread_output_over_the_face_wide_cap_closes_the_connection() {
+    slow_reader_is_closed(MgmtSettings {
+        max_unsent_total: 64 * 1024,
+        ..settings()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn answers_owed_before_a_half_close_are_sent() {
+    let mut w = World::new().await;
+    let mut c = w.conn().await;
+    send(&mut c, QUERY).await;
+    c.shutdown().await.unwrap();
+    assert_eq!(
+        entries(&decode_answer(&read_frame(&mut c).await)),
+        vec![feuerland()]
+    );
+    assert_closed(&mut c, "after the answer").await;
+    w.assert_serving("half close").await;
     w.face.stop().await;
 }
 
