@@ -1562,3 +1562,19 @@ async fn registry_source_cap_refuses_registrations_but_keeps_the_connection() {
     stop.send(true).unwrap();
     timeout(WAIT, task).await.unwrap().unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn connection_reset_removes_the_registration() {
+    let mut w = World::new().await;
+    let mut g = w.conn().await;
+    send(&mut g, REGISTER_2.as_bytes()).await;
+    assert_eq!(query(&mut g).await.len(), 2);
+    // Linger 0: the close is a reset, which the face sees as a read error.
+    socket2::SockRef::from(&g)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(g);
+    w.eventually(vec![feuerland()]).await;
+    w.assert_serving("reset").await;
+    w.face.stop().await;
+}
