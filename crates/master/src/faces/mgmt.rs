@@ -345,6 +345,10 @@ struct Conn {
     sent: usize,
     /// This connection's share of [`Shared::unsent_total`].
     accounted: usize,
+    /// Set while the session counts a registration the registry refused (cap, store error,
+    /// name too long): the session then runs no idle timer, so the driver runs it, from the
+    /// last complete message.
+    orphan_since: Option<std::time::Instant>,
     _slot: ConnSlot,
 }
 
@@ -373,6 +377,7 @@ impl Conn {
             out: Vec::new(),
             sent: 0,
             accounted: 0,
+            orphan_since: None,
             _slot: slot,
             shared,
         }
@@ -413,7 +418,11 @@ impl Conn {
                 self.session.abort(now());
                 continue;
             }
-            let deadline = self.session.poll_timeout();
+            let idle = self.shared.settings.idle_timeout;
+            let deadline = self
+                .session
+                .poll_timeout()
+                .or_else(|| self.orphan_since.map(|t| t + idle));
             let (mut rd, mut wr) = stream.split();
             let pending = self.out.get(self.sent..).unwrap_or_default();
             tokio::select! {
@@ -435,7 +444,15 @@ impl Conn {
                         self.session.abort(now());
                     }
                 },
-                () = sleep_until(deadline), if deadline.is_some() => self.session.handle_timeout(now()),
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    if self.session.poll_timeout().is_some() {
+                        self.session.handle_timeout(now());
+                    } else {
+                        self.shared.handle.metrics().count_drop("mgmt_idle_timeout");
+                        tracing::debug!(peer = %self.peer, "mgmt idle timeout (refused registration)");
+                        self.session.abort(now());
+                    }
+                }
             }
         };
         self.entry.clear();
@@ -461,6 +478,9 @@ impl Conn {
     /// Applies every queued session event; `Some` once the session is closed.
     async fn apply_events(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<Stop> {
         while let Some(ev) = self.session.poll_event() {
+            if self.orphan_since.is_some() {
+                self.orphan_since = Some(now());
+            }
             match ev {
                 SessionEvent::Register(server) => {
                     if !self.wait(shutdown, Shared::try_state).await {
@@ -468,6 +488,7 @@ impl Conn {
                         continue;
                     }
                     self.register(server);
+                    self.orphan_since = self.entry.current.is_none().then(now);
                 }
                 SessionEvent::UpdateStats(stats) => {
                     if !self.wait(shutdown, Shared::try_state).await {
@@ -476,7 +497,10 @@ impl Conn {
                     }
                     self.update(&stats);
                 }
-                SessionEvent::Unregister => self.entry.clear(),
+                SessionEvent::Unregister => {
+                    self.entry.clear();
+                    self.orphan_since = None;
+                }
                 SessionEvent::Query => {
                     if !self.wait(shutdown, Shared::try_query).await {
                         self.session.abort(now());

@@ -1578,3 +1578,34 @@ async fn connection_reset_removes_the_registration() {
     w.assert_serving("reset").await;
     w.face.stop().await;
 }
+
+#[tokio::test]
+async fn refused_registration_does_not_escape_the_idle_timeout() {
+    let dir = TempDir::new("mgmt-cap-idle");
+    let mut c = Config {
+        data_dir: dir.0.clone(),
+        ..Config::default()
+    };
+    c.limits.servers_per_source = 1;
+    let handle = Master::open(c, Timestamp::now()).unwrap().handle();
+    let l = muster_master::tcp::bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let (stop, rx) = watch::channel(false);
+    let s = MgmtSettings {
+        idle_timeout: Duration::from_millis(300),
+        ..settings()
+    };
+    let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], s, rx));
+    let mut a = connect(addr).await;
+    send(&mut a, REGISTER_1).await;
+    assert_eq!(query(&mut a).await, vec![feuerland()]);
+    let mut b = connect(addr).await;
+    send(&mut b, REGISTER_3.as_bytes()).await;
+    assert_eq!(query(&mut b).await, vec![feuerland()], "refused by the cap");
+    // `b` has no server in the registry, so it is idle-closed; `a` is registered and stays.
+    assert_closed(&mut b, "refused registration idles out").await;
+    assert_eq!(handle.metrics().drops("mgmt_idle_timeout"), 1);
+    assert_eq!(query(&mut a).await, vec![feuerland()]);
+    stop.send(true).unwrap();
+    timeout(WAIT, task).await.unwrap().unwrap().unwrap();
+}
