@@ -1,1 +1,678 @@
-//! The mgmt face (to be written).
+//! The management server face (`management-server.md`): length-prefixed JSON over TCP 51963.
+//!
+//! One task per connection drives a sans-IO [`ServerSession`] (framing, validation, the
+//! one-server-per-connection rule, the idle timeout of unregistered connections) and mirrors
+//! its events into the registry: a registration is a [`Face::Mgmt`] record keyed by the
+//! connection id ([`ServerKey::with_instance`]), listed at once with the default state; stats
+//! updates replace its info; it is removed on unregister and whenever the connection ends
+//! (EOF, error, framing error, idle timeout, output overflow, shutdown). Queries are answered
+//! from [`View::Mgmt`] with [`ServerListAnswer::fitting`] (open lobbies first).
+//!
+//! ```text
+//! accept ─ caps (total, per source IP) ─ keep-alive ─ task: read → session → events
+//!   Register/UpdateStats/Unregister → MasterHandle (state bucket per source)
+//!   Query → answer (query bucket per source, global egress budget) → output buffer
+//!   output buffer > max_unsent, or face-wide unsent > max_unsent_total → close
+//! ```
+//!
+//! Abuse limits: connection caps over all listeners of the face (a connection over a cap is
+//! closed right after accept, without data), a per-source token bucket on queries and one on
+//! state-changing commands, a global egress byte budget, the registry's servers-per-source cap
+//! and a cap on unsent output. TCP peers cannot spoof their source, so a limited request is
+//! **delayed** (the connection stops being read until a token is free) rather than dropped:
+//! the protocol has no error reply and answers must keep request order.
+//!
+//! Does not: resolve host names, verify that a game server is reachable (the protocol gives
+//! no way to; registration over an established TCP connection is the proof the registry
+//! accepts), or persist anything beyond what [`MasterHandle`] writes (management records are
+//! connection-bound and dropped at the next start).
+//!
+//! [`ServerListAnswer::fitting`]: muster_proto::mgmt::ServerListAnswer::fitting
+//! [`ServerKey::with_instance`]: crate::registry::ServerKey::with_instance
+
+mod entry;
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use muster_proto::limit::{BucketConfig, ByteBudget, SourceLimiter};
+use muster_proto::mgmt::{
+    CloseReason, Discard, GameServer, MAX_WIRE_FRAME_LEN, Message, ServerSession, SessionConfig,
+    SessionEvent, Stats,
+};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::MasterHandle;
+use crate::registry::{Face, Outcome, ServerKey, Timestamp, View};
+
+/// Largest unsent output of one connection before it is closed (§7.2: 1 MiB).
+pub const DEFAULT_MAX_UNSENT: usize = 1 << 20;
+/// Unsent output of the whole face before slow readers are closed.
+pub const DEFAULT_MAX_UNSENT_TOTAL: usize = 64 << 20;
+/// Bytes read from a socket at once.
+const READ_CHUNK: usize = 16 * 1024;
+/// How long a closing connection may take to flush what it already owes the peer.
+const CLOSE_FLUSH: Duration = Duration::from_secs(2);
+/// Log lines about discarded input: burst.
+const LOG_BURST: u32 = 20;
+/// Log lines about discarded input: one more every this long.
+const LOG_REFILL: Duration = Duration::from_secs(1);
+
+/// The management face's knobs (listen addresses are the caller's business).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MgmtSettings {
+    /// A connection without a registered game server is closed after this long without a
+    /// complete message (§7.1 (9), default 600 s). Registered connections never time out.
+    pub idle_timeout: Duration,
+    /// Concurrent connections over all listeners of the face (§7.2: 1024).
+    pub max_connections: usize,
+    /// Concurrent connections per source IP address (§7.2: 16).
+    pub max_per_source: usize,
+    /// A connection whose unsent output exceeds this many bytes is closed (§7.2: 1 MiB).
+    pub max_unsent: usize,
+    /// Unsent output of all connections together; while it is above this, a connection
+    /// with unsent output is closed at its next step (bounds memory to this plus one answer
+    /// per connection, whatever the number of slow readers).
+    pub max_unsent_total: usize,
+    /// TCP keep-alive idle time on accepted sockets, so vanished hosts are noticed (§7.2);
+    /// `None` leaves the OS default (off).
+    pub keepalive: Option<Duration>,
+    /// `msQueryGameServers` per source (IPv4 address / IPv6 /64).
+    pub query_bucket: BucketConfig,
+    /// `msRegisterGameServer` and `msUpdateGameServerStats` per source.
+    pub state_bucket: BucketConfig,
+    /// Sources the two buckets track at most.
+    pub max_tracked_sources: usize,
+    /// Global egress of the face, bytes per second (raised to one full frame if lower).
+    pub egress_bytes_per_sec: u64,
+}
+
+impl Default for MgmtSettings {
+    fn default() -> Self {
+        Self {
+            idle_timeout: muster_proto::mgmt::DEFAULT_IDLE_TIMEOUT,
+            max_connections: 1024,
+            max_per_source: 16,
+            max_unsent: DEFAULT_MAX_UNSENT,
+            max_unsent_total: DEFAULT_MAX_UNSENT_TOTAL,
+            keepalive: Some(Duration::from_secs(60)),
+            query_bucket: BucketConfig::one_every(8, Duration::from_secs(1)),
+            state_bucket: BucketConfig::one_every(32, Duration::from_millis(250)),
+            max_tracked_sources: 100_000,
+            egress_bytes_per_sec: 1 << 20,
+        }
+    }
+}
+
+/// Connection ids are process-wide so two faces on one handle never share a key.
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// Serves the management protocol on `listeners` until `shutdown` turns true; then stops
+/// accepting, closes every connection, removes its game server and returns.
+///
+/// The listeners may be IPv4 or IPv6; the caps count connections over all of them.
+pub async fn run(
+    handle: MasterHandle,
+    listeners: Vec<TcpListener>,
+    settings: MgmtSettings,
+    shutdown: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let shared = Arc::new(Shared::new(handle, settings));
+    let mut accepts = JoinSet::new();
+    for l in listeners {
+        if let Ok(addr) = l.local_addr() {
+            tracing::debug!(%addr, "mgmt listening");
+        }
+        accepts.spawn(accept_loop(l, Arc::clone(&shared), shutdown.clone()));
+    }
+    while let Some(res) = accepts.join_next().await {
+        if let Err(e) = res {
+            tracing::error!(error = %e, "mgmt accept loop panicked");
+        }
+    }
+    Ok(())
+}
+
+/// State shared by every connection of the face.
+#[derive(Debug)]
+struct Shared {
+    handle: MasterHandle,
+    settings: MgmtSettings,
+    conns: Mutex<ConnCount>,
+    limits: Mutex<Limits>,
+    log: Mutex<LogGate>,
+    unsent_total: AtomicUsize,
+}
+
+#[derive(Debug, Default)]
+struct ConnCount {
+    total: usize,
+    per_source: HashMap<IpAddr, usize>,
+}
+
+#[derive(Debug)]
+struct Limits {
+    queries: SourceLimiter,
+    state: SourceLimiter,
+    egress: ByteBudget,
+}
+
+/// A token bucket for log lines about bad input, so garbage cannot flood the log.
+#[derive(Debug)]
+struct LogGate {
+    bucket: SourceLimiter,
+    suppressed: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+impl Shared {
+    fn new(handle: MasterHandle, settings: MgmtSettings) -> Self {
+        let frame = u64::try_from(MAX_WIRE_FRAME_LEN).unwrap_or(u64::MAX);
+        let limits = Limits {
+            queries: SourceLimiter::new(settings.query_bucket, settings.max_tracked_sources),
+            state: SourceLimiter::new(settings.state_bucket, settings.max_tracked_sources),
+            egress: ByteBudget::new(settings.egress_bytes_per_sec.max(frame)),
+        };
+        Self {
+            handle,
+            settings,
+            conns: Mutex::new(ConnCount::default()),
+            limits: Mutex::new(limits),
+            unsent_total: AtomicUsize::new(0),
+            log: Mutex::new(LogGate {
+                bucket: SourceLimiter::new(BucketConfig::one_every(LOG_BURST, LOG_REFILL), 1),
+                suppressed: 0,
+            }),
+        }
+    }
+
+    /// Takes a connection slot for `ip`, or names the cap that refused it.
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnSlot, &'static str> {
+        let mut c = lock(&self.conns);
+        if c.total >= self.settings.max_connections {
+            return Err("tcp_conn_cap");
+        }
+        let n = c.per_source.entry(ip).or_insert(0);
+        if *n >= self.settings.max_per_source {
+            return Err("tcp_source_cap");
+        }
+        *n += 1;
+        c.total += 1;
+        Ok(ConnSlot {
+            shared: Arc::clone(self),
+            ip,
+        })
+    }
+
+    /// Whether a log line about bad input may be written now (and how many were held back).
+    fn may_log(&self) -> Option<u64> {
+        let mut g = lock(&self.log);
+        if g.bucket.allow(IpAddr::from([0, 0, 0, 0]), now(), 1.0) {
+            Some(std::mem::take(&mut g.suppressed))
+        } else {
+            g.suppressed += 1;
+            None
+        }
+    }
+
+    fn try_query(&self, ip: IpAddr) -> bool {
+        lock(&self.limits).queries.allow(ip, now(), 1.0)
+    }
+
+    fn try_state(&self, ip: IpAddr) -> bool {
+        lock(&self.limits).state.allow(ip, now(), 1.0)
+    }
+
+    fn try_egress(&self, bytes: usize) -> bool {
+        lock(&self.limits).egress.spend(bytes, now())
+    }
+}
+
+/// A connection's place under the caps, given back on drop.
+#[derive(Debug)]
+struct ConnSlot {
+    shared: Arc<Shared>,
+    ip: IpAddr,
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        let mut c = lock(&self.shared.conns);
+        c.total = c.total.saturating_sub(1);
+        if let Some(n) = c.per_source.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                c.per_source.remove(&self.ip);
+            }
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        let res = tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            res = listener.accept() => res,
+        };
+        let (stream, peer) = match res {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "mgmt accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let slot = match shared.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(reason) => {
+                // Dropped unread: the peer sees the connection closed without data.
+                shared.handle.metrics().count_drop(reason);
+                tracing::debug!(%peer, reason, "mgmt connection refused");
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        if let Some(time) = shared.settings.keepalive {
+            let ka = socket2::TcpKeepalive::new().with_time(time);
+            if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka) {
+                tracing::debug!(%peer, error = %e, "mgmt keep-alive not set");
+            }
+        }
+        let conn = Conn::new(Arc::clone(&shared), peer, slot);
+        conns.spawn(conn.serve(stream, shutdown.clone()));
+    }
+    drop(listener);
+    // Every connection sees the same shutdown signal, closes and removes its server.
+    while conns.join_next().await.is_some() {}
+}
+
+/// The registry entry of one connection; removed when the connection ends, however it ends.
+#[derive(Debug)]
+struct Entry {
+    handle: MasterHandle,
+    current: Option<(ServerKey, GameServer)>,
+}
+
+impl Entry {
+    fn clear(&mut self) {
+        if let Some((key, _)) = self.current.take() {
+            if let Err(e) = self.handle.remove(&key) {
+                tracing::warn!(error = %e, "mgmt: removing a server from the store failed");
+            }
+        }
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// Why the connection loop stopped.
+enum Stop {
+    Done,
+    Shutdown,
+}
+
+struct Conn {
+    shared: Arc<Shared>,
+    id: u64,
+    peer: SocketAddr,
+    session: ServerSession,
+    entry: Entry,
+    out: Vec<u8>,
+    sent: usize,
+    /// This connection's share of [`Shared::unsent_total`].
+    accounted: usize,
+    /// Set while the session counts a registration the registry refused (cap, store error,
+    /// name too long): the session then runs no idle timer, so the driver runs it, from the
+    /// last complete message.
+    orphan_since: Option<std::time::Instant>,
+    _slot: ConnSlot,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.shared
+            .unsent_total
+            .fetch_sub(self.accounted, Ordering::Relaxed);
+    }
+}
+
+impl Conn {
+    fn new(shared: Arc<Shared>, peer: SocketAddr, slot: ConnSlot) -> Self {
+        let config = SessionConfig {
+            idle_timeout: shared.settings.idle_timeout,
+        };
+        let entry = Entry {
+            handle: shared.handle.clone(),
+            current: None,
+        };
+        Self {
+            id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+            peer,
+            session: ServerSession::new(now(), config),
+            entry,
+            out: Vec::new(),
+            sent: 0,
+            accounted: 0,
+            orphan_since: None,
+            _slot: slot,
+            shared,
+        }
+    }
+
+    fn unsent(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    /// Brings this connection's share of the face-wide unsent total up to date; returns
+    /// whether the connection is over either output cap.
+    fn account(&mut self) -> bool {
+        let now_unsent = self.unsent();
+        let total = &self.shared.unsent_total;
+        if now_unsent >= self.accounted {
+            total.fetch_add(now_unsent - self.accounted, Ordering::Relaxed);
+        } else {
+            total.fetch_sub(self.accounted - now_unsent, Ordering::Relaxed);
+        }
+        self.accounted = now_unsent;
+        let s = &self.shared.settings;
+        now_unsent > s.max_unsent
+            || (now_unsent > 0 && total.load(Ordering::Relaxed) > s.max_unsent_total)
+    }
+
+    async fn serve(mut self, mut stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+        let mut buf = vec![0u8; READ_CHUNK];
+        let stop = loop {
+            if let Some(stop) = self.apply_events(&mut shutdown).await {
+                break stop;
+            }
+            if self.account() {
+                self.shared
+                    .handle
+                    .metrics()
+                    .count_drop("mgmt_output_overflow");
+                self.log_bad("output overflow, closing");
+                self.session.abort(now());
+                continue;
+            }
+            let idle = self.shared.settings.idle_timeout;
+            let deadline = self
+                .session
+                .poll_timeout()
+                .or_else(|| self.orphan_since.map(|t| t + idle));
+            let (mut rd, mut wr) = stream.split();
+            let pending = self.out.get(self.sent..).unwrap_or_default();
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => self.session.abort(now()),
+                r = rd.read(&mut buf) => match r {
+                    Ok(0) => self.session.handle_eof(now()),
+                    Ok(n) => self.session.handle_input(now(), buf.get(..n).unwrap_or_default()),
+                    Err(e) => {
+                        tracing::debug!(peer = %self.peer, error = %e, "mgmt read failed");
+                        self.session.abort(now());
+                    }
+                },
+                w = wr.write(pending), if !pending.is_empty() => match w {
+                    Ok(n) => self.advance(n),
+                    Err(e) => {
+                        tracing::debug!(peer = %self.peer, error = %e, "mgmt write failed");
+                        self.out.clear();
+                        self.sent = 0;
+                        self.session.abort(now());
+                    }
+                },
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    if self.session.poll_timeout().is_some() {
+                        self.session.handle_timeout(now());
+                    } else {
+                        self.shared.handle.metrics().count_drop("mgmt_idle_timeout");
+                        tracing::debug!(peer = %self.peer, "mgmt idle timeout (refused registration)");
+                        self.session.abort(now());
+                    }
+                }
+            }
+        };
+        self.entry.clear();
+        if matches!(stop, Stop::Done) && self.unsent() > 0 {
+            // Best effort: answers already owed go out before the close.
+            let pending = self.out.get(self.sent..).unwrap_or_default();
+            let _ = tokio::time::timeout(CLOSE_FLUSH, stream.write_all(pending)).await;
+        }
+        let _ = tokio::time::timeout(CLOSE_FLUSH, stream.shutdown()).await;
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.sent += n;
+        if self.sent >= self.out.len() {
+            self.out.clear();
+            self.sent = 0;
+        } else if self.sent > self.out.len() / 2 {
+            self.out.drain(..self.sent);
+            self.sent = 0;
+        }
+    }
+
+    /// Applies every queued session event; `Some` once the session is closed.
+    async fn apply_events(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<Stop> {
+        while let Some(ev) = self.session.poll_event() {
+            if self.orphan_since.is_some() {
+                self.orphan_since = Some(now());
+            }
+            match ev {
+                SessionEvent::Register(server) => {
+                    if !self.wait(shutdown, Shared::try_state).await {
+                        self.session.abort(now());
+                        continue;
+                    }
+                    self.register(server);
+                    self.orphan_since = self.entry.current.is_none().then(now);
+                }
+                SessionEvent::UpdateStats(stats) => {
+                    if !self.wait(shutdown, Shared::try_state).await {
+                        self.session.abort(now());
+                        continue;
+                    }
+                    self.update(&stats);
+                }
+                SessionEvent::Unregister => {
+                    self.entry.clear();
+                    self.orphan_since = None;
+                }
+                SessionEvent::Query => {
+                    if !self.wait(shutdown, Shared::try_query).await {
+                        self.session.abort(now());
+                        continue;
+                    }
+                    if !self.answer(shutdown).await {
+                        self.session.abort(now());
+                    }
+                }
+                SessionEvent::Discarded(d) => {
+                    let reason = match &d {
+                        Discard::Invalid(_) => "mgmt_invalid",
+                        Discard::NotRegistered => "mgmt_not_registered",
+                        Discard::NotACommand(_) => "mgmt_not_a_command",
+                    };
+                    self.shared.handle.metrics().count_drop(reason);
+                    self.log_discard(&d);
+                }
+                SessionEvent::Closed(reason) => {
+                    let stop = match reason {
+                        CloseReason::Framing(e) => {
+                            self.shared.handle.metrics().count_drop("mgmt_framing");
+                            self.log_bad(&format!("framing error, closing: {e}"));
+                            Stop::Done
+                        }
+                        CloseReason::IdleTimeout => {
+                            self.shared.handle.metrics().count_drop("mgmt_idle_timeout");
+                            tracing::debug!(peer = %self.peer, "mgmt idle timeout");
+                            Stop::Done
+                        }
+                        CloseReason::PeerClosed => Stop::Done,
+                        CloseReason::Aborted => Stop::Shutdown,
+                    };
+                    return Some(stop);
+                }
+            }
+        }
+        None
+    }
+
+    /// Waits for a token of the source's bucket; false when shut down meanwhile.
+    async fn wait(
+        &self,
+        shutdown: &mut watch::Receiver<bool>,
+        take: fn(&Shared, IpAddr) -> bool,
+    ) -> bool {
+        let ip = self.peer.ip();
+        let mut counted = false;
+        loop {
+            if *shutdown.borrow() {
+                return false;
+            }
+            if take(&self.shared, ip) {
+                return true;
+            }
+            if !counted {
+                self.shared.handle.metrics().count_rate_limited();
+                counted = true;
+            }
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => return false,
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    }
+
+    fn register(&mut self, server: GameServer) {
+        if !entry::name_fits(&server) {
+            self.shared
+                .handle
+                .metrics()
+                .count_drop("mgmt_name_too_long");
+            self.log_bad("registration discarded: name too long");
+            return;
+        }
+        if server.port().is_well_known() && self.shared.may_log().is_some() {
+            {
+                tracing::warn!(peer = %self.peer, port = server.port().get(), "mgmt registration on a well-known port");
+            }
+        }
+        let reg = entry::registration(&server, self.id, self.peer.ip());
+        let key = reg.key.clone();
+        if self.entry.current.as_ref().is_some_and(|(k, _)| *k != key) {
+            self.entry.clear();
+        }
+        let t = Timestamp::now();
+        let handle = &self.shared.handle;
+        match handle.add(reg, t) {
+            Ok(Outcome::Added | Outcome::Refreshed) => {}
+            Ok(Outcome::Rejected(r)) => {
+                // Counted by the handle; the old entry (if any) is already gone.
+                self.entry.current = None;
+                self.log_bad(&format!("registration refused: {}", r.name()));
+                return;
+            }
+            Ok(Outcome::NotVerified) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "mgmt registration not stored");
+                self.entry.current = None;
+                return;
+            }
+        }
+        self.entry.current = Some((key.clone(), server.clone()));
+        if let Err(e) = handle.verify(&key, t) {
+            tracing::warn!(error = %e, "mgmt verification not stored");
+        }
+        handle.update_poll(&key, Some(entry::info(&server, &Stats::default())), t);
+        tracing::debug!(peer = %self.peer, conn = self.id, %key.addr, "mgmt registered");
+    }
+
+    fn update(&mut self, stats: &Stats) {
+        let Some((key, server)) = &self.entry.current else {
+            // The registration was refused by the registry; the session does not know.
+            self.shared
+                .handle
+                .metrics()
+                .count_drop("mgmt_not_registered");
+            return;
+        };
+        let info = entry::info(server, stats);
+        self.shared
+            .handle
+            .update_poll(key, Some(info), Timestamp::now());
+    }
+
+    /// Appends the answer to a query; false when shut down while waiting for the budget.
+    async fn answer(&mut self, shutdown: &mut watch::Receiver<bool>) -> bool {
+        let handle = &self.shared.handle;
+        handle.metrics().count_list_request(Face::Mgmt.name());
+        let entries = handle.with_registry(|r| {
+            r.listed(View::Mgmt)
+                .into_iter()
+                .filter_map(entry::listed)
+                .collect::<Vec<_>>()
+        });
+        let (answer, left_out) = entry::answer(entries);
+        if left_out > 0 {
+            handle.metrics().count_drop("mgmt_answer_truncated");
+            if self.shared.may_log().is_some() {
+                tracing::warn!(left_out, "mgmt answer exceeds one frame; entries left out");
+            }
+        }
+        let start = self.out.len();
+        Message::QueryGameServersAnswer(answer).encode(&mut self.out);
+        let len = self.out.len() - start;
+        loop {
+            if self.shared.try_egress(len) {
+                return true;
+            }
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => return false,
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+    }
+
+    fn log_discard(&self, d: &Discard) {
+        if let Some(held) = self.shared.may_log() {
+            tracing::info!(peer = %self.peer, conn = self.id, reason = ?d, held_back = held, "mgmt message discarded");
+        }
+    }
+
+    fn log_bad(&self, what: &str) {
+        if let Some(held) = self.shared.may_log() {
+            tracing::info!(peer = %self.peer, conn = self.id, held_back = held, "mgmt: {what}");
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,225 @@
+//! Pure mapping between the management protocol's game servers and registry records.
+//!
+//! A management registration becomes a record keyed `bomberman/<address>:<port>` with the
+//! connection id as instance; its name and lobby state live in the record's [`PollInfo`]
+//! (name, players, `game_type` "Standard A" / "Standard A+B", and the rules `isLobbyOpen` and
+//! `gameplayMode`, which [`listed`] reads back). No I/O, no clock.
+
+use std::net::{IpAddr, SocketAddr};
+
+use muster_proto::limit::SourceKey;
+use muster_proto::mgmt::{
+    AddressKind, GamePort, GameServer, GameplayMode, ListedGameServer, MaxPlayers, PlayerCount,
+    ServerAddress, ServerListAnswer, Stats,
+};
+
+use crate::registry::{Face, GameAddr, MAX_POLL_TEXT, PollInfo, Record, Registration, ServerKey};
+
+/// The game name management registrations are filed under.
+pub(crate) const GAME: &str = "bomberman";
+const RULE_LOBBY: &str = "isLobbyOpen";
+const RULE_MODE: &str = "gameplayMode";
+
+/// Whether the registry can keep `server`'s name exactly (it clips poll text to
+/// [`MAX_POLL_TEXT`] characters).
+pub(crate) fn name_fits(server: &GameServer) -> bool {
+    server.name().chars().count() <= MAX_POLL_TEXT
+}
+
+/// The record address of `server`: an IP socket address when the text is the canonical
+/// spelling of the IP (so it prints back identically), otherwise the text kept verbatim.
+pub(crate) fn game_addr(server: &GameServer) -> GameAddr {
+    let text = server.address().as_str();
+    let port = server.port().get();
+    let ip: Option<IpAddr> = match server.address().kind() {
+        AddressKind::Ipv4(ip) => Some(ip.into()),
+        AddressKind::Ipv6(ip) => Some(ip.into()),
+        AddressKind::Hostname => None,
+    };
+    match ip {
+        Some(ip) if ip.to_string() == text => GameAddr::Ip(SocketAddr::new(ip, port)),
+        _ => GameAddr::Host {
+            host: text.to_owned(),
+            port,
+        },
+    }
+}
+
+/// The registry key of `server` registered on connection `conn`.
+pub(crate) fn key(server: &GameServer, conn: u64) -> ServerKey {
+    ServerKey::new(GAME, game_addr(server)).with_instance(conn)
+}
+
+/// The registration of `server` on connection `conn`, from the peer address `peer`.
+pub(crate) fn registration(server: &GameServer, conn: u64, peer: IpAddr) -> Registration {
+    Registration {
+        key: key(server, conn),
+        face: Face::Mgmt,
+        game_port: Some(server.port().get()),
+        query_addr: None,
+        query_protocol: None,
+        source: SourceKey::of(peer),
+    }
+}
+
+/// The record info for `server` in state `stats`.
+pub(crate) fn info(server: &GameServer, stats: &Stats) -> PollInfo {
+    let mode = match stats.mode {
+        GameplayMode::StandardA => "Standard A",
+        GameplayMode::StandardAB => "Standard A+B",
+    };
+    PollInfo {
+        name: server.name().to_owned(),
+        game_type: mode.to_owned(),
+        num_players: stats.current.get(),
+        max_players: u32::from(stats.max.get()),
+        rules: vec![
+            (RULE_LOBBY.to_owned(), stats.lobby_open.to_string()),
+            (RULE_MODE.to_owned(), stats.mode.code().to_string()),
+        ],
+        game_port: Some(server.port().get()),
+        ..PollInfo::default()
+    }
+}
+
+fn rule<'a>(info: &'a PollInfo, key: &str) -> Option<&'a str> {
+    info.rules
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// The answer entry of a management record; `None` for a record this face did not write
+/// (or one whose stored fields no longer validate).
+pub(crate) fn listed(rec: &Record) -> Option<ListedGameServer> {
+    if rec.face != Face::Mgmt {
+        return None;
+    }
+    let info = rec.info.as_ref()?;
+    let (text, port) = match &rec.key.addr {
+        GameAddr::Ip(sa) => (sa.ip().to_string(), sa.port()),
+        GameAddr::Host { host, port } => (host.clone(), *port),
+    };
+    let address = ServerAddress::parse(&text).ok()?;
+    let port = GamePort::new(port).ok()?;
+    let server = GameServer::new(info.name.clone(), address, port).ok()?;
+    let lobby_open = match rule(info, RULE_LOBBY)? {
+        "true" => true,
+        "false" => false,
+        _ => return None,
+    };
+    let mode = GameplayMode::from_code(rule(info, RULE_MODE)?.parse().ok()?)?;
+    let stats = Stats {
+        current: PlayerCount::new(info.num_players).ok()?,
+        max: MaxPlayers::new(u8::try_from(info.max_players).ok()?).ok()?,
+        lobby_open,
+        mode,
+    };
+    Some(ListedGameServer { server, stats })
+}
+
+/// The `msRQueryGameServers` content for `entries` (in list order): open lobbies first, then
+/// as many as fit one frame (§12). Returns the answer and how many were left out.
+pub(crate) fn answer(mut entries: Vec<ListedGameServer>) -> (ServerListAnswer, usize) {
+    entries.sort_by_key(|e| !e.stats.lobby_open);
+    ServerListAnswer::fitting(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Timestamp;
+
+    fn server(name: &str, addr: &str, port: u16) -> GameServer {
+        GameServer::new(
+            name,
+            ServerAddress::parse(addr).unwrap(),
+            GamePort::new(port).unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn record(s: &GameServer, stats: &Stats) -> Record {
+        let peer: IpAddr = "127.0.0.1".parse().unwrap();
+        let mut r = Record::new(registration(s, 7, peer), Timestamp(1));
+        r.info = Some(info(s, stats));
+        r
+    }
+
+    #[test]
+    fn addresses_keep_their_spelling() {
+        let check = |text: &str, ip: bool| {
+            let s = server("x", text, 20000);
+            let a = game_addr(&s);
+            assert_eq!(matches!(a, GameAddr::Ip(_)), ip, "{text}");
+            let back = listed(&record(&s, &Stats::default())).unwrap();
+            assert_eq!(back.server.address().as_str(), text);
+        };
+        check("192.168.0.10", true);
+        check("fd40:9dc7:b528::1", true);
+        check("::ffff:192.168.0.10", true);
+        check("FD40:9DC7:B528::1", false);
+        check("fd40:9dc7:b528:0:0:0:0:1", false);
+        check("Bombergame.Example.ORG.", false);
+        check("1e100.example", false);
+    }
+
+    #[test]
+    fn record_round_trips_the_entry() {
+        let s = server("Server von Bösewicht", "fd40:9dc7:b528::1", 30000);
+        let stats = Stats {
+            current: PlayerCount::new(22).unwrap(),
+            max: MaxPlayers::new(3).unwrap(),
+            lobby_open: false,
+            mode: GameplayMode::StandardAB,
+        };
+        let r = record(&s, &stats);
+        assert_eq!(r.key.instance, 7);
+        assert_eq!(r.key.game, GAME);
+        assert_eq!(listed(&r), Some(ListedGameServer { server: s, stats }));
+    }
+
+    #[test]
+    fn foreign_or_broken_records_are_skipped() {
+        let s = server("Feuerland", "192.168.0.10", 20000);
+        let mut r = record(&s, &Stats::default());
+        r.face = Face::GameSpy;
+        assert_eq!(listed(&r), None);
+        let mut r = record(&s, &Stats::default());
+        r.info = None;
+        assert_eq!(listed(&r), None);
+        let mut r = record(&s, &Stats::default());
+        if let Some(i) = r.info.as_mut() {
+            i.max_players = 9;
+        }
+        assert_eq!(listed(&r), None);
+    }
+
+    #[test]
+    fn open_lobbies_come_first() {
+        let closed = ListedGameServer {
+            server: server("a", "192.168.0.1", 1),
+            stats: Stats {
+                lobby_open: false,
+                ..Stats::default()
+            },
+        };
+        let open = ListedGameServer {
+            server: server("b", "192.168.0.2", 2),
+            stats: Stats::default(),
+        };
+        let (a, dropped) = answer(vec![closed.clone(), open.clone()]);
+        assert_eq!(dropped, 0);
+        assert_eq!(a.servers(), &[open, closed]);
+    }
+
+    #[test]
+    fn long_names_do_not_fit_the_registry() {
+        assert!(name_fits(&server(&"ä".repeat(MAX_POLL_TEXT), "1.2.3.4", 1)));
+        assert!(!name_fits(&server(
+            &"x".repeat(MAX_POLL_TEXT + 1),
+            "1.2.3.4",
+            1
+        )));
+    }
+}
