@@ -33,6 +33,7 @@ pub mod faces;
 pub mod handle;
 pub mod http;
 pub mod metrics;
+pub mod poller;
 pub mod registry;
 pub mod store;
 pub mod tcp;

@@ -1,0 +1,1 @@
+//! The poller: keeps listed servers fresh by querying them (to be written).
