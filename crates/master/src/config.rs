@@ -157,6 +157,22 @@ pub struct ListenConfig {
     pub mgmt: Listen,
 }
 
+impl ListenConfig {
+    /// Every face off; turn on the ones wanted (tests bind only what they use).
+    #[must_use]
+    pub fn off() -> Self {
+        Self {
+            gameagent: Listen(Vec::new()),
+            gamespy_udp: Listen(Vec::new()),
+            gamespy_tcp: Listen(Vec::new()),
+            teeworlds07: Listen(Vec::new()),
+            teeworlds06: Listen(Vec::new()),
+            http: Listen(Vec::new()),
+            mgmt: Listen(Vec::new()),
+        }
+    }
+}
+
 impl Default for ListenConfig {
     fn default() -> Self {
         Self {
@@ -314,6 +330,17 @@ pub struct Config {
     pub lifetimes: LifetimesConfig,
     /// The poller.
     pub poller: PollerConfig,
+    /// GameSpy face options.
+    pub gamespy: GameSpyConfig,
+}
+
+/// GameSpy face options (`gamespy-master.md` §13).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GameSpyConfig {
+    /// Close list connections whose `\validate\` is wrong (default: count them and serve the
+    /// list, as qstat sends a fixed dummy value).
+    pub require_client_validate: bool,
 }
 
 impl Default for Config {
@@ -324,6 +351,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             lifetimes: LifetimesConfig::default(),
             poller: PollerConfig::default(),
+            gamespy: GameSpyConfig::default(),
         }
     }
 }

@@ -88,6 +88,23 @@ pub enum MasterError {
 pub struct Listeners {
     /// The HTTP face.
     pub http: Vec<tokio::net::TcpListener>,
+    /// GameSpy heartbeats and the master's own query face (UDP).
+    pub gamespy_udp: Vec<tokio::net::UdpSocket>,
+    /// GameSpy list connections (TCP).
+    pub gamespy_tcp: Vec<tokio::net::TcpListener>,
+    /// The management server (TCP).
+    pub mgmt: Vec<tokio::net::TcpListener>,
+}
+
+fn bind_all<T>(
+    face: &'static str,
+    addrs: &[SocketAddr],
+    bind: impl Fn(SocketAddr) -> io::Result<T>,
+) -> Result<Vec<T>, MasterError> {
+    addrs
+        .iter()
+        .map(|&addr| bind(addr).map_err(|source| MasterError::Bind { face, addr, source }))
+        .collect()
 }
 
 /// One bound socket, for the `listening <face> <udp|tcp> <address>` start-up lines.
@@ -104,34 +121,39 @@ pub struct Bound {
 impl Listeners {
     /// Binds every configured address of the faces this crate serves.
     pub fn bind(config: &Config) -> Result<Self, MasterError> {
-        let http = config
-            .listen
-            .http
-            .0
-            .iter()
-            .map(|&addr| {
-                tcp::bind_tcp(addr).map_err(|source| MasterError::Bind {
-                    face: "http",
-                    addr,
-                    source,
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Self { http })
+        let l = &config.listen;
+        Ok(Self {
+            http: bind_all("http", &l.http.0, tcp::bind_tcp)?,
+            gamespy_udp: bind_all("gamespy-udp", &l.gamespy_udp.0, tcp::bind_udp)?,
+            gamespy_tcp: bind_all("gamespy-tcp", &l.gamespy_tcp.0, tcp::bind_tcp)?,
+            mgmt: bind_all("mgmt", &l.mgmt.0, tcp::bind_tcp)?,
+        })
     }
 
     /// Every bound socket with its real address.
     pub fn bound(&self) -> Result<Vec<Bound>, MasterError> {
-        self.http
-            .iter()
-            .map(|l| {
-                Ok(Bound {
-                    face: "http",
+        let mut out = Vec::new();
+        let mut tcp = |face: &'static str, ls: &[tokio::net::TcpListener]| -> Result<(), MasterError> {
+            for l in ls {
+                out.push(Bound {
+                    face,
                     transport: "tcp",
                     addr: l.local_addr().map_err(MasterError::LocalAddr)?,
-                })
-            })
-            .collect()
+                });
+            }
+            Ok(())
+        };
+        tcp("http", &self.http)?;
+        tcp("gamespy-tcp", &self.gamespy_tcp)?;
+        tcp("mgmt", &self.mgmt)?;
+        for s in &self.gamespy_udp {
+            out.push(Bound {
+                face: "gamespy-udp",
+                transport: "udp",
+                addr: s.local_addr().map_err(MasterError::LocalAddr)?,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -194,8 +216,51 @@ impl Master {
         };
         let mut tasks = tokio::task::JoinSet::new();
         let sink: Arc<dyn tcp::MetricsSink> = Arc::new(self.handle.clone());
+        let mut gamespy = faces::gamespy::GameSpySettings::from_limits(limits);
+        gamespy.require_client_validate = self.config.gamespy.require_client_validate;
+        if let Some(port) = listeners
+            .gamespy_tcp
+            .first()
+            .and_then(|l| l.local_addr().ok())
+            .map(|a| a.port())
+        {
+            gamespy.list_port = port;
+        }
+        if !listeners.gamespy_udp.is_empty() {
+            tasks.spawn(serve_face(faces::gamespy::run_udp(
+                self.handle.clone(),
+                listeners.gamespy_udp,
+                gamespy.clone(),
+                stop_rx.clone(),
+            )));
+        }
+        if !listeners.gamespy_tcp.is_empty() {
+            tasks.spawn(serve_face(faces::gamespy::run_tcp(
+                self.handle.clone(),
+                listeners.gamespy_tcp,
+                gamespy,
+                stop_rx.clone(),
+            )));
+        }
+        if !listeners.mgmt.is_empty() {
+            let mgmt = faces::mgmt::MgmtSettings {
+                idle_timeout: limits.mgmt_idle_timeout.0,
+                max_connections: limits.tcp_max_connections,
+                max_per_source: limits.tcp_max_per_source,
+                max_tracked_sources: limits.max_tracked_sources,
+                egress_bytes_per_sec: limits.egress_bytes_per_sec,
+                ..faces::mgmt::MgmtSettings::default()
+            };
+            tasks.spawn(serve_face(faces::mgmt::run(
+                self.handle.clone(),
+                listeners.mgmt,
+                mgmt,
+                stop_rx.clone(),
+            )));
+        }
         for l in listeners.http {
-            let app = http::router(self.handle.clone(), http_limits);
+            let app = http::router(self.handle.clone(), http_limits)
+                .merge(faces::gamespy::router(self.handle.clone()));
             let listener = CappedListener::new(l, conn).with_metrics(Arc::clone(&sink));
             let mut stop = stop_rx.clone();
             tasks.spawn(async move {
@@ -226,6 +291,13 @@ impl Master {
         self.handle.flush()?;
         first_err.map_or(Ok(()), Err)
     }
+}
+
+/// A face's I/O error becomes the daemon's.
+async fn serve_face(
+    face: impl Future<Output = io::Result<()>> + Send,
+) -> Result<(), MasterError> {
+    face.await.map_err(MasterError::Serve)
 }
 
 /// Flushes refreshes every [`FLUSH_INTERVAL`] and prunes every [`PRUNE_INTERVAL`] until

@@ -2,7 +2,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use muster_master::config::{Config, Listen};
+use muster_master::config::{Config, Listen, ListenConfig};
 use muster_master::registry::{
     Face, GameAddr, Outcome, PollInfo, PollPlayer, Registration, ServerKey, Timestamp,
     VerifyOutcome,
@@ -19,6 +19,7 @@ use crate::{TempDir, get, get_json};
 fn config(dir: &TempDir) -> Config {
     let mut c = Config {
         data_dir: dir.0.clone(),
+        listen: ListenConfig::off(),
         ..Config::default()
     };
     c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
