@@ -1,0 +1,1 @@
+//! DDNet HTTP (todo)
