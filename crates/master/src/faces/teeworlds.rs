@@ -381,9 +381,8 @@ fn on_datagram07(
     out: &mut Vec<(Via, SocketAddr, Vec<u8>)>,
 ) {
     let now = Timestamp::now();
-    let packet = match Packet::decode(data) {
-        Ok(p) => p,
-        Err(_) => return shared.drop_input("malformed"),
+    let Ok(packet) = Packet::decode(data) else {
+        return shared.drop_input("malformed");
     };
     let (token, response_token, message) = match packet {
         Packet::Token {
@@ -475,9 +474,7 @@ fn on_heartbeat07(
         return shared.drop_input("malformed");
     }
     let reg = udp_registration(SocketAddr::new(from.ip(), port), Face::Teeworlds07);
-    let known = shared
-        .handle
-        .with_registry(|r| r.get(&reg.key).is_some());
+    let known = shared.handle.with_registry(|r| r.get(&reg.key).is_some());
     if !known {
         match shared.handle.add(reg, now) {
             Ok(Outcome::Rejected(_)) => return,

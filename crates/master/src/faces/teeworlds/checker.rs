@@ -238,7 +238,10 @@ mod tests {
         let mut c = Checks::new(8);
         c.start(a("10.0.0.1:40000"), 8303, TOK, t0);
         let newer = Token([1, 2, 3, 4]);
-        assert_eq!(c.start(a("10.0.0.1:40000"), 8303, newer, t0), Start::Running);
+        assert_eq!(
+            c.start(a("10.0.0.1:40000"), 8303, newer, t0),
+            Start::Running
+        );
         assert_eq!(c.answer(a("10.0.0.2:8303")), None);
         let (p, tok) = c.answer(a("10.0.0.1:40000")).unwrap();
         assert_eq!(p.key, a("10.0.0.1:8303"));

@@ -75,8 +75,7 @@ impl<S: BuildHasher> Tokens<S> {
     pub fn connless_valid(&self, ip: IpAddr, token: Token, now: Timestamp) -> bool {
         let e = self.epoch(now);
         let who = SourceKey::of(ip);
-        self.connless_at(who, e) == token
-            || (e > 0 && self.connless_at(who, e - 1) == token)
+        self.connless_at(who, e) == token || (e > 0 && self.connless_at(who, e - 1) == token)
     }
 
     /// The DDNet challenge token for `address` (the listed URL, `tw-0.6+udp://1.2.3.4:8303`)
@@ -133,7 +132,10 @@ mod tests {
         let t0 = Timestamp(1_700_000_000_000 / 16_000 * 16_000);
         let a = t.connless(ip("127.0.0.1"), t0);
         assert_ne!(a, Token::NONE);
-        assert_eq!(a, t.connless(ip("127.0.0.1"), t0.plus(Duration::from_secs(15))));
+        assert_eq!(
+            a,
+            t.connless(ip("127.0.0.1"), t0.plus(Duration::from_secs(15)))
+        );
         assert!(t.connless_valid(ip("127.0.0.1"), a, t0.plus(Duration::from_secs(20))));
         assert!(!t.connless_valid(ip("127.0.0.1"), a, t0.plus(Duration::from_secs(33))));
         assert!(!t.connless_valid(ip("127.0.0.2"), a, t0));
@@ -151,9 +153,15 @@ mod tests {
         assert_eq!(tok.len(), 32);
         assert_eq!(t.check_challenge(addr, &tok, t0), ChallengeCheck::Current);
         let later = t0.plus(Duration::from_secs(3600));
-        assert_eq!(t.check_challenge(addr, &tok, later), ChallengeCheck::Previous);
+        assert_eq!(
+            t.check_challenge(addr, &tok, later),
+            ChallengeCheck::Previous
+        );
         let much_later = t0.plus(Duration::from_secs(7200));
-        assert_eq!(t.check_challenge(addr, &tok, much_later), ChallengeCheck::Invalid);
+        assert_eq!(
+            t.check_challenge(addr, &tok, much_later),
+            ChallengeCheck::Invalid
+        );
         assert_eq!(
             t.check_challenge("tw-0.6+udp://127.0.0.1:8304", &tok, t0),
             ChallengeCheck::Invalid
