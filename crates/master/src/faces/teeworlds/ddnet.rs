@@ -434,20 +434,16 @@ async fn register(State(face): State<Arc<Face_>>, req: Request) -> Response {
     {
         let mut book = lock(&face.book);
         book.expire(now, settings.address_lifetime);
-        match info {
-            Some(v)
-                if book
-                    .set_info(&request.secret, serial, v, settings.max_servers)
-                    .is_err() =>
+        if let Some(v) = info {
+            if book
+                .set_info(&request.secret, serial, v, settings.max_servers)
+                .is_err()
             {
                 m.count_drop("server_cap");
                 return error(StatusCode::SERVICE_UNAVAILABLE, "too many servers");
             }
-            Some(_) => {}
-            None if !book.has_info(&request.secret, serial) => {
-                return json_response(StatusCode::OK, &RegisterResponse::NeedInfo);
-            }
-            None => {}
+        } else if !book.has_info(&request.secret, serial) {
+            return json_response(StatusCode::OK, &RegisterResponse::NeedInfo);
         }
         let touched = book.touch(
             &request.secret,
