@@ -92,7 +92,7 @@ impl Default for TeeworldsSettings {
     fn default() -> Self {
         Self {
             list_burst: 32,
-            list_refill: Duration::from_millis(500),
+            list_refill: Duration::from_secs(1),
             heartbeat_burst: 4,
             heartbeat_refill: Duration::from_secs(10),
             token_burst: 8,
@@ -592,9 +592,9 @@ fn on_datagram06(
             }
         }
         Message::ListRequestLegacy => {
-            // The reference answers `reqt` only with 0.5 (`beat`) servers; Muster has none.
+            // The reference answers `reqt` only with 0.5 (`beat`) servers; Muster has none,
+            // so nothing is sent and nothing is charged.
             shared.handle.metrics().count_list_request(shared.face);
-            let _ = shared.allow(Bucket::List, from, 1);
         }
         Message::CountRequest | Message::CountRequestLegacy => {
             if !shared.allow(Bucket::List, from, 1) {
