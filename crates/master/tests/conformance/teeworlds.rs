@@ -222,7 +222,7 @@ async fn qstat_teem_reads_the_06_list() {
         rx,
     ));
     let out_file = dir.0.with_extension("teem.txt");
-    let arg = format!("-teem,outfile");
+    let arg = "-teem,outfile".to_owned();
     let target = format!("{addr},{}", out_file.display());
     let out = tokio::task::spawn_blocking(move || qstat.run(&[&arg, &target]))
         .await

@@ -1,6 +1,7 @@
 //! Integration tests of the teeworlds faces over loopback: the 0.7 UDP master with its checker,
 //! the 0.6 list face and DDNet's HTTP register / `servers.json`.
 
+use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -381,10 +382,13 @@ async fn list_06_amplification_per_source_is_bounded() {
     );
     assert!(h.metrics().drops("rate_limited") > 0);
     let ratio = received as f64 / sent as f64;
-    eprintln!(
+    // Written to the stderr handle directly so that it shows without --nocapture.
+    let _ = writeln!(
+        std::io::stderr(),
         "teeworlds 0.6 list face, one source: {requests} req2 ({sent} B) -> {datagrams} datagrams \
          ({received} B): amplification {ratio:.1}x (burst {} datagrams, then 1 per {:?})",
-        settings.list_burst, settings.list_refill
+        settings.list_burst,
+        settings.list_refill
     );
     // Well-behaved other source still gets its list.
     let other = UdpSocket::bind("127.0.0.2:0").await;
