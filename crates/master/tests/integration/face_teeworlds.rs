@@ -36,6 +36,11 @@ async fn udp() -> UdpSocket {
     UdpSocket::bind("127.0.0.1:0").await.unwrap()
 }
 
+/// A UDP socket on `[::1]:0`, or `None` when the host has no IPv6 loopback.
+async fn udp6() -> Option<UdpSocket> {
+    UdpSocket::bind("[::1]:0").await.ok()
+}
+
 async fn recv(s: &UdpSocket, ms: u64) -> Option<(Vec<u8>, SocketAddr)> {
     let mut buf = vec![0u8; 2048];
     let r = tokio::time::timeout(Duration::from_millis(ms), s.recv_from(&mut buf)).await;
@@ -51,7 +56,15 @@ struct Udp07 {
 }
 
 async fn start07(handle: &MasterHandle, settings: TeeworldsSettings) -> Udp07 {
-    let (master, checker) = (udp().await, udp().await);
+    start07_on(handle, settings, udp().await, udp().await)
+}
+
+fn start07_on(
+    handle: &MasterHandle,
+    settings: TeeworldsSettings,
+    master: UdpSocket,
+    checker: UdpSocket,
+) -> Udp07 {
     let (ma, ca) = (master.local_addr().unwrap(), checker.local_addr().unwrap());
     let (tx, rx) = watch::channel(false);
     tokio::spawn(tw::run07(
@@ -429,9 +442,16 @@ struct Http {
 }
 
 async fn start_http(h: &MasterHandle) -> Http {
-    let chal = Arc::new(udp().await);
-    let app = ddnet::router(h.clone(), vec![chal], DdnetSettings::default());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    start_http_on(h, "127.0.0.1:0").await
+}
+
+async fn start_http_on(h: &MasterHandle, at: &str) -> Http {
+    let mut chal = vec![Arc::new(udp().await)];
+    if let Some(s) = udp6().await {
+        chal.push(Arc::new(s));
+    }
+    let app = ddnet::router(h.clone(), chal, DdnetSettings::default());
+    let l = tokio::net::TcpListener::bind(at).await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(async move {
         axum::serve(l, app.into_make_service_with_connect_info::<SocketAddr>())
@@ -698,4 +718,96 @@ async fn ddnet_register_errors_and_need_info() {
     assert_eq!((s, status(&v)), (200, "need_info"));
     assert!(h.with_registry(|r| r.is_empty()));
     assert!(h.metrics().drops("malformed") >= 4);
+}
+
+#[tokio::test]
+async fn ipv6_registration_list_and_http() {
+    let (Some(master), Some(checker), Some(server), Some(browser)) =
+        (udp6().await, udp6().await, udp6().await, udp6().await)
+    else {
+        return; // no IPv6 loopback on this host
+    };
+    let dir = TempDir::new("tw6");
+    let h = open(&dir);
+    let m = start07_on(&h, TeeworldsSettings::default(), master, checker);
+    register07(&server, &m).await;
+    let game = server.local_addr().unwrap();
+    let ours = handshake(&browser, m.master).await;
+    browser.send_to(&v07(ours, REQ2), m.master).await.unwrap();
+    assert_eq!(lis2_addrs(&recv_all(&browser, 300).await, 9), vec![game]);
+
+    // DDNet over IPv6: the challenge goes to [::1], the URL is bracketed.
+    let http = start_http_on(&h, "[::1]:0").await.addr;
+    let dd = udp6().await.unwrap();
+    let port = dd.local_addr().unwrap().port();
+    let body = muster_testkit::fixture(&format!("{DD}/01-http-request-body.bin"));
+    let json = Some(("application/json", body.as_slice()));
+    let (_, v) = post(http, "tw-0.6+udp", port, "", json).await;
+    assert_eq!(status(&v), "need_challenge");
+    let (chal, _) = recv(&dd, 2000).await.expect("chal over IPv6");
+    let Packet::Connless {
+        message: Message::Challenge(c),
+        ..
+    } = Packet::decode(&chal).unwrap()
+    else {
+        panic!()
+    };
+    let tok = String::from_utf8(c.token().to_vec()).unwrap();
+    let (_, v) = post(
+        http,
+        "tw-0.6+udp",
+        port,
+        &format!("Challenge-Token: {tok}\n"),
+        json,
+    )
+    .await;
+    assert_eq!(status(&v), "success");
+    let doc = crate::get_json(http, "/ddnet/15/servers.json", 200).await;
+    let addrs: Vec<&Value> = doc["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["addresses"].as_array().unwrap())
+        .collect();
+    assert!(
+        addrs.contains(&&Value::from(format!("tw-0.6+udp://[::1]:{port}"))),
+        "{doc}"
+    );
+}
+
+#[tokio::test]
+async fn servers_json_rebuilds_info_for_restored_and_07_records() {
+    let dir = TempDir::new("ddnet-restored");
+    let h = open(&dir);
+    let now = Timestamp::now();
+    let a: SocketAddr = "192.0.2.7:8303".parse().unwrap();
+    let reg = ddnet::ddnet_registration(a);
+    let key = reg.key.clone();
+    h.add(reg, now).unwrap();
+    h.verify(&key, now).unwrap();
+    let info = muster_master::registry::PollInfo {
+        name: "restored".into(),
+        map: "dm1".into(),
+        game_type: "DM".into(),
+        max_players: 8,
+        password: Some(false),
+        ..Default::default()
+    };
+    h.update_poll(&key, Some(info), now);
+    // A 0.7 record without info is not in servers.json (browsers would drop it).
+    let b: SocketAddr = "192.0.2.8:8303".parse().unwrap();
+    let reg = tw::udp_registration(b, Face::Teeworlds07);
+    let kb = reg.key.clone();
+    h.add(reg, now).unwrap();
+    h.verify(&kb, now).unwrap();
+    let http = start_http(&h).await.addr;
+    let doc = crate::get_json(http, "/ddnet/15/servers.json", 200).await;
+    assert_eq!(
+        doc,
+        serde_json::json!({"servers": [{
+            "addresses": ["tw-0.6+udp://192.0.2.7:8303"],
+            "info": {"max_clients": 8, "max_players": 8, "passworded": false, "game_type": "DM",
+                     "name": "restored", "map": {"name": "dm1"}, "version": "", "clients": []}
+        }]})
+    );
 }
