@@ -50,6 +50,7 @@ use muster_proto::teeworlds_master::{
     Action, AddressScheme, Framing, MAX_REGISTER_BODY, Message, Packet, RegisterInfo,
     RegisterRequest, RegisterResponse, ServerAddress, Token,
 };
+use serde::Deserialize as _;
 use serde_json::{Map, Value, json};
 use tokio::net::UdpSocket;
 
@@ -239,8 +240,9 @@ struct Limits {
     budget: ByteBudget,
 }
 
+/// The shared state behind the routes.
 #[derive(Debug)]
-struct Face_ {
+struct DdnetFace {
     handle: MasterHandle,
     settings: DdnetSettings,
     sockets: Vec<Arc<UdpSocket>>,
@@ -278,7 +280,7 @@ pub fn router(
         ),
         budget: ByteBudget::new(settings.egress_bytes_per_sec),
     };
-    let face = Arc::new(Face_ {
+    let face = Arc::new(DdnetFace {
         handle,
         settings,
         sockets: challenge_sockets,
@@ -341,7 +343,7 @@ pub fn ddnet_registration(addr: SocketAddr) -> Registration {
     }
 }
 
-async fn register(State(face): State<Arc<Face_>>, req: Request) -> Response {
+async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response {
     let m = face.handle.metrics();
     let Some(ip) = peer_ip(&req) else {
         return error(StatusCode::INTERNAL_SERVER_ERROR, "no peer address");
@@ -488,23 +490,15 @@ async fn register(State(face): State<Arc<Face_>>, req: Request) -> Response {
     json_response(StatusCode::OK, &RegisterResponse::Success)
 }
 
+/// The registry's view of a registered info (name, map, players, …), when it has the
+/// schema DDNet 16.4 sends; the raw object is what `servers.json` serves either way.
 fn poll_info_of(v: &Value) -> Option<PollInfo> {
-    let info = RegisterInfo::deserialize_value(v)?;
+    let info = RegisterInfo::deserialize(v).ok()?;
     Some(PollInfo::from_server_info(&info.to_server_info()))
 }
 
-trait DeserializeValue: Sized {
-    fn deserialize_value(v: &Value) -> Option<Self>;
-}
-
-impl DeserializeValue for RegisterInfo {
-    fn deserialize_value(v: &Value) -> Option<Self> {
-        serde::Deserialize::deserialize(v).ok()
-    }
-}
-
 async fn send_challenge(
-    face: &Face_,
+    face: &DdnetFace,
     request: &RegisterRequest,
     url: &str,
     to: SocketAddr,
@@ -558,7 +552,7 @@ async fn send_challenge(
     Ok(())
 }
 
-fn delete(face: &Face_, secret: &str, url: &str) -> Response {
+fn delete(face: &DdnetFace, secret: &str, url: &str) -> Response {
     let Some(still) = lock(&face.book).delete(secret, url) else {
         face.handle.metrics().count_drop("unknown_server");
         return error(StatusCode::BAD_REQUEST, "could not find registered server");
@@ -576,7 +570,7 @@ fn delete(face: &Face_, secret: &str, url: &str) -> Response {
     json_response(StatusCode::OK, &RegisterResponse::Success)
 }
 
-async fn servers_json(State(face): State<Arc<Face_>>, req: Request) -> Response {
+async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Response {
     let m = face.handle.metrics();
     if let Some(ip) = peer_ip(&req) {
         if !lock(&face.limits).list.allow(ip, now_instant(), 1.0) {
@@ -590,7 +584,7 @@ async fn servers_json(State(face): State<Arc<Face_>>, req: Request) -> Response 
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn list_document(face: &Face_) -> Bytes {
+fn list_document(face: &DdnetFace) -> Bytes {
     let now = Timestamp::now();
     let t = now_instant();
     let generation = {
@@ -618,7 +612,7 @@ struct Listed {
     info: Option<PollInfo>,
 }
 
-fn build_document(face: &Face_) -> ServersJson {
+fn build_document(face: &DdnetFace) -> ServersJson {
     let listed: Vec<Listed> = face.handle.with_registry(|r| {
         r.listed(View::Teeworlds)
             .into_iter()
