@@ -11,7 +11,7 @@
 //! Memory is bounded: at most `max_checks` checks run at once; more are refused (the face
 //! counts them as drops).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,9 @@ pub struct Checks {
     max_checks: usize,
     checks: HashMap<SocketAddr, Check>,
     by_candidate: HashMap<SocketAddr, SocketAddr>,
+    /// (next_at, key) of every check: polling and the next deadline cost O(log n), so a
+    /// datagram flood does not make the face scan every running check.
+    due: BTreeSet<(Instant, SocketAddr)>,
 }
 
 impl Checks {
@@ -88,6 +91,7 @@ impl Checks {
             max_checks,
             checks: HashMap::new(),
             by_candidate: HashMap::new(),
+            due: BTreeSet::new(),
         }
     }
 
@@ -120,6 +124,7 @@ impl Checks {
         for c in &candidates {
             self.by_candidate.insert(*c, key);
         }
+        self.due.insert((now, key));
         self.checks.insert(
             key,
             Check {
@@ -142,6 +147,7 @@ impl Checks {
 
     fn remove(&mut self, key: SocketAddr) -> Option<Check> {
         let check = self.checks.remove(&key)?;
+        self.due.remove(&(check.next_at, key));
         for c in &check.candidates {
             if self.by_candidate.get(c) == Some(&key) {
                 self.by_candidate.remove(c);
@@ -152,13 +158,22 @@ impl Checks {
 
     /// Everything due at `now`, appended to `out`.
     pub fn poll(&mut self, now: Instant, out: &mut Vec<Action>) {
-        let mut failed = Vec::new();
-        for (key, c) in &mut self.checks {
-            if c.next_at > now {
-                continue;
+        while let Some(&(at, key)) = self.due.first() {
+            if at > now {
+                break;
             }
+            self.due.remove(&(at, key));
+            let Some(c) = self.checks.get_mut(&key) else {
+                continue;
+            };
             if c.tries >= MAX_TRIES {
-                failed.push(*key);
+                if let Some(c) = self.remove(key) {
+                    out.push(Action::Failed {
+                        key,
+                        to: c.candidates,
+                        token: c.token,
+                    });
+                }
                 continue;
             }
             let n = c.candidates.len().max(1);
@@ -171,23 +186,14 @@ impl Checks {
             }
             c.tries += 1;
             c.next_at = now + RETRY;
-        }
-        failed.sort();
-        for key in failed {
-            if let Some(c) = self.remove(key) {
-                out.push(Action::Failed {
-                    key,
-                    to: c.candidates,
-                    token: c.token,
-                });
-            }
+            self.due.insert((c.next_at, key));
         }
     }
 
     /// When [`Checks::poll`] next has something to do.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.checks.values().map(|c| c.next_at).min()
+        self.due.first().map(|(at, _)| *at)
     }
 }
 
@@ -248,6 +254,10 @@ mod tests {
         assert_eq!(p.listed, a("10.0.0.1:40000"));
         assert_eq!(tok, newer, "the latest token addresses the answer");
         assert_eq!(c.answer(a("10.0.0.1:8303")), None, "over");
+        assert_eq!(c.next_deadline(), None, "nothing left due");
+        let mut out = Vec::new();
+        c.poll(t0 + RETRY * 20, &mut out);
+        assert!(out.is_empty());
     }
 
     #[test]
