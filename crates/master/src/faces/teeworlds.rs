@@ -128,7 +128,17 @@ struct Shared {
     tokens: Tokens<RandomState>,
     limits: Mutex<Limits>,
     max_checks: usize,
+    /// The faces whose records this face lists.
+    lists: &'static [Face],
+    /// The last list built and when: a flood of list requests (from many spoofed sources,
+    /// each with a fresh bucket) must not sort the registry under its lock every time.
+    list_cache: Mutex<Option<(Instant, Arc<Vec<SocketAddr>>)>>,
 }
+
+/// A list is rebuilt at most this often, unless this face listed a server meanwhile (the
+/// reference master rebuilds every 5 s). Servers registered through other faces show up
+/// within this time.
+pub const LIST_CACHE_TTL: Duration = Duration::from_secs(1);
 
 /// Which per-source bucket a message is charged to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +149,12 @@ enum Bucket {
 }
 
 impl Shared {
-    fn new(handle: MasterHandle, face: &'static str, s: &TeeworldsSettings) -> Self {
+    fn new(
+        handle: MasterHandle,
+        face: &'static str,
+        lists: &'static [Face],
+        s: &TeeworldsSettings,
+    ) -> Self {
         let n = s.max_tracked_sources;
         Self {
             handle,
@@ -158,7 +173,33 @@ impl Shared {
                 budget: ByteBudget::new(s.egress_bytes_per_sec),
             }),
             max_checks: s.max_checks,
+            lists,
+            list_cache: Mutex::new(None),
         }
+    }
+
+    /// The addresses this face lists (cached for [`LIST_CACHE_TTL`]).
+    fn list(&self) -> Arc<Vec<SocketAddr>> {
+        let now = now_instant();
+        let mut cache = self
+            .list_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, list)) = cache.as_ref() {
+            if now.saturating_duration_since(*at) < LIST_CACHE_TTL {
+                return Arc::clone(list);
+            }
+        }
+        let list = Arc::new(list_addresses(&self.handle, self.lists));
+        *cache = Some((now, Arc::clone(&list)));
+        list
+    }
+
+    fn invalidate_list(&self) {
+        *self
+            .list_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     fn limits(&self) -> std::sync::MutexGuard<'_, Limits> {
@@ -272,7 +313,12 @@ pub async fn run07(
     settings: TeeworldsSettings,
     shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
-    let shared = Arc::new(Shared::new(handle, Face::Teeworlds07.name(), &settings));
+    let shared = Arc::new(Shared::new(
+        handle,
+        Face::Teeworlds07.name(),
+        &LISTED_BY_07,
+        &settings,
+    ));
     let mut tasks = tokio::task::JoinSet::new();
     for pair in sockets {
         tasks.spawn(serve07(Arc::clone(&shared), pair, shutdown.clone()));
@@ -432,13 +478,13 @@ fn on_datagram07(
             if !shared.allow(Bucket::Token, from, 1) {
                 return;
             }
-            let n = list_addresses(&shared.handle, &LISTED_BY_07).len();
+            let n = shared.list().len();
             let msg = Message::CountReply { count: count_of(n) };
             out.push((Via::Master, from, encode(reply, msg)));
         }
         (Via::Master, Message::ListRequest) => {
             shared.handle.metrics().count_list_request(shared.face);
-            let addrs = list_addresses(&shared.handle, &LISTED_BY_07);
+            let addrs = shared.list();
             let msgs = list_messages(&addrs);
             let cost = u32::try_from(msgs.len()).unwrap_or(u32::MAX);
             if !shared.allow(Bucket::List, from, cost) {
@@ -518,6 +564,7 @@ fn on_passed07(shared: &Shared, passed: checker::Passed, now: Timestamp) {
     if let Err(e) = h.verify(&key, now) {
         tracing::warn!(error = %e, "store failed");
     }
+    shared.invalidate_list();
 }
 
 /// Serves the 0.6 list face on every socket until `shutdown` turns true: `req2` → `lis2`,
@@ -530,7 +577,12 @@ pub async fn run06(
     settings: TeeworldsSettings,
     shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
-    let shared = Arc::new(Shared::new(handle, Face::Teeworlds06.name(), &settings));
+    let shared = Arc::new(Shared::new(
+        handle,
+        Face::Teeworlds06.name(),
+        &LISTED_BY_06,
+        &settings,
+    ));
     let mut tasks = tokio::task::JoinSet::new();
     for socket in sockets {
         tasks.spawn(serve06(Arc::clone(&shared), socket, shutdown.clone()));
@@ -581,7 +633,7 @@ fn on_datagram06(
     match message {
         Message::ListRequest => {
             shared.handle.metrics().count_list_request(shared.face);
-            let addrs = list_addresses(&shared.handle, &LISTED_BY_06);
+            let addrs = shared.list();
             let msgs = list_messages(&addrs);
             let cost = u32::try_from(msgs.len()).unwrap_or(u32::MAX);
             if !shared.allow(Bucket::List, from, cost) {
@@ -600,7 +652,7 @@ fn on_datagram06(
             if !shared.allow(Bucket::List, from, 1) {
                 return;
             }
-            let count = count_of(list_addresses(&shared.handle, &LISTED_BY_06).len());
+            let count = count_of(shared.list().len());
             let msg = if message == Message::CountRequest {
                 Message::CountReply { count }
             } else {

@@ -140,7 +140,12 @@ struct Server {
 struct Book {
     servers: HashMap<String, Server>,
     generation: u64,
+    /// When [`Book::expire`] last swept (it sweeps at most once per [`EXPIRE_EVERY`]).
+    swept: Option<Timestamp>,
 }
+
+/// The stream book is swept for expired addresses at most this often.
+const EXPIRE_EVERY: Duration = Duration::from_secs(1);
 
 /// Why the book refused a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +156,10 @@ enum Full {
 
 impl Book {
     fn expire(&mut self, now: Timestamp, life: Duration) {
+        if self.swept.is_some_and(|t| t.plus(EXPIRE_EVERY) > now) {
+            return;
+        }
+        self.swept = Some(now);
         let before = self.servers.len();
         let mut changed = false;
         for s in self.servers.values_mut() {
