@@ -72,11 +72,14 @@ pub struct TeeworldsSettings {
     pub list_burst: u32,
     /// One more list datagram per source every this long.
     pub list_refill: Duration,
-    /// Heartbeats (`bea2`) per source: burst.
+    /// Heartbeats (`bea2`) per source: burst. Hosts run many servers on one IP (the
+    /// registry allows 64 per source), each heartbeating every 15 s, so the default is
+    /// generous; 0.7 heartbeats cannot be spoofed (they carry the master's token).
     pub heartbeat_burst: u32,
     /// One more heartbeat per source every this long.
     pub heartbeat_refill: Duration,
-    /// 0.7 token requests (and count requests) per source: burst.
+    /// 0.7 token requests (and count requests) per source: burst. A token reply (12 bytes)
+    /// is smaller than its request (520), so this only bounds work.
     pub token_burst: u32,
     /// One more token request per source every this long.
     pub token_refill: Duration,
@@ -93,10 +96,10 @@ impl Default for TeeworldsSettings {
         Self {
             list_burst: 32,
             list_refill: Duration::from_secs(1),
-            heartbeat_burst: 4,
-            heartbeat_refill: Duration::from_secs(10),
-            token_burst: 8,
-            token_refill: Duration::from_secs(1),
+            heartbeat_burst: 64,
+            heartbeat_refill: Duration::from_millis(200),
+            token_burst: 64,
+            token_refill: Duration::from_millis(100),
             max_tracked_sources: 100_000,
             egress_bytes_per_sec: 1 << 20,
             max_checks: 4096,
