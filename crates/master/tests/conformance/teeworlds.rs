@@ -1,1 +1,236 @@
-//! Conformance of the teeworlds face with real peers.
+//! Conformance of the teeworlds faces with real peers: teeworlds-server 0.7.5 registering with
+//! the 0.7 UDP face (fixed master ports 8283/8284, `masters.cfg` on loopback), DDNet-Server
+//! 16.4 registering over HTTP (`sv_register_url` on loopback) and qstat `-teem` reading the
+//! 0.6 list face. Servers only ever register with 127.0.0.1.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use muster_master::config::Config;
+use muster_master::faces::teeworlds::ddnet::{self, DdnetSettings};
+use muster_master::faces::teeworlds::{self as tw, SocketPair07, TeeworldsSettings};
+use muster_master::registry::{Face, Timestamp, View};
+use muster_master::{Master, MasterHandle};
+use muster_proto::teeworlds_master::{MASTER_PORT_07, MasterListQuery, Token};
+use muster_query::{Job, Options};
+use muster_testkit::{DdnetServer, Qstat, TeeworldsServer};
+use tokio::net::UdpSocket;
+use tokio::sync::watch;
+
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("muster-conf-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        Self(p)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn open(dir: &Dir) -> MasterHandle {
+    let c = Config {
+        data_dir: dir.0.clone(),
+        ..Config::default()
+    };
+    Master::open(c, Timestamp::now()).unwrap().handle()
+}
+
+fn listed(h: &MasterHandle, face: Face) -> Vec<SocketAddr> {
+    h.with_registry(|r| {
+        r.listed(View::Teeworlds)
+            .iter()
+            .filter(|r| r.face == face)
+            .filter_map(|r| r.query_addr)
+            .collect()
+    })
+}
+
+/// Polls `f` every 200 ms for at most `secs` seconds.
+async fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    for _ in 0..secs * 5 {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teeworlds_075_registers_with_the_07_face() {
+    let Some(peer) = TeeworldsServer::require() else {
+        return;
+    };
+    // teeworlds has the master ports built in (peers.md §4.3).
+    let master = UdpSocket::bind(("127.0.0.1", MASTER_PORT_07)).await;
+    let checker = UdpSocket::bind(("127.0.0.1", MASTER_PORT_07 + 1)).await;
+    let (Ok(master), Ok(checker)) = (master, checker) else {
+        let missing = muster_testkit::Missing {
+            peer: "UDP ports 127.0.0.1:8283/8284",
+            detail: "taken by another process".to_owned(),
+        };
+        let _ = muster_testkit::require::<()>(Err(missing));
+        return;
+    };
+    let master_addr = master.local_addr().unwrap();
+    let dir = Dir::new("tw07");
+    let h = open(&dir);
+    let (stop, rx) = watch::channel(false);
+    let face = tokio::spawn(tw::run07(
+        h.clone(),
+        vec![SocketPair07 { master, checker }],
+        TeeworldsSettings::default(),
+        rx,
+    ));
+    let port = muster_testkit::net::free_udp_port();
+    let mut server = tokio::task::spawn_blocking(move || peer.start(port, &["sv_register 1"]))
+        .await
+        .unwrap();
+    let game: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let got = wait_for(30, || {
+        listed(&h, Face::Teeworlds07).contains(&game).then_some(())
+    })
+    .await;
+    let log = server.log();
+    assert!(
+        got.is_some(),
+        "not listed within 30 s\n--- server log\n{log}"
+    );
+    // Read it back as a 0.7 browser does.
+    let mut rx = muster_query::spawn(
+        vec![Job {
+            tag: (),
+            build: move |cfg| MasterListQuery::new_07(master_addr, cfg, Token([1, 2, 3, 4])),
+        }],
+        Options::default(),
+    );
+    let list = rx.recv().await.unwrap().outcome.unwrap();
+    let addrs: Vec<SocketAddr> = list.servers.iter().map(|s| s.address).collect();
+    assert_eq!(addrs, vec![game]);
+    let log = tokio::task::spawn_blocking(move || {
+        let log = server.log();
+        server.stop();
+        log
+    })
+    .await
+    .unwrap();
+    assert!(log.contains("server registered"), "{log}");
+    stop.send(true).unwrap();
+    face.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ddnet_164_registers_over_http_and_deletes_on_stop() {
+    let Some(peer) = DdnetServer::require() else {
+        return;
+    };
+    let dir = Dir::new("ddnet");
+    let h = open(&dir);
+    let chal = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let app = ddnet::router(h.clone(), vec![chal], DdnetSettings::default());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(l, app.into_make_service_with_connect_info::<SocketAddr>())
+            .await
+            .unwrap();
+    });
+    let port = muster_testkit::net::free_udp_port();
+    let url = format!("sv_register_url \"http://{http}/ddnet/15/register\"");
+    let mut server = tokio::task::spawn_blocking(move || {
+        peer.start(port, &[&url, "http_allow_insecure 1", "sv_register ipv4"])
+    })
+    .await
+    .unwrap();
+    let json_url = format!("http://{http}/ddnet/15/servers.json");
+    let mut doc = serde_json::Value::Null;
+    for _ in 0..100 {
+        let body = muster_query::lists::http_get(&json_url, Duration::from_secs(5))
+            .await
+            .unwrap();
+        doc = serde_json::from_slice(&body).unwrap();
+        if doc["servers"].as_array().is_some_and(|s| {
+            s.first()
+                .and_then(|e| e["addresses"].as_array())
+                .is_some_and(|a| a.len() == 2)
+        }) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let servers = doc["servers"].as_array().cloned().unwrap_or_default();
+    assert_eq!(servers.len(), 1, "{doc}\n--- server log\n{}", server.log());
+    let mut addrs: Vec<String> = servers[0]["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    addrs.sort();
+    assert_eq!(
+        addrs,
+        vec![
+            format!("tw-0.6+udp://127.0.0.1:{port}"),
+            format!("tw-0.7+udp://127.0.0.1:{port}")
+        ]
+    );
+    let info = &servers[0]["info"];
+    assert_eq!(info["map"]["name"], "Tutorial");
+    assert_eq!(info["game_type"], "DDraceNetwork");
+    assert!(info["name"].as_str().unwrap().starts_with("DDNet Lab"));
+    // SIGTERM: one Action: delete per stream, and the server is gone.
+    tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+    let gone = wait_for(10, || listed(&h, Face::DdnetHttp).is_empty().then_some(())).await;
+    assert!(gone.is_some(), "still listed after the server stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qstat_teem_reads_the_06_list() {
+    let Some(qstat) = Qstat::require() else {
+        return;
+    };
+    let dir = Dir::new("teem");
+    let h = open(&dir);
+    let now = Timestamp::now();
+    let mut want = Vec::new();
+    for i in 1..=3u8 {
+        let a: SocketAddr = format!("127.0.0.{i}:{}", 18_300 + u16::from(i))
+            .parse()
+            .unwrap();
+        let reg = ddnet::ddnet_registration(a);
+        let key = reg.key.clone();
+        h.add(reg, now).unwrap();
+        h.verify(&key, now).unwrap();
+        want.push(format!("tees {a}"));
+    }
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    let (stop, rx) = watch::channel(false);
+    tokio::spawn(tw::run06(
+        h.clone(),
+        vec![sock],
+        TeeworldsSettings::default(),
+        rx,
+    ));
+    let out_file = dir.0.with_extension("teem.txt");
+    let arg = "-teem,outfile".to_owned();
+    let target = format!("{addr},{}", out_file.display());
+    let out = tokio::task::spawn_blocking(move || qstat.run(&[&arg, &target]))
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(&out_file).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_file);
+    let got: Vec<&str> = text.lines().collect();
+    assert_eq!(got, want, "{out}");
+    assert!(out.stdout_text().contains("3 servers"), "{out}");
+    stop.send(true).unwrap();
+}
