@@ -94,6 +94,12 @@ pub struct Listeners {
     pub gamespy_tcp: Vec<tokio::net::TcpListener>,
     /// The management server (TCP).
     pub mgmt: Vec<tokio::net::TcpListener>,
+    /// Teeworlds 0.7 master sockets, each with its firewall-check socket (master port + 1).
+    pub teeworlds07: Vec<faces::teeworlds::SocketPair07>,
+    /// Teeworlds 0.6 list sockets.
+    pub teeworlds06: Vec<tokio::net::UdpSocket>,
+    /// Sockets the DDNet HTTP face sends its UDP challenges from (one per address family).
+    pub ddnet_challenge: Vec<Arc<tokio::net::UdpSocket>>,
 }
 
 fn bind_all<T>(
@@ -127,6 +133,29 @@ impl Listeners {
             gamespy_udp: bind_all("gamespy-udp", &l.gamespy_udp.0, tcp::bind_udp)?,
             gamespy_tcp: bind_all("gamespy-tcp", &l.gamespy_tcp.0, tcp::bind_tcp)?,
             mgmt: bind_all("mgmt", &l.mgmt.0, tcp::bind_tcp)?,
+            teeworlds07: bind_all("teeworlds07", &l.teeworlds07.0, |addr| {
+                let master = tcp::bind_udp(addr)?;
+                // The checker answers from master port + 1 (8284 for 8283), as teeworlds expects.
+                let port = master.local_addr()?.port();
+                let checker_port = if addr.port() == 0 { 0 } else { port.saturating_add(1) };
+                let checker = tcp::bind_udp(SocketAddr::new(addr.ip(), checker_port))?;
+                Ok(faces::teeworlds::SocketPair07 { master, checker })
+            })?,
+            teeworlds06: bind_all("teeworlds06", &l.teeworlds06.0, tcp::bind_udp)?,
+            ddnet_challenge: if l.http.0.is_empty() {
+                Vec::new()
+            } else {
+                let any: [SocketAddr; 2] = [
+                    SocketAddr::from(([0, 0, 0, 0], 0)),
+                    SocketAddr::from(([0u16; 8], 0)),
+                ];
+                // IPv6 may be missing on a host; IPv4 must work.
+                let mut socks = bind_all("ddnet-challenge", &any[..1], tcp::bind_udp)?;
+                if let Ok(v6) = tcp::bind_udp(any[1]) {
+                    socks.push(v6);
+                }
+                socks.into_iter().map(Arc::new).collect()
+            },
         })
     }
 
@@ -146,12 +175,23 @@ impl Listeners {
         tcp("http", &self.http)?;
         tcp("gamespy-tcp", &self.gamespy_tcp)?;
         tcp("mgmt", &self.mgmt)?;
-        for s in &self.gamespy_udp {
+        let mut udp = |face: &'static str, s: &tokio::net::UdpSocket| -> Result<(), MasterError> {
             out.push(Bound {
-                face: "gamespy-udp",
+                face,
                 transport: "udp",
                 addr: s.local_addr().map_err(MasterError::LocalAddr)?,
             });
+            Ok(())
+        };
+        for s in &self.gamespy_udp {
+            udp("gamespy-udp", s)?;
+        }
+        for p in &self.teeworlds07 {
+            udp("teeworlds07", &p.master)?;
+            udp("teeworlds07-checker", &p.checker)?;
+        }
+        for s in &self.teeworlds06 {
+            udp("teeworlds06", s)?;
         }
         Ok(out)
     }
@@ -258,14 +298,55 @@ impl Master {
                 stop_rx.clone(),
             )));
         }
+        let teeworlds = faces::teeworlds::TeeworldsSettings {
+            max_tracked_sources: limits.max_tracked_sources,
+            egress_bytes_per_sec: limits.egress_bytes_per_sec,
+            ..faces::teeworlds::TeeworldsSettings::default()
+        };
+        if !listeners.teeworlds07.is_empty() {
+            tasks.spawn(serve_face(faces::teeworlds::run07(
+                self.handle.clone(),
+                listeners.teeworlds07,
+                teeworlds.clone(),
+                stop_rx.clone(),
+            )));
+        }
+        if !listeners.teeworlds06.is_empty() {
+            tasks.spawn(serve_face(faces::teeworlds::run06(
+                self.handle.clone(),
+                listeners.teeworlds06,
+                teeworlds,
+                stop_rx.clone(),
+            )));
+        }
+        let ddnet = faces::teeworlds::ddnet::DdnetSettings {
+            max_tracked_sources: limits.max_tracked_sources,
+            egress_bytes_per_sec: limits.egress_bytes_per_sec,
+            body_limit: limits.http_body_limit,
+            address_lifetime: self.config.lifetimes.ddnet.0,
+            ..faces::teeworlds::ddnet::DdnetSettings::default()
+        };
         for l in listeners.http {
             let app = http::router(self.handle.clone(), http_limits)
-                .merge(faces::gamespy::router(self.handle.clone()));
-            let listener = CappedListener::new(l, conn).with_metrics(Arc::clone(&sink));
+                .merge(faces::gamespy::router(self.handle.clone()))
+                .merge(faces::teeworlds::ddnet::router(
+                    self.handle.clone(),
+                    listeners.ddnet_challenge.clone(),
+                    ddnet.clone(),
+                ));
+            // `tap_io` (a no-op here) makes axum's connect-info impl apply to our listener.
+            let listener = axum::serve::ListenerExt::tap_io(
+                CappedListener::new(l, conn).with_metrics(Arc::clone(&sink)),
+                |_| {},
+            );
             let mut stop = stop_rx.clone();
             tasks.spawn(async move {
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async move {
+                // The DDNet register needs the peer address (it challenges it over UDP).
+                axum::serve(
+                    listener,
+                    app.into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(async move {
                         let _ = stop.wait_for(|s| *s).await;
                     })
                     .await
