@@ -8,6 +8,7 @@ mod output;
 mod protocols;
 mod query;
 mod scan;
+mod serve;
 mod timing;
 
 use std::io::Write as _;
@@ -62,6 +63,8 @@ enum Command {
     Scan(scan::ScanArgs),
     /// Run emulated game servers (one, from flags, or a farm from a TOML file).
     Emulate(emulate::EmulateArgs),
+    /// Run the master daemon: every master protocol behind one persistent registry.
+    Serve(serve::ServeArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
             Command::List(args) => list::run(args).await,
             Command::Scan(args) => scan::run(args).await,
             Command::Emulate(args) => emulate::run(args).await,
+            Command::Serve(args) => serve::run(args).await,
         }
     });
     match result {

@@ -137,7 +137,11 @@ impl Listeners {
                 let master = tcp::bind_udp(addr)?;
                 // The checker answers from master port + 1 (8284 for 8283), as teeworlds expects.
                 let port = master.local_addr()?.port();
-                let checker_port = if addr.port() == 0 { 0 } else { port.saturating_add(1) };
+                let checker_port = if addr.port() == 0 {
+                    0
+                } else {
+                    port.saturating_add(1)
+                };
                 let checker = tcp::bind_udp(SocketAddr::new(addr.ip(), checker_port))?;
                 Ok(faces::teeworlds::SocketPair07 { master, checker })
             })?,
@@ -162,16 +166,17 @@ impl Listeners {
     /// Every bound socket with its real address.
     pub fn bound(&self) -> Result<Vec<Bound>, MasterError> {
         let mut out = Vec::new();
-        let mut tcp = |face: &'static str, ls: &[tokio::net::TcpListener]| -> Result<(), MasterError> {
-            for l in ls {
-                out.push(Bound {
-                    face,
-                    transport: "tcp",
-                    addr: l.local_addr().map_err(MasterError::LocalAddr)?,
-                });
-            }
-            Ok(())
-        };
+        let mut tcp =
+            |face: &'static str, ls: &[tokio::net::TcpListener]| -> Result<(), MasterError> {
+                for l in ls {
+                    out.push(Bound {
+                        face,
+                        transport: "tcp",
+                        addr: l.local_addr().map_err(MasterError::LocalAddr)?,
+                    });
+                }
+                Ok(())
+            };
         tcp("http", &self.http)?;
         tcp("gamespy-tcp", &self.gamespy_tcp)?;
         tcp("mgmt", &self.mgmt)?;
@@ -347,10 +352,10 @@ impl Master {
                     app.into_make_service_with_connect_info::<SocketAddr>(),
                 )
                 .with_graceful_shutdown(async move {
-                        let _ = stop.wait_for(|s| *s).await;
-                    })
-                    .await
-                    .map_err(MasterError::Serve)
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await
+                .map_err(MasterError::Serve)
             });
         }
         tasks.spawn(housekeeping(self.handle.clone(), stop_rx.clone()));
@@ -375,9 +380,7 @@ impl Master {
 }
 
 /// A face's I/O error becomes the daemon's.
-async fn serve_face(
-    face: impl Future<Output = io::Result<()>> + Send,
-) -> Result<(), MasterError> {
+async fn serve_face(face: impl Future<Output = io::Result<()>> + Send) -> Result<(), MasterError> {
     face.await.map_err(MasterError::Serve)
 }
 

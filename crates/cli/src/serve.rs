@@ -1,0 +1,118 @@
+//! `muster serve`: the master daemon.
+
+use std::io::Write as _;
+
+use anyhow::Context as _;
+use muster_master::config::{Config, Listen};
+use muster_master::{Listeners, Master};
+
+use crate::exit;
+use crate::query::UsageError;
+
+const AFTER_HELP: &str = "\
+Every face is on by default, on IPv4 and IPv6:
+  gameagent    UDP 9005    Serious Sam GameAgent master
+  gamespy-udp  UDP 27900   GameSpy heartbeats (verified by \\secure\\ or \\status\\)
+  gamespy-tcp  TCP 28900   GameSpy lists
+  teeworlds07  UDP 8283    Teeworlds 0.7 master (firewall check from 8284)
+  teeworlds06  UDP 8300    Teeworlds 0.6 list
+  http         TCP 8080    DDNet register + servers.json, UT2003 lists, /api/v1/servers,
+                           /healthz, /metrics
+  mgmt         TCP 51963   management server (Bomberman)
+
+A face flag takes one or more comma-separated addresses (port 0 picks a free port) or `off`,
+and overrides the config file. One line `listening <face> <udp|tcp> <address>` is printed per
+socket, with the real port. The registry lives in SQLite under --data-dir and survives a
+restart, also after kill -9. SIGINT or SIGTERM shuts down gracefully.";
+
+/// Flags of `muster serve`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct ServeArgs {
+    /// The daemon's configuration (TOML).
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// Where the registry is stored (default: ./muster-data).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<std::path::PathBuf>,
+    /// GameAgent master, UDP.
+    #[arg(long, value_name = "ADDR|off")]
+    pub gameagent: Option<String>,
+    /// GameSpy heartbeats, UDP.
+    #[arg(long, value_name = "ADDR|off")]
+    pub gamespy_udp: Option<String>,
+    /// GameSpy lists, TCP.
+    #[arg(long, value_name = "ADDR|off")]
+    pub gamespy_tcp: Option<String>,
+    /// Teeworlds 0.7 master, UDP (the firewall checker takes the next port).
+    #[arg(long, value_name = "ADDR|off")]
+    pub teeworlds07: Option<String>,
+    /// Teeworlds 0.6 list, UDP.
+    #[arg(long, value_name = "ADDR|off")]
+    pub teeworlds06: Option<String>,
+    /// HTTP, TCP.
+    #[arg(long, value_name = "ADDR|off")]
+    pub http: Option<String>,
+    /// Management server, TCP.
+    #[arg(long, value_name = "ADDR|off")]
+    pub mgmt: Option<String>,
+}
+
+fn apply(target: &mut Listen, flag: &str, value: Option<&String>) -> anyhow::Result<()> {
+    if let Some(v) = value {
+        *target = Listen::parse(v).map_err(|e| UsageError(format!("--{flag} {v:?}: {e}")))?;
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            let _ = ctrl_c.await;
+            return;
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path).map_err(|e| UsageError(format!("{e:#}")))?,
+        None => Config::default(),
+    };
+    if let Some(dir) = &args.data_dir {
+        config.data_dir.clone_from(dir);
+    }
+    let l = &mut config.listen;
+    apply(&mut l.gameagent, "gameagent", args.gameagent.as_ref())?;
+    apply(&mut l.gamespy_udp, "gamespy-udp", args.gamespy_udp.as_ref())?;
+    apply(&mut l.gamespy_tcp, "gamespy-tcp", args.gamespy_tcp.as_ref())?;
+    apply(&mut l.teeworlds07, "teeworlds07", args.teeworlds07.as_ref())?;
+    apply(&mut l.teeworlds06, "teeworlds06", args.teeworlds06.as_ref())?;
+    apply(&mut l.http, "http", args.http.as_ref())?;
+    apply(&mut l.mgmt, "mgmt", args.mgmt.as_ref())?;
+
+    let master = Master::open(config.clone(), muster_master::registry::Timestamp::now())
+        .with_context(|| format!("opening the registry in {}", config.data_dir.display()))?;
+    let listeners = Listeners::bind(&config)?;
+    {
+        let mut out = std::io::stdout().lock();
+        for b in listeners.bound()? {
+            writeln!(out, "listening {} {} {}", b.face, b.transport, b.addr)?;
+        }
+        out.flush()?;
+    }
+    master.run(listeners, shutdown_signal()).await?;
+    Ok(exit::OK)
+}
