@@ -42,6 +42,7 @@ pub mod info;
 pub mod packet;
 pub mod query;
 pub mod reply;
+pub mod respond;
 pub mod value;
 
 use crate::model::Text;
@@ -52,6 +53,7 @@ pub use packet::{
     Player7, PlayerRecord,
 };
 pub use query::{TeeworldsQuery, Tokens};
+pub use respond::{ResponderConfig, TeeworldsResponder};
 pub use value::TwStr;
 
 /// A value that the Teeworlds encoders could not represent, refused when it is built.
