@@ -208,10 +208,13 @@ impl TeeworldsResponder {
                     bytes: buf,
                 });
             }
-            Frame::Connless(Header::Sixup {
-                token,
-                response_token,
-            }, payload) => {
+            Frame::Connless(
+                Header::Sixup {
+                    token,
+                    response_token,
+                },
+                payload,
+            ) => {
                 // DDNet answers a missing response token in 0.6 framing and teeworlds with a
                 // token request of its own; we answer nothing (nothing to address it to).
                 if response_token == NO_TOKEN || !self.token_valid(now, from.ip(), token) {
@@ -243,8 +246,8 @@ impl TeeworldsResponder {
                 };
                 match (header, message) {
                     (Header::Extended { extra_token, .. }, Message::GetInfo(GetInfo { token })) => {
-                        let token24 = (u32::from(extra_token) << 8 | u32::from(token))
-                            & MAX_EXTENDED_TOKEN;
+                        let token24 =
+                            (u32::from(extra_token) << 8 | u32::from(token)) & MAX_EXTENDED_TOKEN;
                         let full = self.full_reply_allowed(now);
                         let (mut main, mut more) = describe(state, &self.config, false)
                             .extended(i32::try_from(token24).unwrap_or(-1));

@@ -5,7 +5,10 @@ use super::*;
 use crate::teeworlds::packet::{Datagram, Info7Body, InfoExtended, InfoMore, PlayerRecord};
 
 fn fixture(path: &str) -> Vec<u8> {
-    let full = format!("{}/tests/fixtures/teeworlds/{path}", env!("CARGO_MANIFEST_DIR"));
+    let full = format!(
+        "{}/tests/fixtures/teeworlds/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
 }
 
@@ -336,7 +339,13 @@ fn quirk_browse_token_minus1_is_echoed_well_formed_and_the_next_query_answers() 
         assert_eq!(body.players.len(), 7);
         assert!(!body.truncated);
         // Still answering, and holding no per-peer state that could grow.
-        let (ok, got) = ask(&mut r, now, from, &info7_request(token, &[0x88, 0x03]), &state);
+        let (ok, got) = ask(
+            &mut r,
+            now,
+            from,
+            &info7_request(token, &[0x88, 0x03]),
+            &state,
+        );
         assert!(ok);
         assert_eq!(got.len(), 1);
     }
@@ -406,14 +415,17 @@ fn probes_with_our_token_follow_the_real_servers() {
         request.splice(1..5, token);
         let (ok, got) = ask(&mut r, now, from, &request, &state);
         assert!(ok, "{case}");
-        let Datagram::Connless(_, Message::Info7(info)) = Datagram::decode(&got[0]).unwrap()
-        else {
+        let Datagram::Connless(_, Message::Info7(info)) = Datagram::decode(&got[0]).unwrap() else {
             panic!("{case}: not a 0.7 inf3")
         };
         assert_eq!(info.browse_token, browse, "{case}");
         let want = probe(case, "reply");
         let end = 17 + varint_len;
-        assert_eq!(got[0].get(9..end), want.get(9..end), "{case}: magic and token");
+        assert_eq!(
+            got[0].get(9..end),
+            want.get(9..end),
+            "{case}: magic and token"
+        );
     }
     // DDNet answers this in 0.6 framing, teeworlds with a token request; we stay silent.
     let mut request = probe("tw07-07-connless-resp-token-ffffffff", "request");
@@ -458,7 +470,10 @@ fn token_request_from_token_ffffffff_gets_an_unpadded_reply() {
     assert!(ok);
     // teeworlds 0.7.5 sends 12 bytes here; DDNet pads to 520. We follow teeworlds.
     assert_eq!(got[0].len(), 12);
-    assert_eq!(got[0].get(..8), Some(&[4, 0, 0, 0xff, 0xff, 0xff, 0xff, 5][..]));
+    assert_eq!(
+        got[0].get(..8),
+        Some(&[4, 0, 0, 0xff, 0xff, 0xff, 0xff, 5][..])
+    );
 }
 
 fn long_name_players(n: usize) -> Vec<PlayerState> {
