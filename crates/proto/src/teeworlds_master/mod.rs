@@ -23,7 +23,8 @@
 //! ```
 //!
 //! Files: [`packet`] (every UDP datagram, both directions), [`query`] (the list query
-//! machine), [`register`] (the 0.7 game-server registration machine), [`http`] (DDNet HTTP
+//! machine), [`register`] (the 0.7 game-server registration machine), [`registrar`] (the
+//! game server's [`crate::respond::Registrar`]s: 0.7 UDP and DDNet HTTP), [`http`] (DDNet HTTP
 //! register headers, body and responses), [`servers_json`] (the DDNet list document). The
 //! connless framings are [`crate::teeworlds::header`]'s, shared with the server-info protocol.
 //!
@@ -36,6 +37,7 @@ pub mod http;
 pub mod packet;
 pub mod query;
 pub mod register;
+pub mod registrar;
 pub mod servers_json;
 
 pub use http::{
@@ -45,6 +47,7 @@ pub use http::{
 pub use packet::{Framing, LegacyListEntry, ListEntry, Message, Packet, Token};
 pub use query::MasterListQuery;
 pub use register::{RegisterClient, RegisterEvent};
+pub use registrar::{DdnetHttpRegistrar, DdnetRegisterConfig, Stream, TeeworldsUdpRegistrar};
 pub use servers_json::ServersJson;
 
 use crate::model::Text;
