@@ -590,3 +590,107 @@ fn more_than_64_players_lists_the_first_64() {
     assert_eq!(d.clients().len(), 64);
     assert_eq!(d.max_clients, 200);
 }
+
+#[test]
+fn announced_token_is_accepted_from_any_address() {
+    let config = ResponderConfig {
+        announced_token: Some([0xff, 0x0e, 0x23, 0x31]),
+        ..ResponderConfig::default()
+    };
+    let mut r = TeeworldsResponder::new(config, SECRET);
+    let request = info7_request([0xff, 0x0e, 0x23, 0x31], &[0x05]);
+    for ip in [[127, 0, 0, 1], [127, 0, 0, 2]] {
+        let (ok, got) = ask(
+            &mut r,
+            Instant::now(),
+            peer(ip, 5000),
+            &request,
+            &ServerState::default(),
+        );
+        assert!(ok);
+        assert_eq!(got.len(), 1);
+    }
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn state_strategy() -> impl Strategy<Value = ServerState> {
+        (
+            ".{0,300}",
+            ".{0,40}",
+            prop::collection::vec(
+                (
+                    ".{0,30}",
+                    ".{0,20}",
+                    any::<i64>(),
+                    any::<i32>(),
+                    any::<bool>(),
+                ),
+                0..80,
+            ),
+            any::<u32>(),
+        )
+            .prop_map(|(name, map, players, max_players)| ServerState {
+                name,
+                map,
+                max_players,
+                players: players
+                    .into_iter()
+                    .map(|(name, clan, score, country, spectator)| PlayerState {
+                        name,
+                        clan,
+                        score,
+                        country,
+                        spectator,
+                        ..PlayerState::default()
+                    })
+                    .collect(),
+                ..ServerState::default()
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn any_datagram_never_panics_and_replies_fit_a_datagram(
+            datagram in prop::collection::vec(any::<u8>(), 0..1500),
+            state in state_strategy(),
+        ) {
+            let mut r = TeeworldsResponder::new(ResponderConfig::default(), SECRET);
+            let mut out = Vec::new();
+            let answered = r.handle_datagram(Instant::now(), peer([127, 0, 0, 1], 1), &datagram, &state, &mut out);
+            prop_assert_eq!(answered, !out.is_empty());
+            for reply in &out {
+                prop_assert!(reply.bytes.len() <= MAX_DATAGRAM);
+            }
+        }
+
+        #[test]
+        fn every_family_fits_a_datagram_for_any_state(state in state_strategy(), token in any::<u8>(), extra in any::<u16>()) {
+            let mut r = TeeworldsResponder::new(ResponderConfig::default(), SECRET);
+            let now = Instant::now();
+            let from = peer([127, 0, 0, 1], 1);
+            let server_token = r.token_for(now, from.ip());
+            let mut xe = vec![0x78, 0x65];
+            xe.extend_from_slice(&extra.to_be_bytes());
+            xe.extend_from_slice(&[0, 0]);
+            xe.extend_from_slice(b"\xff\xff\xff\xffgie3");
+            xe.push(token);
+            for request in [
+                [&[0xff; 10][..], b"gie3", &[token]].concat(),
+                [&[0xff; 10][..], b"fstd", &[token]].concat(),
+                xe,
+                info7_request(server_token, &[0x40]),
+            ] {
+                let (ok, got) = ask(&mut r, now, from, &request, &state);
+                prop_assert!(ok);
+                for d in &got {
+                    prop_assert!(d.len() <= MAX_DATAGRAM);
+                    prop_assert!(Datagram::decode(d).is_ok());
+                }
+            }
+        }
+    }
+}
