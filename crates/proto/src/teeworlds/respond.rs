@@ -19,7 +19,11 @@
 //!
 //! Requests the real servers ignored (§11) get no reply: connection traffic, unknown magics,
 //! `gie3` without a token byte, master messages such as `req2`, short token requests, 0.7
-//! requests with a missing or wrong token, and 0.7 requests without a response token.
+//! requests with a missing or wrong token, and 0.7 requests without a response token. Two
+//! cases where a real server does answer are left unanswered on purpose: a 0.7-framed `gie3`
+//! whose response token is `ff ff ff ff` (DDNet: 0.6 `inf3`; teeworlds: its own token
+//! request) and a 0.7-framed `fstd` (DDNet: 0.6 `dtsf`). The token reply is teeworlds'
+//! unpadded 12 bytes, also for a requester token of `ff ff ff ff` (DDNet pads to 520).
 //!
 //! Not here: sockets, per-source rate limits and the byte budget (the driver's, see
 //! [`crate::limit`]), random numbers (the secret comes from the caller), registration with
