@@ -187,3 +187,145 @@ async fn teeworlds_empty_server_reads_back() {
     let info = query(addr).await;
     assert_matches(&info, &state);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The 0.7 UDP registrar sharing the game socket with the responder, over loopback, with a
+// stand-in master (the lead's driver will replace the tiny one below).
+
+mod registrar {
+    use super::*;
+
+    use muster_proto::respond::{Registrar, RegistrarEvent, Responder};
+    use muster_proto::teeworlds_master::{Framing, Message, Packet, TeeworldsUdpRegistrar, Token};
+    use tokio::sync::mpsc;
+
+    const MASTER_TOKEN: Token = Token(*b"MSTR");
+
+    /// Offer each datagram to the registrar first, the rest to the responder (the contract of
+    /// `respond::Registrar`).
+    async fn drive(
+        socket: UdpSocket,
+        mut registrar: TeeworldsUdpRegistrar,
+        mut responder: TeeworldsResponder,
+        state: ServerState,
+        events: mpsc::UnboundedSender<RegistrarEvent>,
+    ) {
+        let now = || tokio::time::Instant::now().into_std();
+        let mut buf = Vec::new();
+        let mut rx = vec![0u8; 2048];
+        loop {
+            while let Some(t) = registrar.poll_transmit(now(), &mut buf) {
+                let _ = socket.send_to(&buf, t.destination).await;
+                buf.clear();
+            }
+            while let Some(e) = registrar.poll_event() {
+                let _ = events.send(e);
+            }
+            let deadline = registrar
+                .poll_timeout()
+                .unwrap_or_else(|| now() + Duration::from_secs(3600));
+            tokio::select! {
+                r = socket.recv_from(&mut rx) => {
+                    let Ok((n, from)) = r else { return };
+                    let datagram = &rx[..n];
+                    if !registrar.handle_datagram(now(), from, datagram, &state) {
+                        let mut out = Vec::new();
+                        responder.handle_datagram(now(), from, datagram, &state, &mut out);
+                        for reply in out {
+                            let _ = socket.send_to(&reply.bytes, reply.to).await;
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(deadline.into()) => registrar.handle_timeout(now(), &state),
+            }
+        }
+    }
+
+    /// A 0.7 master on `master` and its checker on `checker`: hands out its token, answers
+    /// `cou2` with 0, checks `bea2` with `fw??` from the checker and confirms `fw!!` with `fwok`.
+    async fn stand_in_master(master: UdpSocket, checker: UdpSocket) {
+        let mut rx = vec![0u8; 2048];
+        let mut rx2 = vec![0u8; 2048];
+        let send = |p: Packet| {
+            let mut out = Vec::new();
+            p.encode(&mut out);
+            out
+        };
+        loop {
+            tokio::select! {
+                r = master.recv_from(&mut rx) => {
+                    let Ok((n, from)) = r else { return };
+                    match Packet::decode(&rx[..n]) {
+                        Ok(Packet::Token { to, token, padded: true }) if to == Token::NONE => {
+                            let _ = master.send_to(&send(Packet::token_reply(token, MASTER_TOKEN)), from).await;
+                        }
+                        Ok(Packet::Connless { framing: Framing::V07 { token, response_token }, message })
+                            if token == MASTER_TOKEN =>
+                        {
+                            let reply = Framing::V07 { token: response_token, response_token: MASTER_TOKEN };
+                            match message {
+                                Message::CountRequest => {
+                                    let p = Packet::Connless { framing: reply, message: Message::CountReply { count: 0 } };
+                                    let _ = master.send_to(&send(p), from).await;
+                                }
+                                Message::Heartbeat { port } => {
+                                    let to = SocketAddr::new(from.ip(), port);
+                                    let p = Packet::Connless { framing: reply, message: Message::FirewallCheck };
+                                    let _ = checker.send_to(&send(p), to).await;
+                                }
+                                _ => {}
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                r = checker.recv_from(&mut rx2) => {
+                    let Ok((n, from)) = r else { return };
+                    if let Ok(Packet::Connless { framing: Framing::V07 { response_token, .. }, message: Message::FirewallResponse }) = Packet::decode(&rx2[..n]) {
+                        let p = Packet::Connless {
+                            framing: Framing::V07 { token: response_token, response_token: MASTER_TOKEN },
+                            message: Message::FirewallOk,
+                        };
+                        let _ = checker.send_to(&send(p), from).await;
+                    }
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn udp_registrar_registers_and_the_responder_still_answers_on_the_same_socket() {
+        let master = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let checker = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let master_addr = master.local_addr().unwrap();
+        tokio::spawn(stand_in_master(master, checker));
+
+        let game = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let game_addr = game.local_addr().unwrap();
+        let state = state(8);
+        let now = tokio::time::Instant::now().into_std();
+        let registrar = TeeworldsUdpRegistrar::new(
+            &[master_addr],
+            game_addr.port(),
+            Token([0x12, 0x34, 0x56, 0x78]),
+            now,
+        );
+        let responder = TeeworldsResponder::new(ResponderConfig::default(), *b"registrar secret");
+        let (tx, mut events) = mpsc::unbounded_channel();
+        let driver = tokio::spawn(drive(game, registrar, responder, state.clone(), tx));
+
+        let first = tokio::time::timeout(Duration::from_secs(5), events.recv())
+            .await
+            .expect("registered in time");
+        assert_eq!(
+            first,
+            Some(RegistrarEvent::Registered {
+                master: master_addr.to_string()
+            })
+        );
+        // Browser traffic on the same port goes to the responder.
+        let info = query(game_addr).await;
+        assert_matches(&info, &state);
+        driver.abort();
+    }
+}
