@@ -29,6 +29,7 @@ use super::packet::{Framing, Message, Packet, Token};
 use super::register::{RegisterClient, RegisterEvent};
 use crate::query::Transmit;
 use crate::respond::{HttpRequest, Registrar, RegistrarEvent, ServerState};
+use crate::teeworlds::respond::DEFAULT_VERSION;
 
 /// Interval between register POSTs of one stream (spec §3.5).
 pub const HTTP_REGISTER_INTERVAL: Duration = Duration::from_secs(15);
@@ -470,7 +471,12 @@ pub fn register_info(state: &ServerState, config: &DdnetRegisterConfig) -> Regis
             size: config.map_size,
             extra: serde_json::Map::new(),
         },
-        version: state.version.clone(),
+        // The responder's default too, so browsers and the master see the same version.
+        version: if state.version.is_empty() {
+            DEFAULT_VERSION.to_owned()
+        } else {
+            state.version.clone()
+        },
         clients,
         extra: serde_json::Map::new(),
     }
