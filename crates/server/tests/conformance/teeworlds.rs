@@ -12,6 +12,10 @@
 //!
 //! gamedig and opengsq do not support Teeworlds (spec §14). The browse-token −1 probe (spec
 //! §13.3) runs here too, from a raw socket, followed by a normal query that must still answer.
+//!
+//! A live DDNet-Server 16.4 with the lab configuration and our responder configured with the
+//! same state get the same requests (every family, and every answered probe of spec §11);
+//! the replies must be equal byte for byte (0.7: after the header, whose tokens differ).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -20,7 +24,9 @@ use muster_proto::respond::{PlayerState, ServerState};
 use muster_proto::teeworlds::{
     Datagram, Header, Message, ResponderConfig, TeeworldsResponder, TokenMessage,
 };
-use muster_testkit::{Qstat, fixture};
+use muster_testkit::net::{client_socket, request_reply};
+use muster_testkit::servers::{TOKEN_07, info_request_07, server_token_07, token_request_07};
+use muster_testkit::{DdnetServer, Qstat, fixture, free_udp_port};
 use serde_json::json;
 use tokio::net::UdpSocket;
 
@@ -208,4 +214,106 @@ async fn browse_token_minus1_probe_then_a_normal_query_still_answers() {
         panic!("not a 0.7 inf3: {reply:02x?}")
     };
     assert_eq!(info.browse_token, 200);
+}
+
+/// The state of the lab DDNet server (`DdnetServer::config`), empty.
+fn ddnet_lab() -> (ServerState, ResponderConfig) {
+    let state = ServerState {
+        name: "DDNet Lab Ünïcödé ★ | a;b \"q\" 名前".into(),
+        map: "Tutorial".into(),
+        game_type: "DDraceNetwork".into(),
+        version: "0.6.4, 16.4".into(),
+        max_players: 64,
+        ..ServerState::default()
+    };
+    let config = ResponderConfig {
+        hostname: "lab.invalid".into(),
+        version_07: Some("0.7\u{2194}0.6.4, 16.4".into()),
+        // CRC-32 and size of Tutorial.map in ddnet-data 16.4 (spec §7.2).
+        map_crc: 0x8d4c_6486,
+        map_size: 1_082_711,
+        skill_level: 1,
+        time_score: true,
+        ..ResponderConfig::default()
+    };
+    (state, config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responder_answers_byte_for_byte_like_a_live_ddnet_16_4() {
+    let Some(ddnet) = DdnetServer::require() else {
+        return;
+    };
+    let (state, config) = ddnet_lab();
+    let ours = serve_loopback(
+        TeeworldsResponder::new(config, *b"conformance seed"),
+        state,
+        0,
+    )
+    .await;
+    let ours_addr = ours.addr;
+    tokio::task::spawn_blocking(move || {
+        let guard = ddnet.start(free_udp_port(), &[]);
+        let socket = client_socket();
+        let wait = Duration::from_secs(2);
+        let ask =
+            |to: SocketAddr, request: &[u8]| request_reply(&socket, to, request, wait, |_| true);
+        let mut requests: Vec<(String, Vec<u8>)> = [
+            "ddnet-16.4-vanilla-p0-request.bin",
+            "ddnet-16.4-xe-p0-request.bin",
+            "ddnet-16.4-64legacy-p0-request.bin",
+        ]
+        .iter()
+        .map(|f| {
+            (
+                (*f).to_owned(),
+                fixture(&format!("teeworlds/serverinfo/{f}")),
+            )
+        })
+        .collect();
+        for case in [
+            "ddnet-gie3-token-plus-junk",
+            "ddnet-hdr-0x20-zeros",
+            "ddnet-hdr-0xfc-first",
+            "ddnet-xe-reserved-nonzero",
+            "ddnet-xe-extra-ffff",
+            "ddnet-xe-with-fstd",
+            "ddnet-oversize-1401",
+            "ddnet-size-1400",
+        ] {
+            let f = format!("teeworlds/probes/probe-{case}-request.bin");
+            requests.push((case.to_owned(), fixture(&f)));
+        }
+        for (what, request) in &requests {
+            let real = ask(guard.addr(), request)
+                .unwrap_or_else(|| panic!("{what}: DDNet did not answer"));
+            let mine =
+                ask(ours_addr, request).unwrap_or_else(|| panic!("{what}: we did not answer"));
+            assert_eq!(hex(&mine), hex(&real), "{what}");
+        }
+        // 0.7: handshake with each, then the same info request; compare after the header.
+        let info07 = |to: SocketAddr| {
+            let reply = ask(to, &token_request_07()).expect("token reply");
+            let token = server_token_07(&reply).expect("server token");
+            let info = ask(to, &info_request_07(token)).expect("0.7 info");
+            assert_eq!(
+                info.get(1..5),
+                Some(&TOKEN_07[..]),
+                "addressed to our token"
+            );
+            info.get(9..).unwrap_or_default().to_vec()
+        };
+        assert_eq!(
+            hex(&info07(ours_addr)),
+            hex(&info07(guard.addr())),
+            "0.7 inf3"
+        );
+    })
+    .await
+    .unwrap();
+    drop(ours);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
