@@ -16,6 +16,7 @@
 //! A live DDNet-Server 16.4 with the lab configuration and our responder configured with the
 //! same state get the same requests (every family, and every answered probe of spec §11);
 //! the replies must be equal byte for byte (0.7: after the header, whose tokens differ).
+//! The same holds for a live teeworlds-server 0.7.5 and the 0.7 flow.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -26,7 +27,7 @@ use muster_proto::teeworlds::{
 };
 use muster_testkit::net::{client_socket, request_reply};
 use muster_testkit::servers::{TOKEN_07, info_request_07, server_token_07, token_request_07};
-use muster_testkit::{DdnetServer, Qstat, fixture, free_udp_port};
+use muster_testkit::{DdnetServer, Qstat, TeeworldsServer, fixture, free_udp_port};
 use serde_json::json;
 use tokio::net::UdpSocket;
 
@@ -294,6 +295,62 @@ async fn responder_answers_byte_for_byte_like_a_live_ddnet_16_4() {
         // 0.7: handshake with each, then the same info request; compare after the header.
         let info07 = |to: SocketAddr| {
             let reply = ask(to, &token_request_07()).expect("token reply");
+            let token = server_token_07(&reply).expect("server token");
+            let info = ask(to, &info_request_07(token)).expect("0.7 info");
+            assert_eq!(
+                info.get(1..5),
+                Some(&TOKEN_07[..]),
+                "addressed to our token"
+            );
+            info.get(9..).unwrap_or_default().to_vec()
+        };
+        assert_eq!(
+            hex(&info07(ours_addr)),
+            hex(&info07(guard.addr())),
+            "0.7 inf3"
+        );
+    })
+    .await
+    .unwrap();
+    drop(ours);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responder_answers_0_7_byte_for_byte_like_a_live_teeworlds_0_7_5() {
+    let Some(teeworlds) = TeeworldsServer::require() else {
+        return;
+    };
+    // The lab configuration of `TeeworldsServer::config`, empty.
+    let state = ServerState {
+        name: "TW07 Lab Ünïcödé ★ | a;b \"q\" 名前".into(),
+        map: "dm1".into(),
+        game_type: "DM".into(),
+        version: "0.7.5".into(),
+        max_players: 8,
+        ..ServerState::default()
+    };
+    let config = ResponderConfig {
+        hostname: "lab.invalid".into(),
+        skill_level: 1,
+        max_clients: Some(16),
+        ..ResponderConfig::default()
+    };
+    let ours = serve_loopback(
+        TeeworldsResponder::new(config, *b"conformance seed"),
+        state,
+        0,
+    )
+    .await;
+    let ours_addr = ours.addr;
+    tokio::task::spawn_blocking(move || {
+        let guard = teeworlds.start(free_udp_port(), &[]);
+        let socket = client_socket();
+        let wait = Duration::from_secs(2);
+        let ask =
+            |to: SocketAddr, request: &[u8]| request_reply(&socket, to, request, wait, |_| true);
+        let info07 = |to: SocketAddr| {
+            let reply = ask(to, &token_request_07()).expect("token reply");
+            assert_eq!(reply.len(), 12, "unpadded token reply");
             let token = server_token_07(&reply).expect("server token");
             let info = ask(to, &info_request_07(token)).expect("0.7 info");
             assert_eq!(
