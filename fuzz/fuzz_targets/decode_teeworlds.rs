@@ -1,8 +1,15 @@
 #![no_main]
 //! Every Teeworlds server-info decoder on arbitrary bytes; whatever decodes must re-encode
-//! to bytes that decode to the same value.
+//! to bytes that decode to the same value. The responder gets the same bytes: it must not
+//! panic, and every reply must fit one datagram and decode.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Instant;
 
 use libfuzzer_sys::fuzz_target;
+use muster_proto::respond::{PlayerState, Responder, ServerState};
+use muster_proto::teeworlds::header::MAX_DATAGRAM;
+use muster_proto::teeworlds::{ResponderConfig, TeeworldsResponder};
 use muster_proto::teeworlds::header::{Frame, Header, TokenMessage};
 use muster_proto::teeworlds::{Datagram, Info, Info7, Info64, InfoExtended, InfoMore, Message};
 
@@ -75,5 +82,24 @@ fuzz_target!(|data: &[u8]| {
         let mut again = Vec::new();
         back.encode(&mut again);
         assert_eq!(again, out);
+    }
+    let state = ServerState {
+        players: (0..64)
+            .map(|i| PlayerState {
+                name: format!("player ★ {i}"),
+                ..PlayerState::default()
+            })
+            .collect(),
+        max_players: 64,
+        ..ServerState::default()
+    };
+    let mut responder = TeeworldsResponder::new(ResponderConfig::default(), [0; 16]);
+    let mut out = Vec::new();
+    let from = SocketAddr::from((Ipv4Addr::LOCALHOST, 1));
+    let answered = responder.handle_datagram(Instant::now(), from, data, &state, &mut out);
+    assert_eq!(answered, !out.is_empty());
+    for reply in out {
+        assert!(reply.bytes.len() <= MAX_DATAGRAM);
+        Datagram::decode(&reply.bytes).expect("reply decodes");
     }
 });

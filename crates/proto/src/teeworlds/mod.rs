@@ -23,15 +23,16 @@
 //! Files: [`header`] (the connless framings, reused by `teeworlds_master`), [`value`]
 //! (strings, decimals, varints), [`packet`] (messages, both directions), [`reply`] (building
 //! stock-server replies from one server description: DDNet's 16-client squeeze, `dtsf`
-//! pages, `iext`/`iex+` splitting), [`info`] (mapping to [`crate::model::ServerInfo`]) and
-//! [`query`] (the sans-IO [`query::TeeworldsQuery`]).
+//! pages, `iext`/`iex+` splitting), [`info`] (mapping to [`crate::model::ServerInfo`]),
+//! [`query`] (the sans-IO [`query::TeeworldsQuery`]) and [`respond`] (the sans-IO
+//! [`respond::TeeworldsResponder`]: which requests to answer, IP-bound 0.7 tokens, the
+//! full-info rate limit).
 //!
-//! Deliberately **not** here: sockets, clocks and random numbers (tokens come from the
-//! caller); the responder's policy (token binding to IP addresses, rate limits, which
-//! requests to ignore), which belongs to the responder crate; the master protocol
-//! (`teeworlds_master`). Decoders accept what real peers send (lenient 0.6 headers, trailing
-//! bytes after a request token, truncated player records) and do not enforce the server-side
-//! string limits of §4.1.
+//! Deliberately **not** here: sockets, clocks and random numbers (tokens and secrets come from
+//! the caller); per-source rate limits and byte budgets (the server driver's, see
+//! [`crate::limit`]); the master protocol and registration (`teeworlds_master`). Decoders
+//! accept what real peers send (lenient 0.6 headers, trailing bytes after a request token,
+//! truncated player records) and do not enforce the server-side string limits of §4.1.
 //!
 //! References: heinrich5991/libtw2 `doc/serverinfo_extended.md`, `doc/int.md`,
 //! `doc/packet7.md`; ddnet/ddnet `src/engine/server/server.cpp`,
@@ -42,6 +43,7 @@ pub mod info;
 pub mod packet;
 pub mod query;
 pub mod reply;
+pub mod respond;
 pub mod value;
 
 use crate::model::Text;
@@ -52,6 +54,7 @@ pub use packet::{
     Player7, PlayerRecord,
 };
 pub use query::{TeeworldsQuery, Tokens};
+pub use respond::{ResponderConfig, TeeworldsResponder};
 pub use value::TwStr;
 
 /// A value that the Teeworlds encoders could not represent, refused when it is built.

@@ -496,6 +496,17 @@ impl InfoMore {
     }
 }
 
+impl Player7 {
+    /// Append the record as a 0.7 `inf3` carries it.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        self.name.write(out);
+        self.clan.write(out);
+        write_varint(out, self.country);
+        write_varint(out, self.score);
+        write_varint(out, self.player_flags);
+    }
+}
+
 fn read_player7(r: &mut Reader<'_>) -> Result<Player7, DecodeError> {
     Ok(Player7 {
         name: TwStr::read(r, "player name")?,
@@ -565,11 +576,7 @@ impl Info7 {
             write_varint(out, n);
         }
         for p in &b.players {
-            p.name.write(out);
-            p.clan.write(out);
-            write_varint(out, p.country);
-            write_varint(out, p.score);
-            write_varint(out, p.player_flags);
+            p.encode(out);
         }
     }
 }

@@ -283,7 +283,15 @@ impl ServerDescription {
             players: Vec::new(),
             truncated: false,
         };
+        // The size so far, then each record's own size: one encode of the head, not one of
+        // the whole reply per client.
         let mut buf = Vec::new();
+        Info7 {
+            browse_token,
+            body: Some(body.clone()),
+        }
+        .encode(&mut buf);
+        let mut size = buf.len();
         for c in &self.clients {
             let mut player_flags = 0;
             if !c.is_player {
@@ -292,23 +300,20 @@ impl ServerDescription {
             if c.is_bot {
                 player_flags |= PLAYER_FLAG_BOT;
             }
-            body.players.push(Player7 {
+            let player = Player7 {
                 name: c.name.truncated(MAX_PLAYER_NAME_LEN),
                 clan: c.clan.truncated(MAX_CLAN_LEN),
                 country: c.country,
                 score: c.score,
                 player_flags,
-            });
-            let candidate = Info7 {
-                browse_token,
-                body: Some(body.clone()),
             };
             buf.clear();
-            candidate.encode(&mut buf);
-            if buf.len() > MAX_PAYLOAD_07 {
-                body.players.pop();
+            player.encode(&mut buf);
+            if size + buf.len() > MAX_PAYLOAD_07 {
                 break;
             }
+            size += buf.len();
+            body.players.push(player);
         }
         Info7 {
             browse_token,

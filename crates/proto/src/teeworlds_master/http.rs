@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use super::header::Token;
+use super::packet::Token;
 use super::{MAX_HEADER_VALUE, MAX_REGISTER_BODY, decode_text};
 use crate::model::{Player, Protocol, RawValue, ServerInfo};
 use crate::wire::DecodeError;

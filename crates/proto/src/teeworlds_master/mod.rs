@@ -23,9 +23,10 @@
 //! ```
 //!
 //! Files: [`packet`] (every UDP datagram, both directions), [`query`] (the list query
-//! machine), [`register`] (the 0.7 game-server registration machine), [`http`] (DDNet HTTP
+//! machine), [`register`] (the 0.7 game-server registration machine), [`registrar`] (the
+//! game server's [`crate::respond::Registrar`]s: 0.7 UDP and DDNet HTTP), [`http`] (DDNet HTTP
 //! register headers, body and responses), [`servers_json`] (the DDNet list document). The
-//! framing in `header.rs` is private and is to be replaced by `teeworlds::header` after merge.
+//! connless framings are [`crate::teeworlds::header`]'s, shared with the server-info protocol.
 //!
 //! This module deliberately does **not**: resolve master host names (the driver resolves and
 //! passes addresses), speak HTTP (it takes and produces header lists and bodies), keep a
@@ -36,18 +37,17 @@ pub mod http;
 pub mod packet;
 pub mod query;
 pub mod register;
+pub mod registrar;
 pub mod servers_json;
 
-mod header;
-
-pub use header::Token;
 pub use http::{
     Action, AddressScheme, ChallengeSecret, RegisterInfo, RegisterRequest, RegisterResponse,
     ServerAddress,
 };
-pub use packet::{Framing, LegacyListEntry, ListEntry, Message, Packet};
+pub use packet::{Framing, LegacyListEntry, ListEntry, Message, Packet, Token};
 pub use query::MasterListQuery;
 pub use register::{RegisterClient, RegisterEvent};
+pub use registrar::{DdnetHttpRegistrar, DdnetRegisterConfig, Stream, TeeworldsUdpRegistrar};
 pub use servers_json::ServersJson;
 
 use crate::model::Text;

@@ -4,16 +4,144 @@
 //! connless header. Decoders insist on the exact length of each message, as the reference
 //! masters do (spec §2.2, quirk 2); encoders write what stock peers write.
 
+use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
-use super::header::{self, Kind};
 use super::{
     MAX_CHALLENGE_FIELD, MAX_LEGACY_LIST_ENTRIES_ACCEPTED, MAX_LIS2_ENTRIES_ACCEPTED,
     MAX_LIST_DATAGRAMS, MAX_LIST_ENTRIES, MIN_TOKEN_REQUEST_LEN,
 };
+use crate::teeworlds::header::{
+    CONNLESS_FLAG, CONTROL_PREFIX, Header, LEGACY_HEADER, LEGACY_HEADER_LEN, NO_TOKEN,
+    SIXUP_HEADER_LEN, TOKEN_MESSAGE_LEN, TOKEN_REQUEST_LEN, TokenMessage,
+};
 use crate::wire::{DecodeError, Reader};
 
-pub use super::header::{Framing, Token};
+/// A 0.7 connless token: four opaque bytes, compared as bytes (`ff ff ff ff` = none).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Token(pub [u8; 4]);
+
+impl Token {
+    /// "No token yet" (`ff ff ff ff`).
+    pub const NONE: Self = Self(NO_TOKEN);
+
+    /// Parse the 8 hex digits DDNet writes in `Connless-Token` (`ff0e2331` is `ff 0e 23 31`).
+    pub fn from_hex(s: &str) -> Result<Self, DecodeError> {
+        const CTX: &str = "connless token";
+        let b = s.as_bytes();
+        if b.len() != 8 || !b.iter().all(u8::is_ascii_hexdigit) {
+            return Err(DecodeError::Invalid(CTX));
+        }
+        let mut out = [0u8; 4];
+        for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+            let text = std::str::from_utf8(pair).map_err(|_| DecodeError::Invalid(CTX))?;
+            *o = u8::from_str_radix(text, 16).map_err(|_| DecodeError::Invalid(CTX))?;
+        }
+        Ok(Self(out))
+    }
+
+    /// The 8 lower-case hex digits of the token.
+    #[must_use]
+    pub fn to_hex(self) -> String {
+        crate::wire::to_hex(&self.0)
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Token({})", self.to_hex())
+    }
+}
+
+/// The connless header in front of a master message: a view of
+/// [`crate::teeworlds::header::Header`] that keeps the 6-byte 0.6 header raw (an `"xe"` header
+/// means nothing to a master) and types the 0.7 tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Framing {
+    /// The 6-byte 0.6 header, kept as sent. Real peers write `ff`×6, qstat `20 00 00 00 00 00`;
+    /// only byte 0 means anything (its `0x20` connless bit set, low bits not `01`).
+    V06([u8; 6]),
+    /// The 9-byte 0.7 header `21 <token> <response_token>`.
+    V07 {
+        /// The token the *receiver* issued to the sender ([`Token::NONE`] when it has none).
+        token: Token,
+        /// The sender's own token; whoever answers puts it in `token`.
+        response_token: Token,
+    },
+}
+
+impl Framing {
+    /// The header real 0.6 peers write.
+    pub const STANDARD_06: Self = Self::V06(LEGACY_HEADER);
+
+    /// The header length in bytes.
+    #[must_use]
+    pub const fn len(&self) -> usize {
+        match self {
+            Self::V06(_) => LEGACY_HEADER_LEN,
+            Self::V07 { .. } => SIXUP_HEADER_LEN,
+        }
+    }
+
+    /// Always false: a header is never empty (present to pair with [`Self::len`]).
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The header that answers a message that came with `self`: 0.6 answers use the standard
+    /// header whatever the request had; 0.7 answers swap the tokens, using `own` as the new
+    /// response token.
+    #[must_use]
+    pub const fn reply(&self, own: Token) -> Self {
+        match *self {
+            Self::V06(_) => Self::STANDARD_06,
+            Self::V07 { response_token, .. } => Self::V07 {
+                token: response_token,
+                response_token: own,
+            },
+        }
+    }
+
+    fn header(&self) -> Header {
+        match *self {
+            Self::V06(raw) => Header::Legacy(raw),
+            Self::V07 {
+                token,
+                response_token,
+            } => Header::Sixup {
+                token: token.0,
+                response_token: response_token.0,
+            },
+        }
+    }
+
+    fn from_header(header: Header) -> Self {
+        match header {
+            Header::Legacy(raw) => Self::V06(raw),
+            Header::Extended { .. } => {
+                let mut raw = Vec::with_capacity(LEGACY_HEADER_LEN);
+                header.encode(&mut raw);
+                let mut bytes = [0u8; LEGACY_HEADER_LEN];
+                for (b, r) in bytes.iter_mut().zip(raw) {
+                    *b = r;
+                }
+                Self::V06(bytes)
+            }
+            Header::Sixup {
+                token,
+                response_token,
+            } => Self::V07 {
+                token: Token(token),
+                response_token: Token(response_token),
+            },
+        }
+    }
+
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        self.header().encode(out);
+    }
+}
 
 /// One whole master datagram.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,26 +189,32 @@ impl Packet {
         }
     }
 
-    /// Decode one datagram. Byte 0 selects the framing (`shared/specs/teeworlds.md` §2.4).
+    /// Decode one datagram. Byte 0 selects the framing (`shared/specs/teeworlds.md` §2.4);
+    /// the framings are [`crate::teeworlds::header`]'s.
     pub fn decode(datagram: &[u8]) -> Result<Self, DecodeError> {
-        let kind = header::classify(datagram)?;
-        let mut r = Reader::new(datagram);
-        if kind == Kind::Control07 {
-            let to = header::decode_control_header(&mut r)?;
-            if r.u8("control message")? != CONTROL_MSG_TOKEN {
-                return Err(DecodeError::BadMagic("control message"));
+        let first = *datagram.first().ok_or(DecodeError::Truncated("header"))?;
+        if first & CONNLESS_FLAG == 0 {
+            if !datagram.starts_with(&CONTROL_PREFIX) {
+                return Err(DecodeError::BadMagic("connless header"));
             }
-            let token = Token(r.array("token")?);
+            let m = TokenMessage::decode(datagram)?;
             let padded = match datagram.len() {
-                TOKEN_REPLY_LEN => false,
+                TOKEN_MESSAGE_LEN => false,
                 n if n >= MIN_TOKEN_REQUEST_LEN => true,
                 _ => return Err(DecodeError::Invalid("token message length")),
             };
-            return Ok(Self::Token { to, token, padded });
+            return Ok(Self::Token {
+                to: Token(m.token),
+                token: Token(m.own_token),
+                padded,
+            });
         }
-        let framing = header::decode_framing(&mut r, kind)?;
-        let message = Message::decode(r.rest())?;
-        Ok(Self::Connless { framing, message })
+        let (header, payload) = Header::split(datagram)?;
+        let message = Message::decode(payload)?;
+        Ok(Self::Connless {
+            framing: Framing::from_header(header),
+            message,
+        })
     }
 
     /// Append the datagram to `out`.
@@ -91,14 +225,15 @@ impl Packet {
                 message.encode(out);
             }
             Self::Token { to, token, padded } => {
-                let start = out.len();
-                header::encode_control_header(out, *to);
-                out.push(CONTROL_MSG_TOKEN);
-                out.extend_from_slice(&token.0);
-                if *padded {
-                    let written = out.len().saturating_sub(start);
-                    out.resize(out.len() + TOKEN_REQUEST_LEN.saturating_sub(written), 0);
-                }
+                let m = if *padded {
+                    TokenMessage {
+                        token: to.0,
+                        ..TokenMessage::request(token.0)
+                    }
+                } else {
+                    TokenMessage::reply(to.0, token.0)
+                };
+                m.encode(out);
             }
         }
     }
@@ -109,7 +244,7 @@ impl Packet {
         match self {
             Self::Connless { framing, message } => framing.len() + message.encoded_len(),
             Self::Token { padded: true, .. } => TOKEN_REQUEST_LEN,
-            Self::Token { padded: false, .. } => TOKEN_REPLY_LEN,
+            Self::Token { padded: false, .. } => TOKEN_MESSAGE_LEN,
         }
     }
 }
@@ -488,12 +623,6 @@ impl Challenge {
     }
 }
 
-/// The 0.7 control message number of TOKEN.
-const CONTROL_MSG_TOKEN: u8 = 0x05;
-/// A token request is padded to this size (what real 0.7 peers send).
-const TOKEN_REQUEST_LEN: usize = 520;
-/// An unpadded token reply: 7-byte control header, message byte, token.
-const TOKEN_REPLY_LEN: usize = 12;
 const MAGIC_LEN: usize = 8;
 const LIST_ENTRY_LEN: usize = 18;
 const LEGACY_LIST_ENTRY_LEN: usize = 6;
