@@ -14,6 +14,10 @@ use muster_proto::gameagent::register::{GameAgentRegistrar, RegistrarConfig};
 use muster_proto::gameagent::respond::{GameAgentResponder, NameMarks, ResponderConfig};
 use muster_proto::gamespy_master::register::{GameSpyRegistrar, GameSpyRegistrarConfig};
 use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
+use muster_proto::teeworlds::respond::{ResponderConfig as TeeworldsConfig, TeeworldsResponder};
+use muster_proto::teeworlds_master::{
+    DdnetHttpRegistrar, DdnetRegisterConfig, TeeworldsUdpRegistrar, Token,
+};
 use muster_proto::unreal2::respond::{Unreal2Responder, Unreal2Settings};
 
 use crate::farm::{FarmProtocol, FarmServer, MasterTarget};
@@ -30,6 +34,20 @@ fn resolve(master: &MasterTarget, default_port: u16) -> Result<SocketAddr, Strin
         .map_err(|e| format!("master {}: {e}", master.address))?
         .next()
         .ok_or_else(|| format!("master {}: no address", master.address))
+}
+
+/// A random UUID (version 4 form), as DDNet servers make their register secrets.
+fn uuid() -> String {
+    let b: [u8; 16] = rand::random();
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-4{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 fn unknown_style(protocol: FarmProtocol, style: &str) -> String {
@@ -119,9 +137,48 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
                 port: query_port(game_port, 1)?,
             })
         }
-        FarmProtocol::Teeworlds => Err(format!(
-            "{} emulation is not wired yet",
-            server.protocol.name()
-        )),
+        FarmProtocol::Teeworlds => {
+            if let Some(s) = style {
+                return Err(unknown_style(server.protocol, s));
+            }
+            let now = Instant::now();
+            for m in &server.masters {
+                match m.protocol.as_str() {
+                    "teeworlds07" => {
+                        let addr = resolve(m, 8283)?;
+                        registrars.push(Box::new(TeeworldsUdpRegistrar::new(
+                            &[addr],
+                            game_port,
+                            Token(rand::random()),
+                            now,
+                        )));
+                    }
+                    "ddnet" => {
+                        let config = DdnetRegisterConfig::ipv4(
+                            &m.address,
+                            game_port,
+                            &uuid(),
+                            &uuid(),
+                            Token(rand::random()),
+                        );
+                        registrars.push(Box::new(DdnetHttpRegistrar::new(
+                            config,
+                            &server.state,
+                            now,
+                        )));
+                    }
+                    _ => return Err(wrong_master(server.protocol, m)),
+                }
+            }
+            Ok(Endpoint {
+                // The 0.7 tokens are derived from this secret, fresh per run.
+                responder: Box::new(TeeworldsResponder::new(
+                    TeeworldsConfig::default(),
+                    rand::random(),
+                )),
+                registrars,
+                port: game_port,
+            })
+        }
     }
 }
