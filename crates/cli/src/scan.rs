@@ -18,10 +18,9 @@ use crate::timing::TimingArgs;
 /// Flags of `muster scan`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ScanArgs {
-    /// A master to list, as PROTOCOL:SOURCE (e.g. teeworlds:127.0.0.1:8300,
-    /// gameagent:master.example:9005, gamespy:host:28900 with --game,
-    /// ddnet:https://master.example/ddnet/15/servers.json, ut2003-text:list.txt,
-    /// mgmt:host:51963). Repeatable.
+    /// A master to list, as PROTOCOL:SOURCE: `teeworlds:HOST:PORT`, `gameagent:HOST:PORT`,
+    /// `gamespy:HOST:PORT` (with --game), `ddnet:URL-or-FILE`, `ut2003-text:URL-or-FILE`,
+    /// `mgmt:HOST:PORT`. Repeatable.
     #[arg(long = "master", value_name = "PROTOCOL:SOURCE")]
     pub masters: Vec<String>,
     /// The game whose GameSpy list to ask for (e.g. ut2, serioussamse).

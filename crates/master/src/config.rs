@@ -22,7 +22,7 @@
 //!
 //! Every face listens on IPv4 and IPv6 (`0.0.0.0:P` and `[::]:P`) unless configured. Durations
 //! are humantime strings (`"90s"`, `"10m"`). Unknown keys are errors, so a typo is not silently
-//! ignored. This module only parses and validates; binding is [`crate::bind_tcp`]'s job.
+//! ignored. This module only parses and validates; binding is [`crate::tcp::bind_tcp`]'s job.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

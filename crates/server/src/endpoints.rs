@@ -6,6 +6,9 @@
 //! | `gamespy1` | game + 1 | `ut2003` (default), `ut99`, `unreal`, `serioussam` | `gamespy:host:port` |
 //! | `unreal2` | game + 1 | `ut2004` (default), `ut2003` | — |
 //! | `teeworlds` | game port | one: 0.6, DDNet extended and 0.7 on one port | `teeworlds07:host:port`, `ddnet:URL` |
+//!
+//! Any server may also name `mgmt:host:port`: it then stays registered with that management
+//! server over TCP (name, its listen address, game port, player counts).
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Instant;
@@ -70,6 +73,24 @@ fn query_port(game_port: u16, offset: u16) -> Result<u16, String> {
 
 /// The responder, registrars and query port of `server`.
 pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
+    // Any emulated server may also keep itself registered with a management server.
+    let (mgmt, others): (Vec<&MasterTarget>, Vec<&MasterTarget>) =
+        server.masters.iter().partition(|m| m.protocol == "mgmt");
+    let mgmt = mgmt
+        .into_iter()
+        .map(|m| {
+            Ok(crate::mgmt::MgmtTarget {
+                master: resolve(m, muster_proto::mgmt::PORT)?,
+                address: server.bind.to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut ep = protocol_endpoint(server, &others)?;
+    ep.mgmt = mgmt;
+    Ok(ep)
+}
+
+fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<Endpoint, String> {
     let style = server.style.as_deref();
     let game_port = server.state.game_port;
     let mut registrars: Vec<BoxedRegistrar> = Vec::new();
@@ -80,7 +101,7 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
                 Some("arm") => NameMarks::UnsignedChar,
                 Some(s) => return Err(unknown_style(server.protocol, s)),
             };
-            for m in &server.masters {
+            for m in masters {
                 if m.protocol != "gameagent" {
                     return Err(wrong_master(server.protocol, m));
                 }
@@ -97,6 +118,7 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
                 })),
                 registrars,
                 port: query_port(game_port, 1)?,
+                mgmt: Vec::new(),
             })
         }
         FarmProtocol::Gamespy1 => {
@@ -108,7 +130,7 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
                 Some(s) => return Err(unknown_style(server.protocol, s)),
             };
             let port = query_port(game_port, 1)?;
-            for m in &server.masters {
+            for m in masters {
                 if m.protocol != "gamespy" {
                     return Err(wrong_master(server.protocol, m));
                 }
@@ -122,12 +144,13 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
                 responder: Box::new(GameSpyResponder::with_profile(profile)),
                 registrars,
                 port,
+                mgmt: Vec::new(),
             })
         }
         FarmProtocol::Unreal2 => {
             let settings = Unreal2Settings::for_style_name(style)
                 .ok_or_else(|| unknown_style(server.protocol, style.unwrap_or("")))?;
-            if let Some(m) = server.masters.first() {
+            if let Some(m) = masters.first() {
                 // UE2 servers are listed through their GameSpy heartbeats, a gamespy1 server.
                 return Err(wrong_master(server.protocol, m));
             }
@@ -135,6 +158,7 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
                 responder: Box::new(Unreal2Responder::new(settings)),
                 registrars,
                 port: query_port(game_port, 1)?,
+                mgmt: Vec::new(),
             })
         }
         FarmProtocol::Teeworlds => {
@@ -142,7 +166,7 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
                 return Err(unknown_style(server.protocol, s));
             }
             let now = Instant::now();
-            for m in &server.masters {
+            for m in masters {
                 match m.protocol.as_str() {
                     "teeworlds07" => {
                         let addr = resolve(m, 8283)?;
@@ -178,6 +202,7 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
                 )),
                 registrars,
                 port: game_port,
+                mgmt: Vec::new(),
             })
         }
     }

@@ -7,6 +7,7 @@
 
 pub mod endpoints;
 pub mod farm;
+pub mod mgmt;
 pub mod run;
 pub mod udp;
 

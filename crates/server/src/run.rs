@@ -22,6 +22,8 @@ pub struct Endpoint {
     pub registrars: Vec<BoxedRegistrar>,
     /// The port the responder listens on (query port).
     pub port: u16,
+    /// Management servers to stay registered with (over TCP).
+    pub mgmt: Vec<crate::mgmt::MgmtTarget>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -158,6 +160,14 @@ where
         stats.push(s.clone());
         let (state_tx, state_rx) = watch::channel(Arc::new(server.state.clone()));
         states.push(state_tx);
+        for target in ep.mgmt {
+            tasks.spawn(crate::mgmt::keep_registered(
+                target,
+                state_rx.clone(),
+                stop_rx.clone(),
+                events.clone(),
+            ));
+        }
         tasks.spawn(serve_registered(
             socket,
             ep.responder,
