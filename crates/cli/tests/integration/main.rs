@@ -1,3 +1,4 @@
 //! The `muster` binary run as a subprocess, as a user would run it.
 
 mod cli;
+mod e2e;

@@ -1,0 +1,424 @@
+//! End to end with the real binary: `muster serve` on free loopback ports, `muster emulate`
+//! servers registering through each face, then found by `muster list`, the HTTP API and
+//! `muster scan`; and the registry surviving `kill -9`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn muster() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_muster"))
+}
+
+/// Start `muster <args>` and read its `listening <face> <udp|tcp> <addr>` lines (`count` of
+/// them) into face → address.
+fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, SocketAddr>) {
+    let mut child = muster()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start muster");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut faces = HashMap::new();
+    for _ in 0..count {
+        let line = lines.next().expect("a listening line").expect("utf-8");
+        let parts: Vec<&str> = line.split(' ').collect();
+        assert_eq!(parts.len(), 4, "{line}");
+        assert_eq!(parts[0], "listening", "{line}");
+        faces.insert(parts[1].to_owned(), parts[3].parse().expect("address"));
+    }
+    (Proc(child), faces)
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect http");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default()
+}
+
+/// The listed servers' addresses, sorted.
+fn addresses(http: SocketAddr) -> Vec<String> {
+    let body = http_get(http, "/api/v1/servers?per_page=100");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
+    let mut a: Vec<String> = v["servers"]
+        .as_array()
+        .map(|a| a.iter().map(|s| s["address"].to_string()).collect())
+        .unwrap_or_default();
+    a.sort();
+    a
+}
+
+/// Poll the HTTP API until `names` are all listed (bounded: 20 s).
+fn wait_listed(http: SocketAddr, names: &[&str]) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = http_get(http, "/api/v1/servers?per_page=100");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
+        let listed: Vec<String> = v["servers"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if names.iter().all(|n| listed.iter().any(|l| l == n)) {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not all of {names:?} listed: {listed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("muster-e2e-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn emulated_servers_register_with_every_face_and_are_listed() {
+    let data = temp_dir("faces");
+    let data_s = data.to_string_lossy().to_string();
+    let (_serve, faces) = start(
+        &[
+            "serve",
+            "--data-dir",
+            &data_s,
+            "--gameagent",
+            "off",
+            "--gamespy-udp",
+            "127.0.0.1:0",
+            "--gamespy-tcp",
+            "127.0.0.1:0",
+            "--teeworlds07",
+            "127.0.0.1:0",
+            "--teeworlds06",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--mgmt",
+            "127.0.0.1:0",
+        ],
+        7,
+    );
+    let http = faces["http"];
+    let gs = format!("gamespy:{}", faces["gamespy-udp"]);
+    let tw07 = format!("teeworlds07:{}", faces["teeworlds07"]);
+    let ddnet = format!("ddnet:http://{http}/ddnet/15/register");
+    let mgmt = format!("mgmt:{}", faces["mgmt"]);
+    let free = |n: u16| -> String {
+        // Two free consecutive ports for a game port and its query port.
+        for _ in 0..100 {
+            let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let p = a.local_addr().unwrap().port();
+            if p >= 60000 {
+                continue;
+            }
+            if n == 0 {
+                return p.to_string();
+            }
+            if std::net::UdpSocket::bind(("127.0.0.1", p + n)).is_ok() {
+                return p.to_string();
+            }
+        }
+        panic!("no free ports");
+    };
+    let ut99_port = free(1);
+    let _ut99 = start(
+        &[
+            "emulate",
+            "-p",
+            "gamespy1",
+            "--port",
+            &ut99_port,
+            "--style",
+            "ut99",
+            "--name",
+            "UT99 Jérôme",
+            "--players",
+            "2",
+            "--master",
+            &gs,
+        ],
+        1,
+    );
+    let sam_port = free(1);
+    let _sam = start(
+        &[
+            "emulate",
+            "-p",
+            "gamespy1",
+            "--port",
+            &sam_port,
+            "--style",
+            "serioussam",
+            "--name",
+            "Sam Legacy",
+            "--master",
+            &gs,
+        ],
+        1,
+    );
+    let tw_port = free(0);
+    let _tw = start(
+        &[
+            "emulate",
+            "-p",
+            "teeworlds",
+            "--port",
+            &tw_port,
+            "--name",
+            "Tee 0.7 Ünï",
+            "--players",
+            "3",
+            "--master",
+            &tw07,
+        ],
+        1,
+    );
+    let dd_port = free(0);
+    let _dd = start(
+        &[
+            "emulate",
+            "-p",
+            "teeworlds",
+            "--port",
+            &dd_port,
+            "--name",
+            "DDNet HTTP",
+            "--players",
+            "5",
+            "--master",
+            &ddnet,
+        ],
+        1,
+    );
+    let bm_port = free(1);
+    let _bm = start(
+        &[
+            "emulate",
+            "-p",
+            "unreal2",
+            "--port",
+            &bm_port,
+            "--name",
+            "Bomber",
+            "--players",
+            "2",
+            "--max-players",
+            "4",
+            "--master",
+            &mgmt,
+        ],
+        1,
+    );
+
+    // The 0.7 registration carries no server info (the poller fills it in), so that server is
+    // checked through the 0.7 list below.
+    let v = wait_listed(http, &["UT99 Jérôme", "Sam Legacy", "DDNet HTTP", "Bomber"]);
+    let by_name = |n: &str| {
+        v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(by_name("UT99 Jérôme")["game"], "ut");
+    assert_eq!(by_name("UT99 Jérôme")["num_players"], 2);
+    assert_eq!(by_name("Sam Legacy")["game"], "serioussamse");
+    assert_eq!(by_name("Bomber")["game"], "bomberman");
+
+    // The GameSpy face lists the UT99 server for `ut`.
+    let out = muster()
+        .args([
+            "list",
+            "-p",
+            "gamespy",
+            "-g",
+            "ut",
+            "-f",
+            "json",
+            &faces["gamespy-tcp"].to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = format!("127.0.0.1:{}", ut99_port.parse::<u16>().unwrap() + 1);
+    assert_eq!(list[0]["address"], want.as_str(), "{list}");
+
+    // The 0.7 face lists the 0.7-registered server; the 0.6 face the HTTP-registered one.
+    // (teeworlds servers choose a master after 3 s, then pass the firewall check).
+    let want = format!("127.0.0.1:{tw_port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let tw07 = faces["teeworlds07"].to_string();
+    loop {
+        let out = muster()
+            .args([
+                "list",
+                "-p",
+                "teeworlds",
+                "-f",
+                "json",
+                "--timeout",
+                "300ms",
+                &tw07,
+            ])
+            .output()
+            .unwrap();
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if list
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["address"] == want.as_str())
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "0.7 server not listed: {list}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    // servers.json carries the DDNet server; a scan of it queries the server itself.
+    let out = muster()
+        .args([
+            "scan",
+            "--master",
+            &format!("ddnet:http://{http}/ddnet/15/servers.json"),
+            "-f",
+            "json",
+            "--timeout",
+            "500ms",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(scan[0]["name"], "DDNet HTTP");
+    assert_eq!(scan[0]["num_players"], 5);
+    assert_eq!(scan[0]["players"].as_array().unwrap().len(), 5);
+
+    // The management server lists its registration.
+    let out = muster()
+        .args([
+            "list",
+            "-p",
+            "mgmt",
+            "-f",
+            "json",
+            &faces["mgmt"].to_string(),
+        ])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["name"], "Bomber");
+    assert_eq!(list[0]["num_players"], 2);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn registry_survives_kill_9() {
+    let data = temp_dir("kill9");
+    let data_s = data.to_string_lossy().to_string();
+    let args = |http: &str, gs: &str| {
+        vec![
+            "serve".to_owned(),
+            "--data-dir".into(),
+            data_s.clone(),
+            "--gameagent".into(),
+            "off".into(),
+            "--gamespy-udp".into(),
+            gs.to_owned(),
+            "--gamespy-tcp".into(),
+            "off".into(),
+            "--teeworlds07".into(),
+            "off".into(),
+            "--teeworlds06".into(),
+            "off".into(),
+            "--http".into(),
+            http.to_owned(),
+            "--mgmt".into(),
+            "off".into(),
+        ]
+    };
+    let a = args("127.0.0.1:0", "127.0.0.1:0");
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let (mut serve, faces) = start(&a, 2);
+    let gs = format!("gamespy:{}", faces["gamespy-udp"]);
+    let mut emulators = Vec::new();
+    let mut names = Vec::new();
+    for i in 0..3 {
+        let name = format!("Restart {i}");
+        let port = {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let p = s.local_addr().unwrap().port();
+            drop(s);
+            (p.min(60000)).to_string()
+        };
+        emulators.push(start(
+            &[
+                "emulate", "-p", "gamespy1", "--port", &port, "--style", "ut99", "--name", &name,
+                "--master", &gs,
+            ],
+            1,
+        ));
+        names.push(name);
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    wait_listed(faces["http"], &refs);
+    let before = addresses(faces["http"]);
+    assert_eq!(before.len(), 3);
+    drop(emulators);
+    // SIGKILL: no graceful flush. Registrations are written before they are acknowledged;
+    // poll data (names) is batched every second and may be lost, which is what this checks
+    // is the only loss.
+    serve.0.kill().unwrap();
+    serve.0.wait().unwrap();
+    let b = args(&faces["http"].to_string(), "127.0.0.1:0");
+    let b: Vec<&str> = b.iter().map(String::as_str).collect();
+    let (_serve2, faces2) = start(&b, 2);
+    assert_eq!(
+        addresses(faces2["http"]),
+        before,
+        "the same list after kill -9"
+    );
+    let _ = std::fs::remove_dir_all(&data);
+}
