@@ -49,16 +49,14 @@ use muster_proto::gameagent::MAX_DATAGRAM;
 use muster_proto::gameagent::master::{
     GameAgentMaster, ListScope, MasterConfig, MasterCounters, MasterEvent,
 };
-use muster_proto::gameagent::packet::{JOIN, LIST_REPLY};
+use muster_proto::gameagent::packet::JOIN;
 use muster_proto::limit::{BucketConfig, SourceKey};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 
 use crate::MasterHandle;
 use crate::config::LimitsConfig;
-use crate::registry::{
-    Face, GameAddr, MAX_GAME_LEN, Outcome, Registration, ServerKey, Timestamp,
-};
+use crate::registry::{Face, GameAddr, MAX_GAME_LEN, Outcome, Registration, ServerKey, Timestamp};
 
 /// Datagrams waiting for the machine at most; more are dropped (`overload`).
 const QUEUE: usize = 4096;
@@ -174,7 +172,10 @@ pub async fn run_listeners(
     for (index, l) in listeners.into_iter().enumerate() {
         let socket = Arc::new(l.socket);
         let v6 = socket.local_addr()?.is_ipv6();
-        sockets.push(Out { socket: Arc::clone(&socket), v6 });
+        sockets.push(Out {
+            socket: Arc::clone(&socket),
+            v6,
+        });
         scopes.push(
             l.products
                 .map(|p| p.into_iter().map(String::into_bytes).collect::<Vec<_>>()),
@@ -327,8 +328,9 @@ struct MachineFace {
     scopes: Vec<Option<Vec<Vec<u8>>>>,
     /// Where challenges the machine sends on its own (re-verification) leave from.
     challenge_socket: usize,
-    /// Verified records: query address (A, P) → registry key.
-    keys: HashMap<SocketAddrV4, ServerKey>,
+    /// Verified records: query address (A, P) → registry key and the listener it verified
+    /// through (its re-verification challenges leave from there).
+    keys: HashMap<SocketAddrV4, (ServerKey, usize)>,
     /// The machine's counters as last mirrored into the metrics.
     seen: MasterCounters,
     /// Restored records still to re-verify: query address → registry key.
@@ -351,7 +353,10 @@ impl MachineFace {
         if self.restored.is_empty() {
             return;
         }
-        tracing::info!(n = self.restored.len(), "re-challenging restored gameagent servers");
+        tracing::info!(
+            n = self.restored.len(),
+            "re-challenging restored gameagent servers"
+        );
         let mut queries: Vec<SocketAddrV4> = self.restored.keys().copied().collect();
         queries.sort_unstable();
         for q in queries {
@@ -375,7 +380,7 @@ impl MachineFace {
         self.machine
             .handle_datagram_scoped(t, m.from, &m.data, scope);
         self.drain(Some(m.listener)).await;
-        let verified = self.events().await;
+        let verified = self.events(Some(m.listener));
         self.mirror(v4_source(m.from), &verified);
     }
 
@@ -391,19 +396,23 @@ impl MachineFace {
             }
         }
         self.drain(None).await;
-        self.events().await;
+        self.events(None);
         self.mirror(None, &HashSet::new());
     }
 
-    /// Sends what the machine queued: lists from the listener the request came in on,
-    /// challenges from it when it is a default listener, else from the challenge socket.
+    /// Sends what the machine queued: replies to a datagram from the listener it came in on
+    /// (stock servers and clients match the master's address); challenges of the machine's own
+    /// (re-verification) from the listener the server verified through, else from the
+    /// challenge socket (the first default IPv4 listener).
     async fn drain(&mut self, origin: Option<usize>) {
         while let Some(tx) = self.machine.poll_transmit() {
-            let is_list = tx.bytes.first() == Some(&LIST_REPLY);
-            let from_origin = origin.filter(|&i| {
-                is_list || self.scopes.get(i).is_some_and(Option::is_none)
-            });
-            let index = from_origin.unwrap_or(self.challenge_socket);
+            let index = origin
+                .or_else(|| {
+                    v4_source(tx.to)
+                        .and_then(|q| self.keys.get(&q))
+                        .map(|(_, i)| *i)
+                })
+                .unwrap_or(self.challenge_socket);
             let Some(out) = self.sockets.get(index) else {
                 continue;
             };
@@ -424,23 +433,24 @@ impl MachineFace {
     }
 
     /// Mirrors the machine's events into the registry; returns the query addresses verified.
-    async fn events(&mut self) -> HashSet<SocketAddrV4> {
+    /// `origin`: the listener of the datagram that caused them.
+    fn events(&mut self, origin: Option<usize>) -> HashSet<SocketAddrV4> {
         let mut verified = HashSet::new();
         while let Some(ev) = self.machine.poll_event() {
             match ev {
                 MasterEvent::Verified { game, query } => {
-                    self.on_verified(game, query);
+                    self.on_verified(game, query, origin);
                     verified.insert(query);
                 }
                 MasterEvent::Delisted { query, .. } => {
-                    if let Some(key) = self.keys.get(&query) {
+                    if let Some((key, _)) = self.keys.get(&query) {
                         if let Err(e) = self.handle.delist(key) {
                             tracing::warn!(error = %e, "de-listing not stored");
                         }
                     }
                 }
                 MasterEvent::Expired { query, .. } => {
-                    if let Some(key) = self.keys.remove(&query) {
+                    if let Some((key, _)) = self.keys.remove(&query) {
                         match self.handle.remove(&key) {
                             Ok(Some(_)) => self.handle.metrics().count_drop("expired"),
                             Ok(None) => {}
@@ -468,7 +478,7 @@ impl MachineFace {
         verified
     }
 
-    fn on_verified(&mut self, game: SocketAddrV4, query: SocketAddrV4) {
+    fn on_verified(&mut self, game: SocketAddrV4, query: SocketAddrV4, origin: Option<usize>) {
         let product = self
             .machine
             .servers()
@@ -478,12 +488,18 @@ impl MachineFace {
         let key = ServerKey::new(&product, GameAddr::Ip(SocketAddr::V4(game)));
         // A record of the same server under another game name (its product changed, or a
         // restored record) is replaced, so one server is one record.
-        let stale = [self.keys.get(&query), self.restored.get(&query)]
-            .into_iter()
-            .flatten()
-            .filter(|k| **k != key)
-            .cloned()
-            .collect::<Vec<_>>();
+        let listener = origin
+            .or_else(|| self.keys.get(&query).map(|(_, i)| *i))
+            .unwrap_or(self.challenge_socket);
+        let stale = [
+            self.keys.get(&query).map(|(k, _)| k),
+            self.restored.get(&query),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|k| **k != key)
+        .cloned()
+        .collect::<Vec<_>>();
         self.restored.remove(&query);
         for k in stale {
             if let Err(e) = self.handle.remove(&k) {
@@ -510,7 +526,7 @@ impl MachineFace {
         if let Err(e) = self.handle.verify(&key, ts) {
             tracing::warn!(error = %e, "verification not stored");
         }
-        self.keys.insert(query, key);
+        self.keys.insert(query, (key, listener));
     }
 
     /// Maps the machine's counter deltas onto the metrics, and refreshes the registry record
@@ -526,8 +542,14 @@ impl MachineFace {
             ("ipv6_heartbeat", d(cur.ipv6_refused, old.ipv6_refused)),
             ("port_zero", d(cur.port_refused, old.port_refused)),
             ("egress_budget", d(cur.over_budget, old.over_budget)),
-            ("source_cap", d(cur.address_cap_refused, old.address_cap_refused)),
-            ("pending_cap", d(cur.pending_cap_refused, old.pending_cap_refused)),
+            (
+                "source_cap",
+                d(cur.address_cap_refused, old.address_cap_refused),
+            ),
+            (
+                "pending_cap",
+                d(cur.pending_cap_refused, old.pending_cap_refused),
+            ),
             ("bad_echo", d(cur.bad_echoes, old.bad_echoes)),
             ("port_hop", d(cur.port_hops, old.port_hops)),
         ];
@@ -562,7 +584,7 @@ impl MachineFace {
     }
 
     fn refresh(&mut self, query: SocketAddrV4) {
-        let Some(key) = self.keys.get(&query) else {
+        let Some((key, _)) = self.keys.get(&query) else {
             return;
         };
         let ts = Timestamp::now();
