@@ -443,8 +443,11 @@ impl MachineFace {
                     verified.insert(query);
                 }
                 MasterEvent::Delisted { query, .. } => {
-                    if let Some((key, _)) = self.keys.get(&query) {
-                        if let Err(e) = self.handle.delist(key) {
+                    // Pending again in the machine, which forgets it silently 30 s later
+                    // unless it answers: the registry's lifetime removes the de-listed record
+                    // then, and a new verification maps it again.
+                    if let Some((key, _)) = self.keys.remove(&query) {
+                        if let Err(e) = self.handle.delist(&key) {
                             tracing::warn!(error = %e, "de-listing not stored");
                         }
                     }

@@ -501,3 +501,58 @@ async fn restart_rechallenges_restored_servers() {
     );
     face.stop().await;
 }
+
+/// Lets the face run for `d` of virtual time (the clock is paused).
+async fn settle(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+/// Spoofed keep-alives (echo 0 from the server's address after it died) keep refreshing the
+/// record, but the periodic re-verification (600 s, three challenges 10 s apart) de-lists it
+/// (§8.3 rule 6), in the registry as well as in `e`.
+#[tokio::test]
+async fn spoofed_keepalives_cannot_outlive_reverification() {
+    let dir = TempDir::new("gameagent");
+    let face = start(open(&dir), &["127.0.0.1:0"], &[], relaxed()).await;
+    let (game, server) = serve(face.udp[0], "127.0.0.1:0", "serioussam").await;
+    assert!(
+        until(|| state(&face.handle, "serioussam", game) == Some(Verification::Verified)).await
+    );
+    server.abort();
+    let _ = server.await;
+    let query = SocketAddrV4::new(*game.ip(), game.port() + 1);
+    let spoof = UdpSocket::bind(SocketAddr::V4(query)).await.unwrap();
+    let hb: &[u8] = b"0;challenge;0;players;0;maxplayers;8;level;L;gametype;Coop;version;1.10;product;serioussam";
+    tokio::time::pause();
+    for _ in 0..6 {
+        spoof.send_to(hb, face.udp[0]).await.unwrap();
+        settle(Duration::from_millis(10)).await;
+        tokio::time::advance(Duration::from_secs(100)).await;
+    }
+    settle(Duration::from_secs(2)).await;
+    let mut buf = [0u8; 64];
+    let (n, _) = tokio::time::timeout(Duration::from_secs(1), spoof.recv_from(&mut buf))
+        .await
+        .expect("a re-verification challenge")
+        .unwrap();
+    assert_eq!((n, buf[0]), (5, 0x01));
+    assert_eq!(
+        state(&face.handle, "serioussam", game),
+        Some(Verification::Verified),
+        "listed while the challenge is outstanding"
+    );
+    for _ in 0..4 {
+        spoof.send_to(hb, face.udp[0]).await.unwrap();
+        settle(Duration::from_millis(10)).await;
+        tokio::time::advance(Duration::from_secs(10)).await;
+    }
+    settle(Duration::from_secs(2)).await;
+    tokio::time::resume();
+    assert_eq!(
+        state(&face.handle, "serioussam", game),
+        Some(Verification::Delisted)
+    );
+    assert!(e_list(face.udp[0], "127.0.0.1:0").await.is_empty());
+    assert!(face.handle.metrics().drops("expired") == 0);
+    face.stop().await;
+}
