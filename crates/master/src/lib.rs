@@ -88,6 +88,8 @@ pub enum MasterError {
 pub struct Listeners {
     /// The HTTP face.
     pub http: Vec<tokio::net::TcpListener>,
+    /// The GameAgent master (UDP).
+    pub gameagent: Vec<tokio::net::UdpSocket>,
     /// GameSpy heartbeats and the master's own query face (UDP).
     pub gamespy_udp: Vec<tokio::net::UdpSocket>,
     /// GameSpy list connections (TCP).
@@ -130,6 +132,7 @@ impl Listeners {
         let l = &config.listen;
         Ok(Self {
             http: bind_all("http", &l.http.0, tcp::bind_tcp)?,
+            gameagent: bind_all("gameagent", &l.gameagent.0, tcp::bind_udp)?,
             gamespy_udp: bind_all("gamespy-udp", &l.gamespy_udp.0, tcp::bind_udp)?,
             gamespy_tcp: bind_all("gamespy-tcp", &l.gamespy_tcp.0, tcp::bind_tcp)?,
             mgmt: bind_all("mgmt", &l.mgmt.0, tcp::bind_tcp)?,
@@ -188,6 +191,9 @@ impl Listeners {
             });
             Ok(())
         };
+        for s in &self.gameagent {
+            udp("gameagent", s)?;
+        }
         for s in &self.gamespy_udp {
             udp("gamespy-udp", s)?;
         }
@@ -300,6 +306,17 @@ impl Master {
                 self.handle.clone(),
                 listeners.mgmt,
                 mgmt,
+                stop_rx.clone(),
+            )));
+        }
+        if !listeners.gameagent.is_empty() {
+            let mut gameagent = faces::gameagent::GameAgentSettings::from_limits(limits);
+            // The face and the registry expire a silent server at the same moment.
+            gameagent.master.expiry = self.config.lifetimes.gameagent.0;
+            tasks.spawn(serve_face(faces::gameagent::run(
+                self.handle.clone(),
+                listeners.gameagent,
+                gameagent,
                 stop_rx.clone(),
             )));
         }

@@ -113,7 +113,7 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
             "--data-dir",
             &data_s,
             "--gameagent",
-            "off",
+            "127.0.0.1:0",
             "--gamespy-udp",
             "127.0.0.1:0",
             "--gamespy-tcp",
@@ -127,9 +127,10 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
             "--mgmt",
             "127.0.0.1:0",
         ],
-        7,
+        8,
     );
     let http = faces["http"];
+    let ga = format!("gameagent:{}", faces["gameagent"]);
     let gs = format!("gamespy:{}", faces["gamespy-udp"]);
     let tw07 = format!("teeworlds07:{}", faces["teeworlds07"]);
     let ddnet = format!("ddnet:http://{http}/ddnet/15/register");
@@ -221,6 +222,23 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
         ],
         1,
     );
+    let sam_ga_port = free(1);
+    let _sam_ga = start(
+        &[
+            "emulate",
+            "-p",
+            "gameagent",
+            "--port",
+            &sam_ga_port,
+            "--name",
+            "Sam GameAgent",
+            "--players",
+            "1",
+            "--master",
+            &ga,
+        ],
+        1,
+    );
     let bm_port = free(1);
     let _bm = start(
         &[
@@ -257,6 +275,40 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     assert_eq!(by_name("UT99 Jérôme")["num_players"], 2);
     assert_eq!(by_name("Sam Legacy")["game"], "serioussamse");
     assert_eq!(by_name("Bomber")["game"], "bomberman");
+
+    // The GameAgent face lists its verified server (by game port) in its `e` list.
+    let want = format!("127.0.0.1:{sam_ga_port}");
+    let ga_face = faces["gameagent"].to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = muster()
+            .args([
+                "list",
+                "-p",
+                "gameagent",
+                "-f",
+                "json",
+                "--timeout",
+                "300ms",
+                &ga_face,
+            ])
+            .output()
+            .unwrap();
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if list
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["address"] == want.as_str())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "GameAgent server not listed: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
 
     // The GameSpy face lists the UT99 server for `ut`.
     let out = muster()
