@@ -627,3 +627,24 @@ fn quirk_responder_sanitizing() {
         b"0;players;0;maxplayers;4;level;Level;gametype;;version;1.10;gamename;serioussam;sessionname;MyServer"
     );
 }
+
+/// Found by the fuzz smoke: a status reply that fills the 2048-byte limit and ends with a key
+/// without a value decodes (the value is empty) but re-encodes one `;` longer, past the limit.
+/// The decoder then rejects the re-encoding as too large instead of misreading it.
+#[test]
+fn quirk_full_status_reply_with_dangling_key_reencodes_past_the_limit() {
+    use muster_proto::DecodeError;
+    use muster_proto::gameagent::MAX_DATAGRAM;
+    use muster_proto::gameagent::packet::StatusReply;
+    // players;1;maxplayers;16;<key> — five fields, the last a key with no value.
+    let mut bytes = b"0;players;1;maxplayers;16;".to_vec();
+    bytes.resize(MAX_DATAGRAM, b'x');
+    let decoded = StatusReply::decode(&bytes).expect("a full datagram decodes");
+    let mut out = Vec::new();
+    decoded.encode(&mut out);
+    assert!(out.len() > MAX_DATAGRAM, "{}", out.len());
+    assert_eq!(
+        StatusReply::decode(&out),
+        Err(DecodeError::TooLarge("status reply"))
+    );
+}
