@@ -2,3 +2,4 @@
 
 mod cli;
 mod e2e;
+mod faults;

@@ -1,0 +1,3 @@
+//! `muster-bench`: measured comparisons (to be written).
+
+fn main() {}

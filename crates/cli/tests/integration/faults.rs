@@ -1,0 +1,1 @@
+//! Query robustness against misbehaving servers (loss, duplicates, reordering, truncation, floods, IPv6).
