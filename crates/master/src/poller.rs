@@ -252,42 +252,32 @@ fn start_batch(
         return;
     }
     let now = Timestamp::now();
-    let candidates = handle.with_registry(|r| {
-        r.iter()
-            .filter_map(|rec| {
-                PollTarget::of(rec).map(|t| Candidate {
-                    key: rec.key.clone(),
-                    query_addr: t.query_addr,
-                    never_polled: rec.info.is_none(),
+    // One pass under the registry lock; only picked (and newly met) keys are cloned.
+    let jobs: Vec<_> = handle.with_registry(|r| {
+        let candidates = r.iter().filter_map(|rec| {
+            PollTarget::of(rec).map(|t| Candidate {
+                key: &rec.key,
+                query_addr: t.query_addr,
+                never_polled: rec.info.is_none(),
+            })
+        });
+        let picks = schedule.pick(candidates, now, budget);
+        picks
+            .into_iter()
+            .filter_map(|p| {
+                // Every pick was a candidate of this same pass, so it has a target.
+                let target = r.get(&p.key).and_then(PollTarget::of)?;
+                let tag = Tag {
+                    key: p.key,
+                    changed: p.changed,
+                };
+                Some(Job {
+                    tag,
+                    build: move |config| target.machine(config),
                 })
             })
-            .collect::<Vec<_>>()
-    });
-    let picks = schedule.pick(candidates, now, budget);
-    if picks.is_empty() {
-        return;
-    }
-    let targets: HashMap<ServerKey, PollTarget> = handle.with_registry(|r| {
-        picks
-            .iter()
-            .filter_map(|p| Some((p.key.clone(), PollTarget::of(r.get(&p.key)?)?)))
             .collect()
     });
-    let mut jobs = Vec::with_capacity(picks.len());
-    for p in picks {
-        let tag = Tag {
-            key: p.key,
-            changed: p.changed,
-        };
-        match targets.get(&tag.key).copied() {
-            Some(target) => jobs.push(Job {
-                tag,
-                build: move |config| target.machine(config),
-            }),
-            // Gone or de-listed between the two looks.
-            None => schedule.finished(&tag.key),
-        }
-    }
     if jobs.is_empty() {
         return;
     }

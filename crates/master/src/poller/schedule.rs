@@ -21,11 +21,13 @@ use std::time::Duration;
 
 use crate::registry::{ServerKey, Timestamp};
 
-/// A record the poller could query, as the registry showed it this tick.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
+/// A record the poller could query, as the registry showed it this tick. Borrows the key, so
+/// a pick over every record under the registry lock clones only the keys it picks or first
+/// meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate<'a> {
     /// The record.
-    pub key: ServerKey,
+    pub key: &'a ServerKey,
     /// Where it is queried.
     pub query_addr: SocketAddr,
     /// Whether it has no poll result yet (then it is due at once when first seen).
@@ -49,7 +51,9 @@ pub struct Pick {
 pub struct Schedule {
     interval: Duration,
     min_changed_gap: Duration,
-    due: HashMap<ServerKey, Timestamp>,
+    /// Due time and the pass that last saw the key (to forget vanished keys without a set).
+    due: HashMap<ServerKey, (Timestamp, u64)>,
+    pass: u64,
     changed: HashSet<ServerKey>,
     last_changed: HashMap<ServerKey, Timestamp>,
     in_flight: HashMap<ServerKey, SocketAddr>,
@@ -79,6 +83,7 @@ impl Schedule {
             interval,
             min_changed_gap,
             due: HashMap::new(),
+            pass: 0,
             changed: HashSet::new(),
             last_changed: HashMap::new(),
             in_flight: HashMap::new(),
@@ -104,7 +109,7 @@ impl Schedule {
     /// When `key` is due next, if the schedule knows it.
     #[must_use]
     pub fn due_at(&self, key: &ServerKey) -> Option<Timestamp> {
-        self.due.get(key).copied()
+        self.due.get(key).map(|&(t, _)| t)
     }
 
     /// Polls running.
@@ -117,37 +122,50 @@ impl Schedule {
     /// record, in any order): changed ones first, then the longest overdue; ties by key.
     /// Records no longer among the candidates are forgotten. Picked records are in flight
     /// until [`Schedule::finished`] and due again one interval after `now`.
-    pub fn pick(
+    pub fn pick<'a>(
         &mut self,
-        candidates: impl IntoIterator<Item = Candidate>,
+        candidates: impl IntoIterator<Item = Candidate<'a>>,
         now: Timestamp,
         budget: usize,
     ) -> Vec<Pick> {
-        let mut present = HashSet::new();
-        let mut ready: Vec<(bool, Timestamp, Candidate)> = Vec::new();
+        self.pass = self.pass.wrapping_add(1);
+        let pass = self.pass;
+        let mut ready: Vec<(bool, Timestamp, Candidate<'a>)> = Vec::new();
+        // One hash lookup per record in the common case (known, not due): this runs under
+        // the registry lock over every record.
         for c in candidates {
-            present.insert(c.key.clone());
-            let due = *self.due.entry(c.key.clone()).or_insert_with(|| {
-                if c.never_polled {
-                    now
-                } else {
-                    now.plus(spread_offset(&c.key, self.interval))
+            let due = match self.due.get_mut(c.key) {
+                Some(e) => {
+                    e.1 = pass;
+                    e.0
                 }
-            });
-            let changed = self.changed.contains(&c.key);
-            let idle = !self.in_flight.contains_key(&c.key) && !self.busy.contains(&c.query_addr);
-            if idle && (changed || due <= now) {
+                None => {
+                    let t = if c.never_polled {
+                        now
+                    } else {
+                        now.plus(spread_offset(c.key, self.interval))
+                    };
+                    self.due.insert(c.key.clone(), (t, pass));
+                    t
+                }
+            };
+            let changed = !self.changed.is_empty() && self.changed.contains(c.key);
+            if (changed || due <= now)
+                && !self.in_flight.contains_key(c.key)
+                && !self.busy.contains(&c.query_addr)
+            {
                 ready.push((changed, due, c));
             }
         }
-        self.due.retain(|k, _| present.contains(k));
-        self.changed.retain(|k| present.contains(k));
+        self.due.retain(|_, e| e.1 == pass);
+        let due = &self.due;
+        self.changed.retain(|k| due.contains_key(k));
         self.last_changed
-            .retain(|k, t| present.contains(k) && now < t.plus(self.min_changed_gap));
+            .retain(|k, t| due.contains_key(k) && now < t.plus(self.min_changed_gap));
         ready.sort_by(|a, b| {
             b.0.cmp(&a.0)
                 .then(a.1.cmp(&b.1))
-                .then_with(|| a.2.key.cmp(&b.2.key))
+                .then_with(|| a.2.key.cmp(b.2.key))
         });
         let mut picks = Vec::new();
         for (changed, _, c) in ready {
@@ -159,13 +177,14 @@ impl Schedule {
                 continue;
             }
             self.in_flight.insert(c.key.clone(), c.query_addr);
-            self.due.insert(c.key.clone(), now.plus(self.interval));
+            self.due
+                .insert(c.key.clone(), (now.plus(self.interval), pass));
             if changed {
-                self.changed.remove(&c.key);
+                self.changed.remove(c.key);
                 self.last_changed.insert(c.key.clone(), now);
             }
             picks.push(Pick {
-                key: c.key,
+                key: c.key.clone(),
                 query_addr: c.query_addr,
                 changed,
             });
@@ -198,12 +217,22 @@ mod tests {
         SocketAddr::from(([192, 0, 2, 1], 7000 + n))
     }
 
-    fn cand(n: u16, never_polled: bool) -> Candidate {
-        Candidate {
-            key: key(n),
-            query_addr: addr(n),
-            never_polled,
-        }
+    /// An owned candidate; [`cs`] lends them out.
+    #[derive(Clone)]
+    struct Row(ServerKey, SocketAddr, bool);
+
+    fn cand(n: u16, never_polled: bool) -> Row {
+        Row(key(n), addr(n), never_polled)
+    }
+
+    fn cs(rows: &[Row]) -> Vec<Candidate<'_>> {
+        rows.iter()
+            .map(|r| Candidate {
+                key: &r.0,
+                query_addr: r.1,
+                never_polled: r.2,
+            })
+            .collect()
     }
 
     fn keys(p: &[Pick]) -> Vec<ServerKey> {
@@ -218,10 +247,10 @@ mod tests {
     fn never_polled_records_are_due_at_once_within_budget() {
         let mut s = Schedule::new(INTERVAL, GAP);
         let c: Vec<_> = (0..5).map(|n| cand(n, true)).collect();
-        let p = s.pick(c.clone(), T0, 3);
+        let p = s.pick(cs(&c), T0, 3);
         assert_eq!(keys(&p), vec![key(0), key(1), key(2)]);
         assert_eq!(s.in_flight(), 3);
-        let p = s.pick(c.clone(), T0, 3);
+        let p = s.pick(cs(&c), T0, 3);
         assert_eq!(
             keys(&p),
             vec![key(3), key(4)],
@@ -231,10 +260,10 @@ mod tests {
             s.finished(&key(n));
         }
         assert!(
-            s.pick(c.clone(), at(299), 10).is_empty(),
+            s.pick(cs(&c), at(299), 10).is_empty(),
             "next poll one interval later"
         );
-        assert_eq!(s.pick(c, at(300), 10).len(), 5);
+        assert_eq!(s.pick(cs(&c), at(300), 10).len(), 5);
     }
 
     #[test]
@@ -242,13 +271,13 @@ mod tests {
         let mut s = Schedule::new(INTERVAL, GAP);
         let c: Vec<_> = (0..1000).map(|n| cand(n, false)).collect();
         assert!(
-            s.pick(c.clone(), T0, usize::MAX).len() < 20,
+            s.pick(cs(&c), T0, usize::MAX).len() < 20,
             "no burst at start"
         );
         // Per 30 s slice of the interval, roughly a tenth of the records fall due.
         let mut total = 0;
         for slice in 1..=10 {
-            let n = s.pick(c.clone(), at(slice * 30), usize::MAX).len();
+            let n = s.pick(cs(&c), at(slice * 30), usize::MAX).len();
             assert!((40..=160).contains(&n), "slice {slice}: {n}");
             total += n;
         }
@@ -272,13 +301,13 @@ mod tests {
     fn changed_records_go_first_and_at_most_once_per_gap() {
         let mut s = Schedule::new(INTERVAL, GAP);
         let c: Vec<_> = (0..3).map(|n| cand(n, true)).collect();
-        let _ = s.pick(c.clone(), T0, 10);
+        let _ = s.pick(cs(&c), T0, 10);
         for n in 0..3 {
             s.finished(&key(n));
         }
         // At 300 s all three are due; record 2 also changed: it comes first.
         assert!(s.mark_changed(key(2), at(300)));
-        let p = s.pick(c.clone(), at(300), 1);
+        let p = s.pick(cs(&c), at(300), 1);
         assert_eq!(keys(&p), vec![key(2)]);
         assert!(p[0].changed);
         s.finished(&key(2));
@@ -286,7 +315,7 @@ mod tests {
         // the record is not due.
         assert!(!s.mark_changed(key(2), at(305)));
         assert!(s.mark_changed(key(2), at(310)));
-        let p = s.pick(c, at(310), 10);
+        let p = s.pick(cs(&c), at(310), 10);
         assert_eq!(keys(&p), vec![key(2), key(0), key(1)]);
         assert_eq!(
             p.iter().map(|p| p.changed).collect::<Vec<_>>(),
@@ -299,24 +328,24 @@ mod tests {
         let mut s = Schedule::new(INTERVAL, GAP);
         let a = cand(1, true);
         let mut b = cand(2, true);
-        b.query_addr = a.query_addr;
-        let p = s.pick([a.clone(), b.clone()], T0, 10);
+        b.1 = a.1;
+        let p = s.pick(cs(&[a.clone(), b.clone()]), T0, 10);
         assert_eq!(keys(&p), vec![key(1)]);
-        assert!(s.pick([a.clone(), b.clone()], T0, 10).is_empty());
+        assert!(s.pick(cs(&[a.clone(), b.clone()]), T0, 10).is_empty());
         s.finished(&key(1));
-        assert_eq!(keys(&s.pick([a, b], T0, 10)), vec![key(2)]);
+        assert_eq!(keys(&s.pick(cs(&[a, b]), T0, 10)), vec![key(2)]);
     }
 
     #[test]
     fn vanished_records_are_forgotten() {
         let mut s = Schedule::new(INTERVAL, GAP);
-        let _ = s.pick([cand(1, true), cand(2, true)], T0, 10);
+        let _ = s.pick(cs(&[cand(1, true), cand(2, true)]), T0, 10);
         s.finished(&key(1));
         s.finished(&key(2));
-        let _ = s.pick([cand(1, false)], at(1), 10);
+        let _ = s.pick(cs(&[cand(1, false)]), at(1), 10);
         assert!(s.due_at(&key(2)).is_none());
         // Seen again later: a fresh due time, spread (it was polled before).
-        let _ = s.pick([cand(2, false)], at(2), 10);
+        let _ = s.pick(cs(&[cand(2, false)]), at(2), 10);
         assert_eq!(
             s.due_at(&key(2)),
             Some(at(2).plus(spread_offset(&key(2), INTERVAL)))

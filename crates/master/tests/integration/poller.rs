@@ -3,8 +3,8 @@
 //! with a short interval, results read back over the HTTP API.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use muster_master::config::{Config, Listen};
