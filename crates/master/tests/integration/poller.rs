@@ -446,3 +446,57 @@ async fn changed_records_are_polled_at_once_and_delisted_after_one_miss() {
     m.stop.send(()).unwrap();
     m.task.await.unwrap().unwrap();
 }
+
+/// Real peers (skip-or-fail rule, `docs/peers.md`): teeworlds-server 0.7.5 and DDNet-Server 16.4
+/// polled with the Teeworlds machine. FIXME: belongs in `tests/conformance/poller.rs` once the
+/// lead declares it.
+#[tokio::test]
+async fn poller_reads_real_teeworlds_and_ddnet_servers() {
+    use muster_testkit::net::free_udp_port;
+    use muster_testkit::servers::{DdnetServer, TeeworldsServer};
+    let (Some(tw), Some(dd)) = (TeeworldsServer::require(), DdnetServer::require()) else {
+        return;
+    };
+    let (tw_guard, dd_guard) = tokio::task::spawn_blocking(move || {
+        (
+            tw.start(free_udp_port(), &[]),
+            dd.start(free_udp_port(), &[]),
+        )
+    })
+    .await
+    .unwrap();
+    let dir = TempDir::new("poller-peers");
+    let m = start(&dir);
+    let h = m.handle.clone();
+    let (ta, da) = (tw_guard.addr(), dd_guard.addr());
+    let tw_key = listed(
+        &h,
+        "teeworlds",
+        Face::Teeworlds07,
+        Protocol::Teeworlds,
+        ta,
+        ta,
+    );
+    let dd_key = listed(&h, "ddnet", Face::DdnetHttp, Protocol::Teeworlds, da, da);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let poller = tokio::spawn(poller::run(h.clone(), fast_settings(), stop_rx));
+    let info = |k: &ServerKey| h.with_registry(|r| r.get(k).and_then(|r| r.info.clone()));
+    until("both peers polled", async || {
+        info(&tw_key).is_some() && info(&dd_key).is_some()
+    })
+    .await;
+    let (ti, di) = (info(&tw_key).unwrap(), info(&dd_key).unwrap());
+    assert!(ti.name.starts_with("TW07 Lab Ünïcödé ★"), "{ti:?}");
+    assert_eq!((ti.map.as_str(), ti.num_players), ("dm1", 0));
+    assert!(di.name.starts_with("DDNet Lab Ünïcödé ★"), "{di:?}");
+    assert_eq!((di.map.as_str(), di.num_players), ("Tutorial", 0));
+    assert_eq!(
+        h.with_registry(|r| r.get(&tw_key).unwrap().poll_failures),
+        0
+    );
+    stop_tx.send(true).unwrap();
+    poller.await.unwrap().unwrap();
+    m.stop.send(()).unwrap();
+    m.task.await.unwrap().unwrap();
+    drop((tw_guard, dd_guard));
+}
