@@ -2,6 +2,7 @@
 //! protocols (the proto responders on plain UDP sockets), a master on a temp dir, the poller
 //! with a short interval, results read back over the HTTP API.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -363,6 +364,24 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
             .all(|s| !s.ok && s.num_players.is_none())
     );
 
+    // Packets per poll (the poller's own send budget): GameSpy `\\status\\` 1, GameAgent
+    // status + players 2, UE2 info + rules + players 3, a silent Teeworlds server 2 per try.
+    let polls = |k: &ServerKey| got.iter().filter(|s| &s.key == k).count();
+    let per_poll = |f: &Fake, k: &ServerKey| {
+        f.requests.load(Ordering::Relaxed) as f64 / polls(k).max(1) as f64
+    };
+    let ratios = [
+        ("gamespy1", per_poll(&gs, &gs_key)),
+        ("gameagent", per_poll(&ga, &ga_key)),
+        ("unreal2", per_poll(&u2, &u2_key)),
+    ];
+    let _ = writeln!(std::io::stderr(), "poller datagrams per poll: {ratios:?}");
+    // Within the first of at most two tries (the fakes answer at once; a poll may still be in
+    // flight when the samples are read, hence the slack of one poll).
+    for ((name, r), per) in ratios.iter().zip([1.0, 2.0, 3.0]) {
+        assert!(*r <= per * 2.0, "{name}: {r} datagrams per poll");
+    }
+
     // Shutdown is prompt.
     let t = Instant::now();
     stop_tx.send(true).unwrap();
@@ -443,6 +462,52 @@ async fn changed_records_are_polled_at_once_and_delisted_after_one_miss() {
         .expect("poller stops within 1 s")
         .unwrap()
         .unwrap();
+    m.stop.send(()).unwrap();
+    m.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn ue2_servers_listed_by_gamespy_are_merged_with_the_native_query() {
+    let dir = TempDir::new("poller-ue2");
+    let m = start(&dir);
+    let h = m.handle.clone();
+    let st = state("Merged Lab", "DM-Gael", &["Gorge", "Xan"]);
+    let native = fake("127.0.0.1:0", Unreal2Responder::default(), st.clone()).await;
+    let gs = fake(
+        "127.0.0.1:0",
+        GameSpyResponder::with_profile(Profile::Ut2003),
+        st,
+    )
+    .await;
+    // The game port is native − 1, the GameSpy port is elsewhere (UT2004: game + 10).
+    let game = SocketAddr::new(native.addr.ip(), native.addr.port() - 1);
+    let key = listed(
+        &h,
+        "ut2004",
+        Face::GameSpy,
+        Protocol::GameSpy1,
+        game,
+        gs.addr,
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let poller = tokio::spawn(poller::run(h.clone(), fast_settings(), stop_rx));
+    let info = || h.with_registry(|r| r.get(&key).and_then(|r| r.info.clone()));
+    until("the merged poll", async || info().is_some()).await;
+    let i = info().unwrap();
+    assert_eq!(
+        (i.name.as_str(), i.map.as_str(), i.num_players),
+        ("Merged Lab", "DM-Gael", 2)
+    );
+    assert!(
+        native.requests.load(Ordering::Relaxed) >= 1,
+        "native port asked"
+    );
+    assert!(
+        gs.requests.load(Ordering::Relaxed) >= 1,
+        "GameSpy port asked"
+    );
+    stop_tx.send(true).unwrap();
+    poller.await.unwrap().unwrap();
     m.stop.send(()).unwrap();
     m.task.await.unwrap().unwrap();
 }
