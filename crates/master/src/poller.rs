@@ -54,6 +54,9 @@ use crate::registry::{DelistOutcome, PollInfo, PollOutcome, ServerKey, Timestamp
 pub use machine::{PollTarget, machine_for};
 pub use schedule::{Candidate, Pick, Schedule};
 
+/// The shortest tick the poller accepts (a zero tick would spin).
+const MIN_TICK: Duration = Duration::from_millis(10);
+
 /// Capacity of the queue of changed records ([`changed_channel`]); a face that finds it full
 /// drops the mark (the record is still polled at its regular time).
 pub const CHANGED_QUEUE: usize = 1024;
@@ -82,7 +85,7 @@ pub struct PollSample {
 pub struct PollerSettings {
     /// Each listed server is polled once per interval (config `poller.interval`, 300 s).
     pub interval: Duration,
-    /// How often due records are picked and a batch started (1 s).
+    /// How often due records are picked and a batch started (1 s; at least 10 ms).
     pub tick: Duration,
     /// Polls started per second at most (config `poller.max_per_second`, 20).
     pub max_polls_per_second: u32,
@@ -197,25 +200,31 @@ enum Done {
 
 /// Polls listed records through `handle` until `shutdown` turns true (or its sender is
 /// dropped). Returns promptly at shutdown: polls in flight are abandoned, their results never
-/// written. Failures of single polls or batches are logged and counted, never fatal.
+/// written. Fails only at start, when [`PollerSettings::bind_v4`] cannot be bound; failures of
+/// single polls or batches later are logged and counted, never fatal.
 pub async fn run(
     handle: MasterHandle,
     mut settings: PollerSettings,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
+    // A bad local address is a configuration error: say so at start, not once per tick.
+    drop(std::net::UdpSocket::bind(settings.bind_v4)?);
     let mut schedule = Schedule::new(settings.interval, settings.min_changed_gap);
     let mut changed = settings.changed.take();
     let (done_tx, mut done_rx) = mpsc::channel::<Done>(1024);
     let mut batches = JoinSet::new();
-    let mut tick = tokio::time::interval(settings.tick);
+    let mut tick = tokio::time::interval(settings.tick.max(MIN_TICK));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Biased, and the tick before the queues: a flood of results or change marks cannot
+        // starve the schedule or the shutdown.
         tokio::select! {
             biased;
             res = shutdown.wait_for(|s| *s) => {
                 let _ = res;
                 break;
             }
+            _ = tick.tick() => start_batch(&handle, &settings, &mut schedule, &mut batches, &done_tx),
             Some(done) = done_rx.recv() => record(&handle, &mut settings, &mut schedule, done),
             key = recv_changed(&mut changed) => match key {
                 Some(k) => {
@@ -223,7 +232,6 @@ pub async fn run(
                 }
                 None => changed = None,
             },
-            _ = tick.tick() => start_batch(&handle, &settings, &mut schedule, &mut batches, &done_tx),
             Some(_) = batches.join_next(), if !batches.is_empty() => {}
         }
     }

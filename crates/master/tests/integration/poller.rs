@@ -565,3 +565,24 @@ async fn poller_reads_real_teeworlds_and_ddnet_servers() {
     m.task.await.unwrap().unwrap();
     drop((tw_guard, dd_guard));
 }
+
+#[tokio::test]
+async fn an_unbindable_local_address_fails_at_start() {
+    let dir = TempDir::new("poller-bind");
+    let m = start(&dir);
+    let settings = PollerSettings {
+        // TEST-NET-1: never a local address.
+        bind_v4: "192.0.2.1:0".parse().unwrap(),
+        ..fast_settings()
+    };
+    let (_stop_tx, stop_rx) = watch::channel(false);
+    let res = tokio::time::timeout(
+        Duration::from_secs(1),
+        poller::run(m.handle.clone(), settings, stop_rx),
+    )
+    .await
+    .expect("fails at once");
+    assert!(res.is_err());
+    m.stop.send(()).unwrap();
+    m.task.await.unwrap().unwrap();
+}
