@@ -298,6 +298,8 @@ impl Default for LifetimesConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PollerConfig {
+    /// Poll listed servers at all (off in tests that check registrations alone).
+    pub enabled: bool,
     /// Each listed server is polled once per interval.
     pub interval: HumanDuration,
     /// Polls per second at most, over all servers.
@@ -309,6 +311,7 @@ pub struct PollerConfig {
 impl Default for PollerConfig {
     fn default() -> Self {
         Self {
+            enabled: true,
             interval: HumanDuration(Duration::from_secs(300)),
             max_per_second: 20,
             delist_after_failures: 3,

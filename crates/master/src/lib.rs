@@ -21,8 +21,7 @@
 //! flushes. A protocol face is one more task holding a [`MasterHandle`] clone (and a field in
 //! [`Listeners`]), spawned in [`Master::run`] next to the HTTP face.
 //!
-//! Does not (yet): the protocol faces, the poller's queries, the CLI (`muster serve`), the web
-//! page. The clock is read only here and in the faces ([`registry::Timestamp::now`]), never in
+//! Does not (yet): the web page and the player-count history (issue 6). The clock is read only here and in the faces ([`registry::Timestamp::now`]), never in
 //! the registry.
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
@@ -214,6 +213,7 @@ pub struct Master {
     config: Config,
     handle: MasterHandle,
     report: LoadReport,
+    samples: Option<tokio::sync::mpsc::UnboundedSender<poller::PollSample>>,
 }
 
 impl Master {
@@ -232,6 +232,7 @@ impl Master {
             config,
             handle,
             report,
+            samples: None,
         })
     }
 
@@ -239,6 +240,16 @@ impl Master {
     #[must_use]
     pub fn handle(&self) -> MasterHandle {
         self.handle.clone()
+    }
+
+    /// Send every poll result to `samples` (for history).
+    #[must_use]
+    pub fn with_poll_samples(
+        mut self,
+        samples: tokio::sync::mpsc::UnboundedSender<poller::PollSample>,
+    ) -> Self {
+        self.samples = Some(samples);
+        self
     }
 
     /// What loading found.
@@ -376,6 +387,17 @@ impl Master {
             });
         }
         tasks.spawn(housekeeping(self.handle.clone(), stop_rx.clone()));
+        if self.config.poller.enabled {
+            let settings = poller::PollerSettings {
+                samples: self.samples.clone(),
+                ..poller::PollerSettings::from_config(&self.config.poller)
+            };
+            tasks.spawn(serve_face(poller::run(
+                self.handle.clone(),
+                settings,
+                stop_rx.clone(),
+            )));
+        }
 
         shutdown.await;
         tracing::info!("shutting down");

@@ -259,9 +259,18 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
         1,
     );
 
-    // The 0.7 registration carries no server info (the poller fills it in), so that server is
-    // checked through the 0.7 list below.
-    let v = wait_listed(http, &["UT99 Jérôme", "Sam Legacy", "DDNet HTTP", "Bomber"]);
+    // The 0.7 and GameAgent registrations carry no name: the poller fills it in.
+    let v = wait_listed(
+        http,
+        &[
+            "UT99 Jérôme",
+            "Sam Legacy",
+            "DDNet HTTP",
+            "Bomber",
+            "Tee 0.7 Ünï",
+            "Sam GameAgent",
+        ],
+    );
     let by_name = |n: &str| {
         v["servers"]
             .as_array()
@@ -275,6 +284,8 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     assert_eq!(by_name("UT99 Jérôme")["num_players"], 2);
     assert_eq!(by_name("Sam Legacy")["game"], "serioussamse");
     assert_eq!(by_name("Bomber")["game"], "bomberman");
+    assert_eq!(by_name("Tee 0.7 Ünï")["num_players"], 3);
+    assert_eq!(by_name("Sam GameAgent")["num_players"], 1);
 
     // The GameAgent face lists its verified server (by game port) in its `e` list.
     let want = format!("127.0.0.1:{sam_ga_port}");
@@ -384,9 +395,14 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
         String::from_utf8_lossy(&out.stderr)
     );
     let scan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(scan[0]["name"], "DDNet HTTP");
-    assert_eq!(scan[0]["num_players"], 5);
-    assert_eq!(scan[0]["players"].as_array().unwrap().len(), 5);
+    let dd = scan
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "DDNet HTTP")
+        .unwrap_or_else(|| panic!("DDNet server not scanned: {scan}"));
+    assert_eq!(dd["num_players"], 5);
+    assert_eq!(dd["players"].as_array().unwrap().len(), 5);
 
     // The management server lists its registration.
     let out = muster()

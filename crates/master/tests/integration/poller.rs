@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use muster_master::config::{Config, Listen};
+use muster_master::config::{Config, Listen, ListenConfig};
 use muster_master::poller::{self, PollSample, PollerSettings};
 use muster_master::registry::{
     Face, GameAddr, Outcome, PollInfo, Registration, ServerKey, Timestamp, Verification,
@@ -104,9 +104,12 @@ struct Running {
 fn start(dir: &TempDir) -> Running {
     let mut c = Config {
         data_dir: dir.0.clone(),
+        listen: ListenConfig::off(),
         ..Config::default()
     };
     c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
+    // The poller under test is run by the test itself.
+    c.poller.enabled = false;
     let listeners = Listeners::bind(&c).unwrap();
     let http = listeners.bound().unwrap()[0].addr;
     let master = Master::open(c, Timestamp::now()).unwrap();
