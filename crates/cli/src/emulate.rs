@@ -107,27 +107,6 @@ fn farm_from_flags(args: &EmulateArgs) -> anyhow::Result<FarmSpec> {
     })
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            let _ = ctrl_c.await;
-            return;
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
-}
-
 pub(crate) async fn run(args: EmulateArgs) -> anyhow::Result<u8> {
     let farm = match &args.config {
         Some(path) => {
@@ -156,7 +135,7 @@ pub(crate) async fn run(args: EmulateArgs) -> anyhow::Result<u8> {
     }
     let stopper = farm.stopper();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        crate::signal::shutdown().await;
         let _ = stopper.send(true);
     });
     farm.wait().await.context("serving")?;

@@ -9,6 +9,7 @@ mod protocols;
 mod query;
 mod scan;
 mod serve;
+mod signal;
 mod timing;
 
 use std::io::Write as _;

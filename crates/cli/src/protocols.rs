@@ -3,10 +3,8 @@
 use std::net::SocketAddr;
 
 use muster_proto::QueryConfig;
-use muster_proto::gamespy1::query::{StatusConfig, StatusQuery};
 use muster_proto::probe::{BoxedQuery, Policy, Probe};
-use muster_proto::teeworlds::query::{TeeworldsQuery, Tokens};
-use muster_proto::unreal2::query::{Unreal2Config, Unreal2Query};
+use muster_query::machines::{self, gameagent, gamespy1 as gamespy, teeworlds, unreal2};
 
 use crate::query::Target;
 
@@ -63,58 +61,13 @@ fn offset(addr: SocketAddr, by: u16) -> SocketAddr {
     SocketAddr::new(addr.ip(), addr.port().saturating_add(by))
 }
 
-fn gamespy(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
-    Box::new(StatusQuery::new(
-        addr,
-        StatusConfig {
-            retry: config,
-            ..StatusConfig::default()
-        },
-    ))
-}
-
-fn unreal2(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
-    Box::new(Unreal2Query::new(
-        addr,
-        Unreal2Config {
-            query: config,
-            ..Unreal2Config::default()
-        },
-    ))
-}
-
-fn gameagent(query: SocketAddr, config: QueryConfig) -> BoxedQuery {
-    // ServerQuery takes the game address and asks game port + 1.
-    let game = SocketAddr::new(query.ip(), query.port().saturating_sub(1));
-    Box::new(muster_proto::gameagent::query::ServerQuery::new(
-        game, config,
-    ))
-}
-
-fn teeworlds(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
-    // Fresh random tokens per query: they tie replies to requests (teeworlds.md §13).
-    let tokens = loop {
-        let extended = rand::random::<u32>() & 0x00ff_ffff;
-        let client = rand::random::<u32>();
-        let browse = (rand::random::<u32>() >> 1) as i32;
-        if let Ok(t) = Tokens::new(extended, client, browse) {
-            break t;
-        }
-    };
-    Box::new(TeeworldsQuery::new(addr, config, tokens))
-}
-
 /// The machine that queries `target`.
 pub(crate) fn machine(target: &Target, config: QueryConfig) -> BoxedQuery {
     let game = target.address;
     let q = target.query_address;
     if let (ProtocolArg::Unreal2, Some(gs)) = (target.protocol, target.gamespy_address) {
         // The master said where GameSpy answers: no need to guess.
-        return Box::new(
-            Probe::new(Policy::MergeUnreal2)
-                .with(q, unreal2(q, config))
-                .with(gs, gamespy(gs, config)),
-        );
+        return machines::unreal2_with_gamespy(q, gs, config);
     }
     match (target.protocol, target.given_port_only) {
         (ProtocolArg::Gameagent, _) => gameagent(q, config),

@@ -65,27 +65,6 @@ fn apply(target: &mut Listen, flag: &str, value: Option<&String>) -> anyhow::Res
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            let _ = ctrl_c.await;
-            return;
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
-}
-
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     let mut config = match &args.config {
         Some(path) => Config::from_file(path).map_err(|e| UsageError(format!("{e:#}")))?,
@@ -113,6 +92,6 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
         }
         out.flush()?;
     }
-    master.run(listeners, shutdown_signal()).await?;
+    master.run(listeners, crate::signal::shutdown()).await?;
     Ok(exit::OK)
 }

@@ -29,6 +29,7 @@
 pub mod engine;
 pub mod error;
 pub mod lists;
+pub mod machines;
 pub mod target;
 
 pub use engine::{Completed, Job, Options, spawn};

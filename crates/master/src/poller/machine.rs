@@ -12,12 +12,9 @@
 
 use std::net::SocketAddr;
 
-use muster_proto::gameagent::query::ServerQuery;
-use muster_proto::gamespy1::query::{StatusConfig, StatusQuery};
-use muster_proto::probe::{BoxedQuery, Policy, Probe};
-use muster_proto::teeworlds::query::{TeeworldsQuery, Tokens};
-use muster_proto::unreal2::query::{Unreal2Config, Unreal2Query};
+use muster_proto::probe::BoxedQuery;
 use muster_proto::{Protocol, QueryConfig};
+use muster_query::machines;
 
 use crate::registry::{Record, UT2003_LIST_GAMES};
 
@@ -71,24 +68,13 @@ impl PollTarget {
     pub fn machine(&self, config: QueryConfig) -> BoxedQuery {
         let q = self.query_addr;
         match self.protocol {
-            Protocol::GameAgent => {
-                // ServerQuery takes the game address and asks game port + 1.
-                let game = SocketAddr::new(q.ip(), q.port().saturating_sub(1));
-                Box::new(ServerQuery::new(game, config))
-            }
-            Protocol::GameSpy1 => {
-                let gs = gamespy(q, config);
-                match self.native {
-                    Some(native) => Box::new(
-                        Probe::new(Policy::MergeUnreal2)
-                            .with(native, unreal2(native, config))
-                            .with(q, gs),
-                    ),
-                    None => gs,
-                }
-            }
-            Protocol::Unreal2 => unreal2(q, config),
-            Protocol::Teeworlds => Box::new(TeeworldsQuery::new(q, config, random_tokens())),
+            Protocol::GameAgent => machines::gameagent(q, config),
+            Protocol::GameSpy1 => match self.native {
+                Some(native) => machines::unreal2_with_gamespy(native, q, config),
+                None => machines::gamespy1(q, config),
+            },
+            Protocol::Unreal2 => machines::unreal2(q, config),
+            Protocol::Teeworlds => machines::teeworlds(q, config),
         }
     }
 }
@@ -97,39 +83,6 @@ impl PollTarget {
 #[must_use]
 pub fn machine_for(rec: &Record, config: QueryConfig) -> Option<BoxedQuery> {
     PollTarget::of(rec).map(|t| t.machine(config))
-}
-
-fn gamespy(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
-    Box::new(StatusQuery::new(
-        addr,
-        StatusConfig {
-            retry: config,
-            ..StatusConfig::default()
-        },
-    ))
-}
-
-fn unreal2(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
-    Box::new(Unreal2Query::new(
-        addr,
-        Unreal2Config {
-            query: config,
-            ..Unreal2Config::default()
-        },
-    ))
-}
-
-/// Fresh random tokens per query: they tie replies to requests (`teeworlds.md` §13), so a
-/// forged reply cannot refresh a record.
-fn random_tokens() -> Tokens {
-    loop {
-        let extended = rand::random::<u32>() & 0x00ff_ffff;
-        let client = rand::random::<u32>();
-        let browse = (rand::random::<u32>() >> 1) as i32;
-        if let Ok(t) = Tokens::new(extended, client, browse) {
-            return t;
-        }
-    }
 }
 
 #[cfg(test)]
