@@ -7,21 +7,21 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// Longest one `muster` run may take before it counts as hung.
-pub const RUN_LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const RUN_LIMIT: Duration = Duration::from_secs(10);
 
 /// One finished `muster` run.
-pub struct Run {
+pub(crate) struct Run {
     /// The exit code.
-    pub code: Option<i32>,
+    pub(crate) code: Option<i32>,
     /// Standard output.
-    pub stdout: String,
+    pub(crate) stdout: String,
     /// Standard error.
-    pub stderr: String,
+    pub(crate) stderr: String,
 }
 
 impl Run {
     /// Standard output as JSON (the `-f json` array).
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout is not JSON ({e}): {}\nstderr: {}",
@@ -32,7 +32,7 @@ impl Run {
 }
 
 /// Runs `muster args…`; fails the test when it does not exit within [`RUN_LIMIT`].
-pub fn muster(args: &[&str]) -> Run {
+pub(crate) fn muster(args: &[&str]) -> Run {
     let start = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
         .args(args)
