@@ -725,3 +725,27 @@ fn hostname_localhost() {
         "{r}"
     );
 }
+
+#[test]
+fn endless_repeats_of_a_first_datagram_end_as_partial() {
+    // A server that sends the first datagram of its reply over and over and never `\final\`:
+    // only the reassembly's idle timer, its caps or the deadline can end the query.
+    let [a, _] = ut2003_two_datagrams();
+    let fake = Fake::start("127.0.0.1:0", move |_, _, _| Answer::Flood(a.clone()));
+    let run = query(
+        "gamespy1",
+        &fake.addr.to_string(),
+        "300ms",
+        "1",
+        &["--deadline", "2s"],
+    );
+    let r = run.result();
+    assert!(run.elapsed < Duration::from_secs(4), "{:?}", run.elapsed);
+    // The duplicates count towards the 64-datagram cap: a partial answer at once.
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["partial"], true, "{r}");
+    assert!(r["partial_reason"].is_string(), "{r}");
+    assert_eq!(r["name"], UT2003_DEMO_NAME, "{r}");
+    assert_eq!(names(&r).len(), 9, "the first datagram's players: {r}");
+    assert_eq!(run.code, Some(0), "{r}");
+}
