@@ -1,2 +1,6 @@
 //! `muster` against real third-party peers: real game servers queried and listed, results
 //! compared with qstat. Peer discovery and the skip-or-fail rule are `muster_testkit`'s.
+
+mod common;
+mod list;
+mod query;
