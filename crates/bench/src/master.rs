@@ -72,7 +72,12 @@ fn rss_kib() -> Option<u64> {
 /// A loopback source address for client `i`: 127.1.0.1, 127.1.0.2, …, never 127.0.0.1.
 fn source_ip(i: usize) -> Ipv4Addr {
     let i = u32::try_from(i % 4_000_000).unwrap_or(0);
-    Ipv4Addr::new(127, 1 + (i / 62_500) as u8, ((i / 250) % 250) as u8, (i % 250) as u8 + 1)
+    Ipv4Addr::new(
+        127,
+        1 + (i / 62_500) as u8,
+        ((i / 250) % 250) as u8,
+        (i % 250) as u8 + 1,
+    )
 }
 
 fn config(dir: &std::path::Path, servers: usize) -> Config {
@@ -105,7 +110,8 @@ async fn register_one(ip: Ipv4Addr, master: SocketAddr) -> anyhow::Result<()> {
     let mut buf = vec![0u8; 2048];
     for _ in 0..ATTEMPTS {
         sock.send_to(&[JOIN], master).await?;
-        let Ok(got) = tokio::time::timeout(Duration::from_millis(500), sock.recv_from(&mut buf)).await
+        let Ok(got) =
+            tokio::time::timeout(Duration::from_millis(500), sock.recv_from(&mut buf)).await
         else {
             continue;
         };
@@ -139,7 +145,11 @@ fn listed(handle: &MasterHandle, view: View<'_>) -> usize {
 }
 
 /// Registers `n` GameAgent servers over UDP; returns the seconds until all are listed.
-async fn ingest(handle: &MasterHandle, master: SocketAddr, args: &MasterArgs) -> anyhow::Result<(f64, usize)> {
+async fn ingest(
+    handle: &MasterHandle,
+    master: SocketAddr,
+    args: &MasterArgs,
+) -> anyhow::Result<(f64, usize)> {
     let n = args.servers;
     let next = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
@@ -188,7 +198,12 @@ async fn ingest(handle: &MasterHandle, master: SocketAddr, args: &MasterArgs) ->
 fn insert_ddnet(handle: &MasterHandle, n: usize) -> anyhow::Result<f64> {
     let start = Instant::now();
     for i in 0..n {
-        let ip = Ipv4Addr::new(10, (i / 62_500) as u8 + 1, ((i / 250) % 250) as u8, (i % 250) as u8 + 1);
+        let ip = Ipv4Addr::new(
+            10,
+            (i / 62_500) as u8 + 1,
+            ((i / 250) % 250) as u8,
+            (i % 250) as u8 + 1,
+        );
         let addr = SocketAddr::new(IpAddr::V4(ip), 8303);
         let key = ServerKey::new("ddnet", GameAddr::Ip(addr));
         let reg = Registration {
@@ -201,7 +216,9 @@ fn insert_ddnet(handle: &MasterHandle, n: usize) -> anyhow::Result<f64> {
         };
         let now = Timestamp::now();
         handle.add(reg, now).context("adding a DDNet record")?;
-        handle.verify(&key, now).context("verifying a DDNet record")?;
+        handle
+            .verify(&key, now)
+            .context("verifying a DDNet record")?;
         // What the poller leaves on a record; `servers.json` lists records it has an info for.
         let info = PollInfo {
             name: format!("DDNet bench server {i}"),
@@ -225,7 +242,11 @@ fn insert_ddnet(handle: &MasterHandle, n: usize) -> anyhow::Result<f64> {
 }
 
 /// One `e` request: the whole list, counted in records. Errors when it does not arrive whole.
-async fn list_gameagent(sock: &UdpSocket, master: SocketAddr, expect: usize) -> anyhow::Result<usize> {
+async fn list_gameagent(
+    sock: &UdpSocket,
+    master: SocketAddr,
+    expect: usize,
+) -> anyhow::Result<usize> {
     sock.send_to(&[LIST_REQUEST], master).await?;
     let mut buf = vec![0u8; 65_536];
     let mut records = 0;
@@ -364,7 +385,9 @@ async fn run_in(args: &MasterArgs, dir: &std::path::Path) -> anyhow::Result<()> 
         let socks: Vec<Arc<UdpSocket>> = {
             let mut v = Vec::new();
             for c in 0..args.clients.max(1) {
-                v.push(Arc::new(UdpSocket::bind((source_ip(200_000 + c), 0)).await?));
+                v.push(Arc::new(
+                    UdpSocket::bind((source_ip(200_000 + c), 0)).await?,
+                ));
             }
             v
         };
@@ -385,7 +408,8 @@ async fn run_in(args: &MasterArgs, dir: &std::path::Path) -> anyhow::Result<()> 
             Ok((status == 200, body.len()))
         })
     };
-    let entries = |body: &[u8], field: &[u8]| body.windows(field.len()).filter(|w| *w == field).count();
+    let entries =
+        |body: &[u8], field: &[u8]| body.windows(field.len()).filter(|w| *w == field).count();
     let (_, json_body) = http_get(source_ip(299_998), http, "/ddnet/15/servers.json").await?;
     let json_entries = entries(&json_body, b"\"addresses\"");
     let (_, api_body) = http_get(source_ip(299_999), http, "/api/v1/servers").await?;
@@ -402,21 +426,30 @@ async fn run_in(args: &MasterArgs, dir: &std::path::Path) -> anyhow::Result<()> 
     }
 
     let per = |a: Option<u64>, b: Option<u64>, count: usize| match (a, b) {
-        (Some(a), Some(b)) if count > 0 => format!("{:.0} B", (b.saturating_sub(a) * 1024) as f64 / count as f64),
+        (Some(a), Some(b)) if count > 0 => format!(
+            "{:.0} B",
+            (b.saturating_sub(a) * 1024) as f64 / count as f64
+        ),
         _ => "-".to_owned(),
     };
     let rate_row = |what: &str, r: Rate| {
         vec![
             what.to_owned(),
             format!("{:.0} /s", r.ok as f64 / r.secs.max(1e-9)),
-            format!("{} ok, {} failed/refused in {:.1} s, {} bytes each", r.ok, r.refused, r.secs, r.bytes),
+            format!(
+                "{} ok, {} failed/refused in {:.1} s, {} bytes each",
+                r.ok, r.refused, r.secs, r.bytes
+            ),
         ]
     };
     let rows = vec![
         vec![
             "GameAgent registrations (q→challenge→heartbeat, UDP)".to_owned(),
             format!("{:.0} /s", registered as f64 / ingest_secs.max(1e-9)),
-            format!("{registered}/{n} listed in {ingest_secs:.2} s, {} in flight, 100 per source IP", args.in_flight),
+            format!(
+                "{registered}/{n} listed in {ingest_secs:.2} s, {} in flight, 100 per source IP",
+                args.in_flight
+            ),
         ],
         vec![
             "DDNet records via MasterHandle (add+verify+poll)".to_owned(),
@@ -424,8 +457,14 @@ async fn run_in(args: &MasterArgs, dir: &std::path::Path) -> anyhow::Result<()> 
             format!("{ddnet_listed}/{n} listed in {ddnet_secs:.2} s"),
         ],
         rate_row("GameAgent `e` (whole list)", e_rate),
-        rate_row(&format!("GET /ddnet/15/servers.json ({json_entries} servers)"), json_rate),
-        rate_row(&format!("GET /api/v1/servers (default page, {api_entries} servers)"), api_rate),
+        rate_row(
+            &format!("GET /ddnet/15/servers.json ({json_entries} servers)"),
+            json_rate,
+        ),
+        rate_row(
+            &format!("GET /api/v1/servers (default page, {api_entries} servers)"),
+            api_rate,
+        ),
         vec![
             "memory per GameAgent server (wire)".to_owned(),
             per(rss0, rss1, registered),

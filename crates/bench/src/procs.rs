@@ -47,7 +47,10 @@ pub(crate) fn run_bounded(
 }
 
 /// Waits for `child` at most `limit`, polling every few milliseconds; kills it at the limit.
-pub(crate) fn wait_bounded(child: &mut Child, limit: Duration) -> anyhow::Result<Option<ExitStatus>> {
+pub(crate) fn wait_bounded(
+    child: &mut Child,
+    limit: Duration,
+) -> anyhow::Result<Option<ExitStatus>> {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait()? {

@@ -19,8 +19,6 @@ use muster_proto::respond::{PlayerState, ServerState};
 use crate::procs::{self, Finished, KillOnDrop};
 use crate::table;
 
-/// First game port of the farm; servers use every other port from here.
-const BASE_PORT: u32 = 20_000;
 /// Longest time any one tool may run.
 const TOOL_LIMIT: Duration = Duration::from_secs(120);
 /// Longest time the farm may take to bind.
@@ -45,12 +43,17 @@ pub(crate) struct ScanArgs {
     /// Tools to time, comma-separated: muster, qstat, gamedig.
     #[arg(long, value_delimiter = ',', default_value = "muster,qstat,gamedig")]
     peers: Vec<String>,
-    /// Muster's per-attempt timeout (it shrinks to the measured round-trip time).
-    #[arg(long, default_value = "500ms", value_parser = crate::parse_duration)]
+    /// Muster's per-attempt timeout (`--timeout`). The CLI never retransmits sooner than
+    /// min(this, 100 ms) even when the measured loopback round trip is far shorter.
+    #[arg(long, default_value = "100ms", value_parser = crate::parse_duration)]
     muster_timeout: Duration,
     /// Muster's retries.
     #[arg(long, default_value_t = 4)]
     muster_retries: u32,
+    /// First game port of the farm; server i uses BASE + 2i (game) and BASE + 2i + 1 (query).
+    /// Keep the range below the ephemeral ports (32768+).
+    #[arg(long, default_value_t = 10_000)]
+    base_port: u16,
     /// Seed of the farm.
     #[arg(long, default_value_t = 7)]
     seed: u64,
@@ -76,8 +79,8 @@ fn latin1_name(seed: usize, chars: usize) -> String {
     s.chars().take(chars).collect()
 }
 
-fn server_state(index: usize, players: usize, name_chars: usize) -> ServerState {
-    let game_port = u16::try_from(BASE_PORT + 2 * index as u32).unwrap_or(u16::MAX);
+fn server_state(base: u16, index: usize, players: usize, name_chars: usize) -> ServerState {
+    let game_port = u16::try_from(u32::from(base) + 2 * index as u32).unwrap_or(u16::MAX);
     ServerState {
         name: format!("Bénch Sérvér {index:05}"),
         map: "DM-Deck16][".to_owned(),
@@ -111,20 +114,23 @@ fn datagrams(state: &ServerState) -> usize {
 }
 
 /// The longest player-name length (≤ 24 characters) for which every reply is two datagrams.
-fn pick_name_len(servers: usize, players: usize) -> anyhow::Result<usize> {
+fn pick_name_len(base: u16, servers: usize, players: usize) -> anyhow::Result<usize> {
     for chars in (1..=24).rev() {
-        let two = |i: usize| datagrams(&server_state(i, players, chars)) == 2;
+        let two = |i: usize| datagrams(&server_state(base, i, players, chars)) == 2;
         if two(0) && two(servers.saturating_sub(1)) && (0..servers).all(two) {
             return Ok(chars);
         }
     }
-    bail!("no player-name length makes {players}-player replies exactly two datagrams; try another --players")
+    bail!(
+        "no player-name length makes {players}-player replies exactly two datagrams; try another --players"
+    )
 }
 
-fn farm_toml(servers: usize, players: usize, chars: usize, loss: f64, seed: u64) -> String {
+fn farm_toml(args: &ScanArgs, chars: usize) -> String {
+    let (servers, players, loss, seed) = (args.servers, args.players, args.loss, args.seed);
     let mut out = format!("seed = {seed}\nbind = \"127.0.0.1\"\n");
     for i in 0..servers {
-        let s = server_state(i, players, chars);
+        let s = server_state(args.base_port, i, players, chars);
         let _ = write!(
             out,
             "\n[[server]]\nprotocol = \"gamespy1\"\nstyle = \"ut99\"\nport = {}\nname = \"{}\"\n\
@@ -155,7 +161,10 @@ fn start_farm(muster: &Path, config: &Path, servers: usize) -> anyhow::Result<Ki
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting muster emulate")?;
-    let stdout = child.stdout.take().context("no stdout from muster emulate")?;
+    let stdout = child
+        .stdout
+        .take()
+        .context("no stdout from muster emulate")?;
     let guard = KillOnDrop(child);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -171,7 +180,7 @@ fn start_farm(muster: &Path, config: &Path, servers: usize) -> anyhow::Result<Ki
         }
     });
     rx.recv_timeout(FARM_START_LIMIT)
-        .context("muster emulate did not report every server listening in time")?;
+        .map_err(|_| anyhow::anyhow!("muster emulate exited or did not report every server listening within {} s (see its messages above)", FARM_START_LIMIT.as_secs()))?;
     Ok(guard)
 }
 
@@ -234,7 +243,12 @@ fn run_muster(
     })
 }
 
-fn run_qstat(quakestat: &Path, dir: &Path, args: &ScanArgs, query_addrs: &[String]) -> anyhow::Result<Outcome> {
+fn run_qstat(
+    quakestat: &Path,
+    dir: &Path,
+    args: &ScanArgs,
+    query_addrs: &[String],
+) -> anyhow::Result<Outcome> {
     let file = dir.join("qstat-servers.txt");
     let text: String = query_addrs.iter().map(|a| format!("gps {a}\n")).collect();
     std::fs::write(&file, text)?;
@@ -291,7 +305,10 @@ fn run_gamedig(
     let text: String = query_addrs.iter().map(|a| format!("{a}\n")).collect();
     std::fs::write(&file, text)?;
     let mut cmd = Command::new(node);
-    cmd.arg(script).arg(gamedig).arg(&file).arg("unrealtournament");
+    cmd.arg(script)
+        .arg(gamedig)
+        .arg(&file)
+        .arg("unrealtournament");
     let f = procs::run_bounded(cmd, dir, "gamedig", TOOL_LIMIT)?;
     let (mut answered, mut full) = (0, 0);
     for line in String::from_utf8_lossy(&f.stdout).lines() {
@@ -319,7 +336,7 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.loss) {
         bail!("--loss must be between 0 and 1");
     }
-    let max = (usize::from(u16::MAX) - BASE_PORT as usize) / 2;
+    let max = (usize::from(u16::MAX) - usize::from(args.base_port)) / 2;
     if args.servers == 0 || args.servers > max {
         bail!("--servers must be between 1 and {max}");
     }
@@ -340,17 +357,20 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<()> {
 }
 
 fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Result<()> {
-    let chars = pick_name_len(args.servers, args.players)?;
+    let chars = pick_name_len(args.base_port, args.servers, args.players)?;
+    let base = u32::from(args.base_port);
+    if let Some(busy) = (base..base + 2 * args.servers as u32)
+        .find(|&p| std::net::UdpSocket::bind(("127.0.0.1", u16::try_from(p).unwrap_or(0))).is_err())
+    {
+        bail!("UDP port {busy} is in use: pick another --base-port");
+    }
     let config = dir.join("farm.toml");
-    std::fs::write(
-        &config,
-        farm_toml(args.servers, args.players, chars, args.loss, args.seed),
-    )?;
+    std::fs::write(&config, farm_toml(args, chars))?;
     let game_addrs: Vec<String> = (0..args.servers)
-        .map(|i| format!("127.0.0.1:{}", BASE_PORT + 2 * i as u32))
+        .map(|i| format!("127.0.0.1:{}", base + 2 * i as u32))
         .collect();
     let query_addrs: Vec<String> = (0..args.servers)
-        .map(|i| format!("127.0.0.1:{}", BASE_PORT + 2 * i as u32 + 1))
+        .map(|i| format!("127.0.0.1:{}", base + 2 * i as u32 + 1))
         .collect();
     let game_file = dir.join("muster-servers.txt");
     std::fs::write(&game_file, game_addrs.join("\n") + "\n")?;
@@ -365,7 +385,10 @@ fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Re
     );
     let started = Instant::now();
     let _farm = start_farm(muster, &config, args.servers)?;
-    eprintln!("farm listening after {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "farm listening after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 
     let wants = |t: &str| args.peers.iter().any(|p| p.eq_ignore_ascii_case(t));
     let mut outcomes = Vec::new();
@@ -384,10 +407,19 @@ fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Re
         let script = root.join("scripts/bench/gamedig-scan.mjs");
         match (procs::which("node"), gamedig.is_dir(), script.is_file()) {
             (Some(node), true, true) => {
-                outcomes.push(run_gamedig(&node, &gamedig, &script, dir, args, &query_addrs)?);
+                outcomes.push(run_gamedig(
+                    &node,
+                    &gamedig,
+                    &script,
+                    dir,
+                    args,
+                    &query_addrs,
+                )?);
             }
             (None, _, _) => skipped.push("gamedig: node not on PATH"),
-            (_, false, _) => skipped.push("gamedig: .peers/node has no gamedig (scripts/install-peers.sh)"),
+            (_, false, _) => {
+                skipped.push("gamedig: .peers/node has no gamedig (scripts/install-peers.sh)")
+            }
             (_, _, false) => skipped.push("gamedig: scripts/bench/gamedig-scan.mjs missing"),
         }
     }
@@ -444,19 +476,31 @@ mod tests {
 
     #[test]
     fn replies_are_two_datagrams() {
-        let chars = pick_name_len(20, 16).unwrap();
+        let chars = pick_name_len(10_000, 20, 16).unwrap();
         assert!(chars >= 8, "names should be long, got {chars}");
-        assert_eq!(datagrams(&server_state(3, 16, chars)), 2);
+        assert_eq!(datagrams(&server_state(10_000, 3, 16, chars)), 2);
     }
 
     #[test]
     fn farm_file_parses() {
-        let text = farm_toml(3, 4, 10, 0.1, 1);
+        let args = ScanArgs {
+            servers: 3,
+            loss: 0.1,
+            players: 4,
+            peers: Vec::new(),
+            muster_timeout: Duration::from_millis(500),
+            muster_retries: 4,
+            base_port: 10_000,
+            seed: 1,
+        };
+        let text = farm_toml(&args, 10);
         let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
         let servers = farm.expand().unwrap();
         assert_eq!(servers.len(), 3);
         assert_eq!(servers[2].state.players.len(), 4);
-        assert_eq!(servers[2].state.players[0].name, server_state(2, 4, 10).players[0].name);
+        assert_eq!(
+            servers[2].state.players[0].name,
+            server_state(10_000, 2, 4, 10).players[0].name
+        );
     }
 }
-
