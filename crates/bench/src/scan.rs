@@ -438,7 +438,7 @@ fn print_table(args: &ScanArgs, outcomes: &[Outcome]) {
         "answered",
         "with all players",
         "time vs muster",
-        "answered vs muster",
+        "full lists vs muster",
         "note",
     ];
     let rows: Vec<Vec<String>> = outcomes
