@@ -1,3 +1,53 @@
-//! `muster-bench`: measured comparisons (to be written).
+//! `muster-bench`: measured comparisons.
+//!
+//! * `muster-bench scan`: starts a loopback farm of GameSpy v1 servers with the release `muster`
+//!   binary (`muster emulate`), then times Muster, qstat and GameDig on it, one after another.
+//! * `muster-bench master`: runs the master in-process and measures heartbeat ingestion, list
+//!   requests served per second and memory per registered server.
+//!
+//! This is a bench, not a test: missing peers are reported and skipped. Every child process
+//! and every wait is bounded.
+// A bench's whole job is to print tables.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
-fn main() {}
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+mod master;
+mod procs;
+mod scan;
+mod table;
+
+/// Benchmarks comparing Muster with qstat and GameDig, and measuring the master.
+#[derive(Debug, Parser)]
+#[command(name = "muster-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Time Muster, qstat and GameDig on one farm of emulated GameSpy v1 servers.
+    Scan(scan::ScanArgs),
+    /// Measure the master: heartbeat ingestion, list requests per second, memory per server.
+    Master(master::MasterArgs),
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Scan(args) => scan::run(&args),
+        Command::Master(args) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(master::run(&args))
+        }
+    }
+}

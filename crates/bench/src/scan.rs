@@ -1,0 +1,506 @@
+//! `muster-bench scan`: one farm of GameSpy v1 servers, three query tools timed on it.
+//!
+//! The farm: N servers (style `ut99`, gamename `ut`, query port = game port + 1), each with K
+//! players whose Latin-1 names are long enough that every `\status\` reply is exactly two
+//! datagrams (checked against the responder before the farm starts); `reorder = 0.5` sends half
+//! of the replies in reverse order and `loss = P` drops that share of requests.
+
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
+use muster_proto::respond::{PlayerState, ServerState};
+
+use crate::procs::{self, Finished, KillOnDrop};
+use crate::table;
+
+/// Longest time any one tool may run.
+const TOOL_LIMIT: Duration = Duration::from_secs(120);
+/// Longest time the farm may take to bind.
+const FARM_START_LIMIT: Duration = Duration::from_secs(60);
+/// Latin-1 syllables the generated names are built from.
+const SYLLABLES: [&str; 12] = [
+    "Jé", "rô", "mé", "Æs", "kø", "bïng", "Çà", "ñö", "Üß", "grå", "Ðé", "þór",
+];
+
+/// Flags of `muster-bench scan`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ScanArgs {
+    /// Emulated servers.
+    #[arg(long, default_value_t = 2000)]
+    servers: usize,
+    /// Share of requests each server ignores (0–1).
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Players on every server.
+    #[arg(long, default_value_t = 16)]
+    players: usize,
+    /// Tools to time, comma-separated: muster, qstat, gamedig.
+    #[arg(long, value_delimiter = ',', default_value = "muster,qstat,gamedig")]
+    peers: Vec<String>,
+    /// Muster's per-attempt timeout (`--timeout`). The CLI never retransmits sooner than
+    /// min(this, 100 ms) even when the measured loopback round trip is far shorter.
+    #[arg(long, default_value = "100ms", value_parser = crate::parse_duration)]
+    muster_timeout: Duration,
+    /// Muster's retries.
+    #[arg(long, default_value_t = 4)]
+    muster_retries: u32,
+    /// First game port of the farm; server i uses BASE + 2i (game) and BASE + 2i + 1 (query).
+    /// Keep the range below the ephemeral ports (32768+).
+    #[arg(long, default_value_t = 10_000)]
+    base_port: u16,
+    /// Seed of the farm.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+}
+
+/// What one tool achieved.
+#[derive(Debug)]
+struct Outcome {
+    tool: &'static str,
+    wall: Duration,
+    answered: usize,
+    full: usize,
+    note: String,
+}
+
+fn latin1_name(seed: usize, chars: usize) -> String {
+    let mut s = String::new();
+    let mut i = seed;
+    while s.chars().count() < chars {
+        s.push_str(SYLLABLES.get(i % SYLLABLES.len()).copied().unwrap_or("é"));
+        i = i.wrapping_mul(7).wrapping_add(3);
+    }
+    s.chars().take(chars).collect()
+}
+
+fn server_state(base: u16, index: usize, players: usize, name_chars: usize) -> ServerState {
+    let game_port = u16::try_from(u32::from(base) + 2 * index as u32).unwrap_or(u16::MAX);
+    ServerState {
+        name: format!("Bénch Sérvér {index:05}"),
+        map: "DM-Deck16][".to_owned(),
+        game_type: "DeathMatchPlus".to_owned(),
+        version: "451".to_owned(),
+        game: "ut".to_owned(),
+        game_port,
+        password: false,
+        max_players: u32::try_from(players.max(16)).unwrap_or(u32::MAX),
+        players: (0..players)
+            .map(|p| PlayerState {
+                // Fixed width: the name, then a two-digit slot number.
+                name: format!("{}{p:02}", latin1_name(index + p, name_chars)),
+                score: i64::try_from(p).unwrap_or(0),
+                ping_ms: 40,
+                team: Some(0),
+                clan: String::new(),
+                country: -1,
+                spectator: false,
+                bot: false,
+            })
+            .collect(),
+        rules: Vec::new(),
+    }
+}
+
+fn datagrams(state: &ServerState) -> usize {
+    GameSpyResponder::with_profile(Profile::Ut99)
+        .answer(b"\\status\\", state)
+        .len()
+}
+
+/// The longest player-name length (≤ 24 characters) for which every reply is two datagrams.
+fn pick_name_len(base: u16, servers: usize, players: usize) -> anyhow::Result<usize> {
+    for chars in (1..=24).rev() {
+        let two = |i: usize| datagrams(&server_state(base, i, players, chars)) == 2;
+        if two(0) && two(servers.saturating_sub(1)) && (0..servers).all(two) {
+            return Ok(chars);
+        }
+    }
+    bail!(
+        "no player-name length makes {players}-player replies exactly two datagrams; try another --players"
+    )
+}
+
+fn farm_toml(args: &ScanArgs, chars: usize) -> String {
+    let (servers, players, loss, seed) = (args.servers, args.players, args.loss, args.seed);
+    let mut out = format!("seed = {seed}\nbind = \"127.0.0.1\"\n");
+    for i in 0..servers {
+        let s = server_state(args.base_port, i, players, chars);
+        let _ = write!(
+            out,
+            "\n[[server]]\nprotocol = \"gamespy1\"\nstyle = \"ut99\"\nport = {}\nname = \"{}\"\n\
+             map = \"{}\"\ngame_type = \"{}\"\nmax_players = {}\nloss = {loss}\nreorder = 0.5\n\
+             players = [\n",
+            s.game_port, s.name, s.map, s.game_type, s.max_players
+        );
+        for p in &s.players {
+            let _ = writeln!(
+                out,
+                "  {{ name = \"{}\", score = {}, ping = {}, team = 0 }},",
+                p.name, p.score, p.ping_ms
+            );
+        }
+        out.push_str("]\n");
+    }
+    out
+}
+
+/// Starts `muster emulate` and waits until every server is bound.
+fn start_farm(muster: &Path, config: &Path, servers: usize) -> anyhow::Result<KillOnDrop> {
+    let mut child = Command::new(muster)
+        .arg("emulate")
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting muster emulate")?;
+    let stdout = child
+        .stdout
+        .take()
+        .context("no stdout from muster emulate")?;
+    let guard = KillOnDrop(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bound = 0usize;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with("listening ") {
+                bound += 1;
+                if bound == servers {
+                    let _ = tx.send(());
+                }
+            }
+        }
+    });
+    rx.recv_timeout(FARM_START_LIMIT)
+        .map_err(|_| anyhow::anyhow!("muster emulate exited or did not report every server listening within {} s (see its messages above)", FARM_START_LIMIT.as_secs()))?;
+    Ok(guard)
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "-".to_owned()
+    }
+}
+
+fn failed_note(f: &Finished) -> String {
+    match f.status {
+        None => format!("killed after {} s", TOOL_LIMIT.as_secs()),
+        Some(s) if !s.success() => {
+            let err = String::from_utf8_lossy(&f.stderr);
+            let last = err.lines().last().unwrap_or("").trim().to_owned();
+            format!("exit {s}: {last}")
+        }
+        Some(_) => String::new(),
+    }
+}
+
+fn run_muster(
+    muster: &Path,
+    dir: &Path,
+    args: &ScanArgs,
+    game_file: &Path,
+) -> anyhow::Result<Outcome> {
+    let mut cmd = Command::new(muster);
+    cmd.arg("scan")
+        .arg("--servers")
+        .arg(game_file)
+        .args(["--protocol", "gamespy1", "-f", "ndjson", "--rate", "0"])
+        .arg("--timeout")
+        .arg(humantime::format_duration(args.muster_timeout).to_string())
+        .arg("--retries")
+        .arg(args.muster_retries.to_string())
+        .args(["--deadline", "60s"]);
+    let f = procs::run_bounded(cmd, dir, "muster", TOOL_LIMIT)?;
+    let (mut answered, mut full) = (0, 0);
+    for line in String::from_utf8_lossy(&f.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v["status"] == "ok" {
+            answered += 1;
+            let players = v["players"].as_array().map_or(0, Vec::len);
+            if players == args.players && v["partial"] != true {
+                full += 1;
+            }
+        }
+    }
+    Ok(Outcome {
+        tool: "muster",
+        wall: f.wall,
+        answered,
+        full,
+        note: failed_note(&f),
+    })
+}
+
+fn run_qstat(
+    quakestat: &Path,
+    dir: &Path,
+    args: &ScanArgs,
+    query_addrs: &[String],
+) -> anyhow::Result<Outcome> {
+    let file = dir.join("qstat-servers.txt");
+    let text: String = query_addrs.iter().map(|a| format!("gps {a}\n")).collect();
+    std::fs::write(&file, text)?;
+    let mut cmd = Command::new(quakestat);
+    cmd.args([
+        "-maxsim",
+        "1000",
+        "-sendinterval",
+        "0",
+        "-interval",
+        "0.2",
+        "-json",
+        "-P",
+        "-f",
+    ])
+    .arg(&file);
+    let f = procs::run_bounded(cmd, dir, "qstat", TOOL_LIMIT)?;
+    let (mut answered, mut full) = (0, 0);
+    let text = String::from_utf8_lossy(&f.stdout);
+    let parsed: Result<serde_json::Value, _> = serde_json::from_str(&text);
+    let mut note = failed_note(&f);
+    match parsed {
+        Ok(serde_json::Value::Array(servers)) => {
+            for s in servers {
+                if s["status"] == "online" {
+                    answered += 1;
+                    let players = s["players"].as_array().map_or(0, Vec::len);
+                    if players == args.players {
+                        full += 1;
+                    }
+                }
+            }
+        }
+        _ => note.push_str(" (output is not a JSON array)"),
+    }
+    Ok(Outcome {
+        tool: "qstat",
+        wall: f.wall,
+        answered,
+        full,
+        note,
+    })
+}
+
+fn run_gamedig(
+    node: &Path,
+    gamedig: &Path,
+    script: &Path,
+    dir: &Path,
+    args: &ScanArgs,
+    query_addrs: &[String],
+) -> anyhow::Result<Outcome> {
+    let file = dir.join("gamedig-servers.txt");
+    let text: String = query_addrs.iter().map(|a| format!("{a}\n")).collect();
+    std::fs::write(&file, text)?;
+    let mut cmd = Command::new(node);
+    cmd.arg(script)
+        .arg(gamedig)
+        .arg(&file)
+        .arg("unrealtournament");
+    let f = procs::run_bounded(cmd, dir, "gamedig", TOOL_LIMIT)?;
+    let (mut answered, mut full) = (0, 0);
+    for line in String::from_utf8_lossy(&f.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v["ok"] == true {
+            answered += 1;
+            if v["players"].as_u64() == u64::try_from(args.players).ok() {
+                full += 1;
+            }
+        }
+    }
+    Ok(Outcome {
+        tool: "gamedig",
+        wall: f.wall,
+        answered,
+        full,
+        note: failed_note(&f),
+    })
+}
+
+/// Runs the scan bench and prints its table.
+pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<()> {
+    if !(0.0..=1.0).contains(&args.loss) {
+        bail!("--loss must be between 0 and 1");
+    }
+    let max = (usize::from(u16::MAX) - usize::from(args.base_port)) / 2;
+    if args.servers == 0 || args.servers > max {
+        bail!("--servers must be between 1 and {max}");
+    }
+    let exe_dir = procs::exe_dir()?;
+    let muster = exe_dir.join("muster");
+    if !muster.is_file() {
+        bail!(
+            "{} not found: build it first with `cargo build --release -p muster`",
+            muster.display()
+        );
+    }
+    let root = procs::workspace_root();
+    let dir = std::env::temp_dir().join(format!("muster-bench-scan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = run_in(args, &muster, &root, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Result<()> {
+    let chars = pick_name_len(args.base_port, args.servers, args.players)?;
+    let base = u32::from(args.base_port);
+    if let Some(busy) = (base..base + 2 * args.servers as u32)
+        .find(|&p| std::net::UdpSocket::bind(("127.0.0.1", u16::try_from(p).unwrap_or(0))).is_err())
+    {
+        bail!("UDP port {busy} is in use: pick another --base-port");
+    }
+    let config = dir.join("farm.toml");
+    std::fs::write(&config, farm_toml(args, chars))?;
+    let game_addrs: Vec<String> = (0..args.servers)
+        .map(|i| format!("127.0.0.1:{}", base + 2 * i as u32))
+        .collect();
+    let query_addrs: Vec<String> = (0..args.servers)
+        .map(|i| format!("127.0.0.1:{}", base + 2 * i as u32 + 1))
+        .collect();
+    let game_file = dir.join("muster-servers.txt");
+    std::fs::write(&game_file, game_addrs.join("\n") + "\n")?;
+
+    eprintln!(
+        "farm: {} GameSpy v1 servers (ut99), {} players with {}-character Latin-1 names, \
+         2 datagrams per reply, reorder 0.5, loss {}",
+        args.servers,
+        args.players,
+        chars + 2,
+        args.loss
+    );
+    let started = Instant::now();
+    let _farm = start_farm(muster, &config, args.servers)?;
+    eprintln!(
+        "farm listening after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let wants = |t: &str| args.peers.iter().any(|p| p.eq_ignore_ascii_case(t));
+    let mut outcomes = Vec::new();
+    let mut skipped = Vec::new();
+    if wants("muster") {
+        outcomes.push(run_muster(muster, dir, args, &game_file)?);
+    }
+    if wants("qstat") {
+        match procs::which("quakestat") {
+            Some(q) => outcomes.push(run_qstat(&q, dir, args, &query_addrs)?),
+            None => skipped.push("qstat: quakestat not on PATH (scripts/install-peers.sh)"),
+        }
+    }
+    if wants("gamedig") {
+        let gamedig = root.join(".peers/node/node_modules/gamedig");
+        let script = root.join("scripts/bench/gamedig-scan.mjs");
+        match (procs::which("node"), gamedig.is_dir(), script.is_file()) {
+            (Some(node), true, true) => {
+                outcomes.push(run_gamedig(
+                    &node,
+                    &gamedig,
+                    &script,
+                    dir,
+                    args,
+                    &query_addrs,
+                )?);
+            }
+            (None, _, _) => skipped.push("gamedig: node not on PATH"),
+            (_, false, _) => {
+                skipped.push("gamedig: .peers/node has no gamedig (scripts/install-peers.sh)")
+            }
+            (_, _, false) => skipped.push("gamedig: scripts/bench/gamedig-scan.mjs missing"),
+        }
+    }
+    print_table(args, &outcomes);
+    for s in skipped {
+        println!("skipped {s}");
+    }
+    Ok(())
+}
+
+fn print_table(args: &ScanArgs, outcomes: &[Outcome]) {
+    let base = outcomes.iter().find(|o| o.tool == "muster");
+    let header = [
+        "tool",
+        "wall time",
+        "answered",
+        "with all players",
+        "time vs muster",
+        "full lists vs muster",
+        "note",
+    ];
+    let rows: Vec<Vec<String>> = outcomes
+        .iter()
+        .map(|o| {
+            let (t, a) = base.map_or(("-".to_owned(), "-".to_owned()), |b| {
+                (
+                    ratio(o.wall.as_secs_f64(), b.wall.as_secs_f64()),
+                    ratio(o.full as f64, b.full as f64),
+                )
+            });
+            vec![
+                o.tool.to_owned(),
+                format!("{:.3} s", o.wall.as_secs_f64()),
+                format!("{}/{}", o.answered, args.servers),
+                format!("{}/{}", o.full, args.servers),
+                t,
+                a,
+                o.note.clone(),
+            ]
+        })
+        .collect();
+    println!(
+        "scan: {} servers, {} players each, loss {:.0} %, reorder 50 %",
+        args.servers,
+        args.players,
+        args.loss * 100.0
+    );
+    print!("{}", table::render(&header, &rows));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_two_datagrams() {
+        let chars = pick_name_len(10_000, 20, 16).unwrap();
+        assert!(chars >= 8, "names should be long, got {chars}");
+        assert_eq!(datagrams(&server_state(10_000, 3, 16, chars)), 2);
+    }
+
+    #[test]
+    fn farm_file_parses() {
+        let args = ScanArgs {
+            servers: 3,
+            loss: 0.1,
+            players: 4,
+            peers: Vec::new(),
+            muster_timeout: Duration::from_millis(500),
+            muster_retries: 4,
+            base_port: 10_000,
+            seed: 1,
+        };
+        let text = farm_toml(&args, 10);
+        let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
+        let servers = farm.expand().unwrap();
+        assert_eq!(servers.len(), 3);
+        assert_eq!(servers[2].state.players.len(), 4);
+        assert_eq!(
+            servers[2].state.players[0].name,
+            server_state(10_000, 2, 4, 10).players[0].name
+        );
+    }
+}
