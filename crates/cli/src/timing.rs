@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use muster_query::Options;
 
+/// The shortest wait before a re-send, whatever the measured round trip.
+const MIN_RETRANSMIT: Duration = Duration::from_millis(10);
+
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 2s, 1m)"))
 }
@@ -32,7 +35,9 @@ impl TimingArgs {
     pub(crate) fn options(&self) -> Options {
         Options {
             attempt_timeout: self.timeout,
-            min_attempt_timeout: self.timeout.min(Duration::from_millis(100)),
+            // The measured round trip decides how soon to re-send (RTO = SRTT + 4·RTTVAR); the
+            // floor only guards against re-sending faster than a scheduler tick.
+            min_attempt_timeout: self.timeout.min(MIN_RETRANSMIT),
             retries: self.retries,
             deadline: self.deadline,
             rate: (self.rate != 0).then_some(self.rate),
