@@ -109,7 +109,8 @@ try {
   await page.waitForSelector("#detail.open #players tr.player");
   const pl = await page.$$eval("#players tr.player td:first-child", (t) => t.map((x) => x.textContent));
   check(pl.includes("needle-player") && pl.includes("second"), `detail lists players (${pl.join(", ")})`);
-  await page.waitForSelector("#chart svg path.history-line", { timeout: TIMEOUT });
+  // A flat line has an empty bounding box, so "attached", not "visible".
+  await page.waitForSelector("#chart svg path.history-line", { state: "attached", timeout: TIMEOUT });
   const d = await page.getAttribute("#chart svg path.history-line", "d");
   check(/^M[\d.]+,[\d.]+/.test(d || ""), "history chart renders an SVG path");
   const hist = await api("/api/v1/servers/" + encodeURIComponent((await rows(page))[0][6]) + "/history");

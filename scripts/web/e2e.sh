@@ -96,8 +96,10 @@ servers_per_source = 100000
 max_pending = 100000
 tcp_max_per_source = 1024
 [poller]
-interval = "3s"
+interval = "5s"
 max_per_second = 1000
+# Polls of a loaded 2-core CI box can time out; the test is about the page, not de-listing.
+delist_after_failures = 1000
 EOF
 "$muster" serve --config "$work/master.toml" >"$work/serve.log" 2>&1 &
 pids+=($!)
@@ -165,7 +167,7 @@ while ((SECONDS < deadline)); do
     if [[ ${all:-0} -ge $want && ${total:-0} -gt 0 ]]; then break; fi
     sleep 1
 done
-[[ ${all:-0} -ge $want ]] || die "only ${all:-0} of $want servers listed after 180 s"
+[[ ${all:-0} -ge $want ]] || { curl -sS "$base/healthz" >&2 || true; false; } || die "only ${all:-0} of $want servers listed after 180 s"
 echo "    $all listed, $total with players"
 
 step "driving chromium"
