@@ -21,6 +21,194 @@ pub(crate) struct Sink<W: Write> {
     out: W,
     held: Vec<ServerResult>,
     details: bool,
+    filters: Vec<Filter>,
+    sort: Option<SortSpec>,
+}
+
+/// One `--filter` condition of `muster scan`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Filter {
+    /// `players>N`, `players>=N`, `players<N`, `players<=N`, `players=N`.
+    Players(Cmp, u32),
+    /// `game=NAME`: the `gamename`/`game` rule or the game type, case-insensitive.
+    Game(String),
+    /// `name~TEXT`: case-insensitive substring of the server name.
+    NameContains(String),
+    /// `name=TEXT`: the whole name, case-insensitive.
+    Name(String),
+    /// `map=NAME` (case-insensitive) or `map~TEXT`.
+    Map(String, bool),
+    /// `protocol=NAME`.
+    Protocol(String),
+    /// `password=true|false`.
+    Password(bool),
+    /// `full=true|false`.
+    Full(bool),
+}
+
+/// A comparison in a `players` filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cmp {
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Eq,
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "1" => Some(true),
+        "false" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+impl Filter {
+    /// Parses `players>0`, `game=ut2`, `name~text`, `map=…`, `protocol=…`,
+    /// `password=false`, `full=false`.
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "--filter {s:?}: expected e.g. players>0, game=ut2, name~text, map=X, protocol=X, password=false, full=false"
+            )
+        };
+        let ops = [">=", "<=", "~", ">", "<", "="];
+        let (key, op, value) = ops
+            .iter()
+            .filter_map(|op| s.find(op).map(|i| (i, *op)))
+            .min_by_key(|(i, op)| (*i, std::cmp::Reverse(op.len())))
+            .map(|(i, op)| (s[..i].trim(), op, s[i + op.len()..].trim()))
+            .ok_or_else(bad)?;
+        let key = key.to_ascii_lowercase();
+        let f = match (key.as_str(), op) {
+            ("players", _) if op != "~" => {
+                let n: u32 = value.parse().map_err(|_| bad())?;
+                let cmp = match op {
+                    ">" => Cmp::Gt,
+                    ">=" => Cmp::Ge,
+                    "<" => Cmp::Lt,
+                    "<=" => Cmp::Le,
+                    _ => Cmp::Eq,
+                };
+                Self::Players(cmp, n)
+            }
+            ("game", "=") => Self::Game(value.to_lowercase()),
+            ("name", "~") => Self::NameContains(value.to_lowercase()),
+            ("name", "=") => Self::Name(value.to_lowercase()),
+            ("map", "=") => Self::Map(value.to_lowercase(), false),
+            ("map", "~") => Self::Map(value.to_lowercase(), true),
+            ("protocol", "=") => Self::Protocol(value.to_lowercase()),
+            ("password", "=") => Self::Password(parse_bool(value).ok_or_else(bad)?),
+            ("full", "=") => Self::Full(parse_bool(value).ok_or_else(bad)?),
+            _ => return Err(bad()),
+        };
+        Ok(f)
+    }
+
+    /// Whether `r` passes. A server that did not answer passes only filters that need no
+    /// answer (`protocol=`).
+    pub(crate) fn matches(&self, r: &ServerResult) -> bool {
+        let lower = |v: &Option<String>| v.as_deref().unwrap_or("").to_lowercase();
+        let players = r.num_players.unwrap_or(0);
+        match self {
+            Self::Players(cmp, n) => {
+                r.num_players.is_some()
+                    && match cmp {
+                        Cmp::Gt => players > *n,
+                        Cmp::Ge => players >= *n,
+                        Cmp::Lt => players < *n,
+                        Cmp::Le => players <= *n,
+                        Cmp::Eq => players == *n,
+                    }
+            }
+            Self::Game(g) => {
+                let rule = |k: &str| {
+                    r.rules
+                        .get(k)
+                        .and_then(|v| v.as_str())
+                        .is_some_and(|v| v.eq_ignore_ascii_case(g))
+                };
+                rule("gamename") || rule("game") || lower(&r.game_type) == *g
+            }
+            Self::NameContains(t) => lower(&r.name).contains(t.as_str()),
+            Self::Name(t) => lower(&r.name) == *t,
+            Self::Map(t, false) => lower(&r.map) == *t,
+            Self::Map(t, true) => lower(&r.map).contains(t.as_str()),
+            Self::Protocol(p) => r.protocol.eq_ignore_ascii_case(p),
+            Self::Password(p) => r.password.unwrap_or(false) == *p && r.status == Status::Ok,
+            Self::Full(f) => {
+                let full = match (r.num_players, r.max_players) {
+                    (Some(n), Some(m)) => m > 0 && n >= m,
+                    _ => return false,
+                };
+                full == *f
+            }
+        }
+    }
+}
+
+/// A `--sort COLUMN[:desc]` of `muster scan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SortSpec {
+    column: SortColumn,
+    descending: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SortColumn {
+    Address,
+    Protocol,
+    Ping,
+    Players,
+    Map,
+    Name,
+    Status,
+}
+
+impl SortSpec {
+    /// Parses `players`, `players:desc`, `ping:asc`, … (columns: address, protocol, ping,
+    /// players, map, name, status).
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
+        let (col, dir) = s.split_once(':').unwrap_or((s, "asc"));
+        let column = match col.trim().to_ascii_lowercase().as_str() {
+            "address" => SortColumn::Address,
+            "protocol" => SortColumn::Protocol,
+            "ping" => SortColumn::Ping,
+            "players" => SortColumn::Players,
+            "map" => SortColumn::Map,
+            "name" => SortColumn::Name,
+            "status" => SortColumn::Status,
+            _ => {
+                return Err(format!(
+                    "--sort {s:?}: columns are address, protocol, ping, players, map, name, status"
+                ));
+            }
+        };
+        let descending = match dir.trim().to_ascii_lowercase().as_str() {
+            "asc" => false,
+            "desc" => true,
+            _ => return Err(format!("--sort {s:?}: direction must be asc or desc")),
+        };
+        Ok(Self { column, descending })
+    }
+
+    fn compare(self, a: &ServerResult, b: &ServerResult) -> std::cmp::Ordering {
+        let text = |v: &Option<String>| v.as_deref().unwrap_or("").to_lowercase();
+        let o = match self.column {
+            SortColumn::Address => a.address.cmp(&b.address),
+            SortColumn::Protocol => a.protocol.cmp(b.protocol),
+            SortColumn::Ping => a
+                .ping_ms
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&b.ping_ms.unwrap_or(f64::INFINITY)),
+            SortColumn::Players => a.num_players.cmp(&b.num_players),
+            SortColumn::Map => text(&a.map).cmp(&text(&b.map)),
+            SortColumn::Name => text(&a.name).cmp(&text(&b.name)),
+            SortColumn::Status => (a.status as u8).cmp(&(b.status as u8)),
+        };
+        if self.descending { o.reverse() } else { o }
+    }
 }
 
 impl<W: Write> Sink<W> {
@@ -32,7 +220,17 @@ impl<W: Write> Sink<W> {
             out,
             held: Vec::new(),
             details,
+            filters: Vec::new(),
+            sort: None,
         }
+    }
+
+    /// Only results passing every filter are written; with a sort, results are held and
+    /// written sorted at `finish` (also in ndjson).
+    pub(crate) fn with_selection(mut self, filters: Vec<Filter>, sort: Option<SortSpec>) -> Self {
+        self.filters = filters;
+        self.sort = sort;
+        self
     }
 
     /// The format results are written in.
@@ -42,7 +240,14 @@ impl<W: Write> Sink<W> {
 
     /// Take one result: printed now (ndjson) or held for `finish`.
     pub(crate) fn push(&mut self, result: ServerResult) -> io::Result<()> {
+        if !self.filters.iter().all(|f| f.matches(&result)) {
+            return Ok(());
+        }
         match self.format {
+            Format::Ndjson if self.sort.is_some() => {
+                self.held.push(result);
+                Ok(())
+            }
             Format::Ndjson => {
                 serde_json::to_writer(&mut self.out, &result)?;
                 self.out.write_all(b"\n")?;
@@ -57,8 +262,18 @@ impl<W: Write> Sink<W> {
 
     /// Print whatever was held, in the order it was pushed.
     pub(crate) fn finish(mut self) -> io::Result<()> {
+        if let Some(sort) = self.sort {
+            // Stable: equal keys keep the order results arrived in.
+            self.held.sort_by(|a, b| sort.compare(a, b));
+        }
         match self.format {
-            Format::Ndjson => Ok(()),
+            Format::Ndjson => {
+                for r in &self.held {
+                    serde_json::to_writer(&mut self.out, r)?;
+                    self.out.write_all(b"\n")?;
+                }
+                self.out.flush()
+            }
             Format::Json => {
                 serde_json::to_writer_pretty(&mut self.out, &self.held)?;
                 self.out.write_all(b"\n")?;
@@ -72,16 +287,28 @@ impl<W: Write> Sink<W> {
     }
 }
 
-/// Cut `s` to at most `width` characters, marking the cut with `…`.
+/// Terminal columns `s` takes (wide CJK characters count two, combining marks zero).
+fn cols(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+/// Cut `s` to at most `width` terminal columns, marking the cut with `…`.
 fn fit(s: &str, width: usize) -> String {
-    let count = s.chars().count();
-    if count <= width {
-        s.to_owned()
-    } else {
-        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
-        t.push('…');
-        t
+    if cols(s) <= width {
+        return s.to_owned();
     }
+    let mut t = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        used += w;
+        t.push(c);
+    }
+    t.push('…');
+    t
 }
 
 /// Replace control characters so a hostile name cannot move the cursor or clear the screen.
@@ -164,14 +391,14 @@ fn write_table<W: Write>(out: &mut W, results: &[ServerResult], details: bool) -
     let mut widths: Vec<usize> = COLUMNS.iter().map(|c| c.title.len()).collect();
     for r in &rows {
         for ((w, cell), col) in widths.iter_mut().zip(r).zip(&COLUMNS) {
-            *w = (*w).max(cell.chars().count().min(col.max));
+            *w = (*w).max(cols(cell).min(col.max));
         }
     }
     let line = |cells: &[String]| -> String {
         let mut s = String::new();
         for ((cell, w), col) in cells.iter().zip(&widths).zip(&COLUMNS) {
             let cell = fit(cell, *w);
-            let pad = w.saturating_sub(cell.chars().count());
+            let pad = w.saturating_sub(cols(&cell));
             if col.right {
                 s.push_str(&" ".repeat(pad));
                 s.push_str(&cell);
@@ -205,7 +432,7 @@ fn write_details<W: Write>(out: &mut W, r: &ServerResult) -> io::Result<()> {
         let name_w = r
             .players
             .iter()
-            .map(|p| printable(&p.name).chars().count().min(32))
+            .map(|p| cols(&printable(&p.name)).min(32))
             .max()
             .unwrap_or(4)
             .max(4);
@@ -248,6 +475,47 @@ mod tests {
     fn fit_marks_cuts() {
         assert_eq!(fit("abcdef", 4), "abc…");
         assert_eq!(fit("abc", 4), "abc");
+    }
+
+    #[test]
+    fn fit_counts_display_columns() {
+        assert_eq!(fit("日本語サーバ", 7), "日本語…");
+        assert_eq!(cols(&fit("日本語サーバ", 7)), 7);
+        assert_eq!(fit("ab", 2), "ab");
+    }
+
+    #[test]
+    fn filters_parse_and_match() {
+        let mut r = ServerResult::failed(
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:1".parse().unwrap(),
+            "gamespy1",
+            Status::Ok,
+            String::new(),
+        );
+        r.error = None;
+        r.name = Some("Jérôme's UT".into());
+        r.map = Some("DM-Antalus".into());
+        r.num_players = Some(3);
+        r.max_players = Some(16);
+        r.rules.insert("gamename".into(), "ut2".into());
+        let ok = |e: &str| Filter::parse(e).unwrap().matches(&r);
+        assert!(ok("players>0") && ok("players>=3") && !ok("players>3") && ok("players<=3"));
+        assert!(ok("game=UT2") && !ok("game=ut2004"));
+        assert!(ok("name~jérô") && ok("map=dm-antalus") && ok("map~antal"));
+        assert!(ok("protocol=gamespy1") && ok("password=false") && ok("full=false"));
+        assert!(!ok("full=true") && !ok("password=true"));
+        for bad in ["players>x", "bogus=1", "full=maybe", "players"] {
+            assert!(Filter::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sort_specs() {
+        assert!(SortSpec::parse("players:desc").unwrap().descending);
+        assert!(!SortSpec::parse("ping").unwrap().descending);
+        assert!(SortSpec::parse("players:up").is_err());
+        assert!(SortSpec::parse("colour").is_err());
     }
 
     #[test]

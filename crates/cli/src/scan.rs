@@ -10,7 +10,7 @@ use muster_query::HostPort;
 use crate::dto::{ServerResult, Status};
 use crate::exit;
 use crate::list::{self, MasterKind};
-use crate::output::{Format, Sink};
+use crate::output::{Filter, Format, Sink, SortSpec};
 use crate::protocols::ProtocolArg;
 use crate::query::{self, Target, UsageError};
 use crate::timing::TimingArgs;
@@ -36,8 +36,25 @@ pub(crate) struct ScanArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value = "table")]
     pub format: Format,
+    /// Keep only servers matching EXPR (repeatable, all must hold): `players>0`,
+    /// `players>=N`, `game=ut2`, `name~text`, `map=NAME`, `map~text`, `protocol=gamespy1`,
+    /// `password=false`, `full=false`.
+    #[arg(long = "filter", value_name = "EXPR", value_parser = parse_filter)]
+    pub filters: Vec<Filter>,
+    /// Sort by COLUMN (address, protocol, ping, players, map, name, status), ascending or
+    /// with `:desc` descending.
+    #[arg(long, value_name = "COLUMN[:desc]", value_parser = parse_sort)]
+    pub sort: Option<SortSpec>,
     #[command(flatten)]
     pub timing: TimingArgs,
+}
+
+fn parse_filter(s: &str) -> Result<Filter, String> {
+    Filter::parse(s)
+}
+
+fn parse_sort(s: &str) -> Result<SortSpec, String> {
+    SortSpec::parse(s)
 }
 
 fn parse_master(s: &str) -> anyhow::Result<(MasterKind, String)> {
@@ -197,7 +214,8 @@ pub(crate) async fn run(args: ScanArgs) -> anyhow::Result<u8> {
         indicatif::ProgressBar::hidden()
     };
     let stdout = std::io::stdout().lock();
-    let mut sink = Sink::new(args.format, stdout, false);
+    let mut sink =
+        Sink::new(args.format, stdout, false).with_selection(args.filters.clone(), args.sort);
     for r in listed_only {
         bar.inc(1);
         sink.push(r).context("writing output")?;

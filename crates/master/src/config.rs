@@ -18,6 +18,9 @@
 //!
 //! [poller]
 //! interval = "300s"
+//!
+//! [history]
+//! retention = "24h"
 //! ```
 //!
 //! Every face listens on IPv4 and IPv6 (`0.0.0.0:P` and `[::]:P`) unless configured. Durations
@@ -319,6 +322,25 @@ impl Default for PollerConfig {
     }
 }
 
+/// The player-count history kept for the web page (issue 6).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistoryConfig {
+    /// Record poll results at all.
+    pub enabled: bool,
+    /// Samples older than this are pruned (and not served).
+    pub retention: HumanDuration,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            retention: HumanDuration(Duration::from_secs(24 * 3600)),
+        }
+    }
+}
+
 /// The whole daemon configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -335,6 +357,8 @@ pub struct Config {
     pub poller: PollerConfig,
     /// GameSpy face options.
     pub gamespy: GameSpyConfig,
+    /// Player-count history.
+    pub history: HistoryConfig,
 }
 
 /// GameSpy face options (`gamespy-master.md` §13).
@@ -355,6 +379,7 @@ impl Default for Config {
             lifetimes: LifetimesConfig::default(),
             poller: PollerConfig::default(),
             gamespy: GameSpyConfig::default(),
+            history: HistoryConfig::default(),
         }
     }
 }
@@ -385,7 +410,7 @@ impl Config {
     /// Checks values the types cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
-        let checks: [(bool, &'static str); 8] = [
+        let checks: [(bool, &'static str); 9] = [
             (l.list_burst >= 1, "limits.list_burst"),
             (l.heartbeat_burst >= 1, "limits.heartbeat_burst"),
             (l.servers_per_source >= 1, "limits.servers_per_source"),
@@ -393,6 +418,7 @@ impl Config {
             (l.tcp_max_per_source >= 1, "limits.tcp_max_per_source"),
             (l.http_body_limit >= 1, "limits.http_body_limit"),
             (!self.poller.interval.0.is_zero(), "poller.interval"),
+            (!self.history.retention.0.is_zero(), "history.retention"),
             (!l.tcp_idle_timeout.0.is_zero(), "limits.tcp_idle_timeout"),
         ];
         if self

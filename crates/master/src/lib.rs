@@ -21,7 +21,10 @@
 //! flushes. A protocol face is one more task holding a [`MasterHandle`] clone (and a field in
 //! [`Listeners`]), spawned in [`Master::run`] next to the HTTP face.
 //!
-//! Does not (yet): the web page and the player-count history (issue 6). The clock is read only here and in the faces ([`registry::Timestamp::now`]), never in
+//! * [`web`]: the server browser page at `/`, the player-count history (kept from the
+//!   poller's samples in the same SQLite file) and ETags on the API (issue 6).
+//!
+//! The clock is read only here and in the faces ([`registry::Timestamp::now`]), never in
 //! the registry.
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
@@ -36,6 +39,7 @@ pub mod poller;
 pub mod registry;
 pub mod store;
 pub mod tcp;
+pub mod web;
 
 use std::future::Future;
 use std::io;
@@ -359,14 +363,41 @@ impl Master {
             address_lifetime: self.config.lifetimes.ddnet.0,
             ..faces::teeworlds::ddnet::DdnetSettings::default()
         };
+        let mut samples = self.samples.clone();
+        let mut history = None;
+        if self.config.poller.enabled && self.config.history.enabled {
+            let h = web::History::new(
+                Box::new(web::history::SqliteHistory::open(&self.config.data_dir)?),
+                self.config.history.retention.0,
+            );
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tasks.spawn(serve_face(web::history::run(
+                h.clone(),
+                rx,
+                samples.take(),
+                stop_rx.clone(),
+            )));
+            samples = Some(tx);
+            history = Some(h);
+        }
+        let history = match history {
+            Some(h) => h,
+            // Nothing is recorded; the route answers from an empty in-memory table.
+            None => web::History::new(
+                Box::new(web::history::SqliteHistory::in_memory()?),
+                self.config.history.retention.0,
+            ),
+        };
         for l in listeners.http {
             let app = http::router(self.handle.clone(), http_limits)
+                .merge(web::router(history.clone()))
                 .merge(faces::gamespy::router(self.handle.clone()))
                 .merge(faces::teeworlds::ddnet::router(
                     self.handle.clone(),
                     listeners.ddnet_challenge.clone(),
                     ddnet.clone(),
-                ));
+                ))
+                .layer(axum::middleware::from_fn(web::etag));
             // `tap_io` (a no-op here) makes axum's connect-info impl apply to our listener.
             let listener = axum::serve::ListenerExt::tap_io(
                 CappedListener::new(l, conn).with_metrics(Arc::clone(&sink)),
@@ -389,7 +420,7 @@ impl Master {
         tasks.spawn(housekeeping(self.handle.clone(), stop_rx.clone()));
         if self.config.poller.enabled {
             let settings = poller::PollerSettings {
-                samples: self.samples.clone(),
+                samples,
                 ..poller::PollerSettings::from_config(&self.config.poller)
             };
             tasks.spawn(serve_face(poller::run(

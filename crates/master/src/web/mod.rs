@@ -1,0 +1,193 @@
+//! The server browser: the web page at `/`, the history API and ETags on the JSON API.
+//!
+//! ```text
+//! GET /                                    the page (one HTML file, vanilla JS/CSS, embedded)
+//! GET /api/v1/servers/{address}/history    [{at, num_players, max_players, ok}], last 24 h
+//!                                          (the retention), oldest first; ?game= picks one
+//! ```
+//!
+//! [`etag`] is a middleware for every `GET` answered `200`: it sends an `ETag` (a hash of the
+//! body) and answers `304 Not Modified` without a body when `If-None-Match` carries it, so the
+//! page can poll the list every few seconds and transfer it only when it changed.
+//!
+//! The page fetches every listed server (all pages of `/api/v1/servers`), filters and sorts
+//! them in the browser, asks the API for the text search (which also matches player names),
+//! and renders only the rows in view, so 10,000 servers stay fast.
+//!
+//! Does not: push updates (no SSE; the page polls with `If-None-Match`).
+
+pub mod history;
+
+use std::hash::{DefaultHasher, Hasher as _};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+
+use crate::registry::{GameAddr, Timestamp};
+pub use history::History;
+
+/// The page, embedded in the binary.
+pub const INDEX_HTML: &str = include_str!("index.html");
+
+/// Largest response body the [`etag`] middleware hashes; bigger bodies pass without an ETag.
+pub const MAX_ETAG_BODY: usize = 64 << 20;
+
+/// One point of `GET /api/v1/servers/{address}/history`.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryPointDto {
+    /// When the poll result arrived, unix seconds.
+    pub at: u64,
+    /// Players (`null` when the server did not answer).
+    pub num_players: Option<u32>,
+    /// Slots (`null` when the server did not answer).
+    pub max_players: Option<u32>,
+    /// Whether the server answered.
+    pub ok: bool,
+}
+
+/// The page and the history route over `history`.
+pub fn router(history: History) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/api/v1/servers/{address}/history", get(server_history))
+        .with_state(history)
+}
+
+async fn index() -> Response {
+    ([(header::CACHE_CONTROL, "no-cache")], Html(INDEX_HTML)).into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct HistoryParams {
+    game: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    error: &'static str,
+}
+
+fn error(status: StatusCode, error: &'static str) -> Response {
+    (status, axum::Json(ErrorBody { error })).into_response()
+}
+
+async fn server_history(
+    State(history): State<History>,
+    Path(address): Path<String>,
+    params: Result<Query<HistoryParams>, QueryRejection>,
+) -> Response {
+    let Some(addr) = GameAddr::parse(&address) else {
+        return error(StatusCode::BAD_REQUEST, "address must be host:port");
+    };
+    let Ok(Query(HistoryParams { game })) = params else {
+        return error(StatusCode::BAD_REQUEST, "malformed query string");
+    };
+    let game = game
+        .filter(|g| !g.is_empty())
+        .map(|g| g.to_ascii_lowercase());
+    let addr = addr.to_string();
+    let now = Timestamp::now();
+    let res =
+        tokio::task::spawn_blocking(move || history.recent(&addr, game.as_deref(), now)).await;
+    match res {
+        Ok(Ok(points)) => axum::Json(
+            points
+                .into_iter()
+                .map(|p| HistoryPointDto {
+                    at: p.at.as_secs(),
+                    num_players: p.num_players,
+                    max_players: p.max_players,
+                    ok: p.ok,
+                })
+                .collect::<Vec<_>>(),
+        )
+        .into_response(),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "history read failed");
+            error(StatusCode::INTERNAL_SERVER_ERROR, "history unavailable")
+        }
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "history unavailable"),
+    }
+}
+
+/// The ETag of `body`: a quoted 64-bit hash and the length.
+#[must_use]
+pub fn etag_of(body: &[u8]) -> String {
+    let mut h = DefaultHasher::new();
+    h.write(body);
+    format!("\"{:016x}-{:x}\"", h.finish(), body.len())
+}
+
+/// Whether an `If-None-Match` value names `tag` (or is `*`). Weak tags compare by value.
+#[must_use]
+pub fn none_match_hits(if_none_match: &str, tag: &str) -> bool {
+    if_none_match.split(',').map(str::trim).any(|t| {
+        let t = t.strip_prefix("W/").unwrap_or(t);
+        t == "*" || t == tag
+    })
+}
+
+/// Middleware: `ETag` on successful `GET`s, `304` when `If-None-Match` matches. See the
+/// module docs.
+pub async fn etag(req: Request, next: Next) -> Response {
+    let is_get = req.method() == Method::GET;
+    let inm = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let res = next.run(req).await;
+    if !is_get || res.status() != StatusCode::OK || res.headers().contains_key(header::ETAG) {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_ETAG_BODY).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "response too large").into_response();
+    };
+    let tag = etag_of(&bytes);
+    if let Ok(v) = HeaderValue::from_str(&tag) {
+        parts.headers.insert(header::ETAG, v);
+    }
+    if !parts.headers.contains_key(header::CACHE_CONTROL) {
+        parts
+            .headers
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
+    if inm.as_deref().is_some_and(|v| none_match_hits(v, &tag)) {
+        parts.status = StatusCode::NOT_MODIFIED;
+        parts.headers.remove(header::CONTENT_LENGTH);
+        return Response::from_parts(parts, Body::empty());
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etags_compare() {
+        let t = etag_of(b"[]");
+        assert_eq!(t, etag_of(b"[]"));
+        assert_ne!(t, etag_of(b"[1]"));
+        assert!(none_match_hits(&t, &t));
+        assert!(none_match_hits(&format!("\"x\", W/{t}"), &t));
+        assert!(none_match_hits("*", &t));
+        assert!(!none_match_hits("\"x\"", &t));
+    }
+
+    #[test]
+    fn page_has_its_parts() {
+        assert!(INDEX_HTML.contains("/api/v1/servers"));
+        assert!(INDEX_HTML.contains("If-None-Match"));
+        assert!(INDEX_HTML.contains("/history"));
+    }
+}
