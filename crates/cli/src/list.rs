@@ -11,7 +11,7 @@ use muster_proto::model::ServerList;
 use muster_proto::query::QueryMachine;
 use muster_proto::teeworlds_master::{MasterListQuery as TwListQuery, ServersJson, Token};
 use muster_proto::ut2003_list::packet::ListFile;
-use muster_query::{Completed, HostPort, Job, Options};
+use muster_query::{Completed, HostPort, Job, Options, ResolveError, resolve_input};
 use serde::Serialize;
 
 use crate::exit;
@@ -126,18 +126,14 @@ fn from_server_list(list: &ServerList, kind: MasterKind) -> Vec<Listed> {
 }
 
 async fn resolve_one(input: &str, default_port: Option<u16>) -> anyhow::Result<SocketAddr> {
-    let hp = HostPort::parse(input).map_err(|e| UsageError(format!("{input}: {e}")))?;
-    let port = hp
-        .port_or(default_port)
-        .map_err(|e| UsageError(format!("{input}: {e}")))?;
-    let addrs = hp
-        .resolve(port)
-        .await
-        .map_err(|_| UsageError(format!("{input}: cannot resolve host name")))?;
-    addrs
-        .first()
-        .copied()
-        .ok_or_else(|| UsageError(format!("{input}: host name has no address")).into())
+    resolve_input(input, default_port).await.map_err(|e| {
+        let why = match e {
+            ResolveError::Address(e) => e.to_string(),
+            ResolveError::NoAddress => "host name has no address".to_owned(),
+            _ => "cannot resolve host name".to_owned(),
+        };
+        UsageError(format!("{input}: {why}")).into()
+    })
 }
 
 async fn document(source: &str, timeout: Duration) -> anyhow::Result<Vec<u8>> {

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use muster_proto::RawValue;
 use muster_proto::probe::QUERY_ADDRESS_FIELD;
 use muster_proto::query::QueryError;
-use muster_query::{Completed, Failure, HostPort, Job};
+use muster_query::{Completed, Failure, Job, ResolveError, resolve_input};
 
 use crate::dto::{ServerResult, Status};
 use crate::exit;
@@ -60,29 +60,28 @@ pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
     let mut targets = Vec::new();
     let mut failed_early = Vec::new();
     for (index, input) in args.servers.iter().enumerate() {
-        let hp = HostPort::parse(input).map_err(|e| UsageError(format!("{input}: {e}")))?;
-        let port = hp
-            .port_or(args.protocol.default_game_port())
-            .map_err(|e| UsageError(format!("{input}: {e}")))?;
-        match hp.resolve(port).await {
-            Ok(addrs) => match addrs.first() {
-                Some(&address) => {
-                    let query_address = if args.given_port_only {
-                        address
-                    } else {
-                        args.protocol.query_address(address)
-                    };
-                    targets.push(Target {
-                        index,
-                        address,
-                        query_address,
-                        protocol: args.protocol,
-                        given_port_only: args.given_port_only,
-                        gamespy_address: None,
-                    });
-                }
-                None => failed_early.push((index, input.clone(), "host name has no address")),
-            },
+        match resolve_input(input, args.protocol.default_game_port()).await {
+            Ok(address) => {
+                let query_address = if args.given_port_only {
+                    address
+                } else {
+                    args.protocol.query_address(address)
+                };
+                targets.push(Target {
+                    index,
+                    address,
+                    query_address,
+                    protocol: args.protocol,
+                    given_port_only: args.given_port_only,
+                    gamespy_address: None,
+                });
+            }
+            Err(ResolveError::Address(e)) => {
+                return Err(UsageError(format!("{input}: {e}")).into());
+            }
+            Err(ResolveError::NoAddress) => {
+                failed_early.push((index, input.clone(), "host name has no address"));
+            }
             Err(_) => failed_early.push((index, input.clone(), "cannot resolve host name")),
         }
     }

@@ -5,7 +5,7 @@ use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use muster_query::HostPort;
+use muster_query::{AddressError, ResolveError, resolve_input};
 
 use crate::dto::{ServerResult, Status};
 use crate::exit;
@@ -100,21 +100,24 @@ async fn file_targets(
             (Some(a), None) => (default, a),
             _ => continue,
         };
-        let Ok(hp) = HostPort::parse(addr) else {
-            errors.push(format!(
-                "{}:{}: bad address {addr:?}",
-                path.display(),
-                n + 1
-            ));
-            continue;
-        };
-        let Ok(port) = hp.port_or(protocol.default_game_port()) else {
-            errors.push(format!("{}:{}: no port in {addr:?}", path.display(), n + 1));
-            continue;
-        };
-        let Some(address) = hp.resolve(port).await.ok().and_then(|a| a.first().copied()) else {
-            errors.push(format!("{addr}: cannot resolve host name"));
-            continue;
+        let address = match resolve_input(addr, protocol.default_game_port()).await {
+            Ok(a) => a,
+            Err(ResolveError::Address(AddressError::NoPort(_))) => {
+                errors.push(format!("{}:{}: no port in {addr:?}", path.display(), n + 1));
+                continue;
+            }
+            Err(ResolveError::Address(_)) => {
+                errors.push(format!(
+                    "{}:{}: bad address {addr:?}",
+                    path.display(),
+                    n + 1
+                ));
+                continue;
+            }
+            Err(_) => {
+                errors.push(format!("{addr}: cannot resolve host name"));
+                continue;
+            }
         };
         targets.push(Target {
             index: *next_index,

@@ -34,4 +34,4 @@ pub mod target;
 
 pub use engine::{Completed, Job, Options, spawn};
 pub use error::Failure;
-pub use target::{AddressError, HostPort};
+pub use target::{AddressError, HostPort, ResolveError, resolve_input};

@@ -119,6 +119,30 @@ impl HostPort {
     }
 }
 
+/// Why user input gave no address to query.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ResolveError {
+    /// The input is not a usable host:port.
+    Address(AddressError),
+    /// The system resolver failed.
+    Lookup(std::io::Error),
+    /// The name resolved to no address.
+    NoAddress,
+}
+
+/// Parse `input`, apply `default_port` when it names none, and resolve it to its first
+/// address (IPv4 first; IP literals skip the resolver).
+pub async fn resolve_input(
+    input: &str,
+    default_port: Option<u16>,
+) -> Result<SocketAddr, ResolveError> {
+    let hp = HostPort::parse(input).map_err(ResolveError::Address)?;
+    let port = hp.port_or(default_port).map_err(ResolveError::Address)?;
+    let addrs = hp.resolve(port).await.map_err(ResolveError::Lookup)?;
+    addrs.first().copied().ok_or(ResolveError::NoAddress)
+}
+
 impl std::fmt::Display for HostPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let bracket = self.host.contains(':');
@@ -190,6 +214,22 @@ mod tests {
         assert!(matches!(
             HostPort::parse("1:2:zz"),
             Err(AddressError::Malformed(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn resolve_input_applies_the_default_port_and_reports_why() {
+        assert_eq!(
+            resolve_input("127.0.0.1", Some(7)).await.unwrap(),
+            "127.0.0.1:7".parse().unwrap()
+        );
+        assert!(matches!(
+            resolve_input("127.0.0.1", None).await,
+            Err(ResolveError::Address(AddressError::NoPort(_)))
+        ));
+        assert!(matches!(
+            resolve_input("[::1", Some(7)).await,
+            Err(ResolveError::Address(AddressError::Malformed(_)))
         ));
     }
 
