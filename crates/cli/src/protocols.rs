@@ -2,9 +2,7 @@
 
 use std::net::SocketAddr;
 
-use muster_proto::QueryConfig;
-use muster_proto::probe::{BoxedQuery, Policy, Probe};
-use muster_query::machines::{self, gameagent, gamespy1 as gamespy, teeworlds, unreal2};
+use muster_query::QueryProtocol;
 
 use crate::query::Target;
 
@@ -27,78 +25,41 @@ pub(crate) enum ProtocolArg {
 }
 
 impl ProtocolArg {
+    /// The library's protocol for this flag.
+    pub(crate) fn query(self) -> QueryProtocol {
+        match self {
+            Self::Gameagent => QueryProtocol::GameAgent,
+            Self::Gamespy1 => QueryProtocol::Gamespy1,
+            Self::Unreal2 => QueryProtocol::Unreal2,
+            Self::Teeworlds => QueryProtocol::Teeworlds,
+            Self::Auto => QueryProtocol::Auto,
+        }
+    }
+
     /// The name used in output.
     pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Gameagent => "gameagent",
-            Self::Gamespy1 => "gamespy1",
-            Self::Unreal2 => "unreal2",
-            Self::Teeworlds => "teeworlds",
-            Self::Auto => "auto",
-        }
+        self.query().name()
     }
 
     /// The game port assumed when an address has none.
     pub(crate) fn default_game_port(self) -> Option<u16> {
-        match self {
-            Self::Gameagent => Some(25600),
-            Self::Unreal2 => Some(7777),
-            Self::Teeworlds => Some(8303),
-            Self::Gamespy1 | Self::Auto => None,
-        }
+        self.query().default_game_port()
     }
 
     /// The conventional query address of a game address.
     pub(crate) fn query_address(self, game: SocketAddr) -> SocketAddr {
-        match self {
-            Self::Gameagent | Self::Gamespy1 | Self::Unreal2 => offset(game, 1),
-            Self::Teeworlds | Self::Auto => game,
-        }
+        self.query().query_address(game)
     }
 }
 
-fn offset(addr: SocketAddr, by: u16) -> SocketAddr {
-    SocketAddr::new(addr.ip(), addr.port().saturating_add(by))
-}
-
-/// The machine that queries `target`.
-pub(crate) fn machine(target: &Target, config: QueryConfig) -> BoxedQuery {
-    let game = target.address;
-    let q = target.query_address;
-    if let (ProtocolArg::Unreal2, Some(gs)) = (target.protocol, target.gamespy_address) {
-        // The master said where GameSpy answers: no need to guess.
-        return machines::unreal2_with_gamespy(q, gs, config);
-    }
-    match (target.protocol, target.given_port_only) {
-        (ProtocolArg::Gameagent, _) => gameagent(q, config),
-        (ProtocolArg::Gamespy1, _) => gamespy(q, config),
-        (ProtocolArg::Teeworlds, _) => teeworlds(q, config),
-        (ProtocolArg::Unreal2, true) => unreal2(q, config),
-        (ProtocolArg::Unreal2, false) => Box::new(
-            Probe::new(Policy::MergeUnreal2)
-                .with(q, unreal2(q, config))
-                .with(offset(game, 10), gamespy(offset(game, 10), config))
-                .with(offset(game, 12), gamespy(offset(game, 12), config))
-                .with(q, gamespy(q, config)),
-        ),
-        (ProtocolArg::Auto, true) => Box::new(
-            Probe::new(Policy::MergeUnreal2)
-                .with(q, unreal2(q, config))
-                .with(q, gameagent(q, config))
-                .with(q, gamespy(q, config))
-                .with(q, teeworlds(q, config)),
-        ),
-        (ProtocolArg::Auto, false) => {
-            let plus1 = offset(game, 1);
-            Box::new(
-                Probe::new(Policy::MergeUnreal2)
-                    .with(plus1, unreal2(plus1, config))
-                    .with(plus1, gameagent(plus1, config))
-                    .with(plus1, gamespy(plus1, config))
-                    .with(offset(game, 10), gamespy(offset(game, 10), config))
-                    .with(offset(game, 12), gamespy(offset(game, 12), config))
-                    .with(game, teeworlds(game, config)),
-            )
+impl Target {
+    /// The library's view of this target: it decides ports and merges.
+    pub(crate) fn library(&self) -> muster_query::Target {
+        muster_query::Target {
+            address: self.address,
+            protocol: self.protocol.query(),
+            given_port_only: self.given_port_only,
+            gamespy_address: self.gamespy_address,
         }
     }
 }

@@ -3,15 +3,13 @@
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use muster_proto::RawValue;
-use muster_proto::probe::QUERY_ADDRESS_FIELD;
 use muster_proto::query::QueryError;
-use muster_query::{Completed, Failure, Job, ResolveError, resolve_input};
+use muster_query::{Answer, Completed, Failure, Job, ResolveError, resolve_input};
 
 use crate::dto::{ServerResult, Status};
 use crate::exit;
 use crate::output::{Format, Sink};
-use crate::protocols::{self, ProtocolArg};
+use crate::protocols::ProtocolArg;
 use crate::timing::TimingArgs;
 
 /// A mistake in the user's input; maps to exit code 2.
@@ -120,7 +118,7 @@ pub(crate) async fn run_targets<W: std::io::Write>(
         .into_iter()
         .map(|t| Job {
             tag: t.clone(),
-            build: move |config| protocols::machine(&t, config),
+            build: move |config| t.library().machine(config),
         })
         .collect();
     let mut all_ok = true;
@@ -129,12 +127,8 @@ pub(crate) async fn run_targets<W: std::io::Write>(
     while let Some(Completed { tag, outcome, .. }) = rx.recv().await {
         let result = match outcome {
             Ok(info) => {
-                // Probes record which of the addresses they tried answered.
-                let answered = match info.raw_field(QUERY_ADDRESS_FIELD) {
-                    Some(RawValue::Text(t)) => t.text.parse().ok(),
-                    _ => None,
-                };
-                ServerResult::ok(tag.address, answered.unwrap_or(tag.query_address), &info)
+                let answer = Answer::new(&tag.library(), *info);
+                ServerResult::ok(tag.address, answer.query_address, &answer.info)
             }
             Err(failure) => {
                 all_ok = false;

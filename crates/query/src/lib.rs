@@ -5,6 +5,10 @@
 //! paces sends to a global budget, enforces an overall deadline and streams results as they
 //! complete. It never parses a protocol.
 //!
+//! Most callers want [`query_one`] or [`query_many`] ([`client`]): a [`Target`] is a game
+//! address and a [`QueryProtocol`], and the answer is the protocol-neutral
+//! [`muster_proto::ServerInfo`]. Below them, [`spawn`] runs any [`muster_proto::QueryMachine`]:
+//!
 //! ```no_run
 //! # async fn demo() {
 //! use muster_query::engine::{spawn, Job, Options};
@@ -26,12 +30,14 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod engine;
 pub mod error;
 pub mod lists;
 pub mod machines;
 pub mod target;
 
+pub use client::{Answer, Outcome, QueryProtocol, Target, query_many, query_one};
 pub use engine::{Completed, Job, Options, spawn};
 pub use error::Failure;
 pub use target::{AddressError, HostPort, ResolveError, resolve_input};

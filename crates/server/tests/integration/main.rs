@@ -4,6 +4,8 @@
 mod mgmt;
 mod udp;
 
+mod library_api;
+
 mod roundtrip_gameagent;
 mod roundtrip_gamespy1;
 mod roundtrip_teeworlds;

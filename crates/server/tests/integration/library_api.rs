@@ -1,0 +1,172 @@
+//! The small library API of muster-query (`query_one`, `query_many`) against Muster's own
+//! responders on loopback: game addresses in, conventional ports derived, results streamed.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
+use muster_proto::query::QueryError;
+use muster_proto::respond::{PlayerState, Responder, ServerState};
+use muster_proto::teeworlds::{ResponderConfig, TeeworldsResponder};
+use muster_query::{Failure, Options, QueryProtocol, Target, query_many, query_one};
+use muster_server::{Impairment, Limits, Stats, serve};
+use tokio::net::UdpSocket;
+use tokio::sync::watch;
+use tokio_stream::StreamExt as _;
+
+fn state(name: &str, players: usize) -> ServerState {
+    ServerState {
+        name: name.into(),
+        map: "dm1".into(),
+        game_type: "DM".into(),
+        version: "1.0".into(),
+        max_players: 16,
+        players: (0..players)
+            .map(|i| PlayerState {
+                name: format!("Jürgen {i}"),
+                ..PlayerState::default()
+            })
+            .collect(),
+        ..ServerState::default()
+    }
+}
+
+/// Serves `responder` on `socket` until the returned sender is dropped.
+fn start<R>(socket: UdpSocket, responder: R, state: ServerState) -> Guard
+where
+    R: Responder + Send + 'static,
+{
+    let (state_tx, state_rx) = watch::channel(Arc::new(state));
+    let (stop, stop_rx) = watch::channel(false);
+    tokio::spawn(serve(
+        socket,
+        responder,
+        state_rx,
+        Limits::unlimited(),
+        Impairment::default(),
+        Arc::new(Stats::default()),
+        stop_rx,
+    ));
+    Guard(state_tx, stop)
+}
+
+struct Guard(
+    #[allow(dead_code)] watch::Sender<Arc<ServerState>>,
+    watch::Sender<bool>,
+);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.1.send(true);
+    }
+}
+
+/// A GameSpy v1 responder at game port + 1 of the returned game address.
+async fn gamespy_server(name: &str) -> (SocketAddr, Guard) {
+    loop {
+        let probe = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let game = probe.local_addr().unwrap();
+        drop(probe);
+        let Some(port) = game.port().checked_add(1) else {
+            continue;
+        };
+        if let Ok(socket) = UdpSocket::bind(("127.0.0.1", port)).await {
+            let guard = start(
+                socket,
+                GameSpyResponder::with_profile(Profile::Ut99),
+                state(name, 3),
+            );
+            return (game, guard);
+        }
+    }
+}
+
+fn options() -> Options {
+    Options {
+        attempt_timeout: Duration::from_millis(300),
+        retries: 1,
+        bind_v4: "127.0.0.1:0".parse().unwrap(),
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn query_one_reads_a_teeworlds_server_on_its_game_port() {
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let _served = start(
+        socket,
+        TeeworldsResponder::new(ResponderConfig::default(), *b"library-api test"),
+        state("Tee Ünïcödé", 2),
+    );
+    let answer = query_one(Target::new(addr, QueryProtocol::Teeworlds), options())
+        .await
+        .expect("answered");
+    assert_eq!(answer.info.name.text, "Tee Ünïcödé");
+    assert_eq!(answer.info.num_players, 2);
+    assert_eq!(answer.query_address, addr);
+}
+
+#[tokio::test]
+async fn query_one_derives_the_gamespy_port_from_the_game_port() {
+    let (game, _served) = gamespy_server("GameSpy one").await;
+    let target = Target::new(game, QueryProtocol::Gamespy1);
+    assert_eq!(target.query_address().port(), game.port() + 1);
+    let answer = query_one(target, options()).await.expect("answered");
+    assert_eq!(answer.info.name.text, "GameSpy one");
+    assert_eq!(answer.info.players.len(), 3);
+    assert_eq!(answer.query_address.port(), game.port() + 1);
+}
+
+#[tokio::test]
+async fn auto_reports_which_port_answered() {
+    let (game, _served) = gamespy_server("Found by auto").await;
+    let answer = query_one(Target::new(game, QueryProtocol::Auto), options())
+        .await
+        .expect("answered");
+    assert_eq!(answer.info.name.text, "Found by auto");
+    assert_eq!(answer.query_address.port(), game.port() + 1);
+}
+
+#[tokio::test]
+async fn query_one_of_a_silent_port_times_out() {
+    // Bound and never read: datagrams vanish, nothing answers.
+    let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let target = Target::new(silent.local_addr().unwrap(), QueryProtocol::Teeworlds);
+    let err = query_one(target, options()).await.unwrap_err();
+    assert_eq!(err, Failure::Query(QueryError::Timeout));
+}
+
+#[tokio::test]
+async fn query_many_streams_one_result_per_target() {
+    let mut guards = Vec::new();
+    let mut targets = Vec::new();
+    for i in 0..20 {
+        let (game, g) = gamespy_server(&format!("server {i}")).await;
+        guards.push(g);
+        targets.push(Target::new(game, QueryProtocol::Gamespy1));
+    }
+    let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let dead = silent.local_addr().unwrap();
+    targets.push(Target::new(dead, QueryProtocol::Teeworlds).given_port_only());
+
+    let mut results = HashMap::new();
+    let mut stream = query_many(targets.clone(), options());
+    while let Some(done) = stream.next().await {
+        assert!(
+            results.insert(done.tag.address, done.outcome).is_none(),
+            "one result per target"
+        );
+    }
+    assert_eq!(results.len(), targets.len());
+    for (i, t) in targets.iter().take(20).enumerate() {
+        let answer = results[&t.address].as_ref().expect("answered");
+        assert_eq!(answer.info.name.text, format!("server {i}"));
+    }
+    assert_eq!(
+        results[&dead].as_ref().unwrap_err(),
+        &Failure::Query(QueryError::Timeout)
+    );
+}
