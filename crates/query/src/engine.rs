@@ -10,7 +10,8 @@
 //! * adaptive retransmission: the round-trip times it observes (first burst to first reply,
 //!   never across a retransmission, as in Karn's algorithm) give a smoothed RTT, and every
 //!   machine's per-attempt timeout follows it, clamped to `[min_attempt_timeout,
-//!   attempt_timeout]`.
+//!   attempt_timeout]`, and doubles after each expiry of that machine's timer (exponential
+//!   backoff, up to `attempt_timeout`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -159,6 +160,15 @@ struct Slot<T, M> {
     answered: bool,
     timer: Option<Instant>,
     attempt_timeout: Duration,
+    /// Timer expiries so far: each doubles the next attempt's timeout.
+    timeouts: u32,
+}
+
+/// `base` doubled `n` times, at most `max`.
+fn backed_off(base: Duration, n: u32, max: Duration) -> Duration {
+    base.checked_mul(1u32.checked_shl(n.min(16)).unwrap_or(u32::MAX))
+        .unwrap_or(max)
+        .min(max)
 }
 
 struct Outgoing {
@@ -344,6 +354,7 @@ where
             answered: false,
             timer: None,
             attempt_timeout,
+            timeouts: 0,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -467,14 +478,20 @@ where
             if !live {
                 continue;
             }
-            let wanted = self.attempt_timeout();
+            let base = self.attempt_timeout();
+            let max = self.options.attempt_timeout.max(base);
             if let Some(Some(slot)) = self.slots.get_mut(idx) {
                 slot.timer = None;
+                slot.machine.handle_timeout(t);
+                // The next attempt waits twice as long as the last (RFC 6298 §5.5), up to the
+                // configured timeout: a server that is slow for a moment is not given up on
+                // within a few round trips.
+                slot.timeouts = slot.timeouts.saturating_add(1);
+                let wanted = backed_off(base, slot.timeouts, max);
                 if wanted != slot.attempt_timeout {
                     slot.attempt_timeout = wanted;
                     slot.machine.set_attempt_timeout(wanted);
                 }
-                slot.machine.handle_timeout(t);
             }
             self.service(idx, t).await;
         }
@@ -572,31 +589,48 @@ where
             };
             let t = now();
             let from = canonical(from);
-            let Some(targets) = self.routes.get(&from).cloned() else {
-                tracing::trace!(%from, "datagram from an address no query sent to");
-                continue;
+            // Usually one query per address: copy its index without allocating. A handler
+            // may add routes, so the list is not borrowed across the calls.
+            let targets: Vec<usize> = match self.routes.get(&from).map(Vec::as_slice) {
+                Some([one]) => {
+                    let idx = *one;
+                    self.deliver(idx, t, from, buf.get(..n).unwrap_or_default())
+                        .await;
+                    continue;
+                }
+                Some(many) => many.to_vec(),
+                None => {
+                    tracing::trace!(%from, "datagram from an address no query sent to");
+                    continue;
+                }
             };
             let datagram = buf.get(..n).unwrap_or_default();
             for idx in targets {
-                let mut sample = None;
-                if let Some(Some(slot)) = self.slots.get_mut(idx) {
-                    if !slot.answered {
-                        slot.answered = true;
-                        if !slot.retransmitted {
-                            sample = slot.first_burst.map(|f| t.saturating_duration_since(f));
-                        }
-                    }
-                    slot.machine.handle_datagram(t, from, datagram);
-                }
-                if let Some(s) = sample {
-                    match &mut self.rtt {
-                        Some(r) => r.update(s),
-                        None => self.rtt = Some(RttEstimate::first(s)),
-                    }
-                }
-                self.service(idx, t).await;
+                self.deliver(idx, t, from, datagram).await;
             }
         }
+    }
+
+    /// Hand one datagram to the machine in slot `idx`, sampling the round trip on its first
+    /// answer, and service it.
+    async fn deliver(&mut self, idx: usize, t: Instant, from: SocketAddr, datagram: &[u8]) {
+        let mut sample = None;
+        if let Some(Some(slot)) = self.slots.get_mut(idx) {
+            if !slot.answered {
+                slot.answered = true;
+                if !slot.retransmitted {
+                    sample = slot.first_burst.map(|f| t.saturating_duration_since(f));
+                }
+            }
+            slot.machine.handle_datagram(t, from, datagram);
+        }
+        if let Some(s) = sample {
+            match &mut self.rtt {
+                Some(r) => r.update(s),
+                None => self.rtt = Some(RttEstimate::first(s)),
+            }
+        }
+        self.service(idx, t).await;
     }
 
     async fn abort_all(&mut self, t: Instant) {
@@ -632,6 +666,17 @@ mod tests {
             r.update(ms(10));
         }
         assert!(r.rto() < ms(40), "{:?}", r.rto());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let ms = Duration::from_millis;
+        assert_eq!(backed_off(ms(10), 0, ms(100)), ms(10));
+        assert_eq!(backed_off(ms(10), 1, ms(100)), ms(20));
+        assert_eq!(backed_off(ms(10), 3, ms(100)), ms(80));
+        assert_eq!(backed_off(ms(10), 4, ms(100)), ms(100));
+        assert_eq!(backed_off(ms(10), u32::MAX, ms(100)), ms(100));
+        assert_eq!(backed_off(Duration::MAX, 2, ms(100)), ms(100));
     }
 
     #[test]

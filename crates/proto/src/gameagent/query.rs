@@ -421,6 +421,10 @@ impl QueryMachine for ServerQuery {
         self.event.take()
     }
 
+    fn set_attempt_timeout(&mut self, timeout: Duration) {
+        self.retry.set_attempt_timeout(timeout);
+    }
+
     fn abort(&mut self, _now: Instant) {
         self.give_up();
     }
@@ -623,6 +627,10 @@ impl QueryMachine for MasterListQuery {
 
     fn poll_event(&mut self) -> Option<Event<ServerList>> {
         self.event.take()
+    }
+
+    fn set_attempt_timeout(&mut self, timeout: Duration) {
+        self.retry.set_attempt_timeout(timeout);
     }
 
     fn abort(&mut self, _now: Instant) {

@@ -219,6 +219,11 @@ impl QueryMachine for StatusQuery {
         self.event.take()
     }
 
+    fn set_attempt_timeout(&mut self, timeout: Duration) {
+        self.config.retry.attempt_timeout = timeout;
+        self.schedule.set_attempt_timeout(timeout);
+    }
+
     fn abort(&mut self, _now: Instant) {
         if !self.done {
             self.give_up(PartialReason::Aborted);

@@ -359,6 +359,10 @@ impl QueryMachine for TeeworldsQuery {
         self.event.take()
     }
 
+    fn set_attempt_timeout(&mut self, timeout: Duration) {
+        self.retry.set_attempt_timeout(timeout);
+    }
+
     fn abort(&mut self, _now: Instant) {
         self.finish();
     }

@@ -334,6 +334,12 @@ impl QueryMachine for MasterListQuery {
         self.event.take()
     }
 
+    fn set_attempt_timeout(&mut self, timeout: Duration) {
+        // Kept for the schedule made again when the listing phase starts.
+        self.config.attempt_timeout = timeout;
+        self.retry.set_attempt_timeout(timeout);
+    }
+
     fn abort(&mut self, _now: Instant) {
         self.finish(true);
     }

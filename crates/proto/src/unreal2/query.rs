@@ -365,6 +365,13 @@ impl QueryMachine for Unreal2Query {
         self.event.take()
     }
 
+    fn set_attempt_timeout(&mut self, timeout: Duration) {
+        self.config.query.attempt_timeout = timeout;
+        for part in &mut self.parts {
+            part.schedule.set_attempt_timeout(timeout);
+        }
+    }
+
     fn abort(&mut self, now: Instant) {
         if self.finished {
             return;

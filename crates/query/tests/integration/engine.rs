@@ -207,3 +207,53 @@ async fn rate_budget_still_completes_everything() {
     assert!(results.iter().all(|(n, r)| r == &Ok(*n)));
     assert_eq!(received.load(Ordering::Relaxed), 100);
 }
+
+/// After a round trip is measured, a server that never answers is asked again after the
+/// measured timeout, then after twice that, four times … (exponential backoff), never faster.
+#[tokio::test]
+async fn retransmissions_back_off_exponentially() {
+    let (answering, _) = server("127.0.0.1:0", false, false).await;
+    let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let arrivals = tokio::spawn(async move {
+        let mut at = Vec::new();
+        let mut buf = [0u8; 64];
+        while at.len() < 4 {
+            if silent.recv_from(&mut buf).await.is_err() {
+                break;
+            }
+            at.push(Instant::now());
+        }
+        at
+    });
+    // One at a time: the answered query measures the round trip before the silent one starts.
+    let opts = Options {
+        attempt_timeout: Duration::from_secs(2),
+        min_attempt_timeout: Duration::from_millis(60),
+        max_in_flight: 1,
+        retries: 3,
+        ..Options::default()
+    };
+    let jobs = [(answering, 0u32), (silent_addr, 1)].map(|(target, n)| Job {
+        tag: n,
+        build: move |cfg| Echo::new(target, n, cfg),
+    });
+    let mut rx = spawn(jobs, opts);
+    let mut outcomes = Vec::new();
+    while let Some(done) = rx.recv().await {
+        outcomes.push((done.tag, done.outcome));
+    }
+    outcomes.sort_by_key(|(n, _)| *n);
+    assert_eq!(outcomes[0].1, Ok(0));
+    assert_eq!(outcomes[1].1, Err(Failure::Query(QueryError::Timeout)));
+    let at = arrivals.await.unwrap();
+    assert_eq!(at.len(), 4, "first attempt and three retries");
+    let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    // 60 ms, 120 ms, 240 ms: each gap well above the one before (scheduling may only delay).
+    assert!(gaps[0] >= Duration::from_millis(55), "{gaps:?}");
+    assert!(
+        gaps[1] >= gaps[0] * 3 / 2 - Duration::from_millis(20),
+        "{gaps:?}"
+    );
+    assert!(gaps[2] >= Duration::from_millis(220), "{gaps:?}");
+}
