@@ -83,13 +83,25 @@ pub(crate) const BACKSLASH: u8 = 0x5C;
 #[must_use]
 pub fn decode_text(raw: &[u8]) -> Text {
     let text = decode_windows1252(raw);
-    let plain = plain_view(raw);
+    // Most names have nothing to remove: then the plain view is the text itself.
+    let plain = if raw.iter().all(|&b| !removed_by_plain(b)) {
+        text.clone()
+    } else {
+        plain_view(raw)
+    };
     Text {
         raw: raw.to_vec(),
         text,
         plain,
         lossy: false,
     }
+}
+
+/// Whether a byte may start something [`plain_view`] removes or changes: control bytes (the
+/// colour escape among them), the `^` of decorations, and the Windows-1252 bytes that decode to
+/// C1 control characters. Text without any of them is its own plain view.
+fn removed_by_plain(b: u8) -> bool {
+    b < 0x20 || matches!(b, b'^' | 0x7f | 0x81 | 0x8d | 0x8f | 0x90 | 0x9d)
 }
 
 /// The `plain` view of [`decode_text`].
@@ -292,6 +304,17 @@ pub fn is_known_key(key: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The shortcut for text with nothing to remove gives what the full plain view gives.
+        #[test]
+        fn plain_shortcut_agrees_with_the_full_view(
+            raw in proptest::collection::vec(prop_oneof![9 => 0x20u8..=0xff, 1 => any::<u8>()], 0..48)
+        ) {
+            prop_assert_eq!(decode_text(&raw).plain, plain_view(&raw));
+        }
+    }
 
     #[test]
     fn decode_text_windows1252() {

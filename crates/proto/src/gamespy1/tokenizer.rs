@@ -26,7 +26,8 @@ pub type RawPair<'a> = (&'a [u8], &'a [u8]);
 /// an empty value. Values are contiguous slices of the input, so a recovered `\` is kept.
 pub fn tokenize(datagram: &[u8]) -> Result<Vec<RawPair<'_>>, DecodeError> {
     // Each token as (start, end) offsets into `datagram`, so merged values stay one slice.
-    let mut tokens: Vec<(usize, usize)> = Vec::new();
+    let separators = datagram.iter().filter(|&&b| b == BACKSLASH).count();
+    let mut tokens: Vec<(usize, usize)> = Vec::with_capacity(separators + 1);
     let mut start = 0usize;
     for (pos, &b) in datagram.iter().enumerate() {
         if b == BACKSLASH {
@@ -43,7 +44,7 @@ pub fn tokenize(datagram: &[u8]) -> Result<Vec<RawPair<'_>>, DecodeError> {
         (Some(first), len) if first.is_empty() && len > 1 => {}
         _ => return Err(DecodeError::BadMagic("gamespy1 text")),
     }
-    let mut pairs = Vec::new();
+    let mut pairs = Vec::with_capacity(separators / 2 + 1);
     let mut i = 1usize;
     while let Some(key) = token(i) {
         if key.is_empty() {
