@@ -63,7 +63,7 @@ pub(crate) fn show_addr(addr: SocketAddr) -> String {
 }
 
 /// The plain (normalized) text, and `<key>_hex` in `raw` when the bytes were not valid text.
-fn text(t: &Text, key: &str, raw: &mut Map<String, Value>) -> String {
+fn text(t: Text, key: &str, raw: &mut Map<String, Value>) -> String {
     if t.lossy {
         raw.insert(
             format!("{key}_hex"),
@@ -71,33 +71,33 @@ fn text(t: &Text, key: &str, raw: &mut Map<String, Value>) -> String {
         );
     }
     if t.text != t.plain {
-        raw.insert(format!("{key}_raw"), Value::String(t.text.clone()));
+        raw.insert(format!("{key}_raw"), Value::String(t.text));
     }
-    t.plain.clone()
+    t.plain
 }
 
-fn raw_value(v: &RawValue) -> Value {
+fn raw_value(v: RawValue) -> Value {
     match v {
-        RawValue::Int(i) => Value::from(*i),
-        RawValue::Bool(b) => Value::Bool(*b),
+        RawValue::Int(i) => Value::from(i),
+        RawValue::Bool(b) => Value::Bool(b),
         RawValue::Text(t) if t.lossy => Value::String(muster_proto::wire::to_hex(&t.raw)),
-        RawValue::Text(t) => Value::String(t.text.clone()),
-        RawValue::Bytes(b) => Value::String(muster_proto::wire::to_hex(b)),
+        RawValue::Text(t) => Value::String(t.text),
+        RawValue::Bytes(b) => Value::String(muster_proto::wire::to_hex(&b)),
     }
 }
 
-fn raw_map(fields: &[(String, RawValue)]) -> Map<String, Value> {
+fn raw_map(fields: Vec<(String, RawValue)>) -> Map<String, Value> {
     let mut m = Map::new();
     for (k, v) in fields {
-        m.insert(k.clone(), raw_value(v));
+        m.insert(k, raw_value(v));
     }
     m
 }
 
-fn player(p: &Player) -> PlayerResult {
-    let mut raw = raw_map(&p.raw);
-    let name = text(&p.name, "name", &mut raw);
-    let clan = p.clan.as_ref().map(|c| text(c, "clan", &mut raw));
+fn player(p: Player) -> PlayerResult {
+    let mut raw = raw_map(p.raw);
+    let name = text(p.name, "name", &mut raw);
+    let clan = p.clan.map(|c| text(c, "clan", &mut raw));
     PlayerResult {
         name,
         score: p.score,
@@ -141,17 +141,17 @@ impl ServerResult {
         }
     }
 
-    /// A successful result.
-    pub(crate) fn ok(address: SocketAddr, query_address: SocketAddr, info: &ServerInfo) -> Self {
-        let mut raw = raw_map(&info.raw);
-        let name = text(&info.name, "name", &mut raw);
-        let map = text(&info.map, "map", &mut raw);
-        let game_type = text(&info.game_type, "game_type", &mut raw);
-        let version = text(&info.version, "version", &mut raw);
+    /// A successful result (takes `info` apart: its strings move into the result).
+    pub(crate) fn ok(address: SocketAddr, query_address: SocketAddr, info: ServerInfo) -> Self {
+        let mut raw = raw_map(info.raw);
+        let name = text(info.name, "name", &mut raw);
+        let map = text(info.map, "map", &mut raw);
+        let game_type = text(info.game_type, "game_type", &mut raw);
+        let version = text(info.version, "version", &mut raw);
         let mut rules = Map::new();
-        for rule in &info.rules {
-            let key = rule.key.text.clone();
-            let value = Value::String(rule.value.text.clone());
+        for rule in info.rules {
+            let key = rule.key.text;
+            let value = Value::String(rule.value.text);
             match rules.get_mut(&key) {
                 // Keys may repeat (UE2 `Mutator`): the values become a list, in order.
                 Some(Value::Array(list)) => list.push(value),
@@ -180,10 +180,10 @@ impl ServerResult {
             password: info.password,
             num_players: Some(info.num_players),
             max_players: Some(info.max_players),
-            players: info.players.iter().map(player).collect(),
+            players: info.players.into_iter().map(player).collect(),
             rules,
             partial: info.partial.is_some(),
-            partial_reason: info.partial.as_ref().map(|p| p.reason.clone()),
+            partial_reason: info.partial.map(|p| p.reason),
             raw,
         }
     }
@@ -208,7 +208,7 @@ mod tests {
             value: Text::from_utf8_str("20"),
         });
         let addr: SocketAddr = "127.0.0.1:7777".parse().unwrap();
-        let r = ServerResult::ok(addr, addr, &info);
+        let r = ServerResult::ok(addr, addr, info);
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["rules"]["Mutator"], serde_json::json!(["A", "B", "C"]));
         assert_eq!(json["rules"]["TimeLimit"], "20");
@@ -225,7 +225,7 @@ mod tests {
             lossy: true,
         };
         let addr: SocketAddr = "[::1]:8303".parse().unwrap();
-        let json = serde_json::to_value(ServerResult::ok(addr, addr, &info)).unwrap();
+        let json = serde_json::to_value(ServerResult::ok(addr, addr, info)).unwrap();
         assert_eq!(json["raw"]["name_hex"], "66ff");
         assert_eq!(json["address"], "[::1]:8303");
     }

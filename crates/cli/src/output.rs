@@ -15,10 +15,15 @@ pub(crate) enum Format {
     Ndjson,
 }
 
+/// Streamed output waiting in [`Sink`]'s buffer beyond this many bytes is written at once.
+const STREAM_BUFFER: usize = 64 << 10;
+
 /// Collects or streams results in the chosen format.
 pub(crate) struct Sink<W: Write> {
     format: Format,
     out: W,
+    /// NDJSON lines not yet written: one write per batch instead of many small ones per line.
+    pending: Vec<u8>,
     held: Vec<ServerResult>,
     details: bool,
     filters: Vec<Filter>,
@@ -218,6 +223,7 @@ impl<W: Write> Sink<W> {
         Self {
             format,
             out,
+            pending: Vec::new(),
             held: Vec::new(),
             details,
             filters: Vec::new(),
@@ -249,9 +255,12 @@ impl<W: Write> Sink<W> {
                 Ok(())
             }
             Format::Ndjson => {
-                serde_json::to_writer(&mut self.out, &result)?;
-                self.out.write_all(b"\n")?;
-                self.out.flush()
+                serde_json::to_writer(&mut self.pending, &result)?;
+                self.pending.push(b'\n');
+                if self.pending.len() >= STREAM_BUFFER {
+                    self.flush()?;
+                }
+                Ok(())
             }
             Format::Json | Format::Table => {
                 self.held.push(result);
@@ -260,28 +269,42 @@ impl<W: Write> Sink<W> {
         }
     }
 
+    /// Write out the streamed lines pushed so far. Callers streaming results call it whenever
+    /// no further result is ready, so lines appear as they arrive without one write per line.
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            self.out.write_all(&self.pending)?;
+            self.pending.clear();
+        }
+        self.out.flush()
+    }
+
     /// Print whatever was held, in the order it was pushed.
     pub(crate) fn finish(mut self) -> io::Result<()> {
+        self.flush()?;
         if let Some(sort) = self.sort {
             // Stable: equal keys keep the order results arrived in.
             self.held.sort_by(|a, b| sort.compare(a, b));
         }
         match self.format {
             Format::Ndjson => {
+                let mut out = io::BufWriter::new(&mut self.out);
                 for r in &self.held {
-                    serde_json::to_writer(&mut self.out, r)?;
-                    self.out.write_all(b"\n")?;
+                    serde_json::to_writer(&mut out, r)?;
+                    out.write_all(b"\n")?;
                 }
-                self.out.flush()
+                out.flush()
             }
             Format::Json => {
-                serde_json::to_writer_pretty(&mut self.out, &self.held)?;
-                self.out.write_all(b"\n")?;
-                self.out.flush()
+                let mut out = io::BufWriter::new(&mut self.out);
+                serde_json::to_writer_pretty(&mut out, &self.held)?;
+                out.write_all(b"\n")?;
+                out.flush()
             }
             Format::Table => {
-                write_table(&mut self.out, &self.held, self.details)?;
-                self.out.flush()
+                let mut out = io::BufWriter::new(&mut self.out);
+                write_table(&mut out, &self.held, self.details)?;
+                out.flush()
             }
         }
     }

@@ -128,7 +128,7 @@ pub(crate) async fn run_targets<W: std::io::Write>(
         let result = match outcome {
             Ok(info) => {
                 let answer = Answer::new(&tag.library(), *info);
-                ServerResult::ok(tag.address, answer.query_address, &answer.info)
+                ServerResult::ok(tag.address, answer.query_address, answer.info)
             }
             Err(failure) => {
                 all_ok = false;
@@ -149,6 +149,10 @@ pub(crate) async fn run_targets<W: std::io::Write>(
         progress(&result);
         if streaming {
             sink.push(result).context("writing output")?;
+            if rx.is_empty() {
+                // Nothing else is ready: show what came so far.
+                sink.flush().context("writing output")?;
+            }
         } else {
             results.push((tag.index, result));
         }
