@@ -57,6 +57,10 @@ pub(crate) struct ScanArgs {
     /// Seed of the farm.
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Rounds: every tool runs once per round, in turn, and the table shows each tool's median
+    /// run (with the fastest and slowest), so a busy moment of the machine does not decide.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
 }
 
 /// What one tool achieved.
@@ -391,38 +395,72 @@ fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Re
     );
 
     let wants = |t: &str| args.peers.iter().any(|p| p.eq_ignore_ascii_case(t));
-    let mut outcomes = Vec::new();
     let mut skipped = Vec::new();
-    if wants("muster") {
-        outcomes.push(run_muster(muster, dir, args, &game_file)?);
-    }
-    if wants("qstat") {
-        match procs::which("quakestat") {
-            Some(q) => outcomes.push(run_qstat(&q, dir, args, &query_addrs)?),
-            None => skipped.push("qstat: quakestat not on PATH (scripts/install-peers.sh)"),
+    let qstat = if wants("qstat") {
+        let q = procs::which("quakestat");
+        if q.is_none() {
+            skipped.push("qstat: quakestat not on PATH (scripts/install-peers.sh)");
         }
-    }
-    if wants("gamedig") {
-        let gamedig = root.join(".peers/node/node_modules/gamedig");
-        let script = root.join("scripts/bench/gamedig-scan.mjs");
+        q
+    } else {
+        None
+    };
+    let gamedig = root.join(".peers/node/node_modules/gamedig");
+    let script = root.join("scripts/bench/gamedig-scan.mjs");
+    let node = if wants("gamedig") {
         match (procs::which("node"), gamedig.is_dir(), script.is_file()) {
-            (Some(node), true, true) => {
-                outcomes.push(run_gamedig(
-                    &node,
-                    &gamedig,
-                    &script,
-                    dir,
-                    args,
-                    &query_addrs,
-                )?);
+            (Some(node), true, true) => Some(node),
+            (None, _, _) => {
+                skipped.push("gamedig: node not on PATH");
+                None
             }
-            (None, _, _) => skipped.push("gamedig: node not on PATH"),
             (_, false, _) => {
-                skipped.push("gamedig: .peers/node has no gamedig (scripts/install-peers.sh)")
+                skipped.push("gamedig: .peers/node has no gamedig (scripts/install-peers.sh)");
+                None
             }
-            (_, _, false) => skipped.push("gamedig: scripts/bench/gamedig-scan.mjs missing"),
+            (_, _, false) => {
+                skipped.push("gamedig: scripts/bench/gamedig-scan.mjs missing");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    // runs[tool] = every run of that tool, in round order.
+    let mut runs: Vec<Vec<Outcome>> = Vec::new();
+    for round in 0..args.runs.max(1) {
+        let mut this_round = Vec::new();
+        if wants("muster") {
+            this_round.push(run_muster(muster, dir, args, &game_file)?);
+        }
+        if let Some(q) = &qstat {
+            this_round.push(run_qstat(q, dir, args, &query_addrs)?);
+        }
+        if let Some(node) = &node {
+            this_round.push(run_gamedig(
+                node,
+                &gamedig,
+                &script,
+                dir,
+                args,
+                &query_addrs,
+            )?);
+        }
+        for (i, o) in this_round.into_iter().enumerate() {
+            eprintln!(
+                "round {}: {} {:.3} s, {} full lists",
+                round + 1,
+                o.tool,
+                o.wall.as_secs_f64(),
+                o.full
+            );
+            match runs.get_mut(i) {
+                Some(v) => v.push(o),
+                None => runs.push(vec![o]),
+            }
         }
     }
+    let outcomes: Vec<Summary> = runs.into_iter().filter_map(Summary::of).collect();
     print_table(args, &outcomes);
     for s in skipped {
         println!("skipped {s}");
@@ -430,20 +468,51 @@ fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Re
     Ok(())
 }
 
-fn print_table(args: &ScanArgs, outcomes: &[Outcome]) {
-    let base = outcomes.iter().find(|o| o.tool == "muster");
+/// A tool's runs: the median run, and the fastest and slowest wall times.
+#[derive(Debug)]
+struct Summary {
+    median: Outcome,
+    fastest: Duration,
+    slowest: Duration,
+    runs: usize,
+}
+
+impl Summary {
+    fn of(mut runs: Vec<Outcome>) -> Option<Self> {
+        runs.sort_by_key(|o| o.wall);
+        let fastest = runs.first()?.wall;
+        let slowest = runs.last()?.wall;
+        let n = runs.len();
+        let median = runs.into_iter().nth(n / 2)?;
+        Some(Self {
+            median,
+            fastest,
+            slowest,
+            runs: n,
+        })
+    }
+}
+
+fn print_table(args: &ScanArgs, summaries: &[Summary]) {
+    let base = summaries
+        .iter()
+        .map(|s| &s.median)
+        .find(|o| o.tool == "muster");
     let header = [
         "tool",
-        "wall time",
+        "wall time (median)",
+        "fastest-slowest",
+        "per server",
         "answered",
         "with all players",
         "time vs muster",
         "full lists vs muster",
         "note",
     ];
-    let rows: Vec<Vec<String>> = outcomes
+    let rows: Vec<Vec<String>> = summaries
         .iter()
-        .map(|o| {
+        .map(|sum| {
+            let o = &sum.median;
             let (t, a) = base.map_or(("-".to_owned(), "-".to_owned()), |b| {
                 (
                     ratio(o.wall.as_secs_f64(), b.wall.as_secs_f64()),
@@ -453,6 +522,16 @@ fn print_table(args: &ScanArgs, outcomes: &[Outcome]) {
             vec![
                 o.tool.to_owned(),
                 format!("{:.3} s", o.wall.as_secs_f64()),
+                format!(
+                    "{:.3}-{:.3} s ({} runs)",
+                    sum.fastest.as_secs_f64(),
+                    sum.slowest.as_secs_f64(),
+                    sum.runs
+                ),
+                format!(
+                    "{:.1} µs",
+                    o.wall.as_secs_f64() * 1e6 / args.servers.max(1) as f64
+                ),
                 format!("{}/{}", o.answered, args.servers),
                 format!("{}/{}", o.full, args.servers),
                 t,
@@ -492,6 +571,7 @@ mod tests {
             muster_retries: 4,
             base_port: 10_000,
             seed: 1,
+            runs: 1,
         };
         let text = farm_toml(&args, 10);
         let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
