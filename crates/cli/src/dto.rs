@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use muster_proto::model::{Player, RawValue, ServerInfo, Text};
+use muster_proto::model::{Player, Protocol, RawValue, ServerInfo, Text};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -110,6 +110,16 @@ fn player(p: Player) -> PlayerResult {
     }
 }
 
+/// Whether the answer says how many slots the server has. A GameSpy v1 reply may leave out
+/// `maxplayers` (the model then holds 0): that is unknown (`null`), not a server with no room.
+fn slots_known(info: &ServerInfo) -> bool {
+    info.protocol != Protocol::GameSpy1
+        || info
+            .raw
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("maxplayers"))
+}
+
 impl ServerResult {
     /// A result with no answer yet: `status` says why.
     pub(crate) fn failed(
@@ -143,6 +153,7 @@ impl ServerResult {
 
     /// A successful result (takes `info` apart: its strings move into the result).
     pub(crate) fn ok(address: SocketAddr, query_address: SocketAddr, info: ServerInfo) -> Self {
+        let max_players = slots_known(&info).then_some(info.max_players);
         let mut raw = raw_map(info.raw);
         let name = text(info.name, "name", &mut raw);
         let map = text(info.map, "map", &mut raw);
@@ -179,7 +190,7 @@ impl ServerResult {
             version: Some(version),
             password: info.password,
             num_players: Some(info.num_players),
-            max_players: Some(info.max_players),
+            max_players,
             players: info.players.into_iter().map(player).collect(),
             rules,
             partial: info.partial.is_some(),
@@ -192,7 +203,24 @@ impl ServerResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use muster_proto::model::{Protocol, Rule};
+    use muster_proto::model::Rule;
+
+    #[test]
+    fn gamespy_without_maxplayers_has_unknown_slots() {
+        let addr: SocketAddr = "127.0.0.1:7778".parse().unwrap();
+        let mut info = ServerInfo::new(Protocol::GameSpy1);
+        info.num_players = 3;
+        let json = serde_json::to_value(ServerResult::ok(addr, addr, info.clone())).unwrap();
+        assert_eq!(json["max_players"], Value::Null);
+        assert_eq!(json["num_players"], 3);
+        info.max_players = 16;
+        info.raw.push((
+            "maxplayers".into(),
+            RawValue::Text(Text::from_utf8_str("16")),
+        ));
+        let json = serde_json::to_value(ServerResult::ok(addr, addr, info)).unwrap();
+        assert_eq!(json["max_players"], 16);
+    }
 
     #[test]
     fn repeated_rule_keys_become_a_list() {
