@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use muster_proto::query::QueryError;
-use muster_query::{Answer, Completed, Failure, Job, ResolveError, resolve_input};
+use muster_query::{Answer, Completed, Failure, Job, ResolveError, resolve_inputs};
 
 use crate::dto::{ServerResult, Status};
 use crate::exit;
@@ -57,8 +57,14 @@ pub(crate) struct Target {
 pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
     let mut targets = Vec::new();
     let mut failed_early = Vec::new();
-    for (index, input) in args.servers.iter().enumerate() {
-        match resolve_input(input, args.protocol.default_game_port()).await {
+    let inputs: Vec<(String, Option<u16>)> = args
+        .servers
+        .iter()
+        .map(|s| (s.clone(), args.protocol.default_game_port()))
+        .collect();
+    let resolved = resolve_inputs(&inputs).await;
+    for (index, (input, result)) in args.servers.iter().zip(resolved).enumerate() {
+        match result {
             Ok(address) => {
                 let query_address = if args.given_port_only {
                     address

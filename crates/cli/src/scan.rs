@@ -5,7 +5,7 @@ use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use muster_query::{AddressError, ResolveError, resolve_input};
+use muster_query::{AddressError, ResolveError, resolve_inputs};
 
 use crate::dto::{ServerResult, Status};
 use crate::exit;
@@ -79,6 +79,8 @@ async fn file_targets(
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut targets = Vec::new();
     let mut errors = Vec::new();
+    // (line number, protocol, address as written), resolved together below.
+    let mut entries: Vec<(usize, ProtocolArg, String)> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -100,7 +102,15 @@ async fn file_targets(
             (Some(a), None) => (default, a),
             _ => continue,
         };
-        let address = match resolve_input(addr, protocol.default_game_port()).await {
+        entries.push((n, protocol, addr.to_owned()));
+    }
+    let inputs: Vec<(String, Option<u16>)> = entries
+        .iter()
+        .map(|(_, protocol, addr)| (addr.clone(), protocol.default_game_port()))
+        .collect();
+    let resolved = resolve_inputs(&inputs).await;
+    for ((n, protocol, addr), result) in entries.into_iter().zip(resolved) {
+        let address = match result {
             Ok(a) => a,
             Err(ResolveError::Address(AddressError::NoPort(_))) => {
                 errors.push(format!("{}:{}: no port in {addr:?}", path.display(), n + 1));

@@ -40,4 +40,4 @@ pub mod target;
 pub use client::{Answer, Outcome, QueryProtocol, Target, query_many, query_one};
 pub use engine::{Completed, Job, Options, spawn};
 pub use error::Failure;
-pub use target::{AddressError, HostPort, ResolveError, resolve_input};
+pub use target::{AddressError, HostPort, ResolveError, resolve_input, resolve_inputs};

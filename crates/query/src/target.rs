@@ -143,6 +143,59 @@ pub async fn resolve_input(
     addrs.first().copied().ok_or(ResolveError::NoAddress)
 }
 
+/// Host names looked up at once by [`resolve_inputs`].
+const CONCURRENT_LOOKUPS: usize = 32;
+
+/// [`resolve_input`] for many inputs, in their order: literal addresses at once, host names
+/// looked up [`CONCURRENT_LOOKUPS`] at a time (the system resolver blocks a thread per lookup,
+/// so a long list of names one after another would take its sum of round trips).
+pub async fn resolve_inputs(
+    inputs: &[(String, Option<u16>)],
+) -> Vec<Result<SocketAddr, ResolveError>> {
+    let mut out: Vec<Option<Result<SocketAddr, ResolveError>>> = Vec::with_capacity(inputs.len());
+    let mut lookups = tokio::task::JoinSet::new();
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(CONCURRENT_LOOKUPS));
+    for (i, (input, default_port)) in inputs.iter().enumerate() {
+        let parsed = HostPort::parse(input)
+            .and_then(|hp| hp.port_or(*default_port).map(|port| (hp, port)))
+            .map_err(ResolveError::Address);
+        match parsed {
+            Err(e) => out.push(Some(Err(e))),
+            Ok((hp, port)) => match hp.literal(port) {
+                Some(addr) => out.push(Some(Ok(addr))),
+                None => {
+                    out.push(None);
+                    let permits = permits.clone();
+                    lookups.spawn(async move {
+                        let _permit = permits.acquire_owned().await;
+                        let r = match hp.resolve(port).await {
+                            Ok(addrs) => addrs.first().copied().ok_or(ResolveError::NoAddress),
+                            Err(e) => Err(ResolveError::Lookup(e)),
+                        };
+                        (i, r)
+                    });
+                }
+            },
+        }
+    }
+    while let Some(done) = lookups.join_next().await {
+        if let Ok((i, r)) = done {
+            if let Some(slot) = out.get_mut(i) {
+                *slot = Some(r);
+            }
+        }
+    }
+    out.into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                Err(ResolveError::Lookup(std::io::Error::other(
+                    "lookup task failed",
+                )))
+            })
+        })
+        .collect()
+}
+
 impl std::fmt::Display for HostPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let bracket = self.host.contains(':');
@@ -240,5 +293,24 @@ mod tests {
             h.resolve(5).await.unwrap(),
             vec!["[::1]:5".parse().unwrap()]
         );
+    }
+
+    #[tokio::test]
+    async fn many_inputs_resolve_in_their_order() {
+        let inputs: Vec<(String, Option<u16>)> = vec![
+            ("localhost:7".into(), None),
+            ("127.0.0.1:8".into(), None),
+            ("no port".into(), None),
+            ("[::1]".into(), Some(9)),
+            ("localhost".into(), Some(10)),
+        ];
+        let out = resolve_inputs(&inputs).await;
+        assert_eq!(out.len(), 5);
+        assert_eq!(out[0].as_ref().unwrap().port(), 7);
+        assert!(out[0].as_ref().unwrap().ip().is_loopback());
+        assert_eq!(*out[1].as_ref().unwrap(), "127.0.0.1:8".parse().unwrap());
+        assert!(matches!(out[2], Err(ResolveError::Address(_))));
+        assert_eq!(*out[3].as_ref().unwrap(), "[::1]:9".parse().unwrap());
+        assert_eq!(out[4].as_ref().unwrap().port(), 10);
     }
 }
