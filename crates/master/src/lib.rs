@@ -282,6 +282,17 @@ impl Master {
         };
         let mut tasks = tokio::task::JoinSet::new();
         let sink: Arc<dyn tcp::MetricsSink> = Arc::new(self.handle.clone());
+        // Faces mark records changed (GameSpy `\statechanged`, GameAgent `u`) through the
+        // handle; the poller polls them first. Connected before any face starts.
+        let changed = if self.config.poller.enabled {
+            let (tx, rx) = poller::changed_channel();
+            if !self.handle.set_changed_sender(tx) {
+                tracing::warn!("a poller was already connected to this handle");
+            }
+            Some(rx)
+        } else {
+            None
+        };
         let mut gamespy = faces::gamespy::GameSpySettings::from_limits(limits);
         gamespy.require_client_validate = self.config.gamespy.require_client_validate;
         if let Some(port) = listeners
@@ -421,6 +432,7 @@ impl Master {
         if self.config.poller.enabled {
             let settings = poller::PollerSettings {
                 samples,
+                changed,
                 ..poller::PollerSettings::from_config(&self.config.poller)
             };
             tasks.spawn(serve_face(poller::run(

@@ -9,6 +9,7 @@ mod face_gamespy;
 mod face_mgmt;
 mod face_teeworlds;
 mod poller;
+mod state_changed;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
