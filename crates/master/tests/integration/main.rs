@@ -8,6 +8,7 @@ mod face_gameagent;
 mod face_gamespy;
 mod face_mgmt;
 mod face_teeworlds;
+mod flood;
 mod poller;
 mod state_changed;
 
