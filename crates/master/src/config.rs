@@ -229,6 +229,10 @@ pub struct LimitsConfig {
     pub http_body_limit: usize,
     /// An HTTP request must be answered within this long.
     pub http_request_timeout: HumanDuration,
+    /// HTTP list requests (`/api/v1/servers…`, `/serverlist/…`) per source: burst.
+    pub http_list_burst: u32,
+    /// HTTP list requests per source: one more token every this long.
+    pub http_list_refill: HumanDuration,
 }
 
 impl Default for LimitsConfig {
@@ -251,6 +255,8 @@ impl Default for LimitsConfig {
             mgmt_idle_timeout: HumanDuration(Duration::from_secs(600)),
             http_body_limit: 32 * 1024,
             http_request_timeout: HumanDuration(Duration::from_secs(10)),
+            http_list_burst: 60,
+            http_list_refill: HumanDuration(Duration::from_millis(50)),
         }
     }
 }
@@ -410,9 +416,10 @@ impl Config {
     /// Checks values the types cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
-        let checks: [(bool, &'static str); 9] = [
+        let checks: [(bool, &'static str); 10] = [
             (l.list_burst >= 1, "limits.list_burst"),
             (l.heartbeat_burst >= 1, "limits.heartbeat_burst"),
+            (l.http_list_burst >= 1, "limits.http_list_burst"),
             (l.servers_per_source >= 1, "limits.servers_per_source"),
             (l.tcp_max_connections >= 1, "limits.tcp_max_connections"),
             (l.tcp_max_per_source >= 1, "limits.tcp_max_per_source"),
