@@ -7,7 +7,8 @@
 //! let a browser page fetch every page of a 10 000-server list every few seconds, and stop one
 //! source from keeping the daemon busy building lists. A refused request is answered
 //! `429 Too Many Requests` with `Retry-After: 1`, counted as rate-limited and as the drop
-//! `rate_limited`.
+//! `rate_limited`. A list request the route answers `400 Bad Request` (a malformed query) is
+//! counted as the drop `malformed`, as every face counts its malformed input.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -47,7 +48,10 @@ impl HttpListLimit {
 /// request passes).
 pub async fn limit(State(l): State<Arc<HttpListLimit>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    if LIMITED_PREFIXES.iter().any(|p| path.starts_with(p)) {
+    if !LIMITED_PREFIXES.iter().any(|p| path.starts_with(p)) {
+        return next.run(req).await;
+    }
+    {
         if let Some(ConnectInfo(peer)) = req.extensions().get::<ConnectInfo<SocketAddr>>() {
             let allowed = l
                 .limiter
@@ -67,5 +71,9 @@ pub async fn limit(State(l): State<Arc<HttpListLimit>>, req: Request, next: Next
             }
         }
     }
-    next.run(req).await
+    let res = next.run(req).await;
+    if res.status() == StatusCode::BAD_REQUEST {
+        l.handle.metrics().count_drop("malformed");
+    }
+    res
 }

@@ -13,8 +13,10 @@ use crate::{TempDir, get, get_json};
 #[tokio::test]
 async fn caps_and_idle_timeout() {
     let dir = TempDir::new("limits");
+    // Only the HTTP face, on port 0: the defaults would bind the well-known ports.
     let mut c = Config {
         data_dir: dir.0.clone(),
+        listen: muster_master::config::ListenConfig::off(),
         ..Config::default()
     };
     c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
@@ -55,6 +57,7 @@ async fn caps_and_idle_timeout() {
     get_json(addr, "/api/v1/servers?page=%FF", 400).await;
     let (status, _) = get(addr, "/api/v1/servers?password=2").await;
     assert_eq!(status, 400);
+    assert_eq!(handle.metrics().drops("malformed"), 3, "each counted");
 
     stop.send(()).unwrap();
     task.await.unwrap().unwrap();
