@@ -60,7 +60,7 @@ pub async fn limit(State(l): State<Arc<HttpListLimit>>, req: Request, next: Next
                 .allow(peer.ip(), Instant::now(), 1.0);
             if !allowed {
                 let m = l.handle.metrics();
-                m.count_rate_limited();
+                m.count_rate_limited(peer.ip());
                 m.count_drop("rate_limited");
                 return (
                     StatusCode::TOO_MANY_REQUESTS,

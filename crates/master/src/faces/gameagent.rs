@@ -409,7 +409,7 @@ impl MachineFace {
         }
         self.restore_deadline = Some(t + grace);
         self.drain(None).await;
-        self.mirror(None, &HashSet::new(), &[]);
+        self.mirror(None, &HashSet::new(), &[], None);
     }
 
     async fn on_datagram(&mut self, m: Inbound) {
@@ -426,7 +426,7 @@ impl MachineFace {
             .handle_datagram_scoped(t, m.from, &m.data, scope);
         self.drain(Some(m.listener)).await;
         let verified = self.events(Some(m.listener));
-        self.mirror(v4_source(m.from), &verified, &m.data);
+        self.mirror(v4_source(m.from), &verified, &m.data, Some(m.from.ip()));
     }
 
     async fn on_timeout(&mut self, t: Instant) {
@@ -442,7 +442,7 @@ impl MachineFace {
         }
         self.drain(None).await;
         self.events(None);
-        self.mirror(None, &HashSet::new(), &[]);
+        self.mirror(None, &HashSet::new(), &[], None);
     }
 
     /// Sends what the machine queued: replies to a datagram from the listener it came in on
@@ -589,12 +589,14 @@ impl MachineFace {
 
     /// Maps the machine's counter deltas onto the metrics, and refreshes the registry record
     /// of `source` when the machine counted a valid heartbeat from it (`datagram`; not one
-    /// that verified it just now: that was mirrored as `Verified`).
+    /// that verified it just now: that was mirrored as `Verified`). `from`: the datagram's
+    /// source, which rate limits counted now are attributed to.
     fn mirror(
         &mut self,
         source: Option<SocketAddrV4>,
         verified: &HashSet<SocketAddrV4>,
         datagram: &[u8],
+        from: Option<IpAddr>,
     ) {
         let cur = self.machine.counters().clone();
         let old = std::mem::replace(&mut self.seen, cur.clone());
@@ -630,7 +632,10 @@ impl MachineFace {
         let limited = d(cur.lists_rate_limited, old.lists_rate_limited)
             + d(cur.challenges_rate_limited, old.challenges_rate_limited);
         for _ in 0..limited {
-            m.count_rate_limited();
+            match from {
+                Some(ip) => m.count_rate_limited(ip),
+                None => m.count_rate_limited_unattributed(),
+            }
         }
         let failed = d(cur.bad_echoes, old.bad_echoes)
             + d(cur.port_hops, old.port_hops)

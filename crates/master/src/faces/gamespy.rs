@@ -414,7 +414,7 @@ impl UdpFace {
             return;
         }
         if !self.heartbeats.allow(src.ip(), t, 1.0) {
-            return metrics.count_rate_limited();
+            return metrics.count_rate_limited(src.ip());
         }
         match self.handle.add(reg, ts) {
             Ok(Outcome::Rejected(_)) => return,
@@ -570,7 +570,7 @@ impl UdpFace {
             }
         };
         if !self.queries.allow(src.ip(), t, 1.0) {
-            return metrics.count_rate_limited();
+            return metrics.count_rate_limited(src.ip());
         }
         self.query_id = self.query_id % 99 + 1;
         self.out.clear();
@@ -652,7 +652,7 @@ pub async fn run_tcp(
                     .unwrap_or_else(PoisonError::into_inner)
                     .allow(peer.ip(), now(), 1.0);
                 if !allowed {
-                    handle.metrics().count_rate_limited();
+                    handle.metrics().count_rate_limited(peer.ip());
                     continue;
                 }
                 let (handle, settings) = (handle.clone(), Arc::clone(&settings));

@@ -595,6 +595,10 @@ async fn the_daemon_keeps_serving_through_a_flood_of_every_face() {
         "idle connections of one source hit the per-source cap: {metrics}"
     );
     assert!(rose("muster_drops_total"), "{metrics}");
+    assert!(
+        h.metrics().rate_limited_sources() >= 2,
+        "the UDP and HTTP flooders are both rate-limited sources: {metrics}"
+    );
 
     let mut err = std::io::stderr().lock();
     let _ = writeln!(

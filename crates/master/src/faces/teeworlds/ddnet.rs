@@ -412,7 +412,7 @@ async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response 
         return error(StatusCode::INTERNAL_SERVER_ERROR, "no peer address");
     };
     if !lock(&face.limits).register.allow(ip, now_instant(), 1.0) {
-        m.count_rate_limited();
+        m.count_rate_limited(ip);
         m.count_drop("rate_limited");
         return error(StatusCode::TOO_MANY_REQUESTS, "rate limited");
     }
@@ -609,7 +609,7 @@ async fn send_challenge(
         l.challenge.allow(to.ip(), t, 1.0) && l.budget.spend(bytes.len(), t)
     };
     if !ok {
-        m.count_rate_limited();
+        m.count_rate_limited(to.ip());
         m.count_drop("rate_limited");
         return Ok(());
     }
@@ -649,7 +649,7 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
     let m = face.handle.metrics();
     if let Some(ip) = peer_ip(&req) {
         if !lock(&face.limits).list.allow(ip, now_instant(), 1.0) {
-            m.count_rate_limited();
+            m.count_rate_limited(ip);
             m.count_drop("rate_limited");
             return (StatusCode::TOO_MANY_REQUESTS, "rate limited\n").into_response();
         }
