@@ -101,6 +101,8 @@ fn config(dir: &std::path::Path, servers: usize) -> Config {
     l.max_pending = servers.max(10_000) * 2;
     l.egress_bytes_per_sec = 1 << 40;
     l.tcp_max_per_source = 256;
+    l.http_list_burst = 1_000_000;
+    l.http_list_refill = HumanDuration(Duration::from_micros(1));
     c
 }
 

@@ -23,13 +23,16 @@ Every face is on by default, on IPv4 and IPv6:
 A face flag takes one or more comma-separated addresses (port 0 picks a free port) or `off`,
 and overrides the config file. One line `listening <face> <udp|tcp> <address>` is printed per
 socket, with the real port. The registry lives in SQLite under --data-dir and survives a
-restart, also after kill -9. SIGINT or SIGTERM shuts down gracefully.";
+restart, also after kill -9. SIGINT or SIGTERM shuts down gracefully.
+
+examples/muster.toml in the source tree is a complete --config file: every key with its default
+and a comment.";
 
 /// Flags of `muster serve`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct ServeArgs {
-    /// The daemon's configuration (TOML).
+    /// The daemon's configuration (TOML; every key is shown in examples/muster.toml).
     #[arg(long, short, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
     /// Where the registry is stored (default: ./muster-data).

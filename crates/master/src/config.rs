@@ -229,6 +229,10 @@ pub struct LimitsConfig {
     pub http_body_limit: usize,
     /// An HTTP request must be answered within this long.
     pub http_request_timeout: HumanDuration,
+    /// HTTP list requests (`/api/v1/servers…`, `/serverlist/…`) per source: burst.
+    pub http_list_burst: u32,
+    /// HTTP list requests per source: one more token every this long.
+    pub http_list_refill: HumanDuration,
 }
 
 impl Default for LimitsConfig {
@@ -251,6 +255,8 @@ impl Default for LimitsConfig {
             mgmt_idle_timeout: HumanDuration(Duration::from_secs(600)),
             http_body_limit: 32 * 1024,
             http_request_timeout: HumanDuration(Duration::from_secs(10)),
+            http_list_burst: 60,
+            http_list_refill: HumanDuration(Duration::from_millis(50)),
         }
     }
 }
@@ -410,9 +416,10 @@ impl Config {
     /// Checks values the types cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
-        let checks: [(bool, &'static str); 9] = [
+        let checks: [(bool, &'static str); 10] = [
             (l.list_burst >= 1, "limits.list_burst"),
             (l.heartbeat_burst >= 1, "limits.heartbeat_burst"),
+            (l.http_list_burst >= 1, "limits.http_list_burst"),
             (l.servers_per_source >= 1, "limits.servers_per_source"),
             (l.tcp_max_connections >= 1, "limits.tcp_max_connections"),
             (l.tcp_max_per_source >= 1, "limits.tcp_max_per_source"),
@@ -553,6 +560,84 @@ mod tests {
             Config::from_toml("[limits]\nservers_per_source = 0"),
             Err(ConfigError::Invalid("limits.servers_per_source"))
         ));
+    }
+
+    /// The field names of a struct that derives `Deserialize`: a deserializer that records
+    /// what `deserialize_struct` is asked for and stops there.
+    fn fields_of<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
+        #[derive(Debug)]
+        struct Stop;
+        impl std::fmt::Display for Stop {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("stop")
+            }
+        }
+        impl std::error::Error for Stop {}
+        impl serde::de::Error for Stop {
+            fn custom<M: std::fmt::Display>(_: M) -> Self {
+                Self
+            }
+        }
+        struct Capture(Vec<&'static str>);
+        impl<'de> serde::Deserializer<'de> for &mut Capture {
+            type Error = Stop;
+            fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+                Err(Stop)
+            }
+            fn deserialize_struct<V: serde::de::Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Stop> {
+                self.0.extend_from_slice(fields);
+                Err(Stop)
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let mut c = Capture(Vec::new());
+        let _ = T::deserialize(&mut c);
+        assert!(
+            !c.0.is_empty(),
+            "{} is not a struct",
+            std::any::type_name::<T>()
+        );
+        c.0
+    }
+
+    /// `examples/muster.toml` is read by the real loader, equals the defaults, and spells out
+    /// every key of every section, so it cannot rot when a key is added or a default changes.
+    #[test]
+    fn the_example_config_shows_every_key_with_its_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/muster.toml");
+        let c = Config::from_file(&path).unwrap();
+        assert_eq!(c, Config::default(), "the example shows the defaults");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let table: toml::Table = toml::from_str(&text).unwrap();
+        let sections: [(&str, Vec<&str>); 6] = [
+            ("listen", fields_of::<ListenConfig>()),
+            ("limits", fields_of::<LimitsConfig>()),
+            ("lifetimes", fields_of::<LifetimesConfig>()),
+            ("poller", fields_of::<PollerConfig>()),
+            ("gamespy", fields_of::<GameSpyConfig>()),
+            ("history", fields_of::<HistoryConfig>()),
+        ];
+        for key in fields_of::<Config>() {
+            assert!(table.contains_key(key), "the example lacks `{key}`");
+        }
+        for (name, keys) in sections {
+            let section = table[name].as_table().unwrap();
+            for key in keys {
+                assert!(
+                    section.contains_key(key),
+                    "the example lacks `{name}.{key}`"
+                );
+            }
+        }
     }
 
     #[test]

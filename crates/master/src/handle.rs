@@ -16,7 +16,9 @@
 //! [`crate::run`] calls every second and at shutdown.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
 use crate::registry::{
@@ -36,6 +38,9 @@ struct State {
 struct Inner {
     state: Mutex<State>,
     metrics: Metrics,
+    /// Where faces mark records changed for the poller (set once, by [`crate::Master::run`]
+    /// when the poller runs).
+    changed: OnceLock<mpsc::Sender<ServerKey>>,
 }
 
 /// A cheap, cloneable handle on the shared registry. See the module docs.
@@ -106,6 +111,7 @@ impl MasterHandle {
                     dirty: HashSet::new(),
                 }),
                 metrics: Metrics::default(),
+                changed: OnceLock::new(),
             }),
         };
         Ok((handle, report))
@@ -122,6 +128,32 @@ impl MasterHandle {
     #[must_use]
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Connects the faces to a poller: [`MasterHandle::mark_changed`] sends to `tx` from now
+    /// on (the sender of [`crate::poller::changed_channel`], whose receiver goes to
+    /// [`crate::poller::PollerSettings::changed`]). Only the first call takes effect; returns
+    /// whether this one did.
+    pub fn set_changed_sender(&self, tx: mpsc::Sender<ServerKey>) -> bool {
+        self.inner.changed.set(tx).is_ok()
+    }
+
+    /// Asks the poller to poll `key` soon, because the server said its state changed
+    /// (GameSpy `\statechanged`, GameAgent `u`). Never waits: returns `false` when no poller
+    /// is connected or its queue is full (counted as the drop `changed_queue_full`; the record
+    /// is still polled at its regular time), so the face can fall back on its own check.
+    pub fn mark_changed(&self, key: &ServerKey) -> bool {
+        let Some(tx) = self.inner.changed.get() else {
+            return false;
+        };
+        match tx.try_send(key.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.inner.metrics.count_drop("changed_queue_full");
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
     }
 
     /// Runs `f` on the registry under the lock (for lists). Keep `f` short: it blocks every
@@ -242,6 +274,26 @@ impl MasterHandle {
             st.dirty.insert(key.clone());
         }
         out
+    }
+
+    /// [`Registry::registration_info`]; written at the next flush.
+    pub fn registration_info(&self, key: &ServerKey, info: PollInfo) -> bool {
+        let mut st = self.lock();
+        let stored = st.registry.registration_info(key, info);
+        if stored {
+            st.dirty.insert(key.clone());
+        }
+        stored
+    }
+
+    /// [`Registry::set_face_data`]; written at the next flush.
+    pub fn set_face_data(&self, key: &ServerKey, data: Option<Arc<str>>) -> bool {
+        let mut st = self.lock();
+        let changed = st.registry.set_face_data(key, data);
+        if changed {
+            st.dirty.insert(key.clone());
+        }
+        changed
     }
 
     /// [`Registry::prune_before`], deletions written through (in one transaction). Each

@@ -11,7 +11,8 @@
 //! * [`registry`]: the plain registry struct: records, caps, expiry, views per face, listing.
 //! * [`store`]: the [`store::Storage`] trait and [`store::SqliteStore`].
 //! * [`handle`]: [`MasterHandle`], the shared registry + store + metrics (why a mutex: see there).
-//! * [`http`] and [`api::dto`]: the HTTP face and its JSON types.
+//! * [`http`] and [`api::dto`]: the HTTP face and its JSON types; [`http_limit`]: the
+//!   per-source bucket on its list routes.
 //! * [`config`]: the TOML configuration with the spec defaults.
 //! * [`tcp`]: dual-stack binding, connection caps and idle timeouts for TCP faces.
 //!
@@ -34,6 +35,7 @@ pub mod config;
 pub mod faces;
 pub mod handle;
 pub mod http;
+pub mod http_limit;
 pub mod metrics;
 pub mod poller;
 pub mod registry;
@@ -282,6 +284,17 @@ impl Master {
         };
         let mut tasks = tokio::task::JoinSet::new();
         let sink: Arc<dyn tcp::MetricsSink> = Arc::new(self.handle.clone());
+        // Faces mark records changed (GameSpy `\statechanged`, GameAgent `u`) through the
+        // handle; the poller polls them first. Connected before any face starts.
+        let changed = if self.config.poller.enabled {
+            let (tx, rx) = poller::changed_channel();
+            if !self.handle.set_changed_sender(tx) {
+                tracing::warn!("a poller was already connected to this handle");
+            }
+            Some(rx)
+        } else {
+            None
+        };
         let mut gamespy = faces::gamespy::GameSpySettings::from_limits(limits);
         gamespy.require_client_validate = self.config.gamespy.require_client_validate;
         if let Some(port) = listeners
@@ -388,6 +401,14 @@ impl Master {
                 self.config.history.retention.0,
             ),
         };
+        let list_limit = http_limit::HttpListLimit::new(
+            self.handle.clone(),
+            muster_proto::limit::BucketConfig::one_every(
+                limits.http_list_burst,
+                limits.http_list_refill.0,
+            ),
+            limits.max_tracked_sources,
+        );
         for l in listeners.http {
             let app = http::router(self.handle.clone(), http_limits)
                 .merge(web::router(history.clone()))
@@ -396,6 +417,10 @@ impl Master {
                     self.handle.clone(),
                     listeners.ddnet_challenge.clone(),
                     ddnet.clone(),
+                ))
+                .layer(axum::middleware::from_fn_with_state(
+                    Arc::clone(&list_limit),
+                    http_limit::limit,
                 ))
                 .layer(axum::middleware::from_fn(web::etag));
             // `tap_io` (a no-op here) makes axum's connect-info impl apply to our listener.
@@ -421,6 +446,7 @@ impl Master {
         if self.config.poller.enabled {
             let settings = poller::PollerSettings {
                 samples,
+                changed,
                 ..poller::PollerSettings::from_config(&self.config.poller)
             };
             tasks.spawn(serve_face(poller::run(

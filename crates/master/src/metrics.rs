@@ -5,12 +5,56 @@
 //! Label values are `&'static str` only: a wire value can never become a label, so the number
 //! of series is bounded by the code.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use muster_proto::limit::SourceKey;
 
 use crate::registry::Face;
+
+/// A source refused by a bucket counts in the `muster_rate_limited_sources` gauge this long.
+pub const LIMITED_SOURCE_WINDOW: Duration = Duration::from_secs(60);
+/// Sources remembered for that gauge at most (it saturates there; memory stays bounded).
+pub const MAX_LIMITED_SOURCES: usize = 100_000;
+
+/// Sources refused lately, and when the table was last swept.
+#[derive(Debug, Default)]
+struct LimitedSources {
+    seen: HashMap<SourceKey, Instant>,
+    swept: Option<Instant>,
+}
+
+impl LimitedSources {
+    fn insert(&mut self, key: SourceKey, now: Instant) {
+        if self.seen.len() >= MAX_LIMITED_SOURCES && !self.seen.contains_key(&key) {
+            // Sweep at most once a second, so a flood from many sources cannot make every
+            // refusal walk the whole table.
+            if self
+                .swept
+                .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
+            {
+                self.swept = Some(now);
+                self.seen
+                    .retain(|_, t| now.saturating_duration_since(*t) < LIMITED_SOURCE_WINDOW);
+            }
+            if self.seen.len() >= MAX_LIMITED_SOURCES {
+                return;
+            }
+        }
+        self.seen.insert(key, now);
+    }
+
+    fn fresh(&self, now: Instant) -> usize {
+        self.seen
+            .values()
+            .filter(|t| now.saturating_duration_since(**t) < LIMITED_SOURCE_WINDOW)
+            .count()
+    }
+}
 
 /// The daemon's counters. Cheap to bump from any task.
 #[derive(Debug, Default)]
@@ -18,6 +62,7 @@ pub struct Metrics {
     registrations: AtomicU64,
     verifications_failed: AtomicU64,
     rate_limited: AtomicU64,
+    limited_sources: Mutex<LimitedSources>,
     list_requests: Mutex<BTreeMap<&'static str, u64>>,
     drops: Mutex<BTreeMap<&'static str, u64>>,
 }
@@ -44,9 +89,29 @@ impl Metrics {
         self.verifications_failed.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A request was refused by a per-source token bucket.
-    pub fn count_rate_limited(&self) {
+    /// A request from `source` was refused by a per-source token bucket (for a bucket on what
+    /// is sent to an address, such as challenges: the destination).
+    pub fn count_rate_limited(&self, source: IpAddr) {
         self.rate_limited.fetch_add(1, Ordering::Relaxed);
+        self.limited_sources
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(SourceKey::of(source), Instant::now());
+    }
+
+    /// A refusal by a bucket whose source is not known here (counted in the total only).
+    pub fn count_rate_limited_unattributed(&self) {
+        self.rate_limited.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sources (IPv4 addresses, IPv6 /64s) refused by a bucket within the last
+    /// [`LIMITED_SOURCE_WINDOW`], at most [`MAX_LIMITED_SOURCES`].
+    #[must_use]
+    pub fn rate_limited_sources(&self) -> usize {
+        self.limited_sources
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .fresh(Instant::now())
     }
 
     /// A list was requested from `face` (`"gameagent"`, `"gamespy"`, `"http"`, …).
@@ -99,6 +164,14 @@ impl Metrics {
             "Requests refused by a per-source token bucket.",
             self.rate_limited.load(Ordering::Relaxed),
         );
+        let _ = write!(
+            s,
+            "# HELP muster_rate_limited_sources Sources (IPv4 addresses, IPv6 /64s) refused by a \
+             per-source token bucket in the last {} s.\n# TYPE muster_rate_limited_sources gauge\n\
+             muster_rate_limited_sources {}\n",
+            LIMITED_SOURCE_WINDOW.as_secs(),
+            self.rate_limited_sources()
+        );
         let labelled =
             |s: &mut String, name: &str, help: &str, label: &str, m: BTreeMap<&str, u64>| {
                 let _ = write!(s, "# HELP {name} {help}\n# TYPE {name} counter\n");
@@ -142,7 +215,10 @@ mod tests {
         m.count_registration();
         m.count_drop("malformed");
         m.count_list_request("http");
-        m.count_rate_limited();
+        m.count_rate_limited("192.0.2.1".parse().unwrap());
+        m.count_rate_limited("192.0.2.1".parse().unwrap());
+        m.count_rate_limited("2001:db8::1".parse().unwrap());
+        m.count_rate_limited("2001:db8::2".parse().unwrap());
         m.count_verification_failed();
         let listed = BTreeMap::from([(Face::GameSpy, 3), (Face::Mgmt, 0)]);
         let text = m.render(&listed);
@@ -155,7 +231,10 @@ muster_registrations_total 2
 muster_verifications_failed_total 1
 # HELP muster_rate_limited_total Requests refused by a per-source token bucket.
 # TYPE muster_rate_limited_total counter
-muster_rate_limited_total 1
+muster_rate_limited_total 4
+# HELP muster_rate_limited_sources Sources (IPv4 addresses, IPv6 /64s) refused by a per-source token bucket in the last 60 s.
+# TYPE muster_rate_limited_sources gauge
+muster_rate_limited_sources 2
 # HELP muster_list_requests_total List requests served, per face.
 # TYPE muster_list_requests_total counter
 muster_list_requests_total{face=\"http\"} 1
@@ -169,5 +248,20 @@ muster_servers{protocol=\"mgmt\"} 0
 ";
         assert_eq!(text, expect);
         assert_eq!(m.drops("malformed"), 1);
+    }
+
+    #[test]
+    fn limited_sources_are_bounded_and_forgotten() {
+        let mut l = LimitedSources::default();
+        let t0 = Instant::now();
+        for i in 0..MAX_LIMITED_SOURCES + 10 {
+            let ip = IpAddr::from(u32::try_from(i).unwrap().to_be_bytes());
+            l.insert(SourceKey::of(ip), t0);
+        }
+        assert_eq!(l.fresh(t0), MAX_LIMITED_SOURCES, "saturates");
+        let later = t0 + LIMITED_SOURCE_WINDOW;
+        assert_eq!(l.fresh(later), 0, "forgotten after the window");
+        l.insert(SourceKey::of("198.51.100.1".parse().unwrap()), later);
+        assert_eq!(l.seen.len(), 1, "swept when full");
     }
 }

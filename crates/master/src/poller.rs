@@ -266,7 +266,8 @@ fn start_batch(
             PollTarget::of(rec).map(|t| Candidate {
                 key: &rec.key,
                 query_addr: t.query_addr,
-                never_polled: rec.info.is_none(),
+                // Info from a registration (GameAgent heartbeat) is not a poll result.
+                never_polled: rec.last_poll_ok.is_none(),
             })
         });
         let picks = schedule.pick(candidates, now, budget);

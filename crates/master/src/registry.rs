@@ -67,6 +67,8 @@ pub const MAX_POLL_TEXT: usize = 256;
 pub const MAX_PER_PAGE: usize = 500;
 /// Records per page when the query does not say.
 pub const DEFAULT_PER_PAGE: usize = 100;
+/// Largest [`Record::face_data`] kept, in bytes (a DDNet register body is at most 32 KiB).
+pub const MAX_FACE_DATA: usize = 64 * 1024;
 
 /// Unix time in milliseconds, passed in by the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -439,6 +441,11 @@ pub struct Record {
     pub poll_failures: u32,
     /// The registering source, for the per-source cap.
     pub source: SourceKey,
+    /// What the registering face keeps about the record beyond the registry's fields, as
+    /// opaque text (JSON by convention), persisted verbatim so the face can rebuild its own
+    /// state after a restart (the DDNet face: secret, info serial, stream URL and the info
+    /// object exactly as registered). At most [`MAX_FACE_DATA`] bytes.
+    pub face_data: Option<std::sync::Arc<str>>,
     /// Tie-break of the list order among records verified in the same millisecond.
     seq: u64,
 }
@@ -461,6 +468,7 @@ impl Record {
             info: None,
             poll_failures: 0,
             source: reg.source,
+            face_data: None,
             seq: 0,
         }
     }
@@ -1035,6 +1043,39 @@ impl Registry {
                 PollOutcome::Failed(rec.poll_failures)
             }
         }
+    }
+
+    /// What a registration message itself said about the server (GameAgent heartbeat:
+    /// players, slots, level, game type, version, product), shown until the poller has
+    /// something: stored when the record was never polled successfully, ignored after (the
+    /// poll is authoritative). Unlike [`Registry::update_poll`] it neither counts as a poll
+    /// nor keeps the record alive. Returns whether it was stored.
+    pub fn registration_info(&mut self, key: &ServerKey, info: PollInfo) -> bool {
+        match self.records.get_mut(key) {
+            Some(rec) if rec.last_poll_ok.is_none() => {
+                let info = info.bounded();
+                if rec.info.as_ref() == Some(&info) {
+                    return false;
+                }
+                rec.info = Some(info);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Sets [`Record::face_data`] (`None` clears it). Data over [`MAX_FACE_DATA`] bytes is
+    /// not kept (cleared). Returns whether anything changed.
+    pub fn set_face_data(&mut self, key: &ServerKey, data: Option<std::sync::Arc<str>>) -> bool {
+        let Some(rec) = self.records.get_mut(key) else {
+            return false;
+        };
+        let data = data.filter(|d| d.len() <= MAX_FACE_DATA);
+        if rec.face_data == data {
+            return false;
+        }
+        rec.face_data = data;
+        true
     }
 
     /// When `rec` expires, or `None` when it never does by time.

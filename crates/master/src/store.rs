@@ -15,9 +15,9 @@
 //! `Serialize`.
 //!
 //! # What this does not do
-//! No expiry (the registry decides; [`crate::run`] prunes after loading), no schema migrations
-//! yet (the schema carries a `user_version` of [`SCHEMA_VERSION`] and a different version is
-//! refused rather than guessed at).
+//! No expiry (the registry decides; [`crate::run`] prunes after loading). The schema carries a
+//! `user_version` of [`SCHEMA_VERSION`]; version 1 (no `face_data` column) is migrated in
+//! place, a version this build does not know is refused rather than guessed at.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -35,7 +35,7 @@ use crate::registry::{
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "muster.sqlite3";
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Storage failures.
 #[derive(Debug, thiserror::Error)]
@@ -95,12 +95,15 @@ CREATE TABLE IF NOT EXISTS servers (
     poll_failures INTEGER NOT NULL,
     source TEXT NOT NULL,
     info TEXT,
+    face_data TEXT,
     PRIMARY KEY (game, addr_kind, addr_host, addr_port, instance)
 ) WITHOUT ROWID;
 ";
 
 const UPSERT: &str = "INSERT OR REPLACE INTO servers VALUES
-    (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+    (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+/// Version 1 had no `face_data` column.
+const MIGRATE_1_TO_2: &str = "ALTER TABLE servers ADD COLUMN face_data TEXT;";
 const DELETE: &str = "DELETE FROM servers WHERE game = ?1 AND addr_kind = ?2 AND addr_host = ?3
     AND addr_port = ?4 AND instance = ?5";
 
@@ -220,6 +223,7 @@ fn put_one(conn: &Connection, r: &Record) -> Result<(), StoreError> {
         r.poll_failures,
         r.source.to_ip().to_string(),
         r.info.as_ref().map(info_json),
+        r.face_data.as_deref(),
     ])?;
     Ok(())
 }
@@ -255,6 +259,7 @@ struct Row {
     poll_failures: u32,
     source: String,
     info: Option<String>,
+    face_data: Option<String>,
 }
 
 impl Row {
@@ -295,6 +300,10 @@ impl Row {
         rec.last_poll_ok = self.last_poll_ok.map(from_ts);
         rec.poll_failures = self.poll_failures;
         rec.info = self.info.as_deref().and_then(info_from_json);
+        rec.face_data = self
+            .face_data
+            .filter(|d| d.len() <= crate::registry::MAX_FACE_DATA)
+            .map(std::sync::Arc::from);
         Some(rec)
     }
 }
@@ -313,6 +322,12 @@ impl SqliteStore {
             0 => {
                 conn.execute_batch(SCHEMA)?;
                 conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
+            1 => {
+                let tx = conn.unchecked_transaction()?;
+                tx.execute_batch(MIGRATE_1_TO_2)?;
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+                tx.commit()?;
             }
             SCHEMA_VERSION => conn.execute_batch(SCHEMA)?,
             v => return Err(StoreError::Schema(v)),
@@ -341,7 +356,7 @@ impl Storage for SqliteStore {
         let mut stmt = self.conn.prepare(
             "SELECT game, addr_kind, addr_host, addr_port, instance, face, game_port,
              query_addr, query_protocol, state, first_seen, last_heartbeat, first_verified,
-             last_poll_ok, poll_failures, source, info FROM servers",
+             last_poll_ok, poll_failures, source, info, face_data FROM servers",
         )?;
         let rows = stmt.query_map([], |r| {
             Ok(Row {
@@ -362,6 +377,7 @@ impl Storage for SqliteStore {
                 poll_failures: r.get(14)?,
                 source: r.get(15)?,
                 info: r.get(16)?,
+                face_data: r.get(17)?,
             })
         })?;
         let mut out = Vec::new();

@@ -180,3 +180,38 @@ fn bad_info_json_reads_as_none() {
     assert_eq!(info_from_json("not json"), None);
     assert_eq!(info_from_json("{}"), Some(PollInfo::default()));
 }
+
+#[test]
+fn face_data_survives_and_version_1_files_are_migrated() {
+    let dir = TempDir::new("store-migrate");
+    {
+        // A version-1 file: the table without `face_data`, one row in it.
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let conn = Connection::open(dir.0.join(DB_FILE)).unwrap();
+        conn.execute_batch(&SCHEMA.replace("    face_data TEXT,\n", ""))
+            .unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute(
+            "INSERT INTO servers VALUES ('ut2', 'ip', '192.0.2.1', 7777, 0, 'gamespy', 7777,
+             '192.0.2.1:7777', 'gamespy1', 'verified', 1, 2, 2, NULL, 0, '192.0.2.1', NULL)",
+            [],
+        )
+        .unwrap();
+    }
+    let mut s = SqliteStore::open(&dir.0).unwrap();
+    let v: i64 = s
+        .conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
+    let old = s.load().unwrap();
+    assert_eq!(old.len(), 1);
+    assert_eq!(old[0].face_data, None);
+    let mut a = sample(3, Face::DdnetHttp);
+    a.face_data = Some(r#"{"serial":3,"info":{"name":"x"}}"#.into());
+    s.put(&a).unwrap();
+    drop(s);
+    let mut s = SqliteStore::open(&dir.0).unwrap();
+    let back = s.load().unwrap();
+    assert!(back.contains(&a), "{back:?}");
+}

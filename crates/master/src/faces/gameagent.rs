@@ -5,8 +5,12 @@
 //! 71 "q" from (A, P)   -> 01 c:i32le                    pending, challenged
 //! "0;challenge;<c>;…"  -> verified: registry add + verify (game = product, address (A, P − 1))
 //! "0;challenge;0;…"    -> refresh of a verified record (registry heartbeat, batched)
-//! 75 "u"               -> counted (debug log)
+//! 75 "u"               -> from a verified record: marked changed for the poller (polled soon)
 //! ```
+//!
+//! The heartbeat's fields (players, maxplayers, level, gametype, version, product; §2.4) are
+//! stored as the record's info while the poller has not polled it yet, so the HTTP API shows
+//! them at once; the poller's `02` query replaces them and is authoritative after.
 //!
 //! Every rule of §8.3 lives in the pure [`GameAgentMaster`] of `muster-proto`; this face only
 //! moves datagrams between the sockets and that one machine (shared by every listener, rule 2),
@@ -34,8 +38,8 @@
 //! list position (the registry keeps the first verification time); one that never comes back
 //! expires 300 s after its last stored heartbeat.
 //!
-//! Does not: poll servers (a `u` is only logged: the poller decides what to refresh), keep the
-//! heartbeat's player count or level (the poller's `02` query is authoritative), sync with
+//! Does not: poll servers (a `u` only asks the poller, which polls a record at most once per
+//! 10 s because it changed, §9.2), overwrite a poll result with a heartbeat's fields, sync with
 //! other masters.
 
 use std::collections::{HashMap, HashSet};
@@ -45,18 +49,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use muster_proto::Protocol;
-use muster_proto::gameagent::MAX_DATAGRAM;
 use muster_proto::gameagent::master::{
     GameAgentMaster, ListScope, MasterConfig, MasterCounters, MasterEvent,
 };
-use muster_proto::gameagent::packet::JOIN;
+use muster_proto::gameagent::packet::{Heartbeat, HeartbeatFields, JOIN};
+use muster_proto::gameagent::{MAX_DATAGRAM, decode_text};
 use muster_proto::limit::{BucketConfig, SourceKey};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 
 use crate::MasterHandle;
 use crate::config::LimitsConfig;
-use crate::registry::{Face, GameAddr, MAX_GAME_LEN, Outcome, Registration, ServerKey, Timestamp};
+use crate::registry::{
+    Face, GameAddr, MAX_GAME_LEN, Outcome, PollInfo, Registration, ServerKey, Timestamp,
+};
 
 /// Datagrams waiting for the machine at most; more are dropped (`overload`).
 const QUEUE: usize = 4096;
@@ -309,6 +315,45 @@ fn game_name(product: &[u8]) -> String {
     }
 }
 
+/// What a heartbeat says about the server, as record info (no name: heartbeats carry none).
+fn heartbeat_info(f: &HeartbeatFields) -> PollInfo {
+    let text = |raw: &[u8]| decode_text(raw).plain;
+    PollInfo {
+        map: text(&f.level),
+        game_type: text(&f.gametype),
+        num_players: f.players,
+        max_players: f.max_players,
+        rules: vec![
+            ("version".to_owned(), text(&f.version)),
+            ("product".to_owned(), decode_text(&f.product).text),
+        ],
+        ..PollInfo::default()
+    }
+    .bounded()
+}
+
+/// The fields of a heartbeat datagram, read as the machine reads them (a number that does
+/// not parse is 0); `None` when it is not a heartbeat.
+fn heartbeat_fields(datagram: &[u8]) -> Option<HeartbeatFields> {
+    let h = Heartbeat::decode(datagram).ok()?;
+    let num = |key: &str| {
+        h.get(key)
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    let text = |key: &str| h.get(key).unwrap_or_default().to_vec();
+    Some(HeartbeatFields {
+        challenge: h.challenge().unwrap_or(0),
+        players: num("players"),
+        max_players: num("maxplayers"),
+        level: text("level"),
+        gametype: text("gametype"),
+        version: text("version"),
+        product: text("product"),
+    })
+}
+
 fn registration(key: &ServerKey, query: SocketAddrV4) -> Registration {
     Registration {
         key: key.clone(),
@@ -364,7 +409,7 @@ impl MachineFace {
         }
         self.restore_deadline = Some(t + grace);
         self.drain(None).await;
-        self.mirror(None, &HashSet::new());
+        self.mirror(None, &HashSet::new(), &[], None);
     }
 
     async fn on_datagram(&mut self, m: Inbound) {
@@ -381,7 +426,7 @@ impl MachineFace {
             .handle_datagram_scoped(t, m.from, &m.data, scope);
         self.drain(Some(m.listener)).await;
         let verified = self.events(Some(m.listener));
-        self.mirror(v4_source(m.from), &verified);
+        self.mirror(v4_source(m.from), &verified, &m.data, Some(m.from.ip()));
     }
 
     async fn on_timeout(&mut self, t: Instant) {
@@ -397,7 +442,7 @@ impl MachineFace {
         }
         self.drain(None).await;
         self.events(None);
-        self.mirror(None, &HashSet::new());
+        self.mirror(None, &HashSet::new(), &[], None);
     }
 
     /// Sends what the machine queued: replies to a datagram from the listener it came in on
@@ -461,8 +506,13 @@ impl MachineFace {
                         }
                     }
                 }
-                MasterEvent::StateChanged { game, .. } => {
-                    tracing::debug!(%game, "gameagent server state changed");
+                MasterEvent::StateChanged { game, query } => {
+                    // §9.2: the poller refreshes it soon (at most once per 10 s).
+                    let marked = self
+                        .keys
+                        .get(&query)
+                        .is_some_and(|(key, _)| self.handle.mark_changed(key));
+                    tracing::debug!(%game, marked, "gameagent server state changed");
                 }
                 MasterEvent::PortHop {
                     address,
@@ -482,12 +532,14 @@ impl MachineFace {
     }
 
     fn on_verified(&mut self, game: SocketAddrV4, query: SocketAddrV4, origin: Option<usize>) {
-        let product = self
+        let fields = self
             .machine
             .servers()
             .find(|s| s.query == query)
-            .map(|s| game_name(&s.heartbeat.product))
-            .unwrap_or_else(|| FALLBACK_GAME.to_owned());
+            .map(|s| s.heartbeat.clone());
+        let product = fields
+            .as_ref()
+            .map_or_else(|| FALLBACK_GAME.to_owned(), |f| game_name(&f.product));
         let key = ServerKey::new(&product, GameAddr::Ip(SocketAddr::V4(game)));
         // A record of the same server under another game name (its product changed, or a
         // restored record) is replaced, so one server is one record.
@@ -529,13 +581,23 @@ impl MachineFace {
         if let Err(e) = self.handle.verify(&key, ts) {
             tracing::warn!(error = %e, "verification not stored");
         }
+        if let Some(f) = &fields {
+            self.handle.registration_info(&key, heartbeat_info(f));
+        }
         self.keys.insert(query, (key, listener));
     }
 
     /// Maps the machine's counter deltas onto the metrics, and refreshes the registry record
-    /// of `source` when the machine counted a valid heartbeat from it (not one that verified
-    /// it just now: that was mirrored as `Verified`).
-    fn mirror(&mut self, source: Option<SocketAddrV4>, verified: &HashSet<SocketAddrV4>) {
+    /// of `source` when the machine counted a valid heartbeat from it (`datagram`; not one
+    /// that verified it just now: that was mirrored as `Verified`). `from`: the datagram's
+    /// source, which rate limits counted now are attributed to.
+    fn mirror(
+        &mut self,
+        source: Option<SocketAddrV4>,
+        verified: &HashSet<SocketAddrV4>,
+        datagram: &[u8],
+        from: Option<IpAddr>,
+    ) {
         let cur = self.machine.counters().clone();
         let old = std::mem::replace(&mut self.seen, cur.clone());
         let m = self.handle.metrics();
@@ -570,7 +632,10 @@ impl MachineFace {
         let limited = d(cur.lists_rate_limited, old.lists_rate_limited)
             + d(cur.challenges_rate_limited, old.challenges_rate_limited);
         for _ in 0..limited {
-            m.count_rate_limited();
+            match from {
+                Some(ip) => m.count_rate_limited(ip),
+                None => m.count_rate_limited_unattributed(),
+            }
         }
         let failed = d(cur.bad_echoes, old.bad_echoes)
             + d(cur.port_hops, old.port_hops)
@@ -581,12 +646,12 @@ impl MachineFace {
         }
         if cur.heartbeats > old.heartbeats {
             if let Some(q) = source.filter(|q| !verified.contains(q)) {
-                self.refresh(q);
+                self.refresh(q, datagram);
             }
         }
     }
 
-    fn refresh(&mut self, query: SocketAddrV4) {
+    fn refresh(&mut self, query: SocketAddrV4, datagram: &[u8]) {
         let Some((key, _)) = self.keys.get(&query) else {
             return;
         };
@@ -601,6 +666,9 @@ impl MachineFace {
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "heartbeat refresh failed"),
+        }
+        if let Some(f) = heartbeat_fields(datagram) {
+            self.handle.registration_info(key, heartbeat_info(&f));
         }
     }
 }

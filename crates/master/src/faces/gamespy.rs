@@ -19,7 +19,10 @@
 //!
 //! Does not: sync with other masters (`\sync\` requests are closed without a reply), enctype 2
 //! lists (closed, §14), the Perl-style UDP list, `\echo\` (never answered), poll servers
-//! periodically (the poller's job; this face only re-verifies on heartbeats).
+//! periodically (the poller's job; this face only re-verifies on heartbeats). A
+//! `\statechanged` heartbeat of a listed server is handed to the poller
+//! ([`MasterHandle::mark_changed`]), which polls it at once and de-lists it if it does not
+//! answer; without a poller this face sends that `\status\` itself.
 
 pub mod verify;
 
@@ -387,11 +390,17 @@ impl UdpFace {
             }
             let proof = *self
                 .proofs
-                .entry(key)
+                .entry(key.clone())
                 .or_insert(Proof { at: t, failures: 0 });
             let due = t.saturating_duration_since(proof.at) >= self.settings.reverify_interval;
-            if hb.state_changed() && game.method == Method::Status {
-                if self.heartbeats.allow(src.ip(), t, 1.0) {
+            if hb.state_changed() {
+                // §14: an immediate `\status\` poll; no answer de-lists. The poller does it
+                // (one poll per destination, at most once per 10 s per record); without a
+                // poller (or with its queue full) this face checks a `\status\` game itself.
+                if self.heartbeats.allow(src.ip(), t, 1.0)
+                    && !self.handle.mark_changed(&key)
+                    && game.method == Method::Status
+                {
                     self.checks.start(server, Purpose::Recheck(game, true));
                 }
             } else if due && self.heartbeats.allow(src.ip(), t, 1.0) {
@@ -405,7 +414,7 @@ impl UdpFace {
             return;
         }
         if !self.heartbeats.allow(src.ip(), t, 1.0) {
-            return metrics.count_rate_limited();
+            return metrics.count_rate_limited(src.ip());
         }
         match self.handle.add(reg, ts) {
             Ok(Outcome::Rejected(_)) => return,
@@ -561,7 +570,7 @@ impl UdpFace {
             }
         };
         if !self.queries.allow(src.ip(), t, 1.0) {
-            return metrics.count_rate_limited();
+            return metrics.count_rate_limited(src.ip());
         }
         self.query_id = self.query_id % 99 + 1;
         self.out.clear();
@@ -643,7 +652,7 @@ pub async fn run_tcp(
                     .unwrap_or_else(PoisonError::into_inner)
                     .allow(peer.ip(), now(), 1.0);
                 if !allowed {
-                    handle.metrics().count_rate_limited();
+                    handle.metrics().count_rate_limited(peer.ip());
                     continue;
                 }
                 let (handle, settings) = (handle.clone(), Arc::clone(&settings));

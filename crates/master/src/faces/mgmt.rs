@@ -557,7 +557,7 @@ impl Conn {
                 return true;
             }
             if !counted {
-                self.shared.handle.metrics().count_rate_limited();
+                self.shared.handle.metrics().count_rate_limited(ip);
                 counted = true;
             }
             tokio::select! {

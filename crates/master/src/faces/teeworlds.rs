@@ -225,7 +225,7 @@ impl Shared {
         let ok = lim.allow(from.ip(), now, f64::from(cost.max(1)));
         drop(l);
         if !ok {
-            self.handle.metrics().count_rate_limited();
+            self.handle.metrics().count_rate_limited(from.ip());
             self.drop_input("rate_limited");
         }
         ok

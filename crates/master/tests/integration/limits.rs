@@ -13,8 +13,10 @@ use crate::{TempDir, get, get_json};
 #[tokio::test]
 async fn caps_and_idle_timeout() {
     let dir = TempDir::new("limits");
+    // Only the HTTP face, on port 0: the defaults would bind the well-known ports.
     let mut c = Config {
         data_dir: dir.0.clone(),
+        listen: muster_master::config::ListenConfig::off(),
         ..Config::default()
     };
     c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
@@ -55,7 +57,71 @@ async fn caps_and_idle_timeout() {
     get_json(addr, "/api/v1/servers?page=%FF", 400).await;
     let (status, _) = get(addr, "/api/v1/servers?password=2").await;
     assert_eq!(status, 400);
+    assert_eq!(handle.metrics().drops("malformed"), 3, "each counted");
 
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}
+
+/// HTTP list routes take a token per request from the source's bucket; another source and
+/// the unlimited routes are still served.
+#[tokio::test]
+async fn http_list_requests_are_rate_limited_per_source() {
+    let dir = TempDir::new("http-list-limit");
+    let mut c = Config {
+        data_dir: dir.0.clone(),
+        listen: muster_master::config::ListenConfig::off(),
+        ..Config::default()
+    };
+    c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
+    c.limits.http_list_burst = 3;
+    c.limits.http_list_refill = HumanDuration(Duration::from_secs(3600));
+    let listeners = Listeners::bind(&c).unwrap();
+    let addr = listeners.bound().unwrap()[0].addr;
+    let master = Master::open(c, Timestamp::now()).unwrap();
+    let handle = master.handle();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(master.run(listeners, async {
+        let _ = rx.await;
+    }));
+
+    let paths = [
+        "/api/v1/servers",
+        "/serverlist/ut2004.txt",
+        "/api/v1/servers/192.0.2.1:7777",
+        "/api/v1/servers",
+    ];
+    let mut statuses = Vec::new();
+    for p in paths {
+        statuses.push(get(addr, p).await.0);
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 404, 429],
+        "the fourth list request is refused"
+    );
+    assert_eq!(handle.metrics().drops("rate_limited"), 1);
+    get_json(addr, "/healthz", 200).await;
+    assert_eq!(get(addr, "/metrics").await.0, 200);
+
+    // Another source has its own bucket.
+    let other = tokio::net::TcpSocket::new_v4().unwrap();
+    if other.bind("127.0.0.2:0".parse().unwrap()).is_ok() {
+        let mut s = other.connect(addr).await.unwrap();
+        s.write_all(b"GET /api/v1/servers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            buf.starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&buf)
+        );
+    }
     stop.send(()).unwrap();
     task.await.unwrap().unwrap();
 }

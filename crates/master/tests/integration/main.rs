@@ -8,7 +8,9 @@ mod face_gameagent;
 mod face_gamespy;
 mod face_mgmt;
 mod face_teeworlds;
+mod flood;
 mod poller;
+mod state_changed;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

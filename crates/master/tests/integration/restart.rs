@@ -287,3 +287,132 @@ async fn records_that_expired_while_down_are_pruned_at_start() {
     );
     assert!(again.handle().with_registry(|r| r.is_empty()));
 }
+
+/// One DDNet register POST over a fresh connection: (status, body).
+async fn ddnet_post(http: SocketAddr, scheme: &str, port: u16, extra: &str, body: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let stream = if scheme == "tw-0.7+udp" {
+        "tw0.7"
+    } else {
+        "tw0.6"
+    };
+    let ctype = if body.is_empty() {
+        ""
+    } else {
+        "Content-Type: application/json\r\n"
+    };
+    let head = format!(
+        "POST /ddnet/15/register HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+         Address: {scheme}://connecting-address.invalid:{port}\r\n\
+         Secret: 4ae14cf1-eb35-4068-89eb-7967b754451e\r\n\
+         Challenge-Secret: 414cfc17-9b63-4e41-b33b-e4adb20b299c:{stream}/ipv4\r\n\
+         Info-Serial: 7\r\n{extra}{ctype}Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(http).await.unwrap();
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(body).await.unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.unwrap();
+        String::from_utf8(buf).unwrap()
+    };
+    let text = tokio::time::timeout(std::time::Duration::from_secs(10), fut)
+        .await
+        .unwrap();
+    text.split_once("\r\n\r\n").unwrap().1.to_owned()
+}
+
+/// Registers one stream of the DDNet server whose game socket is `game`: POST, answer the
+/// UDP challenge, POST with the token.
+async fn ddnet_register(http: SocketAddr, game: &tokio::net::UdpSocket, scheme: &str, body: &[u8]) {
+    use muster_proto::teeworlds_master::{Message, Packet};
+    let port = game.local_addr().unwrap().port();
+    let extra = if scheme == "tw-0.7+udp" {
+        "Connless-Token: ff0e2331\r\n"
+    } else {
+        ""
+    };
+    let first = ddnet_post(http, scheme, port, extra, body).await;
+    assert!(first.contains("need_challenge"), "{first}");
+    let mut buf = vec![0u8; 2048];
+    let (n, _) = tokio::time::timeout(std::time::Duration::from_secs(5), game.recv_from(&mut buf))
+        .await
+        .expect("a challenge")
+        .unwrap();
+    let Ok(Packet::Connless {
+        message: Message::Challenge(c),
+        ..
+    }) = Packet::decode(&buf[..n])
+    else {
+        panic!("not a challenge: {:?}", &buf[..n]);
+    };
+    let token = String::from_utf8(c.token().to_vec()).unwrap();
+    let extra = format!("{extra}Challenge-Token: {token}\r\n");
+    let second = ddnet_post(http, scheme, port, &extra, body).await;
+    assert_eq!(second, r#"{"status":"success"}"#);
+}
+
+#[tokio::test]
+async fn ddnet_registrations_survive_a_restart_as_they_were_listed() {
+    let dir = TempDir::new("restart-ddnet");
+    let start_quiet = |dir: &TempDir| {
+        // No poller: nothing answers polls here, and polls are not what is tested.
+        let mut c = config(dir);
+        c.poller.enabled = false;
+        let listeners = Listeners::bind(&c).unwrap();
+        let http = listeners.bound().unwrap()[0].addr;
+        let master = Master::open(c, Timestamp::now()).unwrap();
+        let handle = master.handle();
+        let (stop, rx) = oneshot::channel();
+        let task = tokio::spawn(master.run(listeners, async {
+            let _ = rx.await;
+        }));
+        Running {
+            handle,
+            http,
+            stop,
+            task,
+        }
+    };
+    let r = start_quiet(&dir);
+    let game = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let body = muster_testkit::fixture(
+        "teeworlds_master/ddnet-16.4-http-register/01-http-request-body.bin",
+    );
+    // Two streams of one server (0.6 with the info, 0.7 without a body): one entry.
+    ddnet_register(r.http, &game, "tw-0.6+udp", &body).await;
+    ddnet_register(r.http, &game, "tw-0.7+udp", b"").await;
+    let json_before = get_json(r.http, "/ddnet/15/servers.json", 200).await;
+    let servers = json_before["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 1, "{json_before}");
+    assert_eq!(servers[0]["addresses"].as_array().unwrap().len(), 2);
+    let registered: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(servers[0]["info"], registered);
+    let api_before = get_json(r.http, "/api/v1/servers", 200).await;
+    assert_eq!(api_before["total"], 1);
+    // kill -9 after the next flush (face data is written with the refreshes).
+    tokio::time::sleep(muster_master::FLUSH_INTERVAL * 2).await;
+    let Running {
+        handle,
+        task,
+        stop: stopper,
+        ..
+    } = r;
+    task.abort();
+    let _ = task.await;
+    drop((handle, stopper));
+
+    let r = start_quiet(&dir);
+    let json_after = get_json(r.http, "/ddnet/15/servers.json", 200).await;
+    assert_eq!(
+        json_after, json_before,
+        "servers.json is the same after the restart"
+    );
+    let api_after = get_json(r.http, "/api/v1/servers", 200).await;
+    assert_eq!(
+        api_after, api_before,
+        "the API is the same after the restart"
+    );
+    stop(r).await;
+}

@@ -18,9 +18,12 @@
 //! body-less POST from a second stream is `success` (quirk 7). The listed address is the HTTP
 //! peer's IP with the port of `Address`; an IPv4-mapped peer becomes IPv4. An address stays
 //! listed while its registry record lives (30 s after its last successful POST by default,
-//! §5.3); this face keeps the stream book and the raw info in memory, so after a restart
-//! `servers.json` shows restored records with an info rebuilt from the registry until each
-//! server POSTs again (within 15 s).
+//! §5.3). The stream book lives in memory; each listed address's record also carries, as its
+//! [`crate::registry::Record::face_data`], the server's `Secret`, `Info-Serial`, stream URL and
+//! info object as registered, so [`router`] rebuilds the book from the restored registry and
+//! `servers.json` after a restart is what it was before (same grouping, same raw info).
+//! Records without that data (written by an older build) get an info rebuilt from the
+//! registry until the server POSTs again (within 15 s).
 //!
 //! Abuse limits: per-source buckets on POSTs, on UDP challenges and on `servers.json` GETs; a
 //! global egress budget for challenges; a cap on servers and on addresses per server; the
@@ -289,12 +292,13 @@ pub fn router(
         ),
         budget: ByteBudget::new(settings.egress_bytes_per_sec),
     };
+    let book = restore_book(&handle, &settings);
     let face = Arc::new(DdnetFace {
         handle,
         settings,
         sockets: challenge_sockets,
         tokens: Tokens::new(RandomState::new(), CHALLENGE_SEED_PERIOD),
-        book: Mutex::new(Book::default()),
+        book: Mutex::new(book),
         limits: Mutex::new(limits),
         cache: Mutex::new(None),
     });
@@ -302,6 +306,56 @@ pub fn router(
         .route(REGISTER_PATH, post(register))
         .route(SERVERS_JSON_PATH, get(servers_json))
         .with_state(face)
+}
+
+/// What a DDNet record keeps for a restart ([`crate::registry::Record::face_data`]): the
+/// server's secret and info, and the URLs of its streams listed at the record's address
+/// (0.6 and 0.7 streams of one server share an address, so one record).
+fn face_data(secret: &str, serial: i64, urls: &[&String], info: &Value) -> Arc<str> {
+    json!({ "secret": secret, "serial": serial, "urls": urls, "info": info })
+        .to_string()
+        .into()
+}
+
+/// The stream book as the restored registry's DDNet records describe it.
+fn restore_book(handle: &MasterHandle, settings: &DdnetSettings) -> Book {
+    let saved: Vec<(SocketAddr, Timestamp, Arc<str>)> = handle.with_registry(|r| {
+        r.iter()
+            .filter(|rec| rec.face == Face::DdnetHttp && rec.is_listed())
+            .filter_map(|rec| match (&rec.key.addr, &rec.face_data) {
+                (GameAddr::Ip(a), Some(d)) => Some((*a, rec.last_heartbeat, Arc::clone(d))),
+                _ => None,
+            })
+            .collect()
+    });
+    let mut book = Book::default();
+    for (addr, last, data) in saved {
+        let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(&data) else {
+            continue;
+        };
+        let (Some(Value::String(secret)), Some(serial), Some(Value::Array(urls))) = (
+            m.remove("secret"),
+            m.get("serial").and_then(Value::as_i64),
+            m.remove("urls"),
+        ) else {
+            continue;
+        };
+        let Some(info @ Value::Object(_)) = m.remove("info") else {
+            continue;
+        };
+        if book
+            .set_info(&secret, serial, info, settings.max_servers)
+            .is_err()
+        {
+            continue;
+        }
+        for url in urls {
+            if let Value::String(url) = url {
+                let _ = book.touch(&secret, url, addr, last, settings.max_addresses_per_server);
+            }
+        }
+    }
+    book
 }
 
 fn now_instant() -> Instant {
@@ -358,7 +412,7 @@ async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response 
         return error(StatusCode::INTERNAL_SERVER_ERROR, "no peer address");
     };
     if !lock(&face.limits).register.allow(ip, now_instant(), 1.0) {
-        m.count_rate_limited();
+        m.count_rate_limited(ip);
         m.count_drop("rate_limited");
         return error(StatusCode::TOO_MANY_REQUESTS, "rate limited");
     }
@@ -441,6 +495,7 @@ async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response 
     }
     let serial = request.info_serial.unwrap_or(0);
     let mut poll = info.as_ref().and_then(poll_info_of);
+    let saved;
     let settings = &face.settings;
     {
         let mut book = lock(&face.book);
@@ -467,14 +522,23 @@ async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response 
             m.count_drop("server_cap");
             return error(StatusCode::SERVICE_UNAVAILABLE, "too many addresses");
         }
+        let server = book.servers.get(&request.secret);
+        let stored = server.and_then(|s| s.info.clone());
         if poll.is_none() {
             // Re-created records (after expiry or a restart) get the stored info again.
-            poll = book
-                .servers
-                .get(&request.secret)
-                .and_then(|s| s.info.as_ref())
-                .and_then(|(_, v)| poll_info_of(v));
+            poll = stored.as_ref().and_then(|(_, v)| poll_info_of(v));
         }
+        let mut urls: Vec<&String> = server
+            .map(|s| {
+                s.streams
+                    .iter()
+                    .filter(|(_, st)| st.addr == addr)
+                    .map(|(u, _)| u)
+                    .collect()
+            })
+            .unwrap_or_default();
+        urls.sort();
+        saved = stored.map(|(serial, v)| face_data(&request.secret, serial, &urls, &v));
     }
     let reg = ddnet_registration(addr);
     let key = reg.key.clone();
@@ -496,6 +560,8 @@ async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response 
     if let Some(p) = poll {
         face.handle.update_poll(&key, Some(p), now);
     }
+    // Written with the next flush, so the next start rebuilds servers.json as it is now.
+    face.handle.set_face_data(&key, saved);
     json_response(StatusCode::OK, &RegisterResponse::Success)
 }
 
@@ -543,7 +609,7 @@ async fn send_challenge(
         l.challenge.allow(to.ip(), t, 1.0) && l.budget.spend(bytes.len(), t)
     };
     if !ok {
-        m.count_rate_limited();
+        m.count_rate_limited(to.ip());
         m.count_drop("rate_limited");
         return Ok(());
     }
@@ -583,7 +649,7 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
     let m = face.handle.metrics();
     if let Some(ip) = peer_ip(&req) {
         if !lock(&face.limits).list.allow(ip, now_instant(), 1.0) {
-            m.count_rate_limited();
+            m.count_rate_limited(ip);
             m.count_drop("rate_limited");
             return (StatusCode::TOO_MANY_REQUESTS, "rate limited\n").into_response();
         }
