@@ -308,12 +308,46 @@ impl Row {
     }
 }
 
+/// Creates `dir` (and its parents) if missing; a directory created here is private to the
+/// daemon's user (0700 on Unix). An existing directory keeps the permissions it has.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
+/// Makes the database file readable and writable by its owner only (0600 on Unix).
+fn restrict_to_owner(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(())
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) `dir/muster.sqlite3`, creating `dir` too.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::DataDir(dir.to_owned(), e))?;
+        create_private_dir(dir).map_err(|e| StoreError::DataDir(dir.to_owned(), e))?;
         let path = dir.join(DB_FILE);
         let conn = Connection::open(&path)?;
+        // DDNet registrations keep their secret here: only the daemon's user may read it.
+        // (SQLite gives the -wal and -shm files the database file's permissions.)
+        restrict_to_owner(&path).map_err(|e| StoreError::DataDir(dir.to_owned(), e))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;

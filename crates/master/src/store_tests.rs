@@ -215,3 +215,19 @@ fn face_data_survives_and_version_1_files_are_migrated() {
     let back = s.load().unwrap();
     assert!(back.contains(&a), "{back:?}");
 }
+
+#[cfg(unix)]
+#[test]
+fn the_data_directory_and_database_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = TempDir::new("store-private");
+    let data = dir.0.join("data");
+    let store = SqliteStore::open(&data).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700, "a data directory Muster creates");
+    assert_eq!(
+        mode(store.path()),
+        0o600,
+        "the database holds DDNet secrets"
+    );
+}
