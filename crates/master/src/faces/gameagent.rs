@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use muster_proto::Protocol;
 use muster_proto::gameagent::master::{
-    GameAgentMaster, ListScope, MasterConfig, MasterCounters, MasterEvent,
+    GameAgentMaster, ListScope, MasterConfig, MasterCounters, MasterEvent, fields_of,
 };
 use muster_proto::gameagent::packet::{Heartbeat, HeartbeatFields, JOIN};
 use muster_proto::gameagent::{MAX_DATAGRAM, decode_text};
@@ -332,26 +332,11 @@ fn heartbeat_info(f: &HeartbeatFields) -> PollInfo {
     .bounded()
 }
 
-/// The fields of a heartbeat datagram, read as the machine reads them (a number that does
-/// not parse is 0); `None` when it is not a heartbeat.
+/// The fields of a heartbeat datagram, read as the machine reads them; `None` when it is
+/// not a heartbeat.
 fn heartbeat_fields(datagram: &[u8]) -> Option<HeartbeatFields> {
     let h = Heartbeat::decode(datagram).ok()?;
-    let num = |key: &str| {
-        h.get(key)
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .and_then(|v| v.trim().parse::<u32>().ok())
-            .unwrap_or(0)
-    };
-    let text = |key: &str| h.get(key).unwrap_or_default().to_vec();
-    Some(HeartbeatFields {
-        challenge: h.challenge().unwrap_or(0),
-        players: num("players"),
-        max_players: num("maxplayers"),
-        level: text("level"),
-        gametype: text("gametype"),
-        version: text("version"),
-        product: text("product"),
-    })
+    Some(fields_of(&h, h.challenge().unwrap_or(0)))
 }
 
 fn registration(key: &ServerKey, query: SocketAddrV4) -> Registration {

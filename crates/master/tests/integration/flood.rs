@@ -11,12 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use muster_master::config::{Config, Listen, ListenConfig};
+use muster_master::MasterHandle;
 use muster_master::faces::teeworlds::ddnet;
 use muster_master::registry::{
     Face, GameAddr, Outcome, PollInfo, Registration, ServerKey, Timestamp, VerifyOutcome,
 };
-use muster_master::{Bound, Listeners, Master, MasterHandle};
 use muster_proto::Protocol;
 use muster_proto::gamespy_master::packet::GREETING_LEN;
 use muster_proto::gamespy_master::{Enctype, Greeting, validate_string};
@@ -24,10 +23,9 @@ use muster_proto::limit::SourceKey;
 use muster_proto::teeworlds_master::{Message, Packet};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
-use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::TempDir;
+use crate::{Daemon, TempDir, config, loopback};
 
 /// Datagrams each flooding socket sends at most.
 const FLOOD_DATAGRAMS: usize = 3000;
@@ -50,50 +48,16 @@ const TW07_TOKEN_REQUEST: &str =
 const SERVER_TOKEN: [u8; 4] = [0xea, 0xc3, 0x12, 0x4c];
 const REQ2_06: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffreq2";
 
-struct Daemon {
-    handle: MasterHandle,
-    bound: Vec<Bound>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), muster_master::MasterError>>,
-}
-
-impl Daemon {
-    fn addr(&self, face: &str) -> SocketAddr {
-        self.bound
-            .iter()
-            .find(|b| b.face == face)
-            .unwrap_or_else(|| panic!("{face} bound"))
-            .addr
-    }
-}
-
+/// The daemon with every face on loopback.
 fn start(dir: &TempDir) -> Daemon {
-    let mut c = Config {
-        data_dir: dir.0.clone(),
-        listen: ListenConfig::off(),
-        ..Config::default()
-    };
-    let lo = || Listen::parse("127.0.0.1:0").unwrap();
+    let mut c = config(dir);
     let l = &mut c.listen;
-    (l.gameagent, l.gamespy_udp, l.gamespy_tcp) = (lo(), lo(), lo());
-    (l.teeworlds07, l.teeworlds06, l.http, l.mgmt) = (lo(), lo(), lo(), lo());
+    (l.gameagent, l.gamespy_udp, l.gamespy_tcp) = (loopback(), loopback(), loopback());
+    (l.teeworlds07, l.teeworlds06, l.mgmt) = (loopback(), loopback(), loopback());
     // Records here live at documentation addresses nobody answers from.
     c.poller.enabled = false;
     c.history.enabled = false;
-    let listeners = Listeners::bind(&c).unwrap();
-    let bound = listeners.bound().unwrap();
-    let master = Master::open(c, Timestamp::now()).unwrap();
-    let handle = master.handle();
-    let (stop, rx) = oneshot::channel();
-    let task = tokio::spawn(master.run(listeners, async {
-        let _ = rx.await;
-    }));
-    Daemon {
-        handle,
-        bound,
-        stop,
-        task,
-    }
+    Daemon::start(c)
 }
 
 fn listed(h: &MasterHandle, reg: Registration) {
@@ -627,10 +591,5 @@ async fn the_daemon_keeps_serving_through_a_flood_of_every_face() {
     for (_, t) in ga_servers {
         t.abort();
     }
-    d.stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(20), d.task)
-        .await
-        .expect("the daemon stops")
-        .unwrap()
-        .unwrap();
+    d.stop().await;
 }

@@ -2,34 +2,20 @@
 
 use std::time::Duration;
 
-use muster_master::config::{Config, HumanDuration, Listen};
-use muster_master::registry::Timestamp;
-use muster_master::{Listeners, Master};
+use muster_master::config::HumanDuration;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use crate::{TempDir, get, get_json};
+use crate::{Daemon, TempDir, config, get, get_json};
 
 #[tokio::test]
 async fn caps_and_idle_timeout() {
     let dir = TempDir::new("limits");
-    // Only the HTTP face, on port 0: the defaults would bind the well-known ports.
-    let mut c = Config {
-        data_dir: dir.0.clone(),
-        listen: muster_master::config::ListenConfig::off(),
-        ..Config::default()
-    };
-    c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
+    let mut c = config(&dir);
     c.limits.tcp_max_per_source = 1;
     c.limits.tcp_idle_timeout = HumanDuration(Duration::from_millis(300));
-    let listeners = Listeners::bind(&c).unwrap();
-    let addr = listeners.bound().unwrap()[0].addr;
-    let master = Master::open(c, Timestamp::now()).unwrap();
-    let handle = master.handle();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(master.run(listeners, async {
-        let _ = rx.await;
-    }));
+    let d = Daemon::start(c);
+    let (addr, handle) = (d.http(), &d.handle);
 
     // One idle connection holds the source's only slot…
     // (the kernel's accept queue is FIFO, so it is accepted first).
@@ -59,8 +45,7 @@ async fn caps_and_idle_timeout() {
     assert_eq!(status, 400);
     assert_eq!(handle.metrics().drops("malformed"), 3, "each counted");
 
-    stop.send(()).unwrap();
-    task.await.unwrap().unwrap();
+    d.stop().await;
 }
 
 /// HTTP list routes take a token per request from the source's bucket; another source and
@@ -68,22 +53,11 @@ async fn caps_and_idle_timeout() {
 #[tokio::test]
 async fn http_list_requests_are_rate_limited_per_source() {
     let dir = TempDir::new("http-list-limit");
-    let mut c = Config {
-        data_dir: dir.0.clone(),
-        listen: muster_master::config::ListenConfig::off(),
-        ..Config::default()
-    };
-    c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
+    let mut c = config(&dir);
     c.limits.http_list_burst = 3;
     c.limits.http_list_refill = HumanDuration(Duration::from_secs(3600));
-    let listeners = Listeners::bind(&c).unwrap();
-    let addr = listeners.bound().unwrap()[0].addr;
-    let master = Master::open(c, Timestamp::now()).unwrap();
-    let handle = master.handle();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(master.run(listeners, async {
-        let _ = rx.await;
-    }));
+    let d = Daemon::start(c);
+    let (addr, handle) = (d.http(), &d.handle);
 
     let paths = [
         "/api/v1/servers",
@@ -122,6 +96,5 @@ async fn http_list_requests_are_rate_limited_per_source() {
             String::from_utf8_lossy(&buf)
         );
     }
-    stop.send(()).unwrap();
-    task.await.unwrap().unwrap();
+    d.stop().await;
 }

@@ -17,8 +17,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use muster_master::config::{Config, Listen, ListenConfig};
+use muster_master::registry::Timestamp;
+use muster_master::{Bound, Listeners, Master, MasterError, MasterHandle};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 /// A fresh directory under the system temp dir, removed on drop.
 #[derive(Debug)]
@@ -37,6 +42,89 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `127.0.0.1:0`: a face on loopback, on a port the kernel picks.
+pub fn loopback() -> Listen {
+    Listen::parse("127.0.0.1:0").unwrap()
+}
+
+/// A daemon's config on `dir` with only the HTTP face, on [`loopback`] (the defaults would
+/// bind the well-known ports); tests turn on more faces and change the rest.
+pub fn config(dir: &TempDir) -> Config {
+    let mut c = Config {
+        data_dir: dir.0.clone(),
+        listen: ListenConfig::off(),
+        ..Config::default()
+    };
+    c.listen.http = loopback();
+    c
+}
+
+/// The whole daemon (`Master::run`) on a spawned task, stopped through its shutdown future.
+#[derive(Debug)]
+pub struct Daemon {
+    pub handle: MasterHandle,
+    /// What the faces bound, with the real ports.
+    pub bound: Vec<Bound>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), MasterError>>,
+}
+
+impl Daemon {
+    /// Binds the faces of `c`, opens the master on its data dir and runs it.
+    pub fn start(c: Config) -> Self {
+        let listeners = Listeners::bind(&c).unwrap();
+        let bound = listeners.bound().unwrap();
+        let master = Master::open(c, Timestamp::now()).unwrap();
+        let handle = master.handle();
+        let (stop, rx) = oneshot::channel();
+        let task = tokio::spawn(master.run(listeners, async {
+            let _ = rx.await;
+        }));
+        Self {
+            handle,
+            bound,
+            stop,
+            task,
+        }
+    }
+
+    /// Where `face` ("http", "gamespy-udp", …) is bound.
+    pub fn addr(&self, face: &str) -> SocketAddr {
+        self.bound
+            .iter()
+            .find(|b| b.face == face)
+            .unwrap_or_else(|| panic!("{face} bound"))
+            .addr
+    }
+
+    pub fn http(&self) -> SocketAddr {
+        self.addr("http")
+    }
+
+    /// Shuts down cleanly (final flush); fails if that takes over 20 s or errs.
+    pub async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("the daemon stops")
+            .unwrap()
+            .unwrap();
+    }
+
+    /// Like kill -9: the task is aborted, nothing more is flushed and no shutdown runs.
+    pub async fn kill(self) {
+        let Self {
+            handle,
+            bound: _,
+            stop,
+            task,
+        } = self;
+        task.abort();
+        let _ = task.await;
+        drop((handle, stop));
     }
 }
 

@@ -8,13 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use muster_master::config::{Config, Listen, ListenConfig};
+use muster_master::MasterHandle;
 use muster_master::poller::{self, PollSample, PollerSettings};
 use muster_master::registry::{
     Face, GameAddr, Outcome, PollInfo, Registration, ServerKey, Timestamp, Verification,
     VerifyOutcome,
 };
-use muster_master::{Listeners, Master, MasterHandle};
 use muster_proto::Protocol;
 use muster_proto::gameagent::respond::{GameAgentResponder, ResponderConfig};
 use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
@@ -23,10 +22,10 @@ use muster_proto::respond::{PlayerState, Reply, Responder, ServerState};
 use muster_proto::unreal2::respond::Unreal2Responder;
 use serde_json::Value;
 use tokio::net::UdpSocket;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::{TempDir, get_json};
+use crate::{Daemon, TempDir, config, get_json};
 
 /// A fake game server: `responder` answers on a loopback socket about `state`; `mute` makes
 /// it silent; `requests` counts datagrams.
@@ -94,36 +93,12 @@ fn state(name: &str, map: &str, players: &[&str]) -> ServerState {
     }
 }
 
-struct Running {
-    handle: MasterHandle,
-    http: SocketAddr,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), muster_master::MasterError>>,
-}
-
-fn start(dir: &TempDir) -> Running {
-    let mut c = Config {
-        data_dir: dir.0.clone(),
-        listen: ListenConfig::off(),
-        ..Config::default()
-    };
-    c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
-    // The poller under test is run by the test itself.
+/// The daemon with only the HTTP face and no poller of its own: the poller under test is
+/// run by the test itself.
+fn start(dir: &TempDir) -> Daemon {
+    let mut c = config(dir);
     c.poller.enabled = false;
-    let listeners = Listeners::bind(&c).unwrap();
-    let http = listeners.bound().unwrap()[0].addr;
-    let master = Master::open(c, Timestamp::now()).unwrap();
-    let handle = master.handle();
-    let (stop, rx) = oneshot::channel();
-    let task = tokio::spawn(master.run(listeners, async {
-        let _ = rx.await;
-    }));
-    Running {
-        handle,
-        http,
-        stop,
-        task,
-    }
+    Daemon::start(c)
 }
 
 /// Adds and verifies a record as a face would.
@@ -273,7 +248,7 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
     let poller = tokio::spawn(poller::run(h.clone(), settings, stop_rx));
 
     // Name, map and players appear through the HTTP API.
-    let http = m.http;
+    let http = m.http();
     until("poll results over HTTP", async || {
         let list = get_json(http, "/api/v1/servers?per_page=500", 200).await;
         ["Spy Lab", "Agent Lab", "Native Lab"].iter().all(|n| {
@@ -395,8 +370,7 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
         .unwrap();
     assert!(t.elapsed() < Duration::from_secs(1));
     drop(silent);
-    m.stop.send(()).unwrap();
-    m.task.await.unwrap().unwrap();
+    m.stop().await;
 }
 
 #[tokio::test]
@@ -436,7 +410,7 @@ async fn changed_records_are_polled_at_once_and_delisted_after_one_miss() {
     let poller = tokio::spawn(poller::run(h.clone(), settings, stop_rx));
 
     changed_tx.try_send(gs_key.clone()).unwrap();
-    let http = m.http;
+    let http = m.http();
     until("the changed server polled", async || {
         let list = get_json(http, "/api/v1/servers", 200).await;
         server(&list, &gs.addr.to_string()).is_some_and(|s| s["name"] == "Fresh name")
@@ -465,8 +439,7 @@ async fn changed_records_are_polled_at_once_and_delisted_after_one_miss() {
         .expect("poller stops within 1 s")
         .unwrap()
         .unwrap();
-    m.stop.send(()).unwrap();
-    m.task.await.unwrap().unwrap();
+    m.stop().await;
 }
 
 #[tokio::test]
@@ -524,8 +497,7 @@ async fn ue2_servers_listed_by_gamespy_are_merged_with_the_native_query() {
     );
     stop_tx.send(true).unwrap();
     poller.await.unwrap().unwrap();
-    m.stop.send(()).unwrap();
-    m.task.await.unwrap().unwrap();
+    m.stop().await;
 }
 
 /// Real peers (skip-or-fail rule, `docs/peers.md`): teeworlds-server 0.7.5 and DDNet-Server 16.4
@@ -577,8 +549,7 @@ async fn poller_reads_real_teeworlds_and_ddnet_servers() {
     );
     stop_tx.send(true).unwrap();
     poller.await.unwrap().unwrap();
-    m.stop.send(()).unwrap();
-    m.task.await.unwrap().unwrap();
+    m.stop().await;
     drop((tw_guard, dd_guard));
 }
 
@@ -599,6 +570,5 @@ async fn an_unbindable_local_address_fails_at_start() {
     .await
     .expect("fails at once");
     assert!(res.is_err());
-    m.stop.send(()).unwrap();
-    m.task.await.unwrap().unwrap();
+    m.stop().await;
 }

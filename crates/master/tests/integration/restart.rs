@@ -2,61 +2,24 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use muster_master::config::{Config, Listen, ListenConfig};
 use muster_master::registry::{
     Face, GameAddr, Outcome, PollInfo, PollPlayer, Registration, ServerKey, Timestamp,
     VerifyOutcome,
 };
-use muster_master::{Listeners, Master, MasterHandle};
+use muster_master::{Master, MasterHandle};
 use muster_proto::Protocol;
 use muster_proto::limit::SourceKey;
 use serde_json::Value;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-use crate::{TempDir, get, get_json};
+use crate::{Daemon, TempDir, config, get, get_json};
 
-fn config(dir: &TempDir) -> Config {
-    let mut c = Config {
-        data_dir: dir.0.clone(),
-        listen: ListenConfig::off(),
-        ..Config::default()
-    };
-    c.listen.http = Listen::parse("127.0.0.1:0").unwrap();
-    c
-}
-
-struct Running {
-    handle: MasterHandle,
-    http: SocketAddr,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), muster_master::MasterError>>,
-}
-
-fn start(dir: &TempDir) -> Running {
-    let c = config(dir);
-    let listeners = Listeners::bind(&c).unwrap();
-    let bound = listeners.bound().unwrap();
-    assert_eq!(bound.len(), 1);
-    assert_eq!((bound[0].face, bound[0].transport), ("http", "tcp"));
-    assert_ne!(bound[0].addr.port(), 0, "the real port is reported");
-    let master = Master::open(c, Timestamp::now()).unwrap();
-    let handle = master.handle();
-    let (stop, rx) = oneshot::channel();
-    let task = tokio::spawn(master.run(listeners, async {
-        let _ = rx.await;
-    }));
-    Running {
-        handle,
-        http: bound[0].addr,
-        stop,
-        task,
-    }
-}
-
-async fn stop(r: Running) {
-    r.stop.send(()).unwrap();
-    r.task.await.unwrap().unwrap();
+fn start(dir: &TempDir) -> Daemon {
+    let d = Daemon::start(config(dir));
+    assert_eq!(d.bound.len(), 1);
+    let b = &d.bound[0];
+    assert_eq!((b.face, b.transport), ("http", "tcp"));
+    assert_ne!(b.addr.port(), 0, "the real port is reported");
+    d
 }
 
 fn reg(game: &str, a: u8, port: u16, face: Face, qp: Option<Protocol>) -> Registration {
@@ -150,8 +113,8 @@ async fn serve_fill_restart_same_list() {
     let r = start(&dir);
     fill(&r.handle);
 
-    assert_eq!(get_json(r.http, "/healthz", 200).await["status"], "ok");
-    let list = get_json(r.http, "/api/v1/servers", 200).await;
+    assert_eq!(get_json(r.http(), "/healthz", 200).await["status"], "ok");
+    let list = get_json(r.http(), "/api/v1/servers", 200).await;
     assert_eq!(
         addresses(&list),
         [
@@ -163,14 +126,14 @@ async fn serve_fill_restart_same_list() {
     );
     assert_eq!(list["total"], 4);
 
-    let f = get_json(r.http, "/api/v1/servers?non_empty=1&q=NAMELESS", 200).await;
+    let f = get_json(r.http(), "/api/v1/servers?non_empty=1&q=NAMELESS", 200).await;
     assert_eq!(addresses(&f), ["teeworlds/192.0.2.2:8303"]);
     assert_eq!(f["servers"][0]["name"], "Tee Town");
     assert_eq!(f["servers"][0]["protocol"], "teeworlds07");
-    let f = get_json(r.http, "/api/v1/servers?protocol=gamespy&game=UT2", 200).await;
+    let f = get_json(r.http(), "/api/v1/servers?protocol=gamespy&game=UT2", 200).await;
     assert_eq!(addresses(&f), ["ut2/192.0.2.1:7777"]);
     let f = get_json(
-        r.http,
+        r.http(),
         "/api/v1/servers?sort=address&order=desc&per_page=2&page=1",
         200,
     )
@@ -183,22 +146,22 @@ async fn serve_fill_restart_same_list() {
         (f["page"].as_u64(), f["per_page"].as_u64()),
         (Some(1), Some(2))
     );
-    let f = get_json(r.http, "/api/v1/servers?per_page=100000", 200).await;
+    let f = get_json(r.http(), "/api/v1/servers?per_page=100000", 200).await;
     assert_eq!(f["per_page"], 500, "per_page is capped");
 
-    let d = get_json(r.http, "/api/v1/servers/192.0.2.2:8303", 200).await;
+    let d = get_json(r.http(), "/api/v1/servers/192.0.2.2:8303", 200).await;
     assert_eq!(d["players"][0]["name"], "nameless tee");
     assert_eq!(d["players"][0]["score"], 5);
-    let d = get_json(r.http, "/api/v1/servers/192.0.2.1:7777?game=ut2", 200).await;
+    let d = get_json(r.http(), "/api/v1/servers/192.0.2.1:7777?game=ut2", 200).await;
     assert_eq!(d["query_protocol"], "gamespy1");
-    get_json(r.http, "/api/v1/servers/192.0.2.9:7777", 404).await;
-    get_json(r.http, "/api/v1/servers/not-an-address", 400).await;
-    let e = get_json(r.http, "/api/v1/servers?sort=nope", 400).await;
+    get_json(r.http(), "/api/v1/servers/192.0.2.9:7777", 404).await;
+    get_json(r.http(), "/api/v1/servers/not-an-address", 400).await;
+    let e = get_json(r.http(), "/api/v1/servers?sort=nope", 400).await;
     assert_eq!(e["error"], "unknown sort column");
-    let (status, _) = get(r.http, "/no/such/page").await;
+    let (status, _) = get(r.http(), "/no/such/page").await;
     assert_eq!(status, 404);
 
-    let (status, metrics) = get(r.http, "/metrics").await;
+    let (status, metrics) = get(r.http(), "/metrics").await;
     assert_eq!(status, 200);
     assert!(
         metrics.contains("muster_registrations_total 5\n"),
@@ -212,12 +175,12 @@ async fn serve_fill_restart_same_list() {
         metrics.contains("muster_servers{protocol=\"gamespy\"} 1\n"),
         "{metrics}"
     );
-    let before = get_json(r.http, "/api/v1/servers?protocol=gamespy1", 200).await;
-    stop(r).await;
+    let before = get_json(r.http(), "/api/v1/servers?protocol=gamespy1", 200).await;
+    r.stop().await;
 
     // Same data dir: the same list, minus the connection-bound management record.
     let r = start(&dir);
-    let list = get_json(r.http, "/api/v1/servers", 200).await;
+    let list = get_json(r.http(), "/api/v1/servers", 200).await;
     assert_eq!(
         addresses(&list),
         [
@@ -226,16 +189,16 @@ async fn serve_fill_restart_same_list() {
             "serioussamse/192.0.2.3:25600",
         ]
     );
-    let d = get_json(r.http, "/api/v1/servers/192.0.2.2:8303", 200).await;
+    let d = get_json(r.http(), "/api/v1/servers/192.0.2.2:8303", 200).await;
     assert_eq!(
         d["players"][0]["name"], "nameless tee",
         "poll results survive"
     );
-    let after = get_json(r.http, "/api/v1/servers?protocol=gamespy1", 200).await;
+    let after = get_json(r.http(), "/api/v1/servers?protocol=gamespy1", 200).await;
     assert_eq!(before, after);
-    let h = get_json(r.http, "/healthz", 200).await;
+    let h = get_json(r.http(), "/healthz", 200).await;
     assert_eq!(h["pending"], 1, "the pending record is kept too");
-    stop(r).await;
+    r.stop().await;
 }
 
 #[tokio::test]
@@ -360,20 +323,7 @@ async fn ddnet_registrations_survive_a_restart_as_they_were_listed() {
         // No poller: nothing answers polls here, and polls are not what is tested.
         let mut c = config(dir);
         c.poller.enabled = false;
-        let listeners = Listeners::bind(&c).unwrap();
-        let http = listeners.bound().unwrap()[0].addr;
-        let master = Master::open(c, Timestamp::now()).unwrap();
-        let handle = master.handle();
-        let (stop, rx) = oneshot::channel();
-        let task = tokio::spawn(master.run(listeners, async {
-            let _ = rx.await;
-        }));
-        Running {
-            handle,
-            http,
-            stop,
-            task,
-        }
+        Daemon::start(c)
     };
     let r = start_quiet(&dir);
     let game = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -381,38 +331,30 @@ async fn ddnet_registrations_survive_a_restart_as_they_were_listed() {
         "teeworlds_master/ddnet-16.4-http-register/01-http-request-body.bin",
     );
     // Two streams of one server (0.6 with the info, 0.7 without a body): one entry.
-    ddnet_register(r.http, &game, "tw-0.6+udp", &body).await;
-    ddnet_register(r.http, &game, "tw-0.7+udp", b"").await;
-    let json_before = get_json(r.http, "/ddnet/15/servers.json", 200).await;
+    ddnet_register(r.http(), &game, "tw-0.6+udp", &body).await;
+    ddnet_register(r.http(), &game, "tw-0.7+udp", b"").await;
+    let json_before = get_json(r.http(), "/ddnet/15/servers.json", 200).await;
     let servers = json_before["servers"].as_array().unwrap();
     assert_eq!(servers.len(), 1, "{json_before}");
     assert_eq!(servers[0]["addresses"].as_array().unwrap().len(), 2);
     let registered: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(servers[0]["info"], registered);
-    let api_before = get_json(r.http, "/api/v1/servers", 200).await;
+    let api_before = get_json(r.http(), "/api/v1/servers", 200).await;
     assert_eq!(api_before["total"], 1);
     // kill -9 after the next flush (face data is written with the refreshes).
     tokio::time::sleep(muster_master::FLUSH_INTERVAL * 2).await;
-    let Running {
-        handle,
-        task,
-        stop: stopper,
-        ..
-    } = r;
-    task.abort();
-    let _ = task.await;
-    drop((handle, stopper));
+    r.kill().await;
 
     let r = start_quiet(&dir);
-    let json_after = get_json(r.http, "/ddnet/15/servers.json", 200).await;
+    let json_after = get_json(r.http(), "/ddnet/15/servers.json", 200).await;
     assert_eq!(
         json_after, json_before,
         "servers.json is the same after the restart"
     );
-    let api_after = get_json(r.http, "/api/v1/servers", 200).await;
+    let api_after = get_json(r.http(), "/api/v1/servers", 200).await;
     assert_eq!(
         api_after, api_before,
         "the API is the same after the restart"
     );
-    stop(r).await;
+    r.stop().await;
 }

@@ -10,76 +10,27 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use muster_master::config::{Config, Listen, ListenConfig};
-use muster_master::registry::{GameAddr, ServerKey, Timestamp, Verification};
-use muster_master::{Listeners, Master, MasterHandle};
+use muster_master::MasterHandle;
+use muster_master::config::HumanDuration;
+use muster_master::registry::{GameAddr, ServerKey, Verification};
 use muster_proto::gameagent::respond::{GameAgentResponder, ResponderConfig};
 use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
 use muster_proto::respond::{PlayerState, Reply, Responder, ServerState};
 use tokio::net::UdpSocket;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::{TempDir, get_json};
+use crate::{Daemon, TempDir, config, get_json, loopback};
 
-struct Running {
-    handle: MasterHandle,
-    gameagent: SocketAddr,
-    gamespy: SocketAddr,
-    http: SocketAddr,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), muster_master::MasterError>>,
-}
-
-impl Running {
-    async fn stop(self) {
-        self.stop.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("the daemon stops")
-            .unwrap()
-            .unwrap();
-    }
-}
-
-fn start(dir: &TempDir, poller: bool) -> Running {
-    let mut c = Config {
-        data_dir: dir.0.clone(),
-        listen: ListenConfig::off(),
-        ..Config::default()
-    };
-    let lo = || Listen::parse("127.0.0.1:0").unwrap();
-    c.listen.gameagent = lo();
-    c.listen.gamespy_udp = lo();
-    c.listen.http = lo();
+/// The daemon with the GameAgent, GameSpy UDP and HTTP faces; the poller (if on) polls
+/// every hour.
+fn start(dir: &TempDir, poller: bool) -> Daemon {
+    let mut c = config(dir);
+    c.listen.gameagent = loopback();
+    c.listen.gamespy_udp = loopback();
     c.poller.enabled = poller;
-    c.poller.interval = muster_master::config::HumanDuration(Duration::from_secs(3600));
+    c.poller.interval = HumanDuration(Duration::from_secs(3600));
     c.history.enabled = false;
-    let listeners = Listeners::bind(&c).unwrap();
-    let find = |face: &str| {
-        listeners
-            .bound()
-            .unwrap()
-            .into_iter()
-            .find(|b| b.face == face)
-            .unwrap()
-            .addr
-    };
-    let (gameagent, gamespy, http) = (find("gameagent"), find("gamespy-udp"), find("http"));
-    let master = Master::open(c, Timestamp::now()).unwrap();
-    let handle = master.handle();
-    let (stop, rx) = oneshot::channel();
-    let task = tokio::spawn(master.run(listeners, async {
-        let _ = rx.await;
-    }));
-    Running {
-        handle,
-        gameagent,
-        gamespy,
-        http,
-        stop,
-        task,
-    }
+    Daemon::start(c)
 }
 
 /// A fake game server on one loopback socket: datagrams from `master` that start with `01`
@@ -172,6 +123,17 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) -> Duration {
     panic!("timed out waiting for {what}");
 }
 
+/// A fake GameAgent server that registers with the face at `face` (`q`, challenge,
+/// heartbeat), once it is listed: the fake, its game address (query port − 1) and its key.
+async fn gameagent_listed(face: SocketAddr, h: &MasterHandle) -> (Fake, SocketAddr, ServerKey) {
+    let ga = fake(face, GameAgentResponder::new(ResponderConfig::default())).await;
+    ga.socket.send_to(b"q", face).await.unwrap();
+    let game = SocketAddr::new(ga.addr.ip(), ga.addr.port() - 1);
+    let key = ServerKey::new("serioussam", GameAddr::Ip(game));
+    until("gameagent server listed", || listed(h, &key)).await;
+    (ga, game, key)
+}
+
 fn polled(h: &MasterHandle, key: &ServerKey) -> bool {
     h.with_registry(|r| r.get(key).is_some_and(|r| r.last_poll_ok.is_some()))
 }
@@ -188,29 +150,18 @@ async fn statechanged_and_u_are_polled_long_before_the_interval() {
     let dir = TempDir::new("changed");
     let m = start(&dir, true);
     let h = m.handle.clone();
+    let (gameagent, gamespy) = (m.addr("gameagent"), m.addr("gamespy-udp"));
 
     // GameAgent: q, challenge, heartbeat -> listed; the first poll comes at once (never
     // polled); after it, the next regular poll is an hour away.
-    let ga = fake(
-        m.gameagent,
-        GameAgentResponder::new(ResponderConfig::default()),
-    )
-    .await;
-    ga.socket.send_to(b"q", m.gameagent).await.unwrap();
-    let ga_game = SocketAddr::new(ga.addr.ip(), ga.addr.port() - 1);
-    let ga_key = ServerKey::new("serioussam", GameAddr::Ip(ga_game));
-    until("gameagent server listed", || listed(&h, &ga_key)).await;
+    let (ga, _, ga_key) = gameagent_listed(gameagent, &h).await;
     until("gameagent first poll", || polled(&h, &ga_key)).await;
 
     // GameSpy (Serious Sam): heartbeat, verified by the face's own `\status\` (which counts as
     // the first poll), then a `\statechanged` heartbeat.
-    let gs = fake(
-        m.gamespy,
-        GameSpyResponder::with_profile(Profile::SeriousSam),
-    )
-    .await;
+    let gs = fake(gamespy, GameSpyResponder::with_profile(Profile::SeriousSam)).await;
     let hb = format!("\\heartbeat\\{}\\gamename\\serioussamse", gs.addr.port());
-    gs.socket.send_to(hb.as_bytes(), m.gamespy).await.unwrap();
+    gs.socket.send_to(hb.as_bytes(), gamespy).await.unwrap();
     let gs_key = ServerKey::new("serioussamse", GameAddr::Ip(gs.addr));
     until("gamespy server listed", || listed(&h, &gs_key)).await;
     until("gamespy server info", || polled(&h, &gs_key)).await;
@@ -223,13 +174,13 @@ async fn statechanged_and_u_are_polled_long_before_the_interval() {
     );
     let gs_poll_before = h.with_registry(|r| r.get(&gs_key).unwrap().last_poll_ok);
 
-    ga.socket.send_to(b"u", m.gameagent).await.unwrap();
+    ga.socket.send_to(b"u", gameagent).await.unwrap();
     let ga_took = until("a poll after `u`", || {
         ga.polls.load(Ordering::Relaxed) > ga_before
     })
     .await;
     let sc = format!("{hb}\\statechanged");
-    gs.socket.send_to(sc.as_bytes(), m.gamespy).await.unwrap();
+    gs.socket.send_to(sc.as_bytes(), gamespy).await.unwrap();
     let gs_took = until("a poll after \\statechanged", || {
         gs.polls.load(Ordering::Relaxed) > gs_before
     })
@@ -247,7 +198,7 @@ async fn statechanged_and_u_are_polled_long_before_the_interval() {
     // A second `u` within the 10 s gap does not poll again.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let ga_after = ga.polls.load(Ordering::Relaxed);
-    ga.socket.send_to(b"u", m.gameagent).await.unwrap();
+    ga.socket.send_to(b"u", gameagent).await.unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(
         ga.polls.load(Ordering::Relaxed),
@@ -262,18 +213,11 @@ async fn gameagent_heartbeat_fields_show_before_any_poll() {
     let dir = TempDir::new("ga-heartbeat");
     let m = start(&dir, false);
     let h = m.handle.clone();
-    let ga = fake(
-        m.gameagent,
-        GameAgentResponder::new(ResponderConfig::default()),
-    )
-    .await;
-    ga.socket.send_to(b"q", m.gameagent).await.unwrap();
-    let game = SocketAddr::new(ga.addr.ip(), ga.addr.port() - 1);
-    let key = ServerKey::new("serioussam", GameAddr::Ip(game));
-    until("listed", || listed(&h, &key)).await;
+    let gameagent = m.addr("gameagent");
+    let (ga, game, key) = gameagent_listed(gameagent, &h).await;
 
     let path = format!("/api/v1/servers/{game}");
-    let d = get_json(m.http, &path, 200).await;
+    let d = get_json(m.http(), &path, 200).await;
     assert_eq!(d["map"], "Yodeller", "{d}");
     assert_eq!(d["game_type"], "Cooperative");
     assert_eq!(
@@ -291,7 +235,7 @@ async fn gameagent_heartbeat_fields_show_before_any_poll() {
     // A periodic heartbeat (echo 0) updates the fields.
     ga.players.store(5, Ordering::Relaxed);
     ga.socket
-        .send_to(heartbeat(0, 5).as_bytes(), m.gameagent)
+        .send_to(heartbeat(0, 5).as_bytes(), gameagent)
         .await
         .unwrap();
     until("the refreshed player count", || {
@@ -302,7 +246,7 @@ async fn gameagent_heartbeat_fields_show_before_any_poll() {
 
     // The fields are stored with the record.
     let m = start(&dir, false);
-    let d = get_json(m.http, &path, 200).await;
+    let d = get_json(m.http(), &path, 200).await;
     assert_eq!(
         (d["map"].as_str(), d["num_players"].as_u64()),
         (Some("Yodeller"), Some(5))

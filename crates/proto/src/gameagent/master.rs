@@ -721,8 +721,10 @@ fn game_of(a: SocketAddrV4) -> SocketAddrV4 {
     SocketAddrV4::new(*a.ip(), a.port().saturating_sub(1))
 }
 
-/// The stored heartbeat fields; numbers that do not parse read as 0.
-fn fields_of(h: &Heartbeat, echo: i32) -> HeartbeatFields {
+/// A heartbeat's fields as the machine stores them, with `echo` as the challenge; numbers
+/// that do not parse read as 0. Public so that a master face reads heartbeats the same way.
+#[must_use]
+pub fn fields_of(h: &Heartbeat, echo: i32) -> HeartbeatFields {
     let num = |key: &str| {
         h.get(key)
             .and_then(|v| parse_decimal(v, "heartbeat number").ok())

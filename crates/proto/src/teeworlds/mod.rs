@@ -113,17 +113,22 @@ pub const EXTENDED_SPLIT_AT: usize = MAX_PAYLOAD_06 - 18;
 /// The largest token an `xe` request can carry.
 pub const MAX_EXTENDED_TOKEN: u32 = 0x00ff_ffff;
 
-/// The one text decoder of the protocol: turn a Teeworlds string into a [`Text`].
+/// The one text decoder of the Teeworlds family: turn a Teeworlds string into a [`Text`].
 ///
 /// Strings are UTF-8 in practice (§4.1) but teeworlds 0.7.5 cuts them at byte limits, so a
 /// code point may be split: invalid sequences become U+FFFD and `lossy` is set; `raw` keeps
 /// the exact bytes. Teeworlds has no colour codes; `plain` follows DDNet's own client: every
 /// character below U+0020 becomes a space and leading whitespace is dropped (quirk 8).
+///
+/// [`crate::teeworlds_master`] uses it too: the strings of a DDNet HTTP register body and of
+/// `servers.json` are the same server-info strings (name, map, game type, version, client
+/// names and clans) as in a UDP info reply, so a server shows the same `plain` name however
+/// its info arrived.
 #[must_use]
 pub fn decode_text(raw: &[u8]) -> Text {
     let (text, lossy) = match std::str::from_utf8(raw) {
         Ok(s) => (s.to_owned(), false),
-        Err(_) => (String::from_utf8_lossy(raw).into_owned(), true),
+        Err(_) => (crate::text::decode_utf8_lossy(raw), true),
     };
     let spaced: String = text
         .chars()

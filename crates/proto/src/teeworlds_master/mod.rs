@@ -50,8 +50,6 @@ pub use register::{RegisterClient, RegisterEvent};
 pub use registrar::{DdnetHttpRegistrar, DdnetRegisterConfig, Stream, TeeworldsUdpRegistrar};
 pub use servers_json::ServersJson;
 
-use crate::model::Text;
-
 /// The largest UDP datagram a Teeworlds peer sends or accepts (`NET_MAX_PACKETSIZE`).
 pub const MAX_DATAGRAM: usize = 1400;
 
@@ -95,40 +93,28 @@ pub const MASTER_PORT_06: u16 = 8300;
 /// The default UDP port of the 0.7 master (its checker listens on the next port).
 pub const MASTER_PORT_07: u16 = 8283;
 
-/// Decode a string of this protocol family into a [`Text`].
-///
-/// Teeworlds and DDNet strings are UTF-8 in practice (names with `Ü`, `★`, `名前` come back
-/// byte-exact); invalid sequences become U+FFFD and set `lossy`. Teeworlds has no colour
-/// codes, so `plain` only drops control characters (DDNet's client rejects names with them)
-/// and trims surrounding whitespace.
-#[must_use]
-pub fn decode_text(raw: &[u8]) -> Text {
-    let (text, lossy) = match std::str::from_utf8(raw) {
-        Ok(s) => (s.to_owned(), false),
-        Err(_) => (crate::text::decode_utf8_lossy(raw), true),
-    };
-    let plain: String = text.chars().filter(|c| !c.is_control()).collect();
-    let plain = plain.trim().to_owned();
-    Text {
-        raw: raw.to_vec(),
-        text,
-        plain,
-        lossy,
-    }
-}
+// The strings here (register bodies, `servers.json`) are the server-info strings of the
+// info protocol, so they decode by its one rule (spec teeworlds.md §4.1 and quirk 8). The
+// DDNet 16.4 client's refusal of control characters in a server's name, map, game type and
+// version (teeworlds-master.md §3.7) is a validity rule, not a display rule: it is
+// `http::RegisterInfo::check_client_rules`.
+pub use crate::teeworlds::decode_text;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn decode_text_utf8_and_lossy() {
-        let t = decode_text("Ünï ★\u{1}".as_bytes());
-        assert_eq!(t.text, "Ünï ★\u{1}");
-        assert_eq!(t.plain, "Ünï ★");
+    fn decode_text_is_the_info_protocols() {
+        // DDNet's client rule (teeworlds.md quirk 8): control characters become spaces,
+        // leading whitespace is dropped, the rest is kept.
+        let t = decode_text("  Ünï\u{1}★ ".as_bytes());
+        assert_eq!(t.text, "  Ünï\u{1}★ ");
+        assert_eq!(t.plain, "Ünï ★ ");
         assert!(!t.lossy);
         let t = decode_text(&[b'a', 0xff]);
         assert_eq!(t.text, "a\u{fffd}");
+        assert_eq!(t.raw, [b'a', 0xff]);
         assert!(t.lossy);
     }
 }
