@@ -12,7 +12,7 @@
 //! ```
 //!
 //! [`query_many`] runs any number of targets through one [`crate::engine`] and yields each
-//! result as it completes, as a [`Stream`](tokio_stream::Stream).
+//! result as it completes, as a [`Stream`].
 
 use std::net::SocketAddr;
 

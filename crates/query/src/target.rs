@@ -147,7 +147,7 @@ pub async fn resolve_input(
 const CONCURRENT_LOOKUPS: usize = 32;
 
 /// [`resolve_input`] for many inputs, in their order: literal addresses at once, host names
-/// looked up [`CONCURRENT_LOOKUPS`] at a time (the system resolver blocks a thread per lookup,
+/// looked up 32 (`CONCURRENT_LOOKUPS`) at a time (the system resolver blocks a thread per lookup,
 /// so a long list of names one after another would take its sum of round trips).
 pub async fn resolve_inputs(
     inputs: &[(String, Option<u16>)],
