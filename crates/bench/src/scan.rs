@@ -61,6 +61,11 @@ pub(crate) struct ScanArgs {
     /// run (with the fastest and slowest), so a busy moment of the machine does not decide.
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Write the farm (`farm.toml`) and the server lists (`muster-servers.txt` with game
+    /// addresses, `query-servers.txt` with query addresses) into DIR and exit without timing
+    /// anything: to run the same farm by hand, e.g. under a profiler.
+    #[arg(long, value_name = "DIR")]
+    write_farm: Option<std::path::PathBuf>,
 }
 
 /// What one tool achieved.
@@ -352,6 +357,17 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<()> {
             muster.display()
         );
     }
+    if let Some(dir) = &args.write_farm {
+        std::fs::create_dir_all(dir)?;
+        write_farm(args, dir)?;
+        println!(
+            "wrote {0}/farm.toml, {0}/muster-servers.txt and {0}/query-servers.txt\n\
+             run: muster emulate --config {0}/farm.toml\n\
+             then: muster scan -p gamespy1 --servers {0}/muster-servers.txt -f ndjson --rate 0",
+            dir.display()
+        );
+        return Ok(());
+    }
     let root = procs::workspace_root();
     let dir = std::env::temp_dir().join(format!("muster-bench-scan-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -360,14 +376,18 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<()> {
     result
 }
 
-fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Result<()> {
+/// The farm's files in `dir`: the farm, the game addresses (for Muster) and the query
+/// addresses (for qstat and GameDig).
+struct FarmFiles {
+    config: std::path::PathBuf,
+    game_file: std::path::PathBuf,
+    query_addrs: Vec<String>,
+    name_chars: usize,
+}
+
+fn write_farm(args: &ScanArgs, dir: &Path) -> anyhow::Result<FarmFiles> {
     let chars = pick_name_len(args.base_port, args.servers, args.players)?;
     let base = u32::from(args.base_port);
-    if let Some(busy) = (base..base + 2 * args.servers as u32)
-        .find(|&p| std::net::UdpSocket::bind(("127.0.0.1", u16::try_from(p).unwrap_or(0))).is_err())
-    {
-        bail!("UDP port {busy} is in use: pick another --base-port");
-    }
     let config = dir.join("farm.toml");
     std::fs::write(&config, farm_toml(args, chars))?;
     let game_addrs: Vec<String> = (0..args.servers)
@@ -378,6 +398,28 @@ fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Re
         .collect();
     let game_file = dir.join("muster-servers.txt");
     std::fs::write(&game_file, game_addrs.join("\n") + "\n")?;
+    std::fs::write(dir.join("query-servers.txt"), query_addrs.join("\n") + "\n")?;
+    Ok(FarmFiles {
+        config,
+        game_file,
+        query_addrs,
+        name_chars: chars,
+    })
+}
+
+fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Result<()> {
+    let base = u32::from(args.base_port);
+    if let Some(busy) = (base..base + 2 * args.servers as u32)
+        .find(|&p| std::net::UdpSocket::bind(("127.0.0.1", u16::try_from(p).unwrap_or(0))).is_err())
+    {
+        bail!("UDP port {busy} is in use: pick another --base-port");
+    }
+    let FarmFiles {
+        config,
+        game_file,
+        query_addrs,
+        name_chars: chars,
+    } = write_farm(args, dir)?;
 
     eprintln!(
         "farm: {} GameSpy v1 servers (ut99), {} players with {}-character Latin-1 names, \
@@ -572,6 +614,7 @@ mod tests {
             base_port: 10_000,
             seed: 1,
             runs: 1,
+            write_farm: None,
         };
         let text = farm_toml(&args, 10);
         let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
