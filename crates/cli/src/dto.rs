@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use muster_proto::model::{Player, Protocol, RawValue, ServerInfo, Text};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::ser::{SerializeMap as _, Serializer};
 
 /// One server's result as printed by `query` and `scan`.
 #[derive(Debug, Serialize)]
@@ -25,10 +25,10 @@ pub(crate) struct ServerResult {
     pub num_players: Option<u32>,
     pub max_players: Option<u32>,
     pub players: Vec<PlayerResult>,
-    pub rules: Map<String, Value>,
+    pub rules: Fields,
     pub partial: bool,
     pub partial_reason: Option<String>,
-    pub raw: Map<String, Value>,
+    pub raw: Fields,
 }
 
 /// Whether the query produced a result.
@@ -53,8 +53,131 @@ pub(crate) struct PlayerResult {
     pub clan: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub country: Option<i32>,
-    #[serde(skip_serializing_if = "Map::is_empty")]
-    pub raw: Map<String, Value>,
+    #[serde(skip_serializing_if = "Fields::is_empty")]
+    pub raw: Fields,
+}
+
+/// One value of [`Fields`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Field {
+    Int(i64),
+    Bool(bool),
+    Str(String),
+    /// A key that repeated (a rule such as UE2 `Mutator`): its values in wire order.
+    List(Vec<String>),
+}
+
+impl Field {
+    /// The string, when this is one.
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        match self {
+            Self::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Int(i) => write!(f, "{i}"),
+            Self::Bool(b) => write!(f, "{b}"),
+            Self::Str(s) => f.write_str(s),
+            Self::List(l) => f.write_str(&l.join(",")),
+        }
+    }
+}
+
+impl Serialize for Field {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Int(i) => s.serialize_i64(*i),
+            Self::Bool(b) => s.serialize_bool(*b),
+            Self::Str(v) => s.serialize_str(v),
+            Self::List(l) => l.serialize(s),
+        }
+    }
+}
+
+/// A JSON object of protocol fields, kept as a sorted vector instead of a map of JSON values:
+/// a scan builds thousands of these, and a vector costs one allocation where a tree of
+/// `serde_json::Value`s costs many. Written in key order, each key once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Fields(Vec<(String, Field)>);
+
+impl Fields {
+    /// `entries` in key order; of equal keys the last one wins, as inserting into a map does.
+    fn last_wins(mut entries: Vec<(String, Field)>) -> Self {
+        entries.sort_by(|a, b| a.0.cmp(&b.0)); // stable: equal keys keep their order
+        let mut out: Vec<(String, Field)> = Vec::with_capacity(entries.len());
+        for e in entries {
+            match out.last_mut() {
+                Some(last) if last.0 == e.0 => *last = e,
+                _ => out.push(e),
+            }
+        }
+        Self(out)
+    }
+
+    /// `entries` in key order; the values of a repeated key become one [`Field::List`], in
+    /// their order.
+    fn repeats_listed(mut entries: Vec<(String, String)>) -> Self {
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<(String, Field)> = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            match out.last_mut() {
+                Some((last, Field::List(list))) if *last == k => list.push(v),
+                Some((last, field)) if *last == k => {
+                    let first = std::mem::replace(field, Field::Bool(false));
+                    let first = first.as_str().unwrap_or_default().to_owned();
+                    *field = Field::List(vec![first, v]);
+                }
+                _ => out.push((k, Field::Str(v))),
+            }
+        }
+        Self(out)
+    }
+
+    /// Adds or replaces `key`, keeping key order.
+    #[cfg(test)]
+    pub(crate) fn insert(&mut self, key: String, value: Field) {
+        match self.0.binary_search_by(|(k, _)| k.as_str().cmp(&key)) {
+            Ok(i) => {
+                if let Some(slot) = self.0.get_mut(i) {
+                    slot.1 = value;
+                }
+            }
+            Err(i) => self.0.insert(i, (key, value)),
+        }
+    }
+
+    /// The value of `key`, if present.
+    pub(crate) fn get(&self, key: &str) -> Option<&Field> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .and_then(|i| self.0.get(i))
+            .map(|(_, v)| v)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Key and value pairs in key order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Field)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+impl Serialize for Fields {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
 /// Show `addr` as users type it (`[v6]:port` for IPv6).
@@ -62,42 +185,43 @@ pub(crate) fn show_addr(addr: SocketAddr) -> String {
     addr.to_string()
 }
 
-/// The plain (normalized) text, and `<key>_hex` in `raw` when the bytes were not valid text.
-fn text(t: Text, key: &str, raw: &mut Map<String, Value>) -> String {
+/// The plain (normalized) text; `<key>_hex` goes to `raw` when the bytes were not valid text,
+/// `<key>_raw` when the text had colour codes or decorations.
+fn text(t: Text, key: &str, raw: &mut Vec<(String, Field)>) -> String {
     if t.lossy {
-        raw.insert(
+        raw.push((
             format!("{key}_hex"),
-            Value::String(muster_proto::wire::to_hex(&t.raw)),
-        );
+            Field::Str(muster_proto::wire::to_hex(&t.raw)),
+        ));
     }
     if t.text != t.plain {
-        raw.insert(format!("{key}_raw"), Value::String(t.text));
+        raw.push((format!("{key}_raw"), Field::Str(t.text)));
     }
     t.plain
 }
 
-fn raw_value(v: RawValue) -> Value {
+fn raw_value(v: RawValue) -> Field {
     match v {
-        RawValue::Int(i) => Value::from(i),
-        RawValue::Bool(b) => Value::Bool(b),
-        RawValue::Text(t) if t.lossy => Value::String(muster_proto::wire::to_hex(&t.raw)),
-        RawValue::Text(t) => Value::String(t.text),
-        RawValue::Bytes(b) => Value::String(muster_proto::wire::to_hex(&b)),
+        RawValue::Int(i) => Field::Int(i),
+        RawValue::Bool(b) => Field::Bool(b),
+        RawValue::Text(t) if t.lossy => Field::Str(muster_proto::wire::to_hex(&t.raw)),
+        RawValue::Text(t) => Field::Str(t.text),
+        RawValue::Bytes(b) => Field::Str(muster_proto::wire::to_hex(&b)),
     }
 }
 
-fn raw_map(fields: Vec<(String, RawValue)>) -> Map<String, Value> {
-    let mut m = Map::new();
-    for (k, v) in fields {
-        m.insert(k, raw_value(v));
-    }
-    m
+/// The protocol's raw fields, with room for the `_hex`/`_raw` entries [`text`] may add.
+fn raw_entries(fields: Vec<(String, RawValue)>) -> Vec<(String, Field)> {
+    let mut v = Vec::with_capacity(fields.len() + 2);
+    v.extend(fields.into_iter().map(|(k, f)| (k, raw_value(f))));
+    v
 }
 
 fn player(p: Player) -> PlayerResult {
-    let mut raw = raw_map(p.raw);
+    let mut raw = raw_entries(p.raw);
     let name = text(p.name, "name", &mut raw);
     let clan = p.clan.map(|c| text(c, "clan", &mut raw));
+    let raw = Fields::last_wins(raw);
     PlayerResult {
         name,
         score: p.score,
@@ -144,37 +268,29 @@ impl ServerResult {
             num_players: None,
             max_players: None,
             players: Vec::new(),
-            rules: Map::new(),
+            rules: Fields::default(),
             partial: false,
             partial_reason: None,
-            raw: Map::new(),
+            raw: Fields::default(),
         }
     }
 
     /// A successful result (takes `info` apart: its strings move into the result).
     pub(crate) fn ok(address: SocketAddr, query_address: SocketAddr, info: ServerInfo) -> Self {
         let max_players = slots_known(&info).then_some(info.max_players);
-        let mut raw = raw_map(info.raw);
+        let mut raw = raw_entries(info.raw);
         let name = text(info.name, "name", &mut raw);
         let map = text(info.map, "map", &mut raw);
         let game_type = text(info.game_type, "game_type", &mut raw);
         let version = text(info.version, "version", &mut raw);
-        let mut rules = Map::new();
-        for rule in info.rules {
-            let key = rule.key.text;
-            let value = Value::String(rule.value.text);
-            match rules.get_mut(&key) {
-                // Keys may repeat (UE2 `Mutator`): the values become a list, in order.
-                Some(Value::Array(list)) => list.push(value),
-                Some(first) => {
-                    let first = first.take();
-                    rules.insert(key, Value::Array(vec![first, value]));
-                }
-                None => {
-                    rules.insert(key, value);
-                }
-            }
-        }
+        let raw = Fields::last_wins(raw);
+        // Keys may repeat (UE2 `Mutator`): the values become a list, in order.
+        let rules = Fields::repeats_listed(
+            info.rules
+                .into_iter()
+                .map(|r| (r.key.text, r.value.text))
+                .collect(),
+        );
         Self {
             address: show_addr(address),
             query_address: show_addr(query_address),
@@ -211,7 +327,7 @@ mod tests {
         let mut info = ServerInfo::new(Protocol::GameSpy1);
         info.num_players = 3;
         let json = serde_json::to_value(ServerResult::ok(addr, addr, info.clone())).unwrap();
-        assert_eq!(json["max_players"], Value::Null);
+        assert_eq!(json["max_players"], serde_json::Value::Null);
         assert_eq!(json["num_players"], 3);
         info.max_players = 16;
         info.raw.push((
@@ -256,5 +372,52 @@ mod tests {
         let json = serde_json::to_value(ServerResult::ok(addr, addr, info)).unwrap();
         assert_eq!(json["raw"]["name_hex"], "66ff");
         assert_eq!(json["address"], "[::1]:8303");
+    }
+
+    #[test]
+    fn fields_are_sorted_and_the_last_of_a_key_wins() {
+        let f = Fields::last_wins(vec![
+            ("b".into(), Field::Str("1".into())),
+            ("a".into(), Field::Int(2)),
+            ("b".into(), Field::Str("3".into())),
+        ]);
+        assert_eq!(serde_json::to_string(&f).unwrap(), r#"{"a":2,"b":"3"}"#);
+        let mut f = f;
+        f.insert("ab".into(), Field::Bool(true));
+        f.insert("a".into(), Field::Int(5));
+        assert_eq!(f.get("a"), Some(&Field::Int(5)));
+        let keys: Vec<&str> = f.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["a", "ab", "b"]);
+    }
+
+    /// Fields serialise exactly as the `serde_json::Map` they replace did (sorted keys, last
+    /// insert wins, repeated rules as arrays).
+    #[test]
+    fn fields_match_a_json_map() {
+        let entries = [("x", "1"), ("m", "2"), ("x", "3"), ("A", "4"), ("m", "5")];
+        let mut map = serde_json::Map::new();
+        for (k, v) in entries {
+            map.insert(k.into(), v.into());
+        }
+        let fields = Fields::last_wins(
+            entries
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Field::Str((*v).to_owned())))
+                .collect(),
+        );
+        assert_eq!(
+            serde_json::to_value(&fields).unwrap(),
+            serde_json::Value::Object(map)
+        );
+        let rules = Fields::repeats_listed(
+            entries
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        assert_eq!(
+            serde_json::to_string(&rules).unwrap(),
+            r#"{"A":"4","m":["2","5"],"x":["1","3"]}"#
+        );
     }
 }

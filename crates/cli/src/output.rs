@@ -480,10 +480,7 @@ fn write_details<W: Write>(out: &mut W, r: &ServerResult) -> io::Result<()> {
         let rules: Vec<String> = r
             .rules
             .iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::String(s) => format!("{k}={}", printable(s)),
-                other => format!("{k}={}", printable(&other.to_string())),
-            })
+            .map(|(k, v)| format!("{k}={}", printable(&v.to_string())))
             .collect();
         writeln!(out, "    rules: {}", rules.join(", "))?;
     }
@@ -521,7 +518,8 @@ mod tests {
         r.map = Some("DM-Antalus".into());
         r.num_players = Some(3);
         r.max_players = Some(16);
-        r.rules.insert("gamename".into(), "ut2".into());
+        r.rules
+            .insert("gamename".into(), crate::dto::Field::Str("ut2".into()));
         let ok = |e: &str| Filter::parse(e).unwrap().matches(&r);
         assert!(ok("players>0") && ok("players>=3") && !ok("players>3") && ok("players<=3"));
         assert!(ok("game=UT2") && !ok("game=ut2004"));

@@ -4,6 +4,8 @@
 //! `mod.rs` has one documented function that decides how *its* strings are decoded and calls
 //! into here. This module only knows character sets, not protocols.
 
+use std::sync::OnceLock;
+
 use encoding_rs::{UTF_16LE, WINDOWS_1252};
 
 /// Decode Windows-1252 (a superset of Latin-1 for display).
@@ -12,8 +14,40 @@ use encoding_rs::{UTF_16LE, WINDOWS_1252};
 /// map to the C1 code points of the same value, as the WHATWG index does.
 #[must_use]
 pub fn decode_windows1252(bytes: &[u8]) -> String {
-    let (text, _, _) = WINDOWS_1252.decode(bytes);
-    text.into_owned()
+    // Names and values are short and mostly ASCII: one pass with a table is several times
+    // cheaper than setting up a decoder per string (measured on a 2,000-server GameSpy scan).
+    if bytes.is_ascii()
+        && let Ok(ascii) = std::str::from_utf8(bytes)
+    {
+        return ascii.to_owned();
+    }
+    let high = windows1252_high();
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        let c = match b.checked_sub(0x80) {
+            None => char::from(b),
+            Some(i) => high.get(usize::from(i)).copied().unwrap_or('\u{fffd}'),
+        };
+        out.push(c);
+    }
+    out
+}
+
+/// The characters of bytes 0x80–0xFF in Windows-1252, taken once from encoding_rs so the two
+/// can never disagree.
+fn windows1252_high() -> &'static [char; 128] {
+    static HIGH: OnceLock<[char; 128]> = OnceLock::new();
+    HIGH.get_or_init(|| {
+        let mut table = ['\u{fffd}'; 128];
+        for (slot, b) in table.iter_mut().zip(0x80u8..=0xFF) {
+            let byte = [b];
+            let (text, _, _) = WINDOWS_1252.decode(&byte);
+            if let Some(c) = text.chars().next() {
+                *slot = c;
+            }
+        }
+        table
+    })
 }
 
 /// Encode text as Windows-1252; characters it cannot represent become `?`.
@@ -70,6 +104,7 @@ mod tests {
     fn windows1252_quirk_latin1_and_undefined_bytes() {
         assert_eq!(decode_windows1252(b"J\xe9r\xf4me"), "Jérôme");
         assert_eq!(decode_windows1252(b"\x80"), "€");
+        assert_eq!(decode_windows1252(b"plain ascii"), "plain ascii");
         assert_eq!(
             decode_windows1252(b"\x81\x8d\x8f\x90\x9d"),
             "\u{81}\u{8d}\u{8f}\u{90}\u{9d}"
@@ -82,5 +117,19 @@ mod tests {
     fn utf16le_round_trip() {
         let s = "Ünïcødé 日本";
         assert_eq!(decode_utf16le(&encode_utf16le(s)), s);
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The table decoder is encoding_rs's Windows-1252 decoder, byte for byte.
+        #[test]
+        fn windows1252_table_matches_encoding_rs(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let (want, _, _) = encoding_rs::WINDOWS_1252.decode(&bytes);
+            prop_assert_eq!(super::decode_windows1252(&bytes), want.into_owned());
+        }
     }
 }

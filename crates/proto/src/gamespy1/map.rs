@@ -13,6 +13,7 @@
 //! Numbers are parsed leniently (spaces and trailing junk ignored, spec §12.10).
 
 use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
 
 use super::packet::Pair;
 use super::{MAX_PLAYERS, decode_text, player_key};
@@ -33,13 +34,35 @@ const MAPPED_KEYS: [&[u8]; 7] = [
 /// per mutator).
 const REPEATING_KEYS: [&[u8]; 1] = [b"mutator"];
 
+/// A reply key compared and hashed without regard to ASCII case, borrowed from the reply (the
+/// first-occurrence check needs no lower-cased copy of every key).
+#[derive(Debug, Clone, Copy)]
+struct NoCase<'a>(&'a [u8]);
+
+impl PartialEq for NoCase<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.eq_ignore_ascii_case(other.0)
+    }
+}
+
+impl Eq for NoCase<'_> {}
+
+impl Hash for NoCase<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_usize(self.0.len());
+        for b in self.0 {
+            state.write_u8(b.to_ascii_lowercase());
+        }
+    }
+}
+
 /// Build a [`ServerInfo`] (`Protocol::GameSpy1`, no ping, not partial) from merged data pairs.
 #[must_use]
 pub fn to_server_info(pairs: &[Pair]) -> ServerInfo {
     let mut info = ServerInfo::new(Protocol::GameSpy1);
     let mut players: BTreeMap<u32, Player> = BTreeMap::new();
     let mut set = [false; MAPPED_KEYS.len()];
-    let mut rule_keys: HashSet<Vec<u8>> = HashSet::new();
+    let mut rule_keys: HashSet<NoCase<'_>> = HashSet::new();
     for pair in pairs {
         if let Some((field, index)) = player_key(pair.key()) {
             if players.len() >= MAX_PLAYERS && !players.contains_key(&index) {
@@ -58,7 +81,7 @@ pub fn to_server_info(pairs: &[Pair]) -> ServerInfo {
             let repeats = REPEATING_KEYS
                 .iter()
                 .any(|k| pair.key().eq_ignore_ascii_case(k));
-            if !rule_keys.insert(pair.key().to_ascii_lowercase()) && !repeats {
+            if !rule_keys.insert(NoCase(pair.key())) && !repeats {
                 // The first occurrence wins; later ones stay in `raw` (spec §7.3).
                 continue;
             }
