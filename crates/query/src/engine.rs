@@ -33,6 +33,12 @@ const MAX_DATAGRAM: usize = 65_535;
 const SOCKET_BUFFER_BYTES: usize = 8 << 20;
 /// Datagrams read per readiness event before timers and sends get a turn.
 const RECV_BATCH: usize = 256;
+/// Receive-buffer bytes the kernel charges for one query's reply: one or two datagrams of up to
+/// ~1.4 KB, each charged about 2 KB (its buffer overhead included). Queries in flight are
+/// capped at the socket's buffer divided by this, so that all their replies fit at once.
+const REPLY_BUFFER_BYTES: usize = 4096;
+/// The fewest queries in flight the buffer cap may leave.
+const MIN_WINDOW: usize = 32;
 
 /// How the engine paces and bounds a batch of queries.
 #[derive(Debug, Clone)]
@@ -183,6 +189,8 @@ struct Engine<T, M: QueryMachine> {
     slots: Vec<Option<Slot<T, M>>>,
     free: Vec<usize>,
     in_flight: usize,
+    /// Queries allowed in flight: `max_in_flight`, lowered to what the receive buffers hold.
+    window: usize,
     next_generation: u64,
     routes: HashMap<SocketAddr, Vec<usize>>,
     timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
@@ -231,6 +239,14 @@ fn bind(addr: SocketAddr) -> io::Result<UdpSocket> {
     UdpSocket::from_std(socket.into())
 }
 
+/// Queries whose replies fit in `socket`'s receive buffer at once (at least [`MIN_WINDOW`]).
+fn buffer_window(socket: &UdpSocket) -> usize {
+    let bytes = socket2::SockRef::from(socket)
+        .recv_buffer_size()
+        .unwrap_or(SOCKET_BUFFER_BYTES);
+    (bytes / REPLY_BUFFER_BYTES).max(MIN_WINDOW)
+}
+
 async fn readable(socket: Option<&UdpSocket>) -> io::Result<()> {
     match socket {
         Some(s) => s.readable().await,
@@ -244,12 +260,14 @@ where
 {
     fn new(options: Options, tx: mpsc::Sender<Completed<T, M::Output>>) -> Self {
         let tokens = options.rate.map_or(0.0, |r| f64::from(r.max(1)).min(64.0));
+        let window = options.max_in_flight.max(1);
         Self {
             options,
             tx,
             slots: Vec::new(),
             free: Vec::new(),
             in_flight: 0,
+            window,
             next_generation: 0,
             routes: HashMap::new(),
             timers: BinaryHeap::new(),
@@ -283,6 +301,12 @@ where
         let deadline = self.options.deadline.and_then(|d| start.checked_add(d));
         let mut buf = vec![0u8; MAX_DATAGRAM];
         let mut jobs_left = true;
+        // True while the last read stopped at RECV_BATCH: more replies may be waiting in the
+        // socket. Then nothing is judged lost and nothing new starts until they are read: a
+        // reply queued in our own buffer is late, not lost, and re-sending or starting more
+        // queries while behind only adds replies to a full buffer, which the kernel drops
+        // (measured: a 10,000-server scan collapsed into thousands of drops and re-sends).
+        let mut backlog = false;
         loop {
             let t = now();
             if deadline.is_some_and(|d| t >= d) {
@@ -297,12 +321,15 @@ where
                 }
                 return Ok(());
             }
+            if backlog {
+                backlog = self.drain(true, &mut buf).await | self.drain(false, &mut buf).await;
+                // Let the consumer of the results run between batches.
+                tokio::task::yield_now().await;
+                continue;
+            }
             // Start new queries while there is room and the send queue is not backed up
             // (a backed-up queue means the rate budget, not concurrency, is the bottleneck).
-            while jobs_left
-                && self.in_flight < self.options.max_in_flight.max(1)
-                && self.outgoing.len() < 64
-            {
+            while jobs_left && self.in_flight < self.window && self.outgoing.len() < 64 {
                 match jobs.next() {
                     Some(job) => self.start(job, t).await,
                     None => jobs_left = false,
@@ -325,8 +352,8 @@ where
             }
             let sleep_until = wake.unwrap_or_else(|| t + Duration::from_secs(3600));
             tokio::select! {
-                r = readable(self.v4.as_ref()) => { r?; self.drain(true, &mut buf).await; }
-                r = readable(self.v6.as_ref()) => { r?; self.drain(false, &mut buf).await; }
+                r = readable(self.v4.as_ref()) => { r?; backlog = self.drain(true, &mut buf).await; }
+                r = readable(self.v6.as_ref()) => { r?; backlog = self.drain(false, &mut buf).await; }
                 () = tokio::time::sleep_until(sleep_until.into()) => {}
             }
         }
@@ -542,7 +569,10 @@ where
         let socket = if dest.is_ipv4() {
             if self.v4.is_none() && self.v4_error.is_none() {
                 match bind(self.options.bind_v4) {
-                    Ok(s) => self.v4 = Some(s),
+                    Ok(s) => {
+                        self.window = self.window.min(buffer_window(&s));
+                        self.v4 = Some(s);
+                    }
                     Err(e) => self.v4_error = Some(e.kind()),
                 }
             }
@@ -552,7 +582,10 @@ where
         } else {
             if self.v6.is_none() && self.v6_error.is_none() {
                 match bind(self.options.bind_v6) {
-                    Ok(s) => self.v6 = Some(s),
+                    Ok(s) => {
+                        self.window = self.window.min(buffer_window(&s));
+                        self.v6 = Some(s);
+                    }
                     Err(e) => self.v6_error = Some(e.kind()),
                 }
             }
@@ -573,17 +606,19 @@ where
         }
     }
 
-    async fn drain(&mut self, v4: bool, buf: &mut [u8]) {
+    /// Reads up to [`RECV_BATCH`] datagrams from one socket; true when it stopped at that
+    /// limit (more may be waiting).
+    async fn drain(&mut self, v4: bool, buf: &mut [u8]) -> bool {
         for _ in 0..RECV_BATCH {
             let socket = if v4 {
                 self.v4.as_ref()
             } else {
                 self.v6.as_ref()
             };
-            let Some(socket) = socket else { return };
+            let Some(socket) = socket else { return false };
             let (n, from) = match socket.try_recv_from(buf) {
                 Ok(r) => r,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 // ICMP port unreachable from an earlier send: nothing to read, keep going.
                 Err(_) => continue,
             };
@@ -609,6 +644,7 @@ where
                 self.deliver(idx, t, from, datagram).await;
             }
         }
+        true
     }
 
     /// Hand one datagram to the machine in slot `idx`, sampling the round trip on its first
