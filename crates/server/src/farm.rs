@@ -49,7 +49,7 @@ use crate::udp::Impairment;
 pub enum FarmProtocol {
     /// Serious Sam GameAgent (query port = game port + 1).
     Gameagent,
-    /// GameSpy v1 (query port = game port + 1, or + 10 for the `ut2003` style).
+    /// GameSpy v1 (query port = game port + 1, whatever the style).
     Gamespy1,
     /// Unreal Engine 2 native (query port = game port + 1).
     Unreal2,

@@ -171,6 +171,27 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
         ],
         1,
     );
+    // A UT2003 server: GameSpy v1 (the emulator's query port is game port + 1), heartbeating to
+    // the GameSpy face.
+    let ut2_port = free(1);
+    let _ut2 = start(
+        &[
+            "emulate",
+            "-p",
+            "gamespy1",
+            "--port",
+            &ut2_port,
+            "--style",
+            "ut2003",
+            "--name",
+            "UT2003 Ærø",
+            "--players",
+            "3",
+            "--master",
+            &gs,
+        ],
+        1,
+    );
     let sam_port = free(1);
     let _sam = start(
         &[
@@ -264,6 +285,7 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
         http,
         &[
             "UT99 Jérôme",
+            "UT2003 Ærø",
             "Sam Legacy",
             "DDNet HTTP",
             "Bomber",
@@ -282,6 +304,8 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     };
     assert_eq!(by_name("UT99 Jérôme")["game"], "ut");
     assert_eq!(by_name("UT99 Jérôme")["num_players"], 2);
+    assert_eq!(by_name("UT2003 Ærø")["game"], "ut2");
+    assert_eq!(by_name("UT2003 Ærø")["num_players"], 3);
     assert_eq!(by_name("Sam Legacy")["game"], "serioussamse");
     assert_eq!(by_name("Bomber")["game"], "bomberman");
     assert_eq!(by_name("Tee 0.7 Ünï")["num_players"], 3);
@@ -343,6 +367,52 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let want = format!("127.0.0.1:{}", ut99_port.parse::<u16>().unwrap() + 1);
     assert_eq!(list[0]["address"], want.as_str(), "{list}");
+
+    // One registry behind every face: the UT2003 server that heartbeated by GameSpy is in the
+    // GameSpy list for `ut2` (its query address) and in the UT2003 text list (IP, game port,
+    // GameSpy port), read by `muster list` as UT2003 clients read it.
+    let out = muster()
+        .args([
+            "list",
+            "-p",
+            "gamespy",
+            "-g",
+            "ut2",
+            "-f",
+            "json",
+            &faces["gamespy-tcp"].to_string(),
+        ])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ut2_game: u16 = ut2_port.parse().unwrap();
+    let want = format!("127.0.0.1:{}", ut2_game + 1);
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(list[0]["address"], want.as_str(), "{list}");
+    let text = http_get(http, "/serverlist/ut2.txt");
+    assert_eq!(text, format!("127.0.0.1\t{ut2_game}\t{}\n", ut2_game + 1));
+    let out = muster()
+        .args([
+            "list",
+            "-p",
+            "ut2003-text",
+            "-f",
+            "json",
+            &format!("http://{http}/serverlist/ut2.txt"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        list[0]["address"],
+        format!("127.0.0.1:{ut2_game}").as_str(),
+        "{list}"
+    );
 
     // The 0.7 face lists the 0.7-registered server; the 0.6 face the HTTP-registered one.
     // (teeworlds servers choose a master after 3 s, then pass the firewall check).
