@@ -55,18 +55,19 @@ fn windows1252_high() -> &'static [char; 128] {
 /// Used by responders that must emit single-byte strings from configured Unicode text.
 #[must_use]
 pub fn encode_windows1252(text: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len());
-    for ch in text.chars() {
-        let mut buf = [0u8; 4];
-        let s = ch.encode_utf8(&mut buf);
-        let (bytes, _, unmappable) = WINDOWS_1252.encode(s);
-        if unmappable {
-            out.push(b'?');
-        } else {
-            out.extend_from_slice(&bytes);
-        }
-    }
-    out
+    // Responders encode every name of every reply: a table lookup per character, not an
+    // encoder per character (the emulated farm spent most of its time there).
+    let high = windows1252_high();
+    text.chars()
+        .map(|c| match u8::try_from(c) {
+            Ok(b) if !(0x80..0xA0).contains(&b) => b,
+            _ => high
+                .iter()
+                .position(|&h| h == c)
+                .and_then(|i| u8::try_from(i + 0x80).ok())
+                .unwrap_or(b'?'),
+        })
+        .collect()
 }
 
 /// True when every character of `text` has a Windows-1252 byte.
@@ -130,6 +131,20 @@ mod table_tests {
         fn windows1252_table_matches_encoding_rs(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let (want, _, _) = encoding_rs::WINDOWS_1252.decode(&bytes);
             prop_assert_eq!(super::decode_windows1252(&bytes), want.into_owned());
+        }
+
+        /// The table encoder is encoding_rs's Windows-1252 encoder, with `?` for each
+        /// character it cannot map.
+        #[test]
+        fn windows1252_table_encoder_matches_encoding_rs(text in "\\PC{0,24}", extra in proptest::collection::vec(0x80u32..0x200, 0..8)) {
+            let text: String = text.chars().chain(extra.into_iter().filter_map(char::from_u32)).collect();
+            let mut want = Vec::new();
+            for c in text.chars() {
+                let mut buf = [0u8; 4];
+                let (bytes, _, unmappable) = encoding_rs::WINDOWS_1252.encode(c.encode_utf8(&mut buf));
+                if unmappable { want.push(b'?') } else { want.extend_from_slice(&bytes) }
+            }
+            prop_assert_eq!(super::encode_windows1252(&text), want);
         }
     }
 }
