@@ -22,6 +22,17 @@ fn muster() -> Command {
     Command::new(env!("CARGO_BIN_EXE_muster"))
 }
 
+/// Run `muster <args> -f json`, require success and parse what it printed.
+fn muster_json(args: &[&str]) -> serde_json::Value {
+    let out = muster().args(args).args(["-f", "json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "muster {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Start `muster <args>` and read its `listening <face> <udp|tcp> <addr>` lines (`count` of
 /// them) into face → address.
 fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, SocketAddr>) {
@@ -346,68 +357,27 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     }
 
     // The GameSpy face lists the UT99 server for `ut`.
-    let out = muster()
-        .args([
-            "list",
-            "-p",
-            "gamespy",
-            "-g",
-            "ut",
-            "-f",
-            "json",
-            &faces["gamespy-tcp"].to_string(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gamespy_tcp = faces["gamespy-tcp"].to_string();
+    let list = muster_json(&["list", "-p", "gamespy", "-g", "ut", &gamespy_tcp]);
     let want = format!("127.0.0.1:{}", ut99_port.parse::<u16>().unwrap() + 1);
     assert_eq!(list[0]["address"], want.as_str(), "{list}");
 
     // One registry behind every face: the UT2003 server that heartbeated by GameSpy is in the
     // GameSpy list for `ut2` (its query address) and in the UT2003 text list (IP, game port,
     // GameSpy port), read by `muster list` as UT2003 clients read it.
-    let out = muster()
-        .args([
-            "list",
-            "-p",
-            "gamespy",
-            "-g",
-            "ut2",
-            "-f",
-            "json",
-            &faces["gamespy-tcp"].to_string(),
-        ])
-        .output()
-        .unwrap();
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = muster_json(&["list", "-p", "gamespy", "-g", "ut2", &gamespy_tcp]);
     let ut2_game: u16 = ut2_port.parse().unwrap();
     let want = format!("127.0.0.1:{}", ut2_game + 1);
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
     assert_eq!(list[0]["address"], want.as_str(), "{list}");
     let text = http_get(http, "/serverlist/ut2.txt");
     assert_eq!(text, format!("127.0.0.1\t{ut2_game}\t{}\n", ut2_game + 1));
-    let out = muster()
-        .args([
-            "list",
-            "-p",
-            "ut2003-text",
-            "-f",
-            "json",
-            &format!("http://{http}/serverlist/ut2.txt"),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = muster_json(&[
+        "list",
+        "-p",
+        "ut2003-text",
+        &format!("http://{http}/serverlist/ut2.txt"),
+    ]);
     assert_eq!(
         list[0]["address"],
         format!("127.0.0.1:{ut2_game}").as_str(),
@@ -447,24 +417,13 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     }
 
     // servers.json carries the DDNet server; a scan of it queries the server itself.
-    let out = muster()
-        .args([
-            "scan",
-            "--master",
-            &format!("ddnet:http://{http}/ddnet/15/servers.json"),
-            "-f",
-            "json",
-            "--timeout",
-            "500ms",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let scan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let scan = muster_json(&[
+        "scan",
+        "--master",
+        &format!("ddnet:http://{http}/ddnet/15/servers.json"),
+        "--timeout",
+        "500ms",
+    ]);
     let dd = scan
         .as_array()
         .unwrap()
@@ -475,18 +434,7 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     assert_eq!(dd["players"].as_array().unwrap().len(), 5);
 
     // The management server lists its registration.
-    let out = muster()
-        .args([
-            "list",
-            "-p",
-            "mgmt",
-            "-f",
-            "json",
-            &faces["mgmt"].to_string(),
-        ])
-        .output()
-        .unwrap();
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = muster_json(&["list", "-p", "mgmt", &faces["mgmt"].to_string()]);
     assert_eq!(list[0]["name"], "Bomber");
     assert_eq!(list[0]["num_players"], 2);
     let _ = std::fs::remove_dir_all(&data);
