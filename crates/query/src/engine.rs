@@ -5,7 +5,11 @@
 //! for it). The engine never interprets bytes: retries, reassembly and completion are the
 //! machines' business. What it adds is what needs a view of all queries at once:
 //!
-//! * a cap on queries in flight and a global send rate (token bucket, packets per second);
+//! * a cap on queries in flight (`max_in_flight`, lowered to what the socket's receive buffer
+//!   holds: its size / 4 KiB) and a global send rate (token bucket, packets per second);
+//! * no self-inflicted loss: while a read stops at its batch limit (replies still queued in
+//!   our own buffer), nothing is re-sent and nothing new starts until they are read, so a
+//!   reply that is merely late is never taken for a lost one;
 //! * an overall deadline, after which every machine is aborted and reports what it has;
 //! * adaptive retransmission: the round-trip times it observes (first burst to first reply,
 //!   never across a retransmission, as in Karn's algorithm) give a smoothed RTT, and every
