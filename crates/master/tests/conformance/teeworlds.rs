@@ -185,6 +185,12 @@ async fn ddnet_164_registers_over_http_and_deletes_on_stop() {
     assert_eq!(info["map"]["name"], "Tutorial");
     assert_eq!(info["game_type"], "DDraceNetwork");
     assert!(info["name"].as_str().unwrap().starts_with("DDNet Lab"));
+    // One registry: the server that registered over HTTP is in the 0.6 UDP list too, as a
+    // 0.6 client (qstat -teem) reads it.
+    if let Some(qstat) = Qstat::require() {
+        let (got, out) = qstat_teem(&h, &dir, qstat).await;
+        assert_eq!(got, vec![format!("tees 127.0.0.1:{port}")], "{out}");
+    }
     // SIGTERM: one Action: delete per stream, and the server is gone.
     tokio::task::spawn_blocking(move || server.stop())
         .await
@@ -212,6 +218,14 @@ async fn qstat_teem_reads_the_06_list() {
         h.verify(&key, now).unwrap();
         want.push(format!("tees {a}"));
     }
+    let (got, out) = qstat_teem(&h, &dir, qstat).await;
+    assert_eq!(got, want, "{out}");
+    assert!(out.contains("3 servers"), "{out}");
+}
+
+/// Serves `h`'s 0.6 list face on a loopback port while `qstat -teem` reads it; returns the
+/// `tees ADDRESS` lines qstat wrote and its output.
+async fn qstat_teem(h: &MasterHandle, dir: &Dir, qstat: Qstat) -> (Vec<String>, String) {
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let addr = sock.local_addr().unwrap();
     let (stop, rx) = watch::channel(false);
@@ -229,8 +243,9 @@ async fn qstat_teem_reads_the_06_list() {
         .unwrap();
     let text = std::fs::read_to_string(&out_file).unwrap_or_default();
     let _ = std::fs::remove_file(&out_file);
-    let got: Vec<&str> = text.lines().collect();
-    assert_eq!(got, want, "{out}");
-    assert!(out.stdout_text().contains("3 servers"), "{out}");
     stop.send(true).unwrap();
+    (
+        text.lines().map(str::to_owned).collect(),
+        format!("{out}\n{}", out.stdout_text()),
+    )
 }
