@@ -58,7 +58,7 @@ impl Hash for NoCase<'_> {
 
 /// Build a [`ServerInfo`] (`Protocol::GameSpy1`, no ping, not partial) from merged data pairs.
 #[must_use]
-pub fn to_server_info(pairs: &[Pair]) -> ServerInfo {
+pub fn to_server_info<'a>(pairs: impl IntoIterator<Item = &'a Pair>) -> ServerInfo {
     let mut info = ServerInfo::new(Protocol::GameSpy1);
     let mut players: BTreeMap<u32, Player> = BTreeMap::new();
     let mut set = [false; MAPPED_KEYS.len()];

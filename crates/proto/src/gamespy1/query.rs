@@ -135,7 +135,7 @@ impl StatusQuery {
             self.event = Some(Event::Failed(error));
             return;
         }
-        let mut info = to_server_info(&self.reassembler.pairs());
+        let mut info = to_server_info(self.reassembler.merged());
         info.ping = self.ping;
         if let Outcome::Partial(reason) = outcome {
             info.partial = Some(Partial {

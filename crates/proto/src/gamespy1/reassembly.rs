@@ -225,13 +225,16 @@ impl Reassembler {
     /// by ascending Y. `queryid` and `final` are left out.
     #[must_use]
     pub fn pairs(&self) -> Vec<Pair> {
+        self.merged().cloned().collect()
+    }
+
+    /// [`Self::pairs`] without copying them.
+    pub fn merged(&self) -> impl Iterator<Item = &Pair> {
         self.untagged
             .iter()
             .map(|(_, p)| p)
             .chain(self.tagged.values())
             .flatten()
-            .cloned()
-            .collect()
     }
 
     /// Datagrams processed (the one that hit the byte cap is not counted).
