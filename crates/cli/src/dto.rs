@@ -109,14 +109,15 @@ impl Fields {
     /// `entries` in key order; of equal keys the last one wins, as inserting into a map does.
     fn last_wins(mut entries: Vec<(String, Field)>) -> Self {
         entries.sort_by(|a, b| a.0.cmp(&b.0)); // stable: equal keys keep their order
-        let mut out: Vec<(String, Field)> = Vec::with_capacity(entries.len());
-        for e in entries {
-            match out.last_mut() {
-                Some(last) if last.0 == e.0 => *last = e,
-                _ => out.push(e),
+        // `later` is dropped; its value moves into the entry kept before it.
+        entries.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(&mut later.1, &mut kept.1);
             }
-        }
-        Self(out)
+            same
+        });
+        Self(entries)
     }
 
     /// `entries` in key order; the values of a repeated key become one [`Field::List`], in
