@@ -90,16 +90,25 @@ gamespy_farms "$gs_count" "$gs_lo" "0-16"
 
 step "waiting until the master lists them and has polled them"
 want=$((gs_count + ga_count + tw_count))
-deadline=$((SECONDS + 90))
+# A port taken by another process, or a registration datagram dropped on a loaded box (the
+# server tries again only with its next heartbeat, up to 60 s later), loses a server for a
+# while: 90 % and the target server do, once nothing new was listed for 15 s.
+deadline=$((SECONDS + 90)) last=-1 since=$SECONDS
 while ((SECONDS < deadline)); do
     all=$(listed ""); busy=$(listed "&non_empty=1"); target=$(listed "&q=needle-player")
-    if [[ ${all:-0} -ge $want && ${busy:-0} -gt 0 && ${target:-0} -ge 1 ]]; then break; fi
+    all=${all:-0} busy=${busy:-0} target=${target:-0}
+    ((all >= want && busy > 0 && target >= 1)) && break
+    ((all != last)) && { last=$all; since=$SECONDS; }
+    ((all >= want * 9 / 10 && busy > 0 && target >= 1 && SECONDS - since >= 15)) && break
     sleep 0.25
 done
-# A port taken by another process on a busy box loses its server: 90 % and the target do.
-if [[ ${all:-0} -lt $((want * 9 / 10)) || ${target:-0} -lt 1 || ${busy:-0} -lt 1 ]]; then
+if ((all < want * 9 / 10 || target < 1 || busy < 1)); then
     curl -sS --max-time 10 "$base/healthz" >&2 || true
-    die "only ${all:-0} of $want servers listed (target: ${target:-0}, with players: ${busy:-0}) after 90 s"
+    die "only $all of $want servers listed (target: $target, with players: $busy) after 90 s"
+fi
+if ((all < want)); then
+    n_gs=$(listed "&protocol=gamespy") n_ga=$(listed "&protocol=gameagent") n_tw=$(listed "&protocol=ddnet")
+    echo "    not listed: $((gs_count - ${n_gs:-0})) gamespy, $((ga_count - ${n_ga:-0})) gameagent, $((tw_count - ${n_tw:-0})) ddnet"
 fi
 echo "    $all of $want listed, $busy with players"
 

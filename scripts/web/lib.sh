@@ -171,7 +171,8 @@ start_farm() {
 }
 
 # GameSpy farms: $1 servers, eight per loopback address 127.0.1.K (the GameSpy face keeps at
-# most 8 challenges pending per IP, as it should), game ports from $2, player counts $3.
+# most 8 challenges pending per IP, as it should), game ports from $2, player counts $3. The
+# farms start 50 ms apart, so that their first heartbeats do not arrive as one burst.
 gamespy_farms() {
     local count=$1 lo=$2 players=$3 left=$1 k n
     for ((k = 1; left > 0; k++)); do
@@ -190,5 +191,6 @@ style = "ut99"
 masters = ["gamespy:$gamespy"]
 EOF
         start_farm "$work/farm-gs$k.toml"
+        sleep 0.05
     done
 }
