@@ -62,6 +62,23 @@ t=$SECONDS
 INSTA_UPDATE=no MUSTER_REQUIRE_PEERS=$require_peers cargo test --workspace --locked
 elapsed "$t"
 
+step "web e2e: the server browser in headless Chromium (scripts/web/e2e.sh)"
+t=$SECONDS
+# The binary `cargo test` just built. e2e.sh installs chromium, node and playwright-core when
+# missing (not with MUSTER_SKIP_PEERS=1) and exits 77 when it cannot; with
+# MUSTER_REQUIRE_PEERS=1 it fails instead. No screenshot: the checkout stays as it is.
+[[ -x target/debug/muster ]] || cargo build --locked -q -p muster --bin muster
+rc=0
+MUSTER_BIN=$PWD/target/debug/muster MUSTER_REQUIRE_PEERS=$require_peers MUSTER_WEB_SCREENSHOT="" \
+    bash scripts/web/e2e.sh || rc=$?
+if [[ $rc == 77 && $require_peers != 1 ]]; then
+    echo "warning: the web e2e test was skipped: chromium, node or playwright-core is missing" >&2
+elif [[ $rc != 0 ]]; then
+    echo "error: the web e2e test failed (exit $rc)" >&2
+    exit 1
+fi
+elapsed "$t"
+
 if [[ $fuzz_seconds != 0 ]]; then
     step "fuzz smoke (${fuzz_seconds}s per target)"
     t=$SECONDS

@@ -128,8 +128,14 @@ try {
   await waitShown(page, c.total, "cleared search");
   await page.click("#spacer .row");
   await page.waitForSelector("#chart svg");
-  await page.waitForTimeout(300);
-  if (shot) await page.screenshot({ path: shot });
+  if (shot) {
+    // The page redraws an open detail view on every refresh: give the busiest server's first
+    // poll a few seconds to reach its history, so the chart in the picture is not empty.
+    await page.waitForSelector("#chart svg path.history-line", { state: "attached", timeout: 15_000 })
+      .catch(() => console.log("    (screenshot without history samples)"));
+    await page.waitForTimeout(300);
+    await page.screenshot({ path: shot });
+  }
   check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join("; ") : ""));
 } catch (e) {
   console.error("e2e: " + e.message);

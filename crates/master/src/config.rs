@@ -233,6 +233,14 @@ pub struct LimitsConfig {
     pub http_list_burst: u32,
     /// HTTP list requests per source: one more token every this long.
     pub http_list_refill: HumanDuration,
+    /// DDNet register POSTs per source: burst.
+    pub ddnet_register_burst: u32,
+    /// DDNet register POSTs per source: one more token every this long.
+    pub ddnet_register_refill: HumanDuration,
+    /// DDNet UDP challenges per source: burst.
+    pub ddnet_challenge_burst: u32,
+    /// DDNet UDP challenges per source: one more every this long.
+    pub ddnet_challenge_refill: HumanDuration,
 }
 
 impl Default for LimitsConfig {
@@ -257,6 +265,10 @@ impl Default for LimitsConfig {
             http_request_timeout: HumanDuration(Duration::from_secs(10)),
             http_list_burst: 60,
             http_list_refill: HumanDuration(Duration::from_millis(50)),
+            ddnet_register_burst: 64,
+            ddnet_register_refill: HumanDuration(Duration::from_millis(100)),
+            ddnet_challenge_burst: 16,
+            ddnet_challenge_refill: HumanDuration(Duration::from_secs(1)),
         }
     }
 }
@@ -416,10 +428,12 @@ impl Config {
     /// Checks values the types cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
-        let checks: [(bool, &'static str); 10] = [
+        let checks: [(bool, &'static str); 12] = [
             (l.list_burst >= 1, "limits.list_burst"),
             (l.heartbeat_burst >= 1, "limits.heartbeat_burst"),
             (l.http_list_burst >= 1, "limits.http_list_burst"),
+            (l.ddnet_register_burst >= 1, "limits.ddnet_register_burst"),
+            (l.ddnet_challenge_burst >= 1, "limits.ddnet_challenge_burst"),
             (l.servers_per_source >= 1, "limits.servers_per_source"),
             (l.tcp_max_connections >= 1, "limits.tcp_max_connections"),
             (l.tcp_max_per_source >= 1, "limits.tcp_max_per_source"),
@@ -491,6 +505,22 @@ mod tests {
         assert_eq!(c.registry_config(), RegistryConfig::default());
         assert_eq!(c.limits.list_burst, 2);
         assert_eq!(c.limits.egress_bytes_per_sec, 1_048_576);
+        let ddnet = crate::faces::teeworlds::ddnet::DdnetSettings::default();
+        assert_eq!(
+            (
+                c.limits.ddnet_register_burst,
+                c.limits.ddnet_register_refill.0
+            ),
+            (ddnet.register_burst, ddnet.register_refill),
+            "the DDNet face's own defaults"
+        );
+        assert_eq!(
+            (
+                c.limits.ddnet_challenge_burst,
+                c.limits.ddnet_challenge_refill.0
+            ),
+            (ddnet.challenge_burst, ddnet.challenge_refill)
+        );
     }
 
     #[test]

@@ -374,6 +374,10 @@ impl Master {
             egress_bytes_per_sec: limits.egress_bytes_per_sec,
             body_limit: limits.http_body_limit,
             address_lifetime: self.config.lifetimes.ddnet.0,
+            register_burst: limits.ddnet_register_burst,
+            register_refill: limits.ddnet_register_refill.0,
+            challenge_burst: limits.ddnet_challenge_burst,
+            challenge_refill: limits.ddnet_challenge_refill.0,
             ..faces::teeworlds::ddnet::DdnetSettings::default()
         };
         let mut samples = self.samples.clone();
