@@ -43,6 +43,12 @@ pub fn bind_tcp(addr: SocketAddr) -> io::Result<TcpListener> {
     TcpListener::from_std(sock.into())
 }
 
+/// Receive buffer asked of the kernel for each UDP face (it caps the request at
+/// `net.core.rmem_max`): a burst of registrations, such as a farm of servers starting at once,
+/// must not be dropped before the face reads it. Stock servers send their first GameAgent `q`
+/// once; a dropped one would leave the server unlisted.
+pub const UDP_RECV_BUFFER: usize = 4 << 20;
+
 /// Binds a UDP socket the same way (IPv6-only for IPv6 addresses), for the UDP faces.
 pub fn bind_udp(addr: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
     let domain = socket2::Domain::for_address(addr);
@@ -50,6 +56,8 @@ pub fn bind_udp(addr: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
     if addr.is_ipv6() {
         sock.set_only_v6(true)?;
     }
+    // Best effort: a smaller buffer only means more drops under a burst (counted by the kernel).
+    let _ = sock.set_recv_buffer_size(UDP_RECV_BUFFER);
     sock.set_nonblocking(true)?;
     sock.bind(&addr.into())?;
     tokio::net::UdpSocket::from_std(sock.into())
