@@ -89,7 +89,9 @@ pub struct PollerSettings {
     pub tick: Duration,
     /// Polls started per second at most (config `poller.max_per_second`, 20).
     pub max_polls_per_second: u32,
-    /// Datagrams sent per second at most by one batch, retries included (60).
+    /// Datagrams sent per second at most by one batch, retries included (60, or
+    /// [`PACKETS_PER_POLL`] per poll of `max_polls_per_second` when that is more: a batch must
+    /// be able to send all its polls well within `round_deadline`).
     pub max_packets_per_second: u32,
     /// Polls running at once at most (1024).
     pub max_in_flight: usize,
@@ -121,6 +123,10 @@ impl Default for PollerSettings {
     }
 }
 
+/// Datagrams a poll may send in its first second, its re-send included: a GameAgent poll asks
+/// for status and players, a UE2 poll asks natively and over GameSpy.
+pub const PACKETS_PER_POLL: u32 = 4;
+
 impl PollerSettings {
     /// The settings with `config`'s interval, rate and de-listing rule, and the defaults of
     /// the field docs for the rest.
@@ -130,7 +136,10 @@ impl PollerSettings {
             interval: config.interval.0,
             tick: Duration::from_secs(1),
             max_polls_per_second: config.max_per_second,
-            max_packets_per_second: 60,
+            max_packets_per_second: config
+                .max_per_second
+                .saturating_mul(PACKETS_PER_POLL)
+                .max(60),
             max_in_flight: 1024,
             attempt_timeout: Duration::from_secs(2),
             retries: 1,
@@ -420,5 +429,30 @@ mod tests {
         s.max_polls_per_second = 5;
         s.tick = Duration::from_millis(100);
         assert_eq!(s.budget_per_tick(), 1);
+    }
+
+    /// A batch can send all of one tick's polls, re-sends included, well within its deadline
+    /// (with a fixed 60 packets/s, max_per_second = 250 left the tail of every batch unsent
+    /// at the deadline and counted as failed: 13 % of 10,000 servers never polled).
+    #[test]
+    fn a_batch_can_send_its_polls_before_its_deadline() {
+        for rate in [1, 20, 60, 250, 1000, 5000] {
+            let c = PollerConfig {
+                max_per_second: rate,
+                ..PollerConfig::default()
+            };
+            let s = PollerSettings::from_config(&c);
+            let packets = s.budget_per_tick() as f64 * f64::from(PACKETS_PER_POLL);
+            let seconds = packets / f64::from(s.max_packets_per_second);
+            assert!(
+                seconds <= s.round_deadline.as_secs_f64() / 4.0,
+                "max_per_second {rate}: {seconds} s of sending for a {:?} batch",
+                s.round_deadline
+            );
+        }
+        assert_eq!(
+            PollerSettings::from_config(&PollerConfig::default()).max_packets_per_second,
+            80
+        );
     }
 }
