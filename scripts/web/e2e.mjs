@@ -2,17 +2,13 @@
 //
 // Env: MUSTER_URL (the master's HTTP face), MUSTER_EXPECT (servers listed at least),
 // MUSTER_SCREENSHOT (PNG path), CHROMIUM (browser binary). Exits 1 on the first failed check.
-import { chromium } from "playwright-core";
+import { check, launch, rows } from "./common.mjs";
 
 const base = process.env.MUSTER_URL;
 const expect = Number(process.env.MUSTER_EXPECT || "1");
 const shot = process.env.MUSTER_SCREENSHOT;
 const TIMEOUT = 30_000;
 
-function check(cond, what) {
-  if (!cond) throw new Error("check failed: " + what);
-  console.log("    ok: " + what);
-}
 
 async function api(path) {
   const res = await fetch(base + path);
@@ -34,18 +30,8 @@ async function waitShown(page, n, what) {
   ).catch(() => { throw new Error("timed out waiting for " + what + " (" + n + " shown)"); });
 }
 
-// The cells of the rows in the DOM, top to bottom.
-async function rows(page) {
-  return page.$$eval("#spacer .row", (rs) => rs
-    .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
-    .map((r) => [...r.children].map((c) => c.textContent)));
-}
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-});
+const browser = await launch();
 let failed = false;
 try {
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });

@@ -47,30 +47,7 @@ delist_after_failures = 1000"
 shift_by=$(((RANDOM % 8) * 1000))
 gs_lo=$((20000 + shift_by)) tw_lo=$((20100 + shift_by)) ga_lo=$((20600 + shift_by))
 step "starting $((gs_count + ga_count + tw_count)) emulated servers ($gs_count gamespy1, $ga_count gameagent, $tw_count ddnet)"
-cat >"$work/farm-ddnet.toml" <<EOF
-seed = 6
-bind = "127.0.0.1"
-[[server]]
-protocol = "teeworlds"
-port = $((tw_lo + 499))
-name = "Muster e2e target"
-map = "ctf5"
-max_players = 16
-players = [{ name = "needle-player", score = 42 }, { name = "second", score = 3 }]
-masters = ["ddnet:$base/ddnet/15/register"]
-EOF
-if ((tw_count > 1)); then cat >>"$work/farm-ddnet.toml" <<EOF
-[[generate]]
-protocol = "teeworlds"
-count = $((tw_count - 1))
-ports = "$tw_lo-$((tw_lo + 498))"
-players = "0-16"
-max_players = 16
-charset = "utf8"
-masters = ["ddnet:$base/ddnet/15/register"]
-EOF
-fi
-start_farm "$work/farm-ddnet.toml"
+ddnet_farm "$tw_count" "$tw_lo" "Muster e2e target" 500
 if ((ga_count > 0)); then
     cat >"$work/farm-ga.toml" <<EOF
 seed = 7

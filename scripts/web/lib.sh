@@ -194,3 +194,34 @@ EOF
         sleep 0.05
     done
 }
+
+# The DDNet farm: $1 Teeworlds servers on 127.0.0.1 (the master challenges the HTTP peer's
+# address) registering over DDNet HTTP, in the $4 game ports from $2: one search target named
+# $3 with the players `needle-player` and `second` on the last port, the others before it.
+ddnet_farm() {
+    local count=$1 lo=$2 target=$3 span=$4
+    cat >"$work/farm-ddnet.toml" <<EOF
+seed = 6
+bind = "127.0.0.1"
+[[server]]
+protocol = "teeworlds"
+port = $((lo + span - 1))
+name = "$target"
+map = "ctf5"
+max_players = 16
+players = [{ name = "needle-player", score = 42 }, { name = "second", score = 3 }]
+masters = ["ddnet:$base/ddnet/15/register"]
+EOF
+    if ((count > 1)); then cat >>"$work/farm-ddnet.toml" <<EOF
+[[generate]]
+protocol = "teeworlds"
+count = $((count - 1))
+ports = "$lo-$((lo + span - 2))"
+players = "0-16"
+max_players = 16
+charset = "utf8"
+masters = ["ddnet:$base/ddnet/15/register"]
+EOF
+    fi
+    start_farm "$work/farm-ddnet.toml"
+}

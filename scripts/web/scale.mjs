@@ -9,17 +9,13 @@
 // `MUSTER_URL=http://… MUSTER_WEB_PAGE=crates/master/src/web/index.html node scripts/web/scale.mjs`).
 import { readFileSync } from "node:fs";
 import http from "node:http";
-import { chromium } from "playwright-core";
+import { check, launch, rows } from "./common.mjs";
 
 const base = process.env.MUSTER_URL;
 const expect = Number(process.env.MUSTER_EXPECT || "1");
 const TIMEOUT = 120_000;
 const results = [];
 
-function check(cond, what) {
-  if (!cond) throw new Error("check failed: " + what);
-  console.log("    ok: " + what);
-}
 function record(what, value, unit, note = "") {
   results.push({ what, value, unit, note });
   console.log(`    ${what}: ${value} ${unit}${note ? " (" + note + ")" : ""}`);
@@ -74,11 +70,6 @@ async function frameAfter(page, action, arg) {
   }, { action, arg });
 }
 
-async function rows(page) {
-  return page.$$eval("#spacer .row", (rs) => rs
-    .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
-    .map((r) => [...r.children].map((c) => c.textContent)));
-}
 
 async function heapMb(cdp) {
   await cdp.send("HeapProfiler.collectGarbage");
@@ -104,11 +95,7 @@ const ms = (x) => x.toFixed(0);
   console.log(`    ${all.length} listed, ${polled} polled at least once`);
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-});
+const browser = await launch();
 let failed = false;
 try {
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });

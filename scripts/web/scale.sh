@@ -52,28 +52,8 @@ gameagent = \"30m\"
 ddnet = \"5m\""
 
 step "registering $total emulated servers ($ga_count gameagent, $gs_count gamespy1, $tw_count ddnet)"
-# DDNet: one farm on 127.0.0.1 (the master challenges the HTTP peer's address), ports 22000+.
-cat >"$work/farm-ddnet.toml" <<EOF
-seed = 6
-bind = "127.0.0.1"
-[[server]]
-protocol = "teeworlds"
-port = 22999
-name = "Muster scale target"
-map = "ctf5"
-max_players = 16
-players = [{ name = "needle-player", score = 42 }, { name = "second", score = 3 }]
-masters = ["ddnet:$base/ddnet/15/register"]
-[[generate]]
-protocol = "teeworlds"
-count = $((tw_count - 1))
-ports = "22000-22998"
-players = "0-16"
-max_players = 16
-charset = "utf8"
-masters = ["ddnet:$base/ddnet/15/register"]
-EOF
-start_farm "$work/farm-ddnet.toml"
+# DDNet: one farm on 127.0.0.1, ports 22000-22999.
+ddnet_farm "$tw_count" 22000 "Muster scale target" 1000
 gamespy_farms "$gs_count" 20000 "0-16"
 
 # Waits (at most $2 s) until at least $1 servers match the list query $3; prints how many do.
