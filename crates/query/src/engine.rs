@@ -310,7 +310,10 @@ where
         // reply queued in our own buffer is late, not lost, and re-sending or starting more
         // queries while behind only adds replies to a full buffer, which the kernel drops
         // (measured: a 10,000-server scan collapsed into thousands of drops and re-sends).
+        // The deferral lasts at most one attempt timeout, so that a source flooding faster
+        // than we read cannot stop every other query's timers.
         let mut backlog = false;
+        let mut backlog_since: Option<Instant> = None;
         loop {
             let t = now();
             if deadline.is_some_and(|d| t >= d) {
@@ -326,10 +329,15 @@ where
                 return Ok(());
             }
             if backlog {
-                backlog = self.drain(true, &mut buf).await | self.drain(false, &mut buf).await;
-                // Let the consumer of the results run between batches.
-                tokio::task::yield_now().await;
-                continue;
+                let since = *backlog_since.get_or_insert(t);
+                if t.saturating_duration_since(since) < self.options.attempt_timeout {
+                    backlog = self.drain(true, &mut buf).await | self.drain(false, &mut buf).await;
+                    // Let the consumer of the results run between batches.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+            } else {
+                backlog_since = None;
             }
             // Start new queries while there is room and the send queue is not backed up
             // (a backed-up queue means the rate budget, not concurrency, is the bottleneck).
@@ -569,33 +577,42 @@ where
         }
     }
 
-    async fn send(&mut self, dest: SocketAddr, idx: usize) -> Result<(), io::ErrorKind> {
-        let socket = if dest.is_ipv4() {
-            if self.v4.is_none() && self.v4_error.is_none() {
-                match bind(self.options.bind_v4) {
-                    Ok(s) => {
-                        self.window = self.window.min(buffer_window(&s));
-                        self.v4 = Some(s);
-                    }
-                    Err(e) => self.v4_error = Some(e.kind()),
-                }
-            }
-            self.v4
-                .as_ref()
-                .ok_or(self.v4_error.unwrap_or(io::ErrorKind::Other))?
+    /// Binds the socket of one family (IPv4 when `v4`) on first use; the window shrinks to what
+    /// its receive buffer holds. A family whose bind failed keeps failing with that error.
+    fn ensure_bound(&mut self, v4: bool) -> Result<(), io::ErrorKind> {
+        let (slot, error, addr) = if v4 {
+            (&mut self.v4, &mut self.v4_error, self.options.bind_v4)
         } else {
-            if self.v6.is_none() && self.v6_error.is_none() {
-                match bind(self.options.bind_v6) {
-                    Ok(s) => {
-                        self.window = self.window.min(buffer_window(&s));
-                        self.v6 = Some(s);
-                    }
-                    Err(e) => self.v6_error = Some(e.kind()),
+            (&mut self.v6, &mut self.v6_error, self.options.bind_v6)
+        };
+        if slot.is_none() && error.is_none() {
+            match bind(addr) {
+                Ok(s) => {
+                    self.window = self.window.min(buffer_window(&s));
+                    *slot = Some(s);
                 }
+                Err(e) => *error = Some(e.kind()),
             }
-            self.v6
-                .as_ref()
-                .ok_or(self.v6_error.unwrap_or(io::ErrorKind::Other))?
+        }
+        match (slot, error) {
+            (Some(_), _) => Ok(()),
+            (None, e) => Err(e.unwrap_or(io::ErrorKind::Other)),
+        }
+    }
+
+    /// The bound socket of one family (IPv4 when `v4`), if any.
+    fn socket(&self, v4: bool) -> Option<&UdpSocket> {
+        if v4 {
+            self.v4.as_ref()
+        } else {
+            self.v6.as_ref()
+        }
+    }
+
+    async fn send(&mut self, dest: SocketAddr, idx: usize) -> Result<(), io::ErrorKind> {
+        self.ensure_bound(dest.is_ipv4())?;
+        let Some(socket) = self.socket(dest.is_ipv4()) else {
+            return Err(io::ErrorKind::Other);
         };
         let Some(out) = self.outgoing.front() else {
             return Ok(());
@@ -614,12 +631,9 @@ where
     /// limit (more may be waiting).
     async fn drain(&mut self, v4: bool, buf: &mut [u8]) -> bool {
         for _ in 0..RECV_BATCH {
-            let socket = if v4 {
-                self.v4.as_ref()
-            } else {
-                self.v6.as_ref()
+            let Some(socket) = self.socket(v4) else {
+                return false;
             };
-            let Some(socket) = socket else { return false };
             let (n, from) = match socket.try_recv_from(buf) {
                 Ok(r) => r,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
