@@ -127,12 +127,15 @@ impl Fields {
         let mut out: Vec<(String, Field)> = Vec::with_capacity(entries.len());
         for (k, v) in entries {
             match out.last_mut() {
-                Some((last, Field::List(list))) if *last == k => list.push(v),
-                Some((last, field)) if *last == k => {
-                    let first = std::mem::replace(field, Field::Bool(false));
-                    let first = first.as_str().unwrap_or_default().to_owned();
-                    *field = Field::List(vec![first, v]);
-                }
+                Some((last, field)) if *last == k => match field {
+                    Field::List(list) => list.push(v),
+                    Field::Str(first) => {
+                        let first = std::mem::take(first);
+                        *field = Field::List(vec![first, v]);
+                    }
+                    // Rules are built as strings only.
+                    Field::Int(_) | Field::Bool(_) => {}
+                },
                 _ => out.push((k, Field::Str(v))),
             }
         }
