@@ -29,9 +29,7 @@ tw_count=${MUSTER_WEB_DDNET:-60}
 screenshot=${MUSTER_WEB_SCREENSHOT-$web_root/docs/browser.png}
 ((tw_count >= 1)) || die "MUSTER_WEB_DDNET must be at least 1 (the target server is a DDNet one)"
 
-web_prereqs
-web_binary
-web_workdir
+web_setup
 
 step "starting muster serve"
 start_master "

@@ -73,6 +73,13 @@ web_binary() {
     fi
 }
 
+# Everything a browser run needs before its master starts: prerequisites, $muster, $work.
+web_setup() {
+    web_prereqs
+    web_binary
+    web_workdir
+}
+
 # $work: a temporary directory; every pid in $pids is stopped on exit, the logs shown on failure.
 web_workdir() {
     work=$(mktemp -d "${TMPDIR:-/tmp}/muster-${web_name:-web}.XXXXXX")

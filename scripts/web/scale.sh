@@ -34,9 +34,7 @@ ga_count=$((total - tw_count - gs_count))
 per_ga_farm=250
 ((ga_count <= 4 * 250 * per_ga_farm)) || die "at most $((4 * 250 * per_ga_farm)) GameAgent servers"
 
-web_prereqs
-web_binary
-web_workdir
+web_setup
 
 step "starting muster serve"
 start_master "
