@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use muster_master::config::{Config, HumanDuration, Listen, ListenConfig};
 use muster_master::registry::{
-    Face, GameAddr, PollInfo, PollPlayer, Registration, ServerKey, Timestamp, View,
+    Face, GameAddr, PollInfo, PollPlayer, Registration, ServerKey, Timestamp,
 };
 use muster_master::{Listeners, Master, MasterHandle};
 use muster_proto::Protocol;
@@ -91,14 +91,16 @@ fn config(dir: &std::path::Path, servers: usize) -> Config {
     c.listen.http = Listen(vec![lo]);
     c.poller.enabled = false;
     let l = &mut c.limits;
-    l.list_burst = 1_000_000;
-    l.list_refill = HumanDuration(Duration::from_micros(1));
+    l.list_bytes_burst = 1 << 40;
+    l.list_bytes_per_sec = 1 << 40;
     l.heartbeat_burst = 1_000_000;
     l.heartbeat_refill = HumanDuration(Duration::from_micros(1));
     l.challenge_burst = 1_000_000;
     l.challenge_refill = HumanDuration(Duration::from_micros(1));
     l.servers_per_source = servers.max(64);
-    l.max_pending = servers.max(10_000) * 2;
+    l.pending_per_ip = 1 << 20;
+    l.pending_per_prefix = 1 << 20;
+    l.pending_per_face = servers.max(16_384) * 2;
     l.egress_bytes_per_sec = 1 << 40;
     l.tcp_max_per_source = 256;
     l.http_list_burst = 1_000_000;
@@ -142,8 +144,8 @@ async fn register_one(ip: Ipv4Addr, master: SocketAddr) -> anyhow::Result<()> {
     bail!("no challenge from the master for {ip}")
 }
 
-fn listed(handle: &MasterHandle, view: View<'_>) -> usize {
-    handle.with_registry(|r| r.listed(view).len())
+fn listed(handle: &MasterHandle, face: Face) -> usize {
+    handle.snapshot().count(face)
 }
 
 /// Registers `n` GameAgent servers over UDP; returns the seconds until all are listed.
@@ -177,11 +179,11 @@ async fn ingest(
     // Wait for the face to finish (bounded); the time is that of the last server listed, so
     // a lost heartbeat (no retry: the client cannot see it was lost) does not count as time.
     let deadline = Instant::now() + Duration::from_secs(5);
-    let mut count = listed(handle, View::GameAgent);
+    let mut count = listed(handle, Face::GameAgent);
     let mut last_change = start.elapsed();
     while count < n && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let now = listed(handle, View::GameAgent);
+        let now = listed(handle, Face::GameAgent);
         if now != count {
             count = now;
             last_change = start.elapsed();
@@ -217,10 +219,9 @@ fn insert_ddnet(handle: &MasterHandle, n: usize) -> anyhow::Result<f64> {
             source: SourceKey::of(IpAddr::V4(ip)),
         };
         let now = Timestamp::now();
-        handle.add(reg, now).context("adding a DDNet record")?;
-        handle
-            .verify(&key, now)
-            .context("verifying a DDNet record")?;
+        if !handle.register(reg, now).is_listed() {
+            bail!("the registry refused a DDNet record");
+        }
         // What the poller leaves on a record; `servers.json` lists records it has an info for.
         let info = PollInfo {
             name: format!("DDNet bench server {i}"),
@@ -377,7 +378,7 @@ async fn run_in(args: &MasterArgs, dir: &std::path::Path) -> anyhow::Result<()> 
     let rss1 = rss_kib();
     let ddnet_secs = insert_ddnet(&handle, n)?;
     let rss2 = rss_kib();
-    let ddnet_listed = listed(&handle, View::Teeworlds);
+    let ddnet_listed = listed(&handle, Face::DdnetHttp);
     eprintln!(
         "registered {registered}/{n} GameAgent servers over UDP, {ddnet_listed}/{n} DDNet records"
     );

@@ -4,7 +4,8 @@ use std::io::Write as _;
 
 use anyhow::Context as _;
 use muster_master::config::{Config, Listen};
-use muster_master::{Listeners, Master};
+use muster_master::store::StoreError;
+use muster_master::{Listeners, Master, MasterError};
 
 use crate::exit;
 use crate::query::UsageError;
@@ -59,6 +60,11 @@ pub(crate) struct ServeArgs {
     /// Management server, TCP.
     #[arg(long, value_name = "ADDR|off")]
     pub mgmt: Option<String>,
+    /// Repair a damaged registry instead of serving: copy every readable record of
+    /// `<data-dir>/muster.sqlite3` into a new file (the damaged one is kept beside it), say how
+    /// many were lost, and exit. Run it with the daemon stopped.
+    #[arg(long)]
+    pub repair: bool,
 }
 
 fn apply(target: &mut Listen, flag: &str, value: Option<&String>) -> anyhow::Result<()> {
@@ -85,8 +91,20 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     apply(&mut l.http, "http", args.http.as_ref())?;
     apply(&mut l.mgmt, "mgmt", args.mgmt.as_ref())?;
 
-    let master = Master::open(config.clone(), muster_master::registry::Timestamp::now())
-        .with_context(|| format!("opening the registry in {}", config.data_dir.display()))?;
+    // One daemon per data directory: a second one would corrupt the store's view of itself.
+    let _lock = muster_master::store::lock_data_dir(&config.data_dir).map_err(store_usage)?;
+    if args.repair {
+        return repair(&config.data_dir);
+    }
+    let master = Master::open(config.clone(), muster_master::registry::Timestamp::now()).map_err(
+        |e| match e {
+            MasterError::Store(s) if s.is_fatal_at_start() => store_usage(s),
+            e => anyhow::Error::new(e).context(format!(
+                "opening the registry in {}",
+                config.data_dir.display()
+            )),
+        },
+    )?;
     let listeners = Listeners::bind(&config)?;
     {
         let mut out = std::io::stdout().lock();
@@ -96,5 +114,30 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
         out.flush()?;
     }
     master.run(listeners, crate::signal::shutdown()).await?;
+    Ok(exit::OK)
+}
+
+/// A store that cannot be used as it is (damaged, of an unknown version, in use) is the
+/// user's to fix: exit 2 with the message, which names the file and what to do.
+fn store_usage(e: StoreError) -> anyhow::Error {
+    UsageError(muster_master::error_chain(&e)).into()
+}
+
+fn repair(dir: &std::path::Path) -> anyhow::Result<u8> {
+    let r = muster_master::store::repair(dir)
+        .with_context(|| format!("repairing the registry in {}", dir.display()))?;
+    let mut out = std::io::stdout().lock();
+    let lost = r
+        .lost
+        .map_or_else(|| "an unknown number".to_owned(), |n| n.to_string());
+    writeln!(
+        out,
+        "repaired {}: {} records kept, {lost} lost, {} unreadable by this build; the damaged \
+         file is now {}",
+        r.path.display(),
+        r.recovered,
+        r.unreadable,
+        r.moved_to.display()
+    )?;
     Ok(exit::OK)
 }

@@ -1,20 +1,23 @@
-//! Registry hot paths with 10,000 servers: heartbeat ingestion (bare and through the shared
-//! handle), the GameAgent view, and one page of the HTTP API list with a text search.
+//! Registry and view hot paths with 10,000 and 100,000 servers: heartbeat ingestion (bare and
+//! through the shared handle), a registration, publishing a snapshot, the GameAgent list
+//! encoding, and API pages (default, sorted, searched) over a snapshot.
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use muster_master::MasterHandle;
+use muster_master::api::list::{ListQuery, SortKey, list};
+use muster_master::faces::gameagent::{Scope, list_datagrams};
 use muster_master::registry::{
-    Face, GameAddr, ListQuery, PollInfo, PollPlayer, Registration, Registry, RegistryConfig,
-    ServerKey, SortKey, Timestamp, View,
+    Face, GameAddr, PollInfo, PollPlayer, Record, Registration, Registry, RegistryConfig,
+    ServerKey, Timestamp,
 };
-use muster_master::store::{Storage, StoreError};
+use muster_master::store::{Loaded, Store, StoreError};
 use muster_proto::Protocol;
 use muster_proto::limit::SourceKey;
 
-const N: u32 = 10_000;
 const T0: Timestamp = Timestamp::from_secs(1_700_000_000);
 
 fn reg(i: u32) -> Registration {
@@ -31,81 +34,120 @@ fn reg(i: u32) -> Registration {
     }
 }
 
-fn filled() -> Registry {
-    let mut r = Registry::new(RegistryConfig::default());
-    for i in 0..N {
-        let x = reg(i);
-        let key = x.key.clone();
-        r.add(x, T0);
-        r.verify(&key, T0);
-        let info = PollInfo {
-            name: format!("Server {i}"),
-            map: "Karnak".into(),
-            game_type: "Cooperative".into(),
-            num_players: i % 9,
-            max_players: 8,
-            password: Some(i % 7 == 0),
-            players: (0..i % 9)
-                .map(|p| PollPlayer {
-                    name: format!("player{p}"),
-                    score: Some(i64::from(p)),
-                })
-                .collect(),
-            rules: vec![],
-            game_port: None,
-        };
-        r.update_poll(&key, Some(info), T0);
+fn info(i: u32) -> PollInfo {
+    PollInfo {
+        name: format!("Server {i}"),
+        map: "Karnak".into(),
+        game_type: "Cooperative".into(),
+        num_players: i % 9,
+        max_players: 8,
+        password: Some(i % 7 == 0),
+        players: (0..i % 9)
+            .map(|p| PollPlayer {
+                name: format!("player{p}"),
+                score: Some(i64::from(p)),
+            })
+            .collect(),
+        rules: vec![],
+        game_port: None,
     }
-    r
 }
 
 /// Storage that keeps nothing, to measure the handle without SQLite.
 #[derive(Debug)]
 struct Null;
 
-impl Storage for Null {
-    fn load(&mut self) -> Result<Vec<muster_master::registry::Record>, StoreError> {
-        Ok(Vec::new())
+impl Store for Null {
+    fn load(&mut self) -> Result<Loaded, StoreError> {
+        Ok(Loaded::default())
     }
-    fn put(&mut self, _: &muster_master::registry::Record) -> Result<(), StoreError> {
+    fn write(&mut self, _: &[Arc<Record>], _: &[ServerKey]) -> Result<(), StoreError> {
         Ok(())
     }
-    fn put_batch(&mut self, _: &[&muster_master::registry::Record]) -> Result<(), StoreError> {
-        Ok(())
-    }
-    fn delete(&mut self, _: &ServerKey) -> Result<(), StoreError> {
-        Ok(())
-    }
-    fn delete_batch(&mut self, _: &[ServerKey]) -> Result<(), StoreError> {
-        Ok(())
+    fn location(&self) -> String {
+        "null".into()
     }
 }
 
-fn bench(c: &mut Criterion) {
-    let mut r = filled();
-    let regs: Vec<Registration> = (0..N).map(reg).collect();
-    let mut i = 0usize;
-    c.bench_function("registry_heartbeat_10k", |b| {
-        b.iter(|| {
-            i = (i + 1) % regs.len();
-            black_box(r.heartbeat(regs[i].clone(), T0))
-        });
-    });
-
+fn filled(n: u32) -> MasterHandle {
     let (h, _) = MasterHandle::open(RegistryConfig::default(), Box::new(Null), T0).unwrap();
+    h.write(|r| {
+        for i in 0..n {
+            let x = reg(i);
+            let key = x.key.clone();
+            r.register(x, T0);
+            r.update_poll(&key, Some(info(i)), T0);
+        }
+    });
+    h.publish();
+    h.flush().unwrap();
+    h
+}
+
+fn bench_n(c: &mut Criterion, n: u32) {
+    let regs: Vec<Registration> = (0..n).map(reg).collect();
+    let mut r = Registry::new(RegistryConfig::default());
     for x in &regs {
-        h.add(x.clone(), T0).unwrap();
-        h.verify(&x.key, T0).unwrap();
+        r.register(x.clone(), T0);
     }
-    c.bench_function("handle_heartbeat_10k", |b| {
+    r.take_changes();
+    r.take_dirty();
+    let mut i = 0usize;
+    c.bench_function(&format!("registry_heartbeat_{n}"), |b| {
         b.iter(|| {
             i = (i + 1) % regs.len();
-            black_box(h.heartbeat(regs[i].clone(), T0).unwrap())
+            black_box(r.heartbeat(&regs[i].key, T0));
+            if i == 0 {
+                r.take_changes();
+            }
         });
     });
 
-    c.bench_function("view_gameagent_10k", |b| {
-        b.iter(|| black_box(r.listed(View::GameAgent).len()));
+    let h = filled(n);
+    c.bench_function(&format!("handle_heartbeat_{n}"), |b| {
+        b.iter(|| {
+            i = (i + 1) % regs.len();
+            black_box(h.heartbeat(&regs[i].key, T0))
+        });
+    });
+    h.publish();
+    c.bench_function(&format!("handle_register_new_{n}"), |b| {
+        b.iter_batched(
+            || {
+                i += 1;
+                let mut x = reg(n + u32::try_from(i).unwrap());
+                x.source = SourceKey::of(IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + i as u32)));
+                x
+            },
+            |x| black_box(h.register(x, T0)),
+            BatchSize::SmallInput,
+        );
+    });
+    c.bench_function(&format!("publish_after_one_change_{n}"), |b| {
+        b.iter(|| {
+            i = (i + 1) % regs.len();
+            h.update_poll(&regs[i].key, Some(info(u32::try_from(i).unwrap() + 1)), T0);
+            black_box(h.publish().len())
+        });
+    });
+    let view = h.publish();
+    c.bench_function(&format!("gameagent_e_encode_{n}"), |b| {
+        b.iter(|| {
+            // A key never asked before: this is the encoding, not a cache hit.
+            black_box(list_datagrams(&view, &Scope::Products(vec![format!("x{i}")])).len())
+        });
+    });
+    let page = ListQuery::default();
+    c.bench_function(&format!("api_default_page_{n}"), |b| {
+        b.iter(|| black_box(list(&view, &page).records.len()));
+    });
+    let sorted = ListQuery {
+        sort: SortKey::Name,
+        page: 3,
+        ..ListQuery::default()
+    };
+    c.bench_function(&format!("api_sorted_page_cached_{n}"), |b| {
+        b.iter(|| black_box(list(&view, &sorted).records.len()));
     });
     let q = ListQuery {
         text: Some("player3".into()),
@@ -113,9 +155,14 @@ fn bench(c: &mut Criterion) {
         descending: true,
         ..ListQuery::default()
     };
-    c.bench_function("api_page_search_10k", |b| {
-        b.iter(|| black_box(r.list(View::Http, &q).total));
+    c.bench_function(&format!("api_search_page_cached_{n}"), |b| {
+        b.iter(|| black_box(list(&view, &q).total));
     });
+}
+
+fn bench(c: &mut Criterion) {
+    bench_n(c, 10_000);
+    bench_n(c, 100_000);
 }
 
 criterion_group!(benches, bench);

@@ -25,7 +25,7 @@
 //!
 //! Every face listens on IPv4 and IPv6 (`0.0.0.0:P` and `[::]:P`) unless configured. Durations
 //! are humantime strings (`"90s"`, `"10m"`). Unknown keys are errors, so a typo is not silently
-//! ignored. This module only parses and validates; binding is [`crate::tcp::bind_tcp`]'s job.
+//! ignored. This module only parses and validates; binding is [`crate::runtime::bind_tcp`]'s job.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -36,7 +36,7 @@ use serde::Deserialize;
 
 use crate::registry::{Face, RegistryConfig};
 
-/// Default ports of the faces (`issues show 5`).
+/// Default ports of the faces.
 pub mod ports {
     /// GameAgent master, UDP.
     pub const GAMEAGENT: u16 = 9005;
@@ -195,10 +195,15 @@ impl Default for ListenConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
-    /// List requests per source (IPv4 / IPv6 /64): burst.
-    pub list_burst: u32,
-    /// List requests per source: one more token every this long.
-    pub list_refill: HumanDuration,
+    /// UDP list replies per source (IPv4 / IPv6 /64), in bytes: burst. Every UDP face that
+    /// answers with more than it was sent (lists, own-query answers) spends it.
+    pub list_bytes_burst: u64,
+    /// UDP list replies per source: bytes per second refilled.
+    pub list_bytes_per_sec: u64,
+    /// TCP list connections per source (GameSpy lists): burst.
+    pub tcp_list_burst: u32,
+    /// TCP list connections per source: one more every this long.
+    pub tcp_list_refill: HumanDuration,
     /// Heartbeats per source: burst.
     pub heartbeat_burst: u32,
     /// Heartbeats per source: one more token every this long.
@@ -209,10 +214,17 @@ pub struct LimitsConfig {
     pub challenge_refill: HumanDuration,
     /// Source buckets tracked at most (memory bound).
     pub max_tracked_sources: usize,
-    /// Records per source, pending and verified together.
+    /// Records per source.
     pub servers_per_source: usize,
-    /// Pending records in total.
-    pub max_pending: usize,
+    /// Records in total (a memory bound).
+    pub max_records: usize,
+    /// Proof exchanges (challenges, checks) waiting per face, in total; the oldest makes room
+    /// for a new one.
+    pub pending_per_face: usize,
+    /// Proof exchanges waiting per source IP address, per face.
+    pub pending_per_ip: usize,
+    /// Proof exchanges waiting per IPv4 /24 or IPv6 /64, per face.
+    pub pending_per_prefix: usize,
     /// Global egress cap of each UDP face, bytes per second.
     pub egress_bytes_per_sec: u64,
     /// Concurrent connections per TCP face.
@@ -229,6 +241,9 @@ pub struct LimitsConfig {
     pub http_body_limit: usize,
     /// An HTTP request must be answered within this long.
     pub http_request_timeout: HumanDuration,
+    /// An HTTP client must send a request's header within this long (from the connection's
+    /// start, or from its previous response).
+    pub http_header_timeout: HumanDuration,
     /// HTTP list requests (`/api/v1/servers…`, `/serverlist/…`) per source: burst.
     pub http_list_burst: u32,
     /// HTTP list requests per source: one more token every this long.
@@ -246,23 +261,29 @@ pub struct LimitsConfig {
 impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
-            list_burst: 2,
-            list_refill: HumanDuration(Duration::from_secs(5)),
-            heartbeat_burst: 4,
-            heartbeat_refill: HumanDuration(Duration::from_secs(10)),
-            challenge_burst: 4,
-            challenge_refill: HumanDuration(Duration::from_secs(10)),
+            list_bytes_burst: 256 * 1024,
+            list_bytes_per_sec: 16 * 1024,
+            tcp_list_burst: 16,
+            tcp_list_refill: HumanDuration(Duration::from_secs(1)),
+            heartbeat_burst: 256,
+            heartbeat_refill: HumanDuration(Duration::from_millis(100)),
+            challenge_burst: 256,
+            challenge_refill: HumanDuration(Duration::from_millis(100)),
             max_tracked_sources: 100_000,
             servers_per_source: crate::registry::DEFAULT_MAX_PER_SOURCE,
-            max_pending: crate::registry::DEFAULT_MAX_PENDING,
+            max_records: crate::registry::DEFAULT_MAX_RECORDS,
+            pending_per_face: 16_384,
+            pending_per_ip: 256,
+            pending_per_prefix: 1024,
             egress_bytes_per_sec: 1 << 20,
-            tcp_max_connections: 1024,
+            tcp_max_connections: 4096,
             tcp_max_per_source: 16,
             tcp_idle_timeout: HumanDuration(Duration::from_secs(15)),
             tcp_total_timeout: HumanDuration(Duration::from_secs(30)),
-            mgmt_idle_timeout: HumanDuration(Duration::from_secs(600)),
+            mgmt_idle_timeout: HumanDuration(Duration::from_secs(30)),
             http_body_limit: 32 * 1024,
             http_request_timeout: HumanDuration(Duration::from_secs(10)),
+            http_header_timeout: HumanDuration(Duration::from_secs(5)),
             http_list_burst: 60,
             http_list_refill: HumanDuration(Duration::from_millis(50)),
             ddnet_register_burst: 64,
@@ -298,7 +319,7 @@ impl Default for LifetimesConfig {
         let r = RegistryConfig::default();
         let get = |f: Face| HumanDuration(r.face_lifetimes.get(&f).copied().unwrap_or_default());
         Self {
-            pending: HumanDuration(r.pending_lifetime),
+            pending: HumanDuration(Duration::from_secs(30)),
             gameagent: get(Face::GameAgent),
             gamespy: get(Face::GameSpy),
             teeworlds: get(Face::Teeworlds07),
@@ -340,7 +361,7 @@ impl Default for PollerConfig {
     }
 }
 
-/// The player-count history kept for the web page (issue 6).
+/// The player-count history kept for the web page.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HistoryConfig {
@@ -428,8 +449,11 @@ impl Config {
     /// Checks values the types cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
-        let checks: [(bool, &'static str); 12] = [
-            (l.list_burst >= 1, "limits.list_burst"),
+        let checks: [(bool, &'static str); 16] = [
+            (l.list_bytes_burst >= 1, "limits.list_bytes_burst"),
+            (l.tcp_list_burst >= 1, "limits.tcp_list_burst"),
+            (l.challenge_burst >= 1, "limits.challenge_burst"),
+            (l.pending_per_face >= 1, "limits.pending_per_face"),
             (l.heartbeat_burst >= 1, "limits.heartbeat_burst"),
             (l.http_list_burst >= 1, "limits.http_list_burst"),
             (l.ddnet_register_burst >= 1, "limits.ddnet_register_burst"),
@@ -441,6 +465,10 @@ impl Config {
             (!self.poller.interval.0.is_zero(), "poller.interval"),
             (!self.history.retention.0.is_zero(), "history.retention"),
             (!l.tcp_idle_timeout.0.is_zero(), "limits.tcp_idle_timeout"),
+            (
+                !l.http_header_timeout.0.is_zero(),
+                "limits.http_header_timeout",
+            ),
         ];
         if self
             .lifetimes
@@ -470,8 +498,7 @@ impl Config {
         }
         RegistryConfig {
             max_per_source: self.limits.servers_per_source,
-            max_pending: self.limits.max_pending,
-            pending_lifetime: lt.pending.0,
+            max_records: self.limits.max_records,
             face_lifetimes: HashMap::from([
                 (Face::GameAgent, lt.gameagent.0),
                 (Face::GameSpy, lt.gamespy.0),
@@ -503,7 +530,7 @@ mod tests {
         assert_eq!(c.listen.mgmt, Listen::dual(51963));
         assert_eq!(c.listen.gamespy_tcp, Listen::dual(28900));
         assert_eq!(c.registry_config(), RegistryConfig::default());
-        assert_eq!(c.limits.list_burst, 2);
+        assert_eq!(c.limits.list_bytes_burst, 256 * 1024);
         assert_eq!(c.limits.egress_bytes_per_sec, 1_048_576);
         let ddnet = crate::faces::teeworlds::ddnet::DdnetSettings::default();
         assert_eq!(

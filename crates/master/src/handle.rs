@@ -1,56 +1,79 @@
-//! [`MasterHandle`]: the registry, its store and the metrics, shared by every face.
+//! [`MasterHandle`]: the one owner of the registry, its published views and its persistence.
 //!
-//! # Why a mutex and not an actor
-//! A heartbeat is a hash lookup and a timestamp store: microseconds under a
-//! `std::sync::Mutex`. An actor would add a channel send, a task switch and a reply channel
-//! to each of the thousands of heartbeats per second, and every list would have to be copied
-//! out of the actor instead of being built in place under the lock. The lock is never held
-//! across an `.await`, so it cannot deadlock the runtime, and every critical section is short:
-//! refreshes only mark the key dirty; structural changes (add, verify, de-list, remove, prune)
-//! are one small SQLite transaction (WAL, `synchronous=NORMAL`: no fsync on commit). Faces are
-//! one more task each holding a clone of the handle.
+//! ```text
+//!  writers (faces, poller, housekeeping) ──lock──> Registry ──view log──> publisher ──> ArcSwap<Snapshot>
+//!                                                      └──dirty keys──> persister ──> Store
+//!  readers (lists, API, metrics, poller's picks) ──────────────────────── load ──┘ (no lock)
+//! ```
 //!
-//! # Durability contract
-//! When a structural method returns `Ok`, the change is in the store, so the face may
-//! acknowledge it. Refreshes (heartbeats, polls) are written by [`MasterHandle::flush`], which
-//! [`crate::run`] calls every second and at shutdown.
+//! # Who takes which lock
+//! * `registry` (a `std::sync::Mutex`): writers only, for one command or one datagram's worth
+//!   of commands: hash operations, no I/O, no allocation beyond the record itself, never held
+//!   across `.await`. The publisher and the persister take it only to swap their logs out.
+//! * `publisher`: the publisher task (and tests calling [`MasterHandle::publish`]); it builds
+//!   snapshots without the registry lock.
+//! * `store`: the persister ([`MasterHandle::flush`]); writes run without the registry lock.
+//! * Readers take no lock: [`MasterHandle::snapshot`] is an atomic pointer load.
+//!
+//! # Durability
+//! A change is in the store once [`MasterHandle::flush`] ran after it. Faces that acknowledge
+//! a registration to the server (DDNet's HTTP answer) wait for that with
+//! [`MasterHandle::durable`]; structural changes are flushed within [`FLUSH_DELAY`] (grouped),
+//! heartbeat and poll refreshes within [`crate::FLUSH_INTERVAL`].
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use arc_swap::ArcSwap;
+use tokio::sync::{Notify, mpsc, watch};
 
+use crate::drops::DropReason;
 use crate::metrics::Metrics;
 use crate::registry::{
-    DelistOutcome, Outcome, PollInfo, PollOutcome, Record, Registration, Registry, RegistryConfig,
-    ServerKey, Timestamp, VerifyOutcome,
+    DdnetOutcome, DdnetRegister, DelistOutcome, HeartbeatOutcome, Outcome, PollInfo, PollOutcome,
+    Record, Registration, Registry, RegistryConfig, ServerKey, Timestamp, VerifyOutcome,
 };
-use crate::store::{Storage, StoreError};
+use crate::store::{Store, StoreError};
+use crate::views::{Publisher, Snapshot};
 
-#[derive(Debug)]
-struct State {
-    registry: Registry,
-    store: Box<dyn Storage>,
-    dirty: HashSet<ServerKey>,
-}
+/// A structural change is written at most this long after it was made (changes made meanwhile
+/// join the same transaction).
+pub const FLUSH_DELAY: Duration = Duration::from_millis(20);
+/// Snapshots are published at most this often.
+pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
+/// How long [`MasterHandle::durable`] waits for the store.
+pub const DURABLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 struct Inner {
-    state: Mutex<State>,
+    registry: Mutex<Registry>,
+    publisher: Mutex<Publisher>,
+    view: ArcSwap<Snapshot>,
+    store: Mutex<Box<dyn Store>>,
+    /// Registry versions up to this one are in the store.
+    persisted: watch::Sender<u64>,
+    /// The last store failure, kept until a write succeeds (health and logs).
+    store_error: Mutex<Option<String>>,
+    /// Wakes the publisher.
+    changed: Notify,
+    /// Wakes the persister for a structural change or a waiting acknowledgement.
+    flush_wanted: Notify,
     metrics: Metrics,
     /// Where faces mark records changed for the poller (set once, by [`crate::Master::run`]
     /// when the poller runs).
-    changed: OnceLock<mpsc::Sender<ServerKey>>,
+    poll_soon: OnceLock<mpsc::Sender<ServerKey>>,
+    /// The last publish took this long (the publisher spaces builds by a multiple of it).
+    build_cost: Mutex<Duration>,
 }
 
-/// A cheap, cloneable handle on the shared registry. See the module docs.
+/// A cheap, cloneable handle on the registry and its views. See the module docs.
 #[derive(Debug, Clone)]
 pub struct MasterHandle {
     inner: Arc<Inner>,
 }
 
 /// What [`MasterHandle::open`] found in the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LoadReport {
     /// Records restored.
     pub restored: usize,
@@ -58,6 +81,10 @@ pub struct LoadReport {
     pub expired: usize,
     /// Connection-bound records (management face) dropped because their connection is gone.
     pub orphaned: usize,
+    /// Rows this build could not read (dropped, with the first reasons).
+    pub skipped: usize,
+    /// Why, for the first of them.
+    pub skipped_reasons: Vec<String>,
 }
 
 impl MasterHandle {
@@ -67,59 +94,71 @@ impl MasterHandle {
     /// from both registry and store.
     pub fn open(
         config: RegistryConfig,
-        mut store: Box<dyn Storage>,
+        mut store: Box<dyn Store>,
         now: Timestamp,
     ) -> Result<(Self, LoadReport), StoreError> {
+        let ddnet_life = config
+            .face_lifetimes
+            .get(&crate::registry::Face::DdnetHttp)
+            .copied()
+            .unwrap_or(Duration::from_secs(30));
         let mut registry = Registry::new(config);
-        let mut recs = store.load()?;
-        let (kept, orphans): (Vec<Record>, Vec<Record>) = recs
-            .drain(..)
+        let loaded = store.load()?;
+        let (mut kept, orphans): (Vec<Record>, Vec<Record>) = loaded
+            .records
+            .into_iter()
             .partition(|r| registry.config().face_lifetimes.contains_key(&r.face));
         let orphan_keys: Vec<ServerKey> = orphans.into_iter().map(|r| r.key).collect();
-        store.delete_batch(&orphan_keys)?;
-        let mut kept = kept;
-        kept.sort_by(|a, b| {
-            (
-                a.first_verified.is_none(),
-                a.first_verified,
-                a.first_seen,
-                &a.key,
-            )
-                .cmp(&(
-                    b.first_verified.is_none(),
-                    b.first_verified,
-                    b.first_seen,
-                    &b.key,
-                ))
-        });
-        let loaded = kept.len();
+        kept.sort_by(|a, b| (a.first_seen, &a.key).cmp(&(b.first_seen, &b.key)));
+        let loaded_n = kept.len();
         for r in kept {
             registry.restore(r);
         }
         let expired = registry.prune_before(now);
-        store.delete_batch(&expired)?;
+        let mut gone = orphan_keys.clone();
+        gone.extend(registry.take_dirty());
+        store.write(&[], &gone)?;
+        registry.take_changes();
         let report = LoadReport {
-            restored: loaded - expired.len(),
+            restored: loaded_n - expired.len(),
             expired: expired.len(),
             orphaned: orphan_keys.len(),
+            skipped: loaded.skipped,
+            skipped_reasons: loaded.skipped_reasons,
         };
+        let mut publisher = Publisher::new(ddnet_life);
+        let changes = registry
+            .iter_shared()
+            .map(|r| crate::registry::Change {
+                id: r.id,
+                record: Some(Arc::clone(r)),
+                structural: true,
+            })
+            .collect();
+        publisher.apply(changes, registry.version());
+        let first = publisher.build(now);
+        let version = registry.version();
         let handle = Self {
             inner: Arc::new(Inner {
-                state: Mutex::new(State {
-                    registry,
-                    store,
-                    dirty: HashSet::new(),
-                }),
+                registry: Mutex::new(registry),
+                publisher: Mutex::new(publisher),
+                view: ArcSwap::from_pointee(first),
+                store: Mutex::new(store),
+                persisted: watch::Sender::new(version),
+                store_error: Mutex::new(None),
+                changed: Notify::new(),
+                flush_wanted: Notify::new(),
                 metrics: Metrics::default(),
-                changed: OnceLock::new(),
+                poll_soon: OnceLock::new(),
+                build_cost: Mutex::new(Duration::ZERO),
             }),
         };
         Ok((handle, report))
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, Registry> {
         self.inner
-            .state
+            .registry
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -130,222 +169,344 @@ impl MasterHandle {
         &self.inner.metrics
     }
 
-    /// Connects the faces to a poller: [`MasterHandle::mark_changed`] sends to `tx` from now
+    /// The current view: every list and the API read this. Never blocks.
+    #[must_use]
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.view.load_full()
+    }
+
+    /// Runs `f` on the registry under the writers' lock: one command, or the commands of one
+    /// datagram. Keep `f` short and free of I/O (the signature makes `.await` impossible).
+    /// Wakes the publisher (and the persister, for structural changes) when `f` changed
+    /// anything.
+    pub fn write<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
+        let (out, changed, structural) = {
+            let mut r = self.lock();
+            let before = r.version();
+            let out = f(&mut r);
+            (out, r.version() != before, r.has_structural_dirty())
+        };
+        if changed {
+            self.inner.changed.notify_one();
+            if structural {
+                self.inner.flush_wanted.notify_one();
+            }
+        }
+        out
+    }
+
+    /// Reads the registry itself under the writers' lock. For start-up, tests and one-off
+    /// inspection; lists and the API read [`MasterHandle::snapshot`] instead.
+    pub fn with_registry<R>(&self, f: impl FnOnce(&Registry) -> R) -> R {
+        f(&self.lock())
+    }
+
+    /// The registry's version now (pass it to [`MasterHandle::durable`]).
+    #[must_use]
+    pub fn version(&self) -> u64 {
+        self.lock().version()
+    }
+
+    /// Connects the faces to a poller: [`MasterHandle::poll_soon`] sends to `tx` from now
     /// on (the sender of [`crate::poller::changed_channel`], whose receiver goes to
     /// [`crate::poller::PollerSettings::changed`]). Only the first call takes effect; returns
     /// whether this one did.
     pub fn set_changed_sender(&self, tx: mpsc::Sender<ServerKey>) -> bool {
-        self.inner.changed.set(tx).is_ok()
+        self.inner.poll_soon.set(tx).is_ok()
     }
 
     /// Asks the poller to poll `key` soon, because the server said its state changed
-    /// (GameSpy `\statechanged`, GameAgent `u`). Never waits: returns `false` when no poller
-    /// is connected or its queue is full (counted as the drop `changed_queue_full`; the record
-    /// is still polled at its regular time), so the face can fall back on its own check.
-    pub fn mark_changed(&self, key: &ServerKey) -> bool {
-        let Some(tx) = self.inner.changed.get() else {
+    /// (GameSpy `\statechanged`, GameAgent `u`) or was just listed. Never waits: returns
+    /// `false` when no poller is connected or its queue is full (counted as the drop
+    /// `changed_queue_full`; the record is still polled at its regular time).
+    pub fn poll_soon(&self, key: &ServerKey) -> bool {
+        let Some(tx) = self.inner.poll_soon.get() else {
             return false;
         };
         match tx.try_send(key.clone()) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
-                self.inner.metrics.count_drop("changed_queue_full");
+                self.inner.metrics.count_drop(DropReason::ChangedQueueFull);
                 false
             }
             Err(mpsc::error::TrySendError::Closed(_)) => false,
         }
     }
 
-    /// Runs `f` on the registry under the lock (for lists). Keep `f` short: it blocks every
-    /// face; never `.await` inside (the signature makes that impossible).
-    pub fn with_registry<R>(&self, f: impl FnOnce(&Registry) -> R) -> R {
-        f(&self.lock().registry)
+    /// Whether a poller is connected.
+    #[must_use]
+    pub fn has_poller(&self) -> bool {
+        self.inner.poll_soon.get().is_some()
     }
 
-    fn write_through(st: &mut State, key: &ServerKey) -> Result<(), StoreError> {
-        let State {
-            registry,
-            store,
-            dirty,
-        } = st;
-        let res = match registry.get(key) {
-            Some(rec) => store.put(rec),
-            None => store.delete(key),
-        };
-        match res {
-            Ok(()) => {
-                dirty.remove(key);
-                Ok(())
-            }
-            Err(e) => {
-                dirty.insert(key.clone());
-                Err(e)
-            }
-        }
-    }
-
-    fn registered(
-        &self,
-        st: &mut State,
-        key: &ServerKey,
-        out: Outcome,
-    ) -> Result<Outcome, StoreError> {
+    fn counted(&self, out: Outcome) -> Outcome {
         match out {
-            Outcome::Added => {
-                if let Err(e) = Self::write_through(st, key) {
-                    // Not acknowledged, so not kept: the face may retry.
-                    st.registry.remove(key);
-                    st.dirty.remove(key);
-                    return Err(e);
-                }
-                self.inner.metrics.count_registration();
-            }
-            Outcome::Refreshed => {
-                st.dirty.insert(key.clone());
-            }
-            Outcome::Rejected(r) => self.inner.metrics.count_drop(r.name()),
-            Outcome::NotVerified => {}
+            Outcome::Added => self.inner.metrics.count_registration(),
+            Outcome::Rejected(r) => self.inner.metrics.count_drop(r.into()),
+            Outcome::Refreshed | Outcome::Relisted => {}
         }
-        Ok(out)
+        out
     }
 
-    /// [`Registry::add`], written through when a record was added; rejections are counted as
-    /// drops by reason.
-    pub fn add(&self, reg: Registration, now: Timestamp) -> Result<Outcome, StoreError> {
-        let mut st = self.lock();
-        let key = reg.key.clone();
-        let out = st.registry.add(reg, now);
-        self.registered(&mut st, &key, out)
+    /// [`Registry::register`]; rejections are counted as drops by reason.
+    pub fn register(&self, reg: Registration, now: Timestamp) -> Outcome {
+        let out = self.write(|r| r.register(reg, now));
+        self.counted(out)
     }
 
-    /// [`Registry::heartbeat`]: a refresh is only marked for the next flush (fast path);
-    /// a record re-created by it is written through.
-    pub fn heartbeat(&self, reg: Registration, now: Timestamp) -> Result<Outcome, StoreError> {
-        let mut st = self.lock();
-        let key = reg.key.clone();
-        let out = st.registry.heartbeat(reg, now);
-        self.registered(&mut st, &key, out)
+    /// [`Registry::heartbeat`].
+    pub fn heartbeat(&self, key: &ServerKey, now: Timestamp) -> HeartbeatOutcome {
+        self.write(|r| r.heartbeat(key, now))
     }
 
-    /// [`Registry::verify`], written through.
-    pub fn verify(&self, key: &ServerKey, now: Timestamp) -> Result<VerifyOutcome, StoreError> {
-        let mut st = self.lock();
-        let out = st.registry.verify(key, now);
-        match out {
-            VerifyOutcome::Verified => Self::write_through(&mut st, key)?,
-            VerifyOutcome::AlreadyVerified => {
-                st.dirty.insert(key.clone());
-            }
-            VerifyOutcome::Unknown => {}
-        }
-        Ok(out)
+    /// [`Registry::verify`].
+    pub fn verify(&self, key: &ServerKey, now: Timestamp) -> VerifyOutcome {
+        self.write(|r| r.verify(key, now))
     }
 
-    /// [`Registry::delist`], written through.
-    pub fn delist(&self, key: &ServerKey) -> Result<DelistOutcome, StoreError> {
-        let mut st = self.lock();
-        let out = st.registry.delist(key);
-        if out == DelistOutcome::Delisted {
-            Self::write_through(&mut st, key)?;
-        }
-        Ok(out)
+    /// [`Registry::delist`].
+    pub fn delist(&self, key: &ServerKey) -> DelistOutcome {
+        self.write(|r| r.delist(key))
     }
 
-    /// [`Registry::remove`], written through. Returns the removed record.
-    pub fn remove(&self, key: &ServerKey) -> Result<Option<Record>, StoreError> {
-        let mut st = self.lock();
-        let out = st.registry.remove(key);
-        if out.is_some() {
-            Self::write_through(&mut st, key)?;
-        }
-        Ok(out)
+    /// [`Registry::remove`]. Returns the removed record.
+    pub fn remove(&self, key: &ServerKey) -> Option<Arc<Record>> {
+        self.write(|r| r.remove(key))
     }
 
-    /// [`Registry::update_poll`]; written at the next flush.
+    /// [`Registry::update_poll`].
     pub fn update_poll(
         &self,
         key: &ServerKey,
         info: Option<PollInfo>,
         now: Timestamp,
     ) -> PollOutcome {
-        let mut st = self.lock();
-        let out = st.registry.update_poll(key, info, now);
-        if out != PollOutcome::Unknown {
-            st.dirty.insert(key.clone());
+        self.write(|r| r.update_poll(key, info, now))
+    }
+
+    /// [`Registry::registration_info`].
+    pub fn registration_info(&self, key: &ServerKey, info: PollInfo) -> bool {
+        self.write(|r| r.registration_info(key, info))
+    }
+
+    /// [`Registry::ddnet_register`]; a new record is counted as a registration and a
+    /// rejection as a drop.
+    pub fn ddnet_register(
+        &self,
+        d: DdnetRegister,
+        reg: Registration,
+        now: Timestamp,
+    ) -> DdnetOutcome {
+        let (out, added) = self.write(|r| {
+            let before = r.len();
+            let out = r.ddnet_register(d, reg, now);
+            (out, r.len() > before)
+        });
+        if added {
+            self.inner.metrics.count_registration();
+        }
+        if let DdnetOutcome::Rejected(why) = out {
+            self.inner.metrics.count_drop(why.into());
         }
         out
     }
 
-    /// [`Registry::registration_info`]; written at the next flush.
-    pub fn registration_info(&self, key: &ServerKey, info: PollInfo) -> bool {
-        let mut st = self.lock();
-        let stored = st.registry.registration_info(key, info);
-        if stored {
-            st.dirty.insert(key.clone());
-        }
-        stored
+    /// [`Registry::prune_before`]; each removal is counted as a drop with reason `expired`.
+    pub fn prune(&self, now: Timestamp) -> Vec<ServerKey> {
+        let dead = self.write(|r| r.prune_before(now));
+        self.inner
+            .metrics
+            .count_drops(DropReason::Expired, dead.len() as u64);
+        dead
     }
 
-    /// [`Registry::set_face_data`]; written at the next flush.
-    pub fn set_face_data(&self, key: &ServerKey, data: Option<Arc<str>>) -> bool {
-        let mut st = self.lock();
-        let changed = st.registry.set_face_data(key, data);
-        if changed {
-            st.dirty.insert(key.clone());
+    /// The current view if it includes registry version `version`, else a snapshot published
+    /// now: read-your-writes for a face that lists right after its own change (a management
+    /// client that registers and then queries on one connection).
+    pub fn snapshot_since(&self, version: u64) -> Arc<Snapshot> {
+        let s = self.snapshot();
+        if s.version() >= version {
+            return s;
         }
-        changed
+        self.publish()
     }
 
-    /// [`Registry::prune_before`], deletions written through (in one transaction). Each
-    /// removal is counted as a drop with reason `expired`.
-    pub fn prune(&self, now: Timestamp) -> Result<Vec<ServerKey>, StoreError> {
-        let mut st = self.lock();
-        let dead = st.registry.prune_before(now);
-        if dead.is_empty() {
-            return Ok(dead);
+    /// Builds and publishes a snapshot from the changes since the last one (the publisher
+    /// task calls this; tests call it to see their writes at once). Returns it.
+    pub fn publish(&self) -> Arc<Snapshot> {
+        let mut p = self
+            .inner
+            .publisher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (changes, version) = {
+            let mut r = self.lock();
+            (r.take_changes(), r.version())
+        };
+        p.apply(changes, version);
+        if !p.is_dirty() {
+            return self.snapshot();
         }
-        for k in &dead {
-            st.dirty.remove(k);
-            self.inner.metrics.count_drop("expired");
-        }
-        if let Err(e) = st.store.delete_batch(&dead) {
-            st.dirty.extend(dead.iter().cloned());
-            return Err(e);
-        }
-        Ok(dead)
+        let t = Instant::now();
+        let snap = Arc::new(p.build(Timestamp::now()));
+        self.inner.view.store(Arc::clone(&snap));
+        *self
+            .inner
+            .build_cost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = t.elapsed();
+        snap
     }
 
-    /// Writes every refreshed record in one transaction; returns how many. On error they stay
-    /// marked and the next flush tries again.
+    /// Writes every change since the last flush in one transaction; returns how many records
+    /// it wrote or deleted. On error the changes stay marked and the next flush tries again.
     pub fn flush(&self) -> Result<usize, StoreError> {
-        let mut st = self.lock();
-        if st.dirty.is_empty() {
-            return Ok(0);
-        }
-        let State {
-            registry,
-            store,
-            dirty,
-        } = &mut *st;
-        let mut gone = Vec::new();
-        let mut recs = Vec::with_capacity(dirty.len());
-        for k in dirty.iter() {
-            match registry.get(k) {
-                Some(r) => recs.push(r),
-                None => gone.push(k.clone()),
+        let mut store = self
+            .inner
+            .store
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (puts, deletes, version) = {
+            let mut r = self.lock();
+            let dirty = r.take_dirty();
+            let mut puts = Vec::with_capacity(dirty.len());
+            let mut deletes = Vec::new();
+            for k in dirty {
+                match r.get_shared(&k) {
+                    Some(rec) => puts.push(Arc::clone(rec)),
+                    None => deletes.push(k),
+                }
+            }
+            (puts, deletes, r.version())
+        };
+        let n = puts.len() + deletes.len();
+        if n > 0 {
+            if let Err(e) = store.write(&puts, &deletes) {
+                let keys = puts.iter().map(|r| r.key.clone()).chain(deletes);
+                self.lock().mark_dirty(keys);
+                self.note_store_error(&e);
+                return Err(e);
             }
         }
-        store.put_batch(&recs)?;
-        store.delete_batch(&gone)?;
-        let n = recs.len();
-        dirty.clear();
+        self.note_store_ok();
+        self.inner.persisted.send_if_modified(|v| {
+            let newer = *v < version;
+            *v = (*v).max(version);
+            newer
+        });
         Ok(n)
+    }
+
+    fn note_store_error(&self, e: &StoreError) {
+        let text = crate::error_chain(e);
+        let mut last = self
+            .inner
+            .store_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // One log line per cause, not one per retry.
+        if last.as_deref() != Some(text.as_str()) {
+            tracing::error!(error = %text, "storage failed; changes are kept and retried");
+        }
+        self.inner.metrics.count_drop(DropReason::StoreError);
+        *last = Some(text);
+    }
+
+    fn note_store_ok(&self) {
+        let mut last = self
+            .inner
+            .store_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if last.take().is_some() {
+            tracing::info!("storage works again; pending changes are written");
+        }
+    }
+
+    /// The last store failure, while it lasts (for `/healthz`).
+    #[must_use]
+    pub fn store_error(&self) -> Option<String> {
+        self.inner
+            .store_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Waits until every change up to registry version `version` is in the store (asking the
+    /// persister to write now); an error when that takes over [`DURABLE_TIMEOUT`].
+    pub async fn durable(&self, version: u64) -> Result<(), StoreError> {
+        let mut rx = self.inner.persisted.subscribe();
+        if *rx.borrow() >= version {
+            return Ok(());
+        }
+        self.inner.flush_wanted.notify_one();
+        match tokio::time::timeout(DURABLE_TIMEOUT, rx.wait_for(|v| *v >= version)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(StoreError::Timeout),
+        }
     }
 
     /// Records waiting for the next flush.
     #[must_use]
     pub fn dirty(&self) -> usize {
-        self.lock().dirty.len()
+        self.lock().dirty_len()
+    }
+
+    /// The publisher: publishes a snapshot as soon as something changed, then at most every
+    /// [`PUBLISH_INTERVAL`] (or four times the last build's cost, if that is longer) while
+    /// changes keep coming, until `stop` is cancelled.
+    pub async fn run_publisher(self, stop: tokio_util::sync::CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.inner.changed.notified() => {}
+            }
+            let h = self.clone();
+            // Building is CPU work; keep it off the reactor threads.
+            let _ = tokio::task::spawn_blocking(move || h.publish()).await;
+            let cost = *self
+                .inner
+                .build_cost
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let gap = PUBLISH_INTERVAL.max(cost.saturating_mul(4));
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(gap) => {}
+            }
+        }
+    }
+
+    /// The persister: flushes structural changes within [`FLUSH_DELAY`] and everything at least
+    /// every `interval`, until `stop` is cancelled (then once more). Failures are logged once
+    /// per cause and retried.
+    pub async fn run_persister(
+        self,
+        interval: Duration,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut backoff = Duration::ZERO;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = tick.tick() => {}
+                () = self.inner.flush_wanted.notified() => {
+                    tokio::time::sleep(FLUSH_DELAY.max(backoff)).await;
+                }
+            }
+            let h = self.clone();
+            let ok = tokio::task::spawn_blocking(move || h.flush().is_ok())
+                .await
+                .unwrap_or(false);
+            backoff = if ok {
+                Duration::ZERO
+            } else {
+                (backoff * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
+            };
+        }
     }
 }
 
@@ -353,55 +514,39 @@ impl MasterHandle {
 mod tests {
     use super::*;
     use crate::registry::{Face, GameAddr};
+    use crate::store::Loaded;
     use muster_proto::limit::SourceKey;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     /// A store that records calls and can be told to fail.
     #[derive(Debug, Default)]
     struct Fake {
-        rows: std::collections::BTreeMap<ServerKey, Record>,
+        rows: Arc<Mutex<std::collections::BTreeMap<ServerKey, Record>>>,
         fail: Arc<AtomicBool>,
-        batches: usize,
     }
 
-    impl Fake {
-        fn check(&self) -> Result<(), StoreError> {
+    impl Store for Fake {
+        fn load(&mut self) -> Result<Loaded, StoreError> {
+            Ok(Loaded {
+                records: self.rows.lock().unwrap().values().cloned().collect(),
+                ..Loaded::default()
+            })
+        }
+        fn write(&mut self, puts: &[Arc<Record>], deletes: &[ServerKey]) -> Result<(), StoreError> {
             if self.fail.load(Ordering::Relaxed) {
-                Err(StoreError::Db(rusqlite::Error::InvalidQuery))
-            } else {
-                Ok(())
+                return Err(StoreError::Timeout);
             }
-        }
-    }
-
-    impl Storage for Fake {
-        fn load(&mut self) -> Result<Vec<Record>, StoreError> {
-            Ok(self.rows.values().cloned().collect())
-        }
-        fn put(&mut self, rec: &Record) -> Result<(), StoreError> {
-            self.check()?;
-            self.rows.insert(rec.key.clone(), rec.clone());
-            Ok(())
-        }
-        fn put_batch(&mut self, recs: &[&Record]) -> Result<(), StoreError> {
-            self.check()?;
-            self.batches += 1;
-            for r in recs {
-                self.rows.insert(r.key.clone(), (*r).clone());
+            let mut rows = self.rows.lock().unwrap();
+            for r in puts {
+                rows.insert(r.key.clone(), (**r).clone());
+            }
+            for k in deletes {
+                rows.remove(k);
             }
             Ok(())
         }
-        fn delete(&mut self, key: &ServerKey) -> Result<(), StoreError> {
-            self.check()?;
-            self.rows.remove(key);
-            Ok(())
-        }
-        fn delete_batch(&mut self, keys: &[ServerKey]) -> Result<(), StoreError> {
-            self.check()?;
-            for k in keys {
-                self.rows.remove(k);
-            }
-            Ok(())
+        fn location(&self) -> String {
+            "fake".into()
         }
     }
 
@@ -419,82 +564,80 @@ mod tests {
         }
     }
 
-    fn open() -> (MasterHandle, Arc<AtomicBool>) {
+    type Rows = Arc<Mutex<std::collections::BTreeMap<ServerKey, Record>>>;
+
+    fn open() -> (MasterHandle, Rows, Arc<AtomicBool>) {
         let fake = Fake::default();
+        let rows = Arc::clone(&fake.rows);
         let fail = Arc::clone(&fake.fail);
         let (h, _) = MasterHandle::open(RegistryConfig::default(), Box::new(fake), T0).unwrap();
-        (h, fail)
-    }
-
-    fn stored(h: &MasterHandle) -> Vec<Record> {
-        h.lock().store.load().unwrap()
+        (h, rows, fail)
     }
 
     #[test]
-    fn structural_changes_are_written_through_refreshes_batched() {
-        let (h, _) = open();
+    fn writes_reach_the_store_at_the_flush_and_the_view_at_the_publish() {
+        let (h, rows, _) = open();
         let r = reg(1);
-        let key = r.key.clone();
-        assert_eq!(h.add(r.clone(), T0).unwrap(), Outcome::Added);
-        assert_eq!(stored(&h).len(), 1, "add written through");
-        assert_eq!(h.verify(&key, T0).unwrap(), VerifyOutcome::Verified);
-        assert_eq!(stored(&h)[0].state, crate::registry::Verification::Verified);
-        assert_eq!(h.dirty(), 0);
-        let later = Timestamp::from_secs(1_700_000_050);
-        assert_eq!(h.heartbeat(r, later).unwrap(), Outcome::Refreshed);
-        assert_eq!(h.dirty(), 1);
-        assert_eq!(stored(&h)[0].last_heartbeat, T0, "refresh not written yet");
+        assert_eq!(h.register(r.clone(), T0), Outcome::Added);
+        assert!(h.snapshot().is_empty(), "not published yet");
+        assert!(rows.lock().unwrap().is_empty(), "not flushed yet");
+        assert_eq!(h.publish().len(), 1);
         assert_eq!(h.flush().unwrap(), 1);
-        assert_eq!(stored(&h)[0].last_heartbeat, later);
+        assert_eq!(rows.lock().unwrap().len(), 1);
         assert_eq!(h.flush().unwrap(), 0);
-        assert_eq!(h.remove(&key).unwrap().map(|r| r.key), Some(key));
-        assert!(stored(&h).is_empty());
+        let later = Timestamp::from_secs(1_700_000_050);
+        assert_eq!(h.heartbeat(&r.key, later), HeartbeatOutcome::Refreshed);
+        assert_eq!(h.flush().unwrap(), 1);
+        assert_eq!(rows.lock().unwrap()[&r.key].last_heartbeat, later);
+        assert!(h.remove(&r.key).is_some());
+        h.flush().unwrap();
+        assert!(rows.lock().unwrap().is_empty());
         assert_eq!(h.metrics().registrations(), 1);
     }
 
     #[test]
-    fn failed_add_is_not_kept_and_failed_flush_retries() {
-        let (h, fail) = open();
-        fail.store(true, Ordering::Relaxed);
-        assert!(h.add(reg(1), T0).is_err());
-        assert!(
-            h.with_registry(Registry::is_empty),
-            "not acknowledged, not kept"
-        );
-        fail.store(false, Ordering::Relaxed);
-        let r = reg(2);
-        h.add(r.clone(), T0).unwrap();
-        h.verify(&r.key, T0).unwrap();
-        h.heartbeat(r, Timestamp::from_secs(1_700_000_010)).unwrap();
+    fn a_failed_flush_keeps_the_changes_and_says_so() {
+        let (h, rows, fail) = open();
+        h.register(reg(1), T0);
         fail.store(true, Ordering::Relaxed);
         assert!(h.flush().is_err());
+        assert!(h.store_error().is_some());
         assert_eq!(h.dirty(), 1, "kept for the next flush");
+        assert_eq!(h.metrics().drops("store_error"), 1);
         fail.store(false, Ordering::Relaxed);
         assert_eq!(h.flush().unwrap(), 1);
+        assert!(h.store_error().is_none());
+        assert_eq!(rows.lock().unwrap().len(), 1);
     }
 
-    #[test]
-    fn prune_deletes_and_counts() {
-        let (h, _) = open();
-        let r = reg(1);
-        h.add(r.clone(), T0).unwrap();
-        h.update_poll(&r.key, None, T0);
-        assert_eq!(
-            h.prune(Timestamp::from_secs(1_700_000_030)).unwrap(),
-            vec![r.key]
+    #[tokio::test]
+    async fn durable_waits_for_the_flush() {
+        let (h, _, fail) = open();
+        h.register(reg(1), T0);
+        let v = h.version();
+        let h2 = h.clone();
+        let waiter = tokio::spawn(async move { h2.durable(v).await });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        h.flush().unwrap();
+        waiter.await.unwrap().unwrap();
+        h.register(reg(2), T0);
+        fail.store(true, Ordering::Relaxed);
+        let v = h.version();
+        tokio::time::pause();
+        assert!(
+            h.durable(v).await.is_err(),
+            "times out while the store fails"
         );
-        assert!(stored(&h).is_empty());
-        assert_eq!(h.dirty(), 0);
-        assert_eq!(h.metrics().drops("expired"), 1);
     }
 
     #[test]
     fn rejections_are_counted_by_reason() {
-        let (h, _) = open();
+        let (h, _, _) = open();
         let mut r = reg(1);
         r.key.game = String::new();
         assert_eq!(
-            h.add(r, T0).unwrap(),
+            h.register(r, T0),
             Outcome::Rejected(crate::registry::Reject::BadGame)
         );
         assert_eq!(h.metrics().drops("bad_game"), 1);
@@ -502,26 +645,23 @@ mod tests {
 
     #[test]
     fn open_drops_orphans_and_expired() {
-        let mut fake = Fake::default();
-        let mut live = Record::new(reg(1), T0);
-        live.state = crate::registry::Verification::Verified;
-        live.first_verified = Some(T0);
-        let old = Record::new(reg(2), Timestamp::from_secs(1));
-        let mut orphan = Record::new(reg(3), T0);
+        let fake = Fake::default();
+        let mut live = Record::new(0, reg(1), T0);
+        live.last_heartbeat = T0;
+        let old = Record::new(0, reg(2), Timestamp::from_secs(1));
+        let mut orphan = Record::new(0, reg(3), T0);
         orphan.face = Face::Mgmt;
         for r in [&live, &old, &orphan] {
-            fake.rows.insert(r.key.clone(), r.clone());
+            fake.rows.lock().unwrap().insert(r.key.clone(), r.clone());
         }
+        let rows = Arc::clone(&fake.rows);
         let (h, report) =
             MasterHandle::open(RegistryConfig::default(), Box::new(fake), T0).unwrap();
         assert_eq!(
-            report,
-            LoadReport {
-                restored: 1,
-                expired: 1,
-                orphaned: 1
-            }
+            (report.restored, report.expired, report.orphaned),
+            (1, 1, 1)
         );
-        assert_eq!(stored(&h), vec![live]);
+        assert_eq!(rows.lock().unwrap().len(), 1);
+        assert_eq!(h.snapshot().len(), 1, "restored records are listed at once");
     }
 }

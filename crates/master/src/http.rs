@@ -1,22 +1,24 @@
 //! The HTTP face: health, metrics and the JSON API, on axum.
 //!
 //! ```text
-//! GET /healthz                      {"status":"ok","records":N,"pending":N}
+//! GET /healthz                      {"status":"ok"|"degraded","records":N,"listed":N,…}
 //! GET /metrics                      Prometheus text format 0.0.4
 //! GET /api/v1/servers               ?protocol= &game= &non_empty= &not_full= &password= &q=
 //!                                   &sort= &order=asc|desc &page= &per_page= (≤ 500)
 //! GET /api/v1/servers/{address}     one listed server; ?game= picks among several
 //! ```
 //!
-//! Limits: request bodies over `limits.http_body_limit` are refused (413), a request not
-//! answered within `limits.http_request_timeout` gets 408, connections are capped in total and
-//! per source address and closed after `limits.tcp_idle_timeout` without progress
-//! ([`crate::tcp::CappedListener`]). Query strings are bounded by hyper's header limits.
+//! Every route reads the current [`crate::views::Snapshot`]: no request takes a lock a face
+//! writes under, so sorting and serialising never stall a registration.
+//!
+//! Limits ([`limited`], applied to the whole app with every face's routes): request bodies over
+//! `limits.http_body_limit` are refused (413), a request not answered within
+//! `limits.http_request_timeout` gets 408. The server ([`crate::runtime::http`]) adds the
+//! header-read deadline and the connection caps. Query strings are bounded by hyper's header
+//! limits.
 //!
 //! Does not: serve the DDNet register, `servers.json`, the UT2003 text list or the web page;
 //! those are added to [`router`] by their faces. Only `api::dto` types are serialized here.
-
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
@@ -29,29 +31,26 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::MasterHandle;
 use crate::api::dto::{ErrorDto, HealthDto, ServerDetail, ServerListDto, ServerSummary};
-use crate::registry::{GameAddr, ListQuery, SortKey, View};
+use crate::api::list::{ListQuery, SortKey};
+use crate::registry::GameAddr;
+use crate::runtime::http::HttpLimits;
 
 /// Longest `q` (text search) accepted, in bytes.
 pub const MAX_SEARCH_LEN: usize = 256;
 
-/// Body and time limits of the HTTP face.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HttpLimits {
-    /// Largest request body, bytes.
-    pub body_limit: usize,
-    /// Time to answer one request.
-    pub request_timeout: Duration,
-}
-
-/// The API routes over `handle`, with body limit and request timeout applied.
-pub fn router(handle: MasterHandle, limits: HttpLimits) -> Router {
+/// The API routes over `handle`.
+pub fn router(handle: MasterHandle) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/v1/servers", get(list_servers))
         .route("/api/v1/servers/{address}", get(server_detail))
         .with_state(handle)
-        .layer(DefaultBodyLimit::max(limits.body_limit))
+}
+
+/// `app` with the body limit and the whole-request deadline on every route.
+pub fn limited(app: Router, limits: HttpLimits) -> Router {
+    app.layer(DefaultBodyLimit::max(limits.body_limit))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             limits.request_timeout,
@@ -63,11 +62,18 @@ fn bad_request(error: &'static str) -> Response {
 }
 
 async fn healthz(State(h): State<MasterHandle>) -> Response {
-    axum::Json(h.with_registry(HealthDto::of)).into_response()
+    let view = h.snapshot();
+    let dto = HealthDto::of(&view, h.store_error());
+    let status = if dto.status == "ok" {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(dto)).into_response()
 }
 
 async fn metrics(State(h): State<MasterHandle>) -> Response {
-    let listed = h.with_registry(|r| r.listed_per_face());
+    let listed = h.snapshot().per_face();
     let body = h.metrics().render(&listed);
     (
         [(
@@ -155,19 +161,18 @@ async fn list_servers(
         Ok(q) => q,
         Err(e) => return bad_request(e),
     };
-    let dto = h.with_registry(|r| {
-        let page = r.list(View::Http, &q);
-        ServerListDto {
-            total: page.total,
-            page: page.page,
-            per_page: page.per_page,
-            servers: page
-                .records
-                .into_iter()
-                .map(ServerSummary::from_record)
-                .collect(),
-        }
-    });
+    let view = h.snapshot();
+    let page = crate::api::list::list(&view, &q);
+    let dto = ServerListDto {
+        total: page.total,
+        page: page.page,
+        per_page: page.per_page,
+        servers: page
+            .records
+            .iter()
+            .map(|r| ServerSummary::from_record(r))
+            .collect(),
+    };
     axum::Json(dto).into_response()
 }
 
@@ -188,15 +193,15 @@ async fn server_detail(
     let Ok(Query(DetailParams { game })) = params else {
         return bad_request("malformed query string");
     };
-    let found = h.with_registry(|r| {
-        r.find_by_addr(&addr)
-            .into_iter()
-            .find(|rec| {
-                game.as_deref()
-                    .is_none_or(|g| g.eq_ignore_ascii_case(&rec.key.game))
-            })
-            .map(ServerDetail::from_record)
-    });
+    let view = h.snapshot();
+    let found = view
+        .find_by_addr(&addr)
+        .into_iter()
+        .find(|rec| {
+            game.as_deref()
+                .is_none_or(|g| g.eq_ignore_ascii_case(&rec.key.game))
+        })
+        .map(|r| ServerDetail::from_record(r));
     match found {
         Some(d) => axum::Json(d).into_response(),
         None => (

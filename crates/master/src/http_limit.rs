@@ -1,5 +1,5 @@
 //! A per-source token bucket on the HTTP list routes (`/api/v1/servers…`, the UT2003
-//! `/serverlist/…` files): every list request of every face has one (issue 5). DDNet's
+//! `/serverlist/…` files): every list request of every face has one. DDNet's
 //! `servers.json` and register keep their own buckets ([`crate::faces::teeworlds::ddnet`]);
 //! `/`, `/healthz` and `/metrics` are not limited.
 //!
@@ -61,7 +61,7 @@ pub async fn limit(State(l): State<Arc<HttpListLimit>>, req: Request, next: Next
             if !allowed {
                 let m = l.handle.metrics();
                 m.count_rate_limited(peer.ip());
-                m.count_drop("rate_limited");
+                m.count_drop(crate::drops::DropReason::RateLimited);
                 return (
                     StatusCode::TOO_MANY_REQUESTS,
                     [(header::RETRY_AFTER, "1")],
@@ -73,7 +73,9 @@ pub async fn limit(State(l): State<Arc<HttpListLimit>>, req: Request, next: Next
     }
     let res = next.run(req).await;
     if res.status() == StatusCode::BAD_REQUEST {
-        l.handle.metrics().count_drop("malformed");
+        l.handle
+            .metrics()
+            .count_drop(crate::drops::DropReason::Malformed);
     }
     res
 }

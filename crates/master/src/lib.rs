@@ -1,37 +1,45 @@
 //! The Muster master daemon's core: one registry behind every master face, persisted in
-//! SQLite, served over an HTTP API with metrics.
+//! SQLite, published as immutable views, served over an HTTP API with metrics.
 //!
 //! ```text
-//!   faces (UDP/TCP, one task each) ──┐
-//!   HTTP face (axum) ────────────────┼──> MasterHandle ──> Registry (pure, time passed in)
-//!   housekeeping (1 s tick) ─────────┘         │
-//!                                              └────────> Storage (SQLite, WAL)
+//!  socket ─bytes─> runner (runtime::udp / runtime::tcp / runtime::http) ─> face machine (pure)
+//!                                                                            │ registry calls
+//!  poller ──poll results──┐                                                  v
+//!  housekeeping (prune) ──┴──────────────────────────────> MasterHandle: Registry (one owner)
+//!                                                            │ view log        │ dirty keys
+//!                                                            v                 v
+//!                                     publisher ─> Arc<Snapshot>     persister ─> Store (SQLite)
+//!                                                    │
+//!  faces' lists, HTTP API, metrics, poller's picks <─┘ (a pointer load, no lock)
 //! ```
 //!
-//! * [`registry`]: the plain registry struct: records, caps, expiry, views per face, listing.
-//! * [`store`]: the [`store::Storage`] trait and [`store::SqliteStore`].
-//! * [`handle`]: [`MasterHandle`], the shared registry + store + metrics (why a mutex: see there).
-//! * [`http`] and [`api::dto`]: the HTTP face and its JSON types; [`http_limit`]: the
-//!   per-source bucket on its list routes.
-//! * [`config`]: the TOML configuration with the spec defaults.
-//! * [`tcp`]: dual-stack binding, connection caps and idle timeouts for TCP faces.
+//! * [`registry`]: the plain registry struct (records, verification, lifetimes, caps, DDNet
+//!   data), the only place a record changes.
+//! * [`views`]: snapshots of the listed records and what faces derive from them.
+//! * [`handle`]: [`MasterHandle`], the owner: the registry lock (writers only), the publisher,
+//!   the persister.
+//! * [`store`]: the [`store::Store`] trait, serde rows, SQLite with integrity check and repair.
+//! * [`runtime`]: the only code touching sockets: binding, the UDP runner, the TCP accept side
+//!   with caps, the HTTP server with its deadlines.
+//! * [`faces`]: one pure machine per wire protocol (GameAgent, GameSpy, Teeworlds 0.7/0.6) or
+//!   routes (DDNet HTTP, UT2003 list), and the management server's sessions.
+//! * [`http`], [`api::dto`], [`web`]: the JSON API, its types, the browser page and history.
+//! * [`poller`]: keeps listed servers fresh with the query engine.
+//! * [`config`], [`metrics`], [`drops`], [`secrets`]: configuration, counters, typed drop
+//!   reasons, stateless challenge keys.
 //!
-//! [`Master::open`] loads the registry; [`Master::run`] serves until `shutdown` resolves,
-//! pruning expired records every [`PRUNE_INTERVAL`] and flushing refreshes every
-//! [`FLUSH_INTERVAL`]; at shutdown it stops accepting, lets requests in flight finish and
-//! flushes. A protocol face is one more task holding a [`MasterHandle`] clone (and a field in
-//! [`Listeners`]), spawned in [`Master::run`] next to the HTTP face.
+//! [`Master::open`] loads the registry; [`Master::run`] serves until `shutdown` resolves; at
+//! shutdown every task stops through one [`CancellationToken`], requests in flight finish and
+//! the store is flushed.
 //!
-//! * [`web`]: the server browser page at `/`, the player-count history (kept from the
-//!   poller's samples in the same SQLite file) and ETags on the API (issue 6).
-//!
-//! The clock is read only here and in the faces ([`registry::Timestamp::now`]), never in
-//! the registry.
+//! The clock is read only by the runners, the publisher, the persister and housekeeping,
+//! never by the registry or a face machine.
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod api;
 pub mod config;
+pub mod drops;
 pub mod faces;
 pub mod handle;
 pub mod http;
@@ -39,8 +47,10 @@ pub mod http_limit;
 pub mod metrics;
 pub mod poller;
 pub mod registry;
+pub mod runtime;
+pub mod secrets;
 pub mod store;
-pub mod tcp;
+pub mod views;
 pub mod web;
 
 use std::future::Future;
@@ -50,16 +60,32 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use handle::{LoadReport, MasterHandle};
+pub use runtime::CancellationToken;
 
 use config::Config;
 use registry::Timestamp;
+use runtime::tcp::ConnLimits;
+use runtime::{bind_tcp, bind_udp};
 use store::{SqliteStore, StoreError};
-use tcp::{CappedListener, ConnLimits};
 
-/// Refreshes are written to the store at least this often.
+/// Refreshes (heartbeats, polls) are written to the store at least this often; structural
+/// changes within [`handle::FLUSH_DELAY`].
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// Expired records are swept at least this often (`gameagent.md` §8.3.7 asks for 10 s).
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// `e` and its sources on one line, for logs (`a: b: c`).
+#[must_use]
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
 
 /// Daemon failures.
 #[derive(Debug, thiserror::Error)]
@@ -83,18 +109,19 @@ pub enum MasterError {
     #[error("failed to read a listener address")]
     LocalAddr(#[source] io::Error),
     /// A server task failed.
-    #[error("http server failed")]
+    #[error("a face failed")]
     Serve(#[source] io::Error),
 }
 
 /// Sockets bound before [`Master::run`], so callers can bind port 0 and learn the real port.
-/// The lead adds one field per protocol face.
 #[derive(Debug, Default)]
 pub struct Listeners {
     /// The HTTP face.
     pub http: Vec<tokio::net::TcpListener>,
-    /// The GameAgent master (UDP).
+    /// The GameAgent master (UDP), listing every product.
     pub gameagent: Vec<tokio::net::UdpSocket>,
+    /// Extra GameAgent listeners whose `e` lists only some products (lower-case).
+    pub gameagent_products: Vec<(tokio::net::UdpSocket, Vec<String>)>,
     /// GameSpy heartbeats and the master's own query face (UDP).
     pub gamespy_udp: Vec<tokio::net::UdpSocket>,
     /// GameSpy list connections (TCP).
@@ -136,13 +163,14 @@ impl Listeners {
     pub fn bind(config: &Config) -> Result<Self, MasterError> {
         let l = &config.listen;
         Ok(Self {
-            http: bind_all("http", &l.http.0, tcp::bind_tcp)?,
-            gameagent: bind_all("gameagent", &l.gameagent.0, tcp::bind_udp)?,
-            gamespy_udp: bind_all("gamespy-udp", &l.gamespy_udp.0, tcp::bind_udp)?,
-            gamespy_tcp: bind_all("gamespy-tcp", &l.gamespy_tcp.0, tcp::bind_tcp)?,
-            mgmt: bind_all("mgmt", &l.mgmt.0, tcp::bind_tcp)?,
+            http: bind_all("http", &l.http.0, bind_tcp)?,
+            gameagent: bind_all("gameagent", &l.gameagent.0, bind_udp)?,
+            gameagent_products: Vec::new(),
+            gamespy_udp: bind_all("gamespy-udp", &l.gamespy_udp.0, bind_udp)?,
+            gamespy_tcp: bind_all("gamespy-tcp", &l.gamespy_tcp.0, bind_tcp)?,
+            mgmt: bind_all("mgmt", &l.mgmt.0, bind_tcp)?,
             teeworlds07: bind_all("teeworlds07", &l.teeworlds07.0, |addr| {
-                let master = tcp::bind_udp(addr)?;
+                let master = bind_udp(addr)?;
                 // The checker answers from master port + 1 (8284 for 8283), as teeworlds expects.
                 let port = master.local_addr()?.port();
                 let checker_port = if addr.port() == 0 {
@@ -150,10 +178,10 @@ impl Listeners {
                 } else {
                     port.saturating_add(1)
                 };
-                let checker = tcp::bind_udp(SocketAddr::new(addr.ip(), checker_port))?;
+                let checker = bind_udp(SocketAddr::new(addr.ip(), checker_port))?;
                 Ok(faces::teeworlds::SocketPair07 { master, checker })
             })?,
-            teeworlds06: bind_all("teeworlds06", &l.teeworlds06.0, tcp::bind_udp)?,
+            teeworlds06: bind_all("teeworlds06", &l.teeworlds06.0, bind_udp)?,
             ddnet_challenge: if l.http.0.is_empty() {
                 Vec::new()
             } else {
@@ -162,8 +190,8 @@ impl Listeners {
                     SocketAddr::from(([0u16; 8], 0)),
                 ];
                 // IPv6 may be missing on a host; IPv4 must work.
-                let mut socks = bind_all("ddnet-challenge", &any[..1], tcp::bind_udp)?;
-                if let Ok(v6) = tcp::bind_udp(any[1]) {
+                let mut socks = bind_all("ddnet-challenge", &any[..1], bind_udp)?;
+                if let Ok(v6) = bind_udp(any[1]) {
                     socks.push(v6);
                 }
                 socks.into_iter().map(Arc::new).collect()
@@ -199,6 +227,9 @@ impl Listeners {
         for s in &self.gameagent {
             udp("gameagent", s)?;
         }
+        for (s, _) in &self.gameagent_products {
+            udp("gameagent", s)?;
+        }
         for s in &self.gamespy_udp {
             udp("gamespy-udp", s)?;
         }
@@ -223,8 +254,8 @@ pub struct Master {
 }
 
 impl Master {
-    /// Opens the store in `config.data_dir` and loads the registry, pruning what expired by
-    /// `now` while the daemon was down.
+    /// Opens the store in `config.data_dir` (checking its integrity) and loads the registry,
+    /// pruning what expired by `now` while the daemon was down.
     pub fn open(config: Config, now: Timestamp) -> Result<Self, MasterError> {
         let store = SqliteStore::open(&config.data_dir)?;
         let (handle, report) = MasterHandle::open(config.registry_config(), Box::new(store), now)?;
@@ -234,6 +265,13 @@ impl Master {
             orphaned = report.orphaned,
             "registry loaded"
         );
+        if report.skipped > 0 {
+            tracing::warn!(
+                skipped = report.skipped,
+                reasons = ?report.skipped_reasons,
+                "stored records this build cannot read were dropped"
+            );
+        }
         Ok(Self {
             config,
             handle,
@@ -260,8 +298,8 @@ impl Master {
 
     /// What loading found.
     #[must_use]
-    pub fn load_report(&self) -> LoadReport {
-        self.report
+    pub fn load_report(&self) -> &LoadReport {
+        &self.report
     }
 
     /// Serves `listeners` until `shutdown` resolves, then stops the faces, waits for requests
@@ -271,32 +309,38 @@ impl Master {
         listeners: Listeners,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), MasterError> {
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stop = CancellationToken::new();
         let limits = &self.config.limits;
-        let conn = ConnLimits {
-            max_connections: limits.tcp_max_connections,
-            max_per_source: limits.tcp_max_per_source,
-            idle_timeout: limits.tcp_idle_timeout.0,
-        };
-        let http_limits = http::HttpLimits {
-            body_limit: limits.http_body_limit,
-            request_timeout: limits.http_request_timeout.0,
-        };
+        let handle = self.handle.clone();
         let mut tasks = tokio::task::JoinSet::new();
-        let sink: Arc<dyn tcp::MetricsSink> = Arc::new(self.handle.clone());
-        // Faces mark records changed (GameSpy `\statechanged`, GameAgent `u`) through the
-        // handle; the poller polls them first. Connected before any face starts.
+        let sink: Arc<dyn runtime::tcp::MetricsSink> = Arc::new(handle.clone());
+        let budgets = runtime::udp::Budgets {
+            egress_bytes_per_sec: limits.egress_bytes_per_sec,
+            list_bytes: muster_proto::limit::BucketConfig {
+                burst: limits.list_bytes_burst as f64,
+                per_second: limits.list_bytes_per_sec as f64,
+            },
+            max_tracked_sources: limits.max_tracked_sources,
+        };
+        tasks.spawn(handle.clone().run_publisher(stop.clone()));
+        tasks.spawn(handle.clone().run_persister(FLUSH_INTERVAL, stop.clone()));
+        tasks.spawn(housekeeping(handle.clone(), stop.clone()));
+        // Faces ask the poller to poll records soon (GameSpy `\statechanged`, GameAgent `u`,
+        // new GameSpy servers). Connected before any face starts.
         let changed = if self.config.poller.enabled {
             let (tx, rx) = poller::changed_channel();
-            if !self.handle.set_changed_sender(tx) {
+            if !handle.set_changed_sender(tx) {
                 tracing::warn!("a poller was already connected to this handle");
             }
             Some(rx)
         } else {
             None
         };
+        let start = runtime::udp::now();
         let mut gamespy = faces::gamespy::GameSpySettings::from_limits(limits);
         gamespy.require_client_validate = self.config.gamespy.require_client_validate;
+        gamespy.challenges.lifetime = self.config.lifetimes.pending.0;
+        gamespy.poller = self.config.poller.enabled;
         if let Some(port) = listeners
             .gamespy_tcp
             .first()
@@ -306,20 +350,23 @@ impl Master {
             gamespy.list_port = port;
         }
         if !listeners.gamespy_udp.is_empty() {
-            tasks.spawn(serve_face(faces::gamespy::run_udp(
-                self.handle.clone(),
-                listeners.gamespy_udp,
-                gamespy.clone(),
-                stop_rx.clone(),
-            )));
+            let face = faces::gamespy::GameSpyFace::new(gamespy.clone(), start);
+            let sockets = listeners.gamespy_udp.into_iter().map(Arc::new).collect();
+            tasks.spawn(runtime::udp::run(
+                handle.clone(),
+                face,
+                sockets,
+                budgets,
+                stop.clone(),
+            ));
         }
         if !listeners.gamespy_tcp.is_empty() {
-            tasks.spawn(serve_face(faces::gamespy::run_tcp(
-                self.handle.clone(),
+            tasks.spawn(faces::gamespy::run_tcp(
+                handle.clone(),
                 listeners.gamespy_tcp,
                 gamespy,
-                stop_rx.clone(),
-            )));
+                stop.clone(),
+            ));
         }
         if !listeners.mgmt.is_empty() {
             let mgmt = faces::mgmt::MgmtSettings {
@@ -330,55 +377,84 @@ impl Master {
                 egress_bytes_per_sec: limits.egress_bytes_per_sec,
                 ..faces::mgmt::MgmtSettings::default()
             };
-            tasks.spawn(serve_face(faces::mgmt::run(
-                self.handle.clone(),
+            tasks.spawn(faces::mgmt::run(
+                handle.clone(),
                 listeners.mgmt,
                 mgmt,
-                stop_rx.clone(),
-            )));
+                stop.clone(),
+            ));
         }
         if !listeners.gameagent.is_empty() {
-            let mut gameagent = faces::gameagent::GameAgentSettings::from_limits(limits);
-            // The face and the registry expire a silent server at the same moment.
-            gameagent.master.expiry = self.config.lifetimes.gameagent.0;
-            tasks.spawn(serve_face(faces::gameagent::run(
-                self.handle.clone(),
-                listeners.gameagent,
-                gameagent,
-                stop_rx.clone(),
-            )));
+            let settings = faces::gameagent::GameAgentSettings::from_limits(limits);
+            let mut sockets = Vec::new();
+            let mut scopes = Vec::new();
+            for s in listeners.gameagent {
+                sockets.push(Arc::new(s));
+                scopes.push(faces::gameagent::Scope::All);
+            }
+            for (s, products) in listeners.gameagent_products {
+                sockets.push(Arc::new(s));
+                scopes.push(faces::gameagent::Scope::Products(products));
+            }
+            let face = faces::gameagent::GameAgentFace::new(
+                settings,
+                secrets::Secrets::random(Duration::from_secs(60)),
+                scopes,
+                start,
+            );
+            tasks.spawn(runtime::udp::run(
+                handle.clone(),
+                face,
+                sockets,
+                budgets,
+                stop.clone(),
+            ));
         }
         let teeworlds = faces::teeworlds::TeeworldsSettings {
             max_tracked_sources: limits.max_tracked_sources,
-            egress_bytes_per_sec: limits.egress_bytes_per_sec,
             ..faces::teeworlds::TeeworldsSettings::default()
         };
         if !listeners.teeworlds07.is_empty() {
-            tasks.spawn(serve_face(faces::teeworlds::run07(
-                self.handle.clone(),
-                listeners.teeworlds07,
-                teeworlds.clone(),
-                stop_rx.clone(),
-            )));
+            let mut sockets = Vec::new();
+            let mut families = Vec::new();
+            for p in listeners.teeworlds07 {
+                families.push(p.master.local_addr().is_ok_and(|a| a.is_ipv6()));
+                sockets.push(Arc::new(p.master));
+                sockets.push(Arc::new(p.checker));
+            }
+            let face = faces::teeworlds::Face07::new(
+                &teeworlds,
+                faces::teeworlds::tokens::Tokens::random(
+                    faces::teeworlds::tokens::CONNLESS_SEED_PERIOD,
+                ),
+                families,
+            );
+            tasks.spawn(runtime::udp::run(
+                handle.clone(),
+                face,
+                sockets,
+                budgets,
+                stop.clone(),
+            ));
         }
         if !listeners.teeworlds06.is_empty() {
-            tasks.spawn(serve_face(faces::teeworlds::run06(
-                self.handle.clone(),
-                listeners.teeworlds06,
-                teeworlds,
-                stop_rx.clone(),
-            )));
+            let sockets = listeners.teeworlds06.into_iter().map(Arc::new).collect();
+            tasks.spawn(runtime::udp::run(
+                handle.clone(),
+                faces::teeworlds::Face06,
+                sockets,
+                budgets,
+                stop.clone(),
+            ));
         }
         let ddnet = faces::teeworlds::ddnet::DdnetSettings {
             max_tracked_sources: limits.max_tracked_sources,
             egress_bytes_per_sec: limits.egress_bytes_per_sec,
             body_limit: limits.http_body_limit,
-            address_lifetime: self.config.lifetimes.ddnet.0,
             register_burst: limits.ddnet_register_burst,
             register_refill: limits.ddnet_register_refill.0,
             challenge_burst: limits.ddnet_challenge_burst,
             challenge_refill: limits.ddnet_challenge_refill.0,
-            ..faces::teeworlds::ddnet::DdnetSettings::default()
         };
         let mut samples = self.samples.clone();
         let mut history = None;
@@ -388,12 +464,12 @@ impl Master {
                 self.config.history.retention.0,
             );
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tasks.spawn(serve_face(web::history::run(
+            tasks.spawn(web::history::run(
                 h.clone(),
                 rx,
                 samples.take(),
-                stop_rx.clone(),
-            )));
+                stop.clone(),
+            ));
             samples = Some(tx);
             history = Some(h);
         }
@@ -406,19 +482,29 @@ impl Master {
             ),
         };
         let list_limit = http_limit::HttpListLimit::new(
-            self.handle.clone(),
+            handle.clone(),
             muster_proto::limit::BucketConfig::one_every(
                 limits.http_list_burst,
                 limits.http_list_refill.0,
             ),
             limits.max_tracked_sources,
         );
+        let http_limits = runtime::http::HttpLimits {
+            body_limit: limits.http_body_limit,
+            request_timeout: limits.http_request_timeout.0,
+            header_timeout: limits.http_header_timeout.0,
+            conn: ConnLimits {
+                max_connections: limits.tcp_max_connections,
+                max_per_source: limits.tcp_max_per_source,
+                idle_timeout: limits.tcp_idle_timeout.0,
+            },
+        };
         for l in listeners.http {
-            let app = http::router(self.handle.clone(), http_limits)
+            let app = http::router(handle.clone())
                 .merge(web::router(history.clone()))
-                .merge(faces::gamespy::router(self.handle.clone()))
+                .merge(faces::gamespy::router(handle.clone()))
                 .merge(faces::teeworlds::ddnet::router(
-                    self.handle.clone(),
+                    handle.clone(),
                     listeners.ddnet_challenge.clone(),
                     ddnet.clone(),
                 ))
@@ -427,86 +513,56 @@ impl Master {
                     http_limit::limit,
                 ))
                 .layer(axum::middleware::from_fn(web::etag));
-            // `tap_io` (a no-op here) makes axum's connect-info impl apply to our listener.
-            let listener = axum::serve::ListenerExt::tap_io(
-                CappedListener::new(l, conn).with_metrics(Arc::clone(&sink)),
-                |_| {},
-            );
-            let mut stop = stop_rx.clone();
-            tasks.spawn(async move {
-                // The DDNet register needs the peer address (it challenges it over UDP).
-                axum::serve(
-                    listener,
-                    app.into_make_service_with_connect_info::<SocketAddr>(),
-                )
-                .with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                })
-                .await
-                .map_err(MasterError::Serve)
-            });
+            let app = http::limited(app, http_limits);
+            tasks.spawn(runtime::http::serve(
+                l,
+                app,
+                http_limits,
+                Arc::clone(&sink),
+                stop.clone(),
+            ));
         }
-        tasks.spawn(housekeeping(self.handle.clone(), stop_rx.clone()));
         if self.config.poller.enabled {
             let settings = poller::PollerSettings {
                 samples,
                 changed,
                 ..poller::PollerSettings::from_config(&self.config.poller)
             };
-            tasks.spawn(serve_face(poller::run(
-                self.handle.clone(),
-                settings,
-                stop_rx.clone(),
-            )));
+            let (h, s) = (handle.clone(), stop.clone());
+            tasks.spawn(async move {
+                if let Err(e) = poller::run(h, settings, s).await {
+                    tracing::error!(error = %error_chain(&e), "the poller could not start");
+                }
+            });
         }
 
         shutdown.await;
         tracing::info!("shutting down");
-        let _ = stop_tx.send(true);
-        let mut first_err = None;
+        stop.cancel();
         while let Some(res) = tasks.join_next().await {
-            match res {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "task failed");
-                    first_err.get_or_insert(e);
-                }
-                Err(e) => tracing::error!(error = %e, "task panicked"),
+            if let Err(e) = res {
+                tracing::error!(error = %e, "task panicked");
             }
         }
-        self.handle.flush()?;
-        first_err.map_or(Ok(()), Err)
+        handle.publish();
+        handle.flush()?;
+        Ok(())
     }
 }
 
-/// A face's I/O error becomes the daemon's.
-async fn serve_face(face: impl Future<Output = io::Result<()>> + Send) -> Result<(), MasterError> {
-    face.await.map_err(MasterError::Serve)
-}
-
-/// Flushes refreshes every [`FLUSH_INTERVAL`] and prunes every [`PRUNE_INTERVAL`] until
-/// stopped. Store errors are logged and retried on the next tick, not fatal.
-async fn housekeeping(
-    handle: MasterHandle,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), MasterError> {
-    let mut flush = tokio::time::interval(FLUSH_INTERVAL);
+/// Prunes expired records every [`PRUNE_INTERVAL`] until stopped.
+async fn housekeeping(handle: MasterHandle, stop: CancellationToken) {
     let mut prune = tokio::time::interval(PRUNE_INTERVAL);
-    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = stop.wait_for(|s| *s) => return Ok(()),
-            _ = flush.tick() => {
-                if let Err(e) = handle.flush() {
-                    tracing::warn!(error = %e, "flush failed");
+            () = stop.cancelled() => return,
+            _ = prune.tick() => {
+                let dead = handle.prune(Timestamp::now());
+                if !dead.is_empty() {
+                    tracing::debug!(n = dead.len(), "expired");
                 }
             }
-            _ = prune.tick() => match handle.prune(Timestamp::now()) {
-                Ok(dead) if !dead.is_empty() => tracing::debug!(n = dead.len(), "expired"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "prune failed"),
-            },
         }
     }
 }

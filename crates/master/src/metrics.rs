@@ -1,8 +1,8 @@
 //! Counters every face bumps, rendered in the Prometheus text format by `GET /metrics`.
 //!
-//! Counters live outside the registry lock (atomics, and small maps keyed by `&'static str`
-//! under their own lock), so counting a dropped datagram never waits for a list to be built.
-//! Label values are `&'static str` only: a wire value can never become a label, so the number
+//! Counters live outside the registry lock (atomics, and a small map keyed by `&'static str`
+//! under its own lock), so counting a dropped datagram never waits for anything. Drops are
+//! counted per [`Drop`] reason, an enum: a wire value can never become a label, so the number
 //! of series is bounded by the code.
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use muster_proto::limit::SourceKey;
 
+use crate::drops::DropReason;
 use crate::registry::Face;
 
 /// A source refused by a bucket counts in the `muster_rate_limited_sources` gauge this long.
@@ -64,7 +65,17 @@ pub struct Metrics {
     rate_limited: AtomicU64,
     limited_sources: Mutex<LimitedSources>,
     list_requests: Mutex<BTreeMap<&'static str, u64>>,
-    drops: Mutex<BTreeMap<&'static str, u64>>,
+    drops: Drops,
+}
+
+/// One counter per [`Drop`] reason.
+#[derive(Debug)]
+struct Drops(Vec<AtomicU64>);
+
+impl Default for Drops {
+    fn default() -> Self {
+        Self(DropReason::ALL.iter().map(|_| AtomicU64::new(0)).collect())
+    }
 }
 
 fn bump(m: &Mutex<BTreeMap<&'static str, u64>>, key: &'static str) {
@@ -119,9 +130,16 @@ impl Metrics {
         bump(&self.list_requests, face);
     }
 
-    /// An input was dropped for `reason` (`"malformed"`, `"too_large"`, `"source_cap"`, …).
-    pub fn count_drop(&self, reason: &'static str) {
-        bump(&self.drops, reason);
+    /// An input was dropped for `reason`.
+    pub fn count_drop(&self, reason: DropReason) {
+        self.count_drops(reason, 1);
+    }
+
+    /// `n` inputs were dropped for `reason`.
+    pub fn count_drops(&self, reason: DropReason, n: u64) {
+        if let Some(c) = self.drops.0.get(reason.index()) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// Registrations so far.
@@ -130,10 +148,21 @@ impl Metrics {
         self.registrations.load(Ordering::Relaxed)
     }
 
-    /// Drops for `reason` so far.
+    /// Drops for the reason named `reason` so far (0 for a name that is no reason).
     #[must_use]
     pub fn drops(&self, reason: &str) -> u64 {
-        snapshot(&self.drops).get(reason).copied().unwrap_or(0)
+        DropReason::from_name(reason)
+            .and_then(|d| self.drops.0.get(d.index()))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    fn drop_counts(&self) -> BTreeMap<&'static str, u64> {
+        DropReason::ALL
+            .iter()
+            .zip(&self.drops.0)
+            .map(|(d, c)| (d.name(), c.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     }
 
     /// The Prometheus text exposition (format 0.0.4), with `listed` as the per-face gauge.
@@ -191,7 +220,7 @@ impl Metrics {
             "muster_drops_total",
             "Inputs dropped, per reason.",
             "reason",
-            snapshot(&self.drops),
+            self.drop_counts(),
         );
         let _ = write!(
             s,
@@ -213,7 +242,7 @@ mod tests {
         let m = Metrics::default();
         m.count_registration();
         m.count_registration();
-        m.count_drop("malformed");
+        m.count_drop(DropReason::Malformed);
         m.count_list_request("http");
         m.count_rate_limited("192.0.2.1".parse().unwrap());
         m.count_rate_limited("192.0.2.1".parse().unwrap());

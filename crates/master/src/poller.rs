@@ -9,7 +9,7 @@
 //!                      │ results as they complete
 //!                      v
 //!   MasterHandle::update_poll ──> after_poll (pure) ──> MasterHandle::delist
-//!                      └──> PollSample to the history hook (issue 6)
+//!                      └──> PollSample to the history hook
 //! ```
 //!
 //! * Every listed record with a query protocol and query address is polled once per
@@ -44,11 +44,13 @@ use std::time::Duration;
 
 use muster_proto::ServerInfo;
 use muster_query::{Completed, Failure, Job, Options};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::MasterHandle;
 use crate::config::PollerConfig;
+use crate::drops::DropReason;
 use crate::registry::{DelistOutcome, PollInfo, PollOutcome, ServerKey, Timestamp};
 
 pub use machine::{PollTarget, machine_for};
@@ -61,7 +63,7 @@ const MIN_TICK: Duration = Duration::from_millis(10);
 /// drops the mark (the record is still polled at its regular time).
 pub const CHANGED_QUEUE: usize = 1024;
 
-/// The result of one poll, for history (issue 6). `ok == false`: the server did not answer
+/// The result of one poll, for the player-count history. `ok == false`: the server did not answer
 /// (the counts are then `None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PollSample {
@@ -112,7 +114,7 @@ pub struct PollerSettings {
     pub bind_v6: SocketAddr,
     /// Records to poll soon because they changed (see [`changed_channel`]); `None`: none.
     pub changed: Option<mpsc::Receiver<ServerKey>>,
-    /// Where each poll result goes for history (issue 6); `None`: nowhere. Unbounded so
+    /// Where each poll result goes for history; `None`: nowhere. Unbounded so
     /// the poller never waits for the consumer; a closed receiver just stops the samples.
     pub samples: Option<mpsc::UnboundedSender<PollSample>>,
 }
@@ -207,14 +209,13 @@ enum Done {
     Lost(Tag),
 }
 
-/// Polls listed records through `handle` until `shutdown` turns true (or its sender is
-/// dropped). Returns promptly at shutdown: polls in flight are abandoned, their results never
+/// Polls listed records through `handle` until `shutdown` is cancelled. Returns promptly at shutdown: polls in flight are abandoned, their results never
 /// written. Fails only at start, when [`PollerSettings::bind_v4`] cannot be bound; failures of
 /// single polls or batches later are logged and counted, never fatal.
 pub async fn run(
     handle: MasterHandle,
     mut settings: PollerSettings,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> io::Result<()> {
     // A bad local address is a configuration error: say so at start, not once per tick.
     drop(std::net::UdpSocket::bind(settings.bind_v4)?);
@@ -229,10 +230,7 @@ pub async fn run(
         // starve the schedule or the shutdown.
         tokio::select! {
             biased;
-            res = shutdown.wait_for(|s| *s) => {
-                let _ = res;
-                break;
-            }
+            () = shutdown.cancelled() => break,
             _ = tick.tick() => start_batch(&handle, &settings, &mut schedule, &mut batches, &done_tx),
             Some(done) = done_rx.recv() => record(&handle, &mut settings, &mut schedule, done),
             key = recv_changed(&mut changed) => match key {
@@ -269,9 +267,10 @@ fn start_batch(
         return;
     }
     let now = Timestamp::now();
-    // One pass under the registry lock; only picked (and newly met) keys are cloned.
-    let jobs: Vec<_> = handle.with_registry(|r| {
-        let candidates = r.iter().filter_map(|rec| {
+    // One pass over the view (no lock); only picked (and newly met) keys are cloned.
+    let view = handle.snapshot();
+    let jobs: Vec<_> = {
+        let candidates = view.listed().iter().filter_map(|rec| {
             PollTarget::of(rec).map(|t| Candidate {
                 key: &rec.key,
                 query_addr: t.query_addr,
@@ -280,11 +279,16 @@ fn start_batch(
             })
         });
         let picks = schedule.pick(candidates, now, budget);
+        let by_key: HashMap<&ServerKey, &crate::registry::Record> = if picks.is_empty() {
+            HashMap::new()
+        } else {
+            view.listed().iter().map(|r| (&r.key, &**r)).collect()
+        };
         picks
             .into_iter()
             .filter_map(|p| {
                 // Every pick was a candidate of this same pass, so it has a target.
-                let target = r.get(&p.key).and_then(PollTarget::of)?;
+                let target = by_key.get(&p.key).and_then(|r| PollTarget::of(r))?;
                 let tag = Tag {
                     key: p.key,
                     changed: p.changed,
@@ -295,7 +299,7 @@ fn start_batch(
                 })
             })
             .collect()
-    });
+    };
     if jobs.is_empty() {
         return;
     }
@@ -344,7 +348,7 @@ fn record(
         Done::Completed(c) => c,
         Done::Lost(tag) => {
             schedule.finished(&tag.key);
-            handle.metrics().count_drop("poll_lost");
+            handle.metrics().count_drop(DropReason::PollLost);
             return;
         }
     };
@@ -356,7 +360,7 @@ fn record(
         Err(Failure::Send(kind)) => {
             // Our side could not send (no IPv6 route, …): says nothing about the server.
             tracing::debug!(server = %key.addr, ?kind, "poll not sent");
-            handle.metrics().count_drop("poll_not_sent");
+            handle.metrics().count_drop(DropReason::PollNotSent);
             return;
         }
         Err(e) => {
@@ -376,15 +380,11 @@ fn record(
     if outcome == PollOutcome::Unknown {
         return;
     }
-    if after_poll(outcome, changed, settings.delist_after_failures) == AfterPoll::Delist {
-        match handle.delist(&key) {
-            Ok(DelistOutcome::Delisted) => {
-                handle.metrics().count_drop("unreachable");
-                tracing::info!(server = %key.addr, game = %key.game, ?outcome, "de-listed: not answering polls");
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "de-listing failed"),
-        }
+    if after_poll(outcome, changed, settings.delist_after_failures) == AfterPoll::Delist
+        && handle.delist(&key) == DelistOutcome::Delisted
+    {
+        handle.metrics().count_drop(DropReason::Unreachable);
+        tracing::info!(server = %key.addr, game = %key.game, ?outcome, "de-listed: not answering polls");
     }
     if let Some(tx) = &settings.samples {
         if tx.send(sample).is_err() {

@@ -133,3 +133,91 @@ fn broken_pipe_is_not_an_error() {
         "{status:?}"
     );
 }
+
+/// `serve` flags that bind nothing but a loopback HTTP port.
+fn quiet_serve(dir: &std::path::Path) -> Vec<String> {
+    let mut args: Vec<String> = ["serve", "--http", "127.0.0.1:0"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    for face in [
+        "--gameagent",
+        "--gamespy-udp",
+        "--gamespy-tcp",
+        "--teeworlds07",
+        "--teeworlds06",
+        "--mgmt",
+    ] {
+        args.push(face.to_owned());
+        args.push("off".to_owned());
+    }
+    args.push("--data-dir".to_owned());
+    args.push(dir.display().to_string());
+    args
+}
+
+fn fresh_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("muster-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn a_damaged_store_stops_serve_with_exit_2_and_repair_recovers() {
+    let dir = fresh_dir("damaged");
+    let db = dir.join("muster.sqlite3");
+    std::fs::write(&db, vec![0xA5; 64 * 1024]).unwrap();
+    let args = quiet_serve(&dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = muster(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains(&db.display().to_string()), "names the file: {e}");
+    assert!(e.contains("--repair"), "says how to recover: {e}");
+
+    let mut repair = args.clone();
+    repair.push("--repair");
+    let o = muster(&repair);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("0 records kept"), "{out}");
+    assert!(
+        std::fs::read_dir(&dir).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("damaged")),
+        "the damaged file is kept aside"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_daemons_cannot_share_a_data_directory() {
+    use std::io::{BufRead as _, BufReader};
+    let dir = fresh_dir("locked");
+    let args = quiet_serve(&dir);
+    let mut first = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(first.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening"), "{line}");
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = muster(&refs);
+    let _ = first.kill();
+    let _ = first.wait();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&first.id().to_string()),
+        "names the other PID: {e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -7,7 +7,8 @@
 
 use serde::Serialize;
 
-use crate::registry::{Record, Registry};
+use crate::registry::Record;
+use crate::views::Snapshot;
 
 /// One server in a list.
 #[derive(Debug, Clone, Serialize)]
@@ -72,7 +73,7 @@ impl ServerSummary {
             password: info.and_then(|i| i.password),
             first_seen: r.first_seen.as_secs(),
             last_heartbeat: r.last_heartbeat.as_secs(),
-            first_verified: r.first_verified.map(|t| t.as_secs()),
+            first_verified: Some(r.first_seen.as_secs()),
             last_poll: r.last_poll_ok.map(|t| t.as_secs()),
             poll_failures: r.poll_failures,
         }
@@ -162,25 +163,30 @@ pub struct ErrorDto {
     pub error: &'static str,
 }
 
-/// `GET /healthz` counts.
+/// `GET /healthz`.
 #[derive(Debug, Clone, Serialize)]
 pub struct HealthDto {
-    /// Always `"ok"` when served.
+    /// `"ok"`, or `"degraded"` while the store fails (lists are served from memory, changes
+    /// are kept and written when it works again).
     pub status: &'static str,
-    /// Records in the registry (all states).
+    /// Listed records.
     pub records: usize,
-    /// Pending records.
-    pub pending: usize,
+    /// The store's failure, while it lasts.
+    pub store_error: Option<String>,
 }
 
 impl HealthDto {
-    /// Health of `r`.
+    /// Health from the current view and the store's state.
     #[must_use]
-    pub fn of(r: &Registry) -> Self {
+    pub fn of(view: &Snapshot, store_error: Option<String>) -> Self {
         Self {
-            status: "ok",
-            records: r.len(),
-            pending: r.pending(),
+            status: if store_error.is_some() {
+                "degraded"
+            } else {
+                "ok"
+            },
+            records: view.len(),
+            store_error,
         }
     }
 }

@@ -1,3 +1,4 @@
-//! The HTTP API's public types.
+//! The HTTP API's public types and its listing over snapshots.
 
 pub mod dto;
+pub mod list;

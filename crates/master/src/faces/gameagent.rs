@@ -1,96 +1,95 @@
-//! The GameAgent master face (`gameagent.md` §2, §5, §8.3), UDP 9005.
+//! The GameAgent master face (`gameagent.md` §2, §5, §8.3), UDP 9005, as a pure machine.
 //!
 //! ```text
-//! 65 "e"               -> 73 { a.b.c.d port:u16le }*   from the socket the request came in on
-//! 71 "q" from (A, P)   -> 01 c:i32le                    pending, challenged
-//! "0;challenge;<c>;…"  -> verified: registry add + verify (game = product, address (A, P − 1))
-//! "0;challenge;0;…"    -> refresh of a verified record (registry heartbeat, batched)
-//! 75 "u"               -> from a verified record: marked changed for the poller (polled soon)
+//! 65 "e"                 -> 73 { a.b.c.d port:u16le }*   the view's list (cached per snapshot)
+//! 71 "q" from (A, P)     -> 01 c:i32le                    c = MAC(A, P, epoch); nothing stored
+//! "0;challenge;<c>;…"    -> c proves (A, P): registry register (game = product, address (A, P − 1))
+//! "0;challenge;0;…"      -> listed: registry heartbeat; unknown or de-listed: challenge again
+//! 75 "u"                 -> listed: the poller polls it soon
+//! timer (1 s)            -> re-verification of listed records (rule 6), state in the registry
 //! ```
 //!
+//! # Stateless challenges
+//! A challenge is four bytes: two of HMAC over (A, P′, epoch) and two holding P′ masked with
+//! another HMAC of (A, epoch). An echo from (A, P) is checked by unmasking P′ and recomputing
+//! the MAC (current and previous epoch, 60 s each): P′ = P verifies (rule 4.2); a valid MAC
+//! for another port P′ is a port hop (rule 4.4, counted, logged once per address per hour);
+//! anything else is a bad echo. So a `q` costs one 5-byte reply within the source's budget and
+//! no memory at all: a forged flood cannot fill anything. An off-path attacker must guess 16
+//! bits per attempt, each attempt spending the source's heartbeat budget.
+//!
+//! Deliberate differences from the rules of §8.3: a `q` from a listed server does not de-list
+//! it (a forged `q` could), and challenges per address are budgeted generously (256, then 10
+//! per second) so that many servers behind one address register at once.
+//!
+//! # Re-verification and restarts
+//! Every [`GameAgentSettings::reverify_interval`] a listed record is challenged again; an
+//! unanswered challenge is re-sent after [`GameAgentSettings::reverify_timeout`], and after
+//! [`GameAgentSettings::reverify_tries`] the record is de-listed. The progress is kept in the
+//! record itself ([`crate::registry::Record::challenges_unanswered`]). After a restart every
+//! restored GameAgent record is challenged at once the same way, so what `e` lists was proven
+//! by this process or is proven within 30 s.
+//!
 //! The heartbeat's fields (players, maxplayers, level, gametype, version, product; §2.4) are
-//! stored as the record's info while the poller has not polled it yet, so the HTTP API shows
-//! them at once; the poller's `02` query replaces them and is authoritative after.
-//!
-//! Every rule of §8.3 lives in the pure [`GameAgentMaster`] of `muster-proto`; this face only
-//! moves datagrams between the sockets and that one machine (shared by every listener, rule 2),
-//! mirrors its events into the registry and maps its counters onto the master metrics. One task
-//! per socket reads datagrams into a bounded queue; one task owns the machine, so no lock is
-//! held around protocol state.
-//!
-//! Limits (all on by default, all in the machine): list requests per source (burst 2, one per
-//! 5 s), challenges per address (burst 4, one per 10 s), records per IPv4 address (64), pending
-//! records in total (10 000), one egress byte budget for everything the face sends (1 MiB/s; a
-//! list that does not fit is dropped whole). A full read queue drops datagrams (`overload`).
-//!
-//! IPv6: list requests are answered (with the IPv4 list); registrations from IPv6 sources are
-//! counted and dropped (§8.1.2). IPv4-mapped sources on a dual-stack socket count as IPv4.
-//!
-//! # After a restart
-//! The machine's challenges die with the process, so records restored from the store must
-//! re-verify before `e` can list them. At start the face re-challenges every restored GameAgent
-//! record at its query address (a synthetic `q` into the machine: 5 bytes to an address that
-//! proved itself before, so no amplification); a live stock server answers at once (it answers
-//! `01` from anyone, any time). Restored records stay listed in the registry (the HTTP API) for
-//! [`GameAgentSettings::restore_grace`]; those not re-verified by then are de-listed there, so
-//! the registry never lists for long what `e` does not. A server whose challenge was lost (or
-//! rate-limited) comes back through §8.3 rule 3.3 with its next periodic heartbeat, keeping its
-//! list position (the registry keeps the first verification time); one that never comes back
-//! expires 300 s after its last stored heartbeat.
-//!
-//! Does not: poll servers (a `u` only asks the poller, which polls a record at most once per
-//! 10 s because it changed, §9.2), overwrite a poll result with a heartbeat's fields, sync with
-//! other masters.
+//! the record's info until the poller has polled it.
 
-use std::collections::{HashMap, HashSet};
-use std::io;
-use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use muster_proto::Protocol;
-use muster_proto::gameagent::master::{
-    GameAgentMaster, ListScope, MasterConfig, MasterCounters, MasterEvent, fields_of,
+use muster_proto::gameagent::MAX_DATAGRAM;
+use muster_proto::gameagent::decode_text;
+use muster_proto::gameagent::master::fields_of;
+use muster_proto::gameagent::packet::{
+    Challenge, Heartbeat, HeartbeatFields, MasterPacket, encode_list,
 };
-use muster_proto::gameagent::packet::{Heartbeat, HeartbeatFields, JOIN};
-use muster_proto::gameagent::{MAX_DATAGRAM, decode_text};
-use muster_proto::limit::{BucketConfig, SourceKey};
-use tokio::net::UdpSocket;
-use tokio::sync::{mpsc, watch};
+use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
 
-use crate::MasterHandle;
 use crate::config::LimitsConfig;
+use crate::drops::DropReason;
 use crate::registry::{
-    Face, GameAddr, MAX_GAME_LEN, Outcome, PollInfo, Registration, ServerKey, Timestamp,
+    Face, GameAddr, HeartbeatOutcome, MAX_GAME_LEN, PollInfo, Registration, ServerKey, Timestamp,
 };
+use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
+use crate::secrets::Secrets;
+use crate::views::Snapshot;
 
-/// Datagrams waiting for the machine at most; more are dropped (`overload`).
-const QUEUE: usize = 4096;
 /// The game name of a record whose `product` is not a usable name (empty, too long, not
 /// printable ASCII): stock 1.10 dedicated servers' default.
 const FALLBACK_GAME: &str = "serioussam";
-/// Metrics label of this face.
-const FACE: &str = "gameagent";
+/// How often the face looks for records due for re-verification.
+const SWEEP: Duration = Duration::from_secs(1);
+/// Challenges sent per sweep at most (the rest go out in the next sweeps).
+const MAX_CHALLENGES_PER_SWEEP: usize = 2000;
+/// Addresses remembered for the port-hop log limit at most.
+const MAX_PORT_HOP_REPORTS: usize = 4096;
+/// Length of a challenge datagram (`01` + four bytes).
+const CHALLENGE_LEN: usize = 5;
+/// The MAC domain of this face.
+const DOMAIN: &[u8] = b"muster gameagent challenge";
 
-/// An extra listener whose `e` replies list only some products (§8.3 rule 2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProductListener {
-    /// Addresses to bind (IPv4 and/or IPv6).
-    pub listen: Vec<SocketAddr>,
-    /// Products listed there, compared ignoring ASCII case (`serioussam`, `serioussamse`, …).
-    pub products: Vec<String>,
-}
-
-/// The knobs of the GameAgent face that do not depend on where the default listener is.
+/// The knobs of the GameAgent face.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GameAgentSettings {
-    /// The §8.3 rules: expiry, re-verification, buckets, caps, egress budget.
-    pub master: MasterConfig,
-    /// Extra per-product listeners (none by default).
-    pub product_listeners: Vec<ProductListener>,
-    /// Restored records not re-verified this long after start are de-listed (see the module
-    /// docs); default: the pending lifetime, 30 s.
-    pub restore_grace: Duration,
+    /// Challenges per source address, in challenges (burst and refill).
+    pub challenges: BucketConfig,
+    /// Heartbeats that need work (a challenge, a MAC check) per source address.
+    pub heartbeats: BucketConfig,
+    /// Sources tracked per bucket at most.
+    pub max_tracked_sources: usize,
+    /// Listed records are challenged again this often (rule 6).
+    pub reverify_interval: Duration,
+    /// An unanswered re-verification challenge is re-sent after this long.
+    pub reverify_timeout: Duration,
+    /// Challenges sent in all before a record is de-listed.
+    pub reverify_tries: u8,
+    /// A port hop is logged at most once per address per this long.
+    pub port_hop_report_interval: Duration,
+    /// How long a challenge stays valid (an epoch; the previous epoch is accepted too).
+    pub challenge_epoch: Duration,
 }
 
 impl Default for GameAgentSettings {
@@ -100,207 +99,58 @@ impl Default for GameAgentSettings {
 }
 
 impl GameAgentSettings {
-    /// The spec defaults with the shared `[limits]` section applied.
+    /// The defaults with the shared `[limits]` section applied.
     #[must_use]
     pub fn from_limits(l: &LimitsConfig) -> Self {
-        let master = MasterConfig {
-            list_requests: BucketConfig::one_every(l.list_burst, l.list_refill.0),
+        Self {
             challenges: BucketConfig::one_every(l.challenge_burst, l.challenge_refill.0),
-            max_servers_per_address: l.servers_per_source,
-            max_pending: l.max_pending,
-            egress_bytes_per_second: l.egress_bytes_per_sec,
+            heartbeats: BucketConfig::one_every(l.heartbeat_burst, l.heartbeat_refill.0),
             max_tracked_sources: l.max_tracked_sources,
-            ..MasterConfig::default()
-        };
-        Self {
-            restore_grace: master.pending_lifetime,
-            master,
-            product_listeners: Vec::new(),
+            reverify_interval: Duration::from_secs(600),
+            reverify_timeout: Duration::from_secs(10),
+            reverify_tries: 3,
+            port_hop_report_interval: Duration::from_secs(3600),
+            challenge_epoch: Duration::from_secs(60),
         }
     }
 }
 
-/// One bound socket of the face and what its `e` replies list.
+/// What one socket's `e` replies list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every product (the default listener, rule 1).
+    All,
+    /// Only these products, lower-case (a per-product listener, rule 2).
+    Products(Vec<String>),
+}
+
+/// The GameAgent face. See the module docs.
 #[derive(Debug)]
-pub struct GameAgentListener {
-    /// The socket (IPv4 or IPv6).
-    pub socket: UdpSocket,
-    /// `None`: the default listener, every product (and the one challenges leave from);
-    /// `Some`: a per-product listener.
-    pub products: Option<Vec<String>>,
-}
-
-impl GameAgentListener {
-    /// A default listener (9005): lists every product.
-    #[must_use]
-    pub fn all(socket: UdpSocket) -> Self {
-        Self {
-            socket,
-            products: None,
-        }
-    }
-}
-
-/// Serves the face on `sockets` (the default listeners, normally `0.0.0.0:9005` and
-/// `[::]:9005`) and on the per-product listeners of `settings` (bound here), until `shutdown`
-/// turns true. Socket errors are logged, never fatal; binding a product listener can fail.
-pub async fn run(
-    handle: MasterHandle,
-    sockets: Vec<UdpSocket>,
+pub struct GameAgentFace {
     settings: GameAgentSettings,
-    shutdown: watch::Receiver<bool>,
-) -> io::Result<()> {
-    let mut listeners: Vec<GameAgentListener> =
-        sockets.into_iter().map(GameAgentListener::all).collect();
-    for p in &settings.product_listeners {
-        for &addr in &p.listen {
-            listeners.push(GameAgentListener {
-                socket: crate::tcp::bind_udp(addr)?,
-                products: Some(p.products.clone()),
-            });
-        }
-    }
-    run_listeners(handle, listeners, settings, shutdown).await
+    secrets: Secrets,
+    /// Per socket (`via`): what its lists show.
+    scopes: Vec<Scope>,
+    /// Where the face's own challenges (re-verification) leave from.
+    challenge_via: usize,
+    challenges: SourceLimiter,
+    heartbeats: SourceLimiter,
+    port_hops: HashMap<Ipv4Addr, Instant>,
+    next_sweep: Instant,
+    /// Challenge every restored record at the first sweep.
+    restart_sweep: bool,
 }
 
-/// [`run`] with every listener already bound (tests, or a caller binding product listeners
-/// itself); [`GameAgentSettings::product_listeners`] is ignored.
-pub async fn run_listeners(
-    handle: MasterHandle,
-    listeners: Vec<GameAgentListener>,
-    settings: GameAgentSettings,
-    shutdown: watch::Receiver<bool>,
-) -> io::Result<()> {
-    let (tx, mut rx) = mpsc::channel::<Inbound>(QUEUE);
-    let mut sockets = Vec::with_capacity(listeners.len());
-    let mut scopes = Vec::with_capacity(listeners.len());
-    let mut readers = tokio::task::JoinSet::new();
-    for (index, l) in listeners.into_iter().enumerate() {
-        let socket = Arc::new(l.socket);
-        let v6 = socket.local_addr()?.is_ipv6();
-        sockets.push(Out {
-            socket: Arc::clone(&socket),
-            v6,
-        });
-        scopes.push(
-            l.products
-                .map(|p| p.into_iter().map(String::into_bytes).collect::<Vec<_>>()),
-        );
-        readers.spawn(read_loop(
-            index,
-            socket,
-            tx.clone(),
-            handle.clone(),
-            shutdown.clone(),
-        ));
-    }
-    drop(tx);
-    let challenge_socket = scopes
-        .iter()
-        .zip(&sockets)
-        .position(|(s, o)| s.is_none() && !o.v6)
-        .or_else(|| scopes.iter().position(Option::is_none))
-        .unwrap_or(0);
-    let machine = GameAgentMaster::new(settings.master, rand::random::<u32>);
-    let mut face = MachineFace {
-        handle,
-        machine,
-        sockets,
-        scopes,
-        challenge_socket,
-        keys: HashMap::new(),
-        seen: MasterCounters::default(),
-        restored: HashMap::new(),
-        restore_deadline: None,
+/// The IPv4 (A, P) of a registration datagram, or why it is refused.
+fn registration_source(from: SocketAddr) -> Result<SocketAddrV4, DropReason> {
+    let ip = match from.ip() {
+        IpAddr::V4(v4) => v4,
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().ok_or(DropReason::Ipv6Heartbeat)?,
     };
-    face.restore(now(), settings.restore_grace).await;
-    let mut stop = shutdown;
-    loop {
-        let wake = [face.machine.poll_timeout(), face.restore_deadline]
-            .into_iter()
-            .flatten()
-            .min();
-        tokio::select! {
-            () = stopped(&mut stop) => break,
-            msg = rx.recv() => match msg {
-                Some(m) => face.on_datagram(m).await,
-                None => break,
-            },
-            () = sleep_until(wake) => face.on_timeout(now()).await,
-        }
+    if from.port() <= 1 {
+        return Err(DropReason::PortZero);
     }
-    readers.shutdown().await;
-    Ok(())
-}
-
-/// One datagram read by a socket task.
-#[derive(Debug)]
-struct Inbound {
-    listener: usize,
-    from: SocketAddr,
-    data: Vec<u8>,
-}
-
-#[derive(Debug)]
-struct Out {
-    socket: Arc<UdpSocket>,
-    v6: bool,
-}
-
-fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
-}
-
-/// Resolves once `stop` turns true (or its sender is gone).
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(t) => tokio::time::sleep_until(t.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn read_loop(
-    listener: usize,
-    socket: Arc<UdpSocket>,
-    tx: mpsc::Sender<Inbound>,
-    handle: MasterHandle,
-    mut stop: watch::Receiver<bool>,
-) {
-    // One byte more than the largest accepted datagram, so an oversized one is seen as such.
-    let mut buf = vec![0u8; MAX_DATAGRAM + 1];
-    loop {
-        tokio::select! {
-            () = stopped(&mut stop) => return,
-            r = socket.recv_from(&mut buf) => match r {
-                Ok((n, from)) => {
-                    let data = buf.get(..n).unwrap_or_default().to_vec();
-                    match tx.try_send(Inbound { listener, from, data }) {
-                        Ok(()) => {}
-                        Err(mpsc::error::TrySendError::Full(_)) => {
-                            handle.metrics().count_drop("overload");
-                        }
-                        Err(mpsc::error::TrySendError::Closed(_)) => return,
-                    }
-                }
-                Err(e) => tracing::debug!(error = %e, "gameagent recv failed"),
-            },
-        }
-    }
-}
-
-/// The IPv4 (A, P) a registration datagram from `from` is keyed by, as the machine sees it.
-fn v4_source(from: SocketAddr) -> Option<SocketAddrV4> {
-    match from {
-        SocketAddr::V4(a) => Some(a),
-        SocketAddr::V6(a) => a
-            .ip()
-            .to_ipv4_mapped()
-            .map(|ip| SocketAddrV4::new(ip, a.port())),
-    }
+    Ok(SocketAddrV4::new(ip, from.port()))
 }
 
 /// The registry's game name for a heartbeat's raw `product`.
@@ -332,11 +182,12 @@ fn heartbeat_info(f: &HeartbeatFields) -> PollInfo {
     .bounded()
 }
 
-/// The fields of a heartbeat datagram, read as the machine reads them; `None` when it is
-/// not a heartbeat.
-fn heartbeat_fields(datagram: &[u8]) -> Option<HeartbeatFields> {
-    let h = Heartbeat::decode(datagram).ok()?;
-    Some(fields_of(&h, h.challenge().unwrap_or(0)))
+fn game_of(query: SocketAddrV4) -> SocketAddrV4 {
+    SocketAddrV4::new(*query.ip(), query.port().saturating_sub(1))
+}
+
+fn key_of(game: &str, query: SocketAddrV4) -> ServerKey {
+    ServerKey::new(game, GameAddr::Ip(SocketAddr::V4(game_of(query))))
 }
 
 fn registration(key: &ServerKey, query: SocketAddrV4) -> Registration {
@@ -350,345 +201,353 @@ fn registration(key: &ServerKey, query: SocketAddrV4) -> Registration {
     }
 }
 
-struct MachineFace {
-    handle: MasterHandle,
-    machine: GameAgentMaster,
-    sockets: Vec<Out>,
-    /// Per listener: `None` for every product, else the products listed.
-    scopes: Vec<Option<Vec<Vec<u8>>>>,
-    /// Where challenges the machine sends on its own (re-verification) leave from.
-    challenge_socket: usize,
-    /// Verified records: query address (A, P) → registry key and the listener it verified
-    /// through (its re-verification challenges leave from there).
-    keys: HashMap<SocketAddrV4, (ServerKey, usize)>,
-    /// The machine's counters as last mirrored into the metrics.
-    seen: MasterCounters,
-    /// Restored records still to re-verify: query address → registry key.
-    restored: HashMap<SocketAddrV4, ServerKey>,
-    restore_deadline: Option<Instant>,
+/// The `e` datagrams of `scope` in `view` (encoded once per snapshot and scope).
+#[must_use]
+pub fn list_datagrams(view: &Snapshot, scope: &Scope) -> Arc<[Bytes]> {
+    let key = match scope {
+        Scope::All => String::new(),
+        Scope::Products(p) => p.join(","),
+    };
+    let list = view.cached(("gameagent", key.into()), |s| {
+        let games: Vec<SocketAddrV4> = s
+            .listed()
+            .iter()
+            .filter(|r| r.face == Face::GameAgent)
+            .filter(|r| match scope {
+                Scope::All => true,
+                Scope::Products(p) => p.iter().any(|g| *g == r.key.game),
+            })
+            .filter_map(|r| match (r.key.addr.ip(), r.game_port) {
+                (Some(IpAddr::V4(ip)), Some(port)) => Some(SocketAddrV4::new(ip, port)),
+                _ => None,
+            })
+            .collect();
+        encode_list(&games)
+            .into_iter()
+            .map(Bytes::from)
+            .collect::<Vec<_>>()
+    });
+    Arc::from(list.as_slice())
 }
 
-impl MachineFace {
-    /// Re-challenges every GameAgent record restored from the store (see the module docs).
-    async fn restore(&mut self, t: Instant, grace: Duration) {
-        self.restored = self.handle.with_registry(|r| {
-            r.iter()
-                .filter(|rec| rec.face == Face::GameAgent)
-                .filter_map(|rec| match rec.query_addr {
-                    Some(SocketAddr::V4(q)) => Some((q, rec.key.clone())),
-                    _ => None,
-                })
-                .collect()
-        });
-        if self.restored.is_empty() {
-            return;
+impl GameAgentFace {
+    /// A face serving sockets with `scopes` (one per socket, in the runner's order), started
+    /// at `now` (its first sweep, which challenges every restored record, is due then).
+    #[must_use]
+    pub fn new(
+        settings: GameAgentSettings,
+        secrets: Secrets,
+        scopes: Vec<Scope>,
+        now: Instant,
+    ) -> Self {
+        let challenge_via = scopes.iter().position(|s| *s == Scope::All).unwrap_or(0);
+        Self {
+            challenges: SourceLimiter::new(settings.challenges, settings.max_tracked_sources),
+            heartbeats: SourceLimiter::new(settings.heartbeats, settings.max_tracked_sources),
+            settings,
+            secrets,
+            scopes,
+            challenge_via,
+            port_hops: HashMap::new(),
+            next_sweep: now,
+            restart_sweep: true,
         }
-        tracing::info!(
-            n = self.restored.len(),
-            "re-challenging restored gameagent servers"
-        );
-        let mut queries: Vec<SocketAddrV4> = self.restored.keys().copied().collect();
-        queries.sort_unstable();
-        for q in queries {
-            self.machine.handle_datagram(t, SocketAddr::V4(q), &[JOIN]);
-        }
-        self.restore_deadline = Some(t + grace);
-        self.drain(None).await;
-        self.mirror(None, &HashSet::new(), &[], None);
     }
 
-    async fn on_datagram(&mut self, m: Inbound) {
-        let t = now();
-        let products: Option<Vec<&[u8]>> = self
-            .scopes
-            .get(m.listener)
-            .and_then(Option::as_ref)
-            .map(|p| p.iter().map(Vec::as_slice).collect());
-        let scope = products
-            .as_deref()
-            .map_or(ListScope::All, ListScope::Products);
-        self.machine
-            .handle_datagram_scoped(t, m.from, &m.data, scope);
-        self.drain(Some(m.listener)).await;
-        let verified = self.events(Some(m.listener));
-        self.mirror(v4_source(m.from), &verified, &m.data, Some(m.from.ip()));
+    /// The challenge for (A, P) in `epoch`.
+    fn challenge(&self, a: SocketAddrV4, epoch: u64) -> Challenge {
+        let ip = a.ip().octets();
+        let mac = self
+            .secrets
+            .mac(DOMAIN, epoch, &[&ip, &a.port().to_le_bytes()]);
+        let mask = self.secrets.mac(DOMAIN, epoch, &[&ip]);
+        let port = a.port() ^ u16::from_le_bytes([mask[0], mask[1]]);
+        let [p0, p1] = port.to_le_bytes();
+        let c = i32::from_le_bytes([mac[0], mac[1], p0, p1]);
+        // Echo 0 means "no challenge"; such a draw is never issued.
+        Challenge(if c == 0 { 1 } else { c })
     }
 
-    async fn on_timeout(&mut self, t: Instant) {
-        self.machine.handle_timeout(t);
-        if self.restore_deadline.is_some_and(|d| t >= d) {
-            self.restore_deadline = None;
-            for (q, key) in std::mem::take(&mut self.restored) {
-                tracing::debug!(%q, "restored gameagent server did not re-verify");
-                if let Err(e) = self.handle.delist(&key) {
-                    tracing::warn!(error = %e, "de-listing not stored");
+    /// The port an echo from address `ip` was issued to, if its MAC is valid now.
+    fn port_of_echo(&self, ip: Ipv4Addr, echo: i32, wall: Timestamp) -> Option<u16> {
+        for epoch in self.secrets.valid_epochs(wall) {
+            let mask = self.secrets.mac(DOMAIN, epoch, &[&ip.octets()]);
+            for bytes in [echo.to_le_bytes(), echo.to_be_bytes()] {
+                let port = u16::from_le_bytes([bytes[2], bytes[3]])
+                    ^ u16::from_le_bytes([mask[0], mask[1]]);
+                let a = SocketAddrV4::new(ip, port);
+                if self.challenge(a, epoch).matches_echo(echo) {
+                    return Some(port);
                 }
             }
         }
-        self.drain(None).await;
-        self.events(None);
-        self.mirror(None, &HashSet::new(), &[], None);
+        None
     }
 
-    /// Sends what the machine queued: replies to a datagram from the listener it came in on
-    /// (stock servers and clients match the master's address); challenges of the machine's own
-    /// (re-verification) from the listener the server verified through, else from the
-    /// challenge socket (the first default IPv4 listener).
-    async fn drain(&mut self, origin: Option<usize>) {
-        while let Some(tx) = self.machine.poll_transmit() {
-            let index = origin
-                .or_else(|| {
-                    v4_source(tx.to)
-                        .and_then(|q| self.keys.get(&q))
-                        .map(|(_, i)| *i)
-                })
-                .unwrap_or(self.challenge_socket);
-            let Some(out) = self.sockets.get(index) else {
+    fn send_challenge(&mut self, cx: &mut Cx<'_>, via: usize, a: SocketAddrV4, budgeted: bool) {
+        if budgeted && !self.challenges.allow(IpAddr::V4(*a.ip()), cx.now, 1.0) {
+            cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
+            return;
+        }
+        let c = self.challenge(a, self.secrets.epoch(cx.wall));
+        let mut bytes = Vec::with_capacity(CHALLENGE_LEN);
+        MasterPacket::Challenge(c).encode(&mut bytes);
+        cx.out
+            .send(via, SocketAddr::V4(a), bytes, ReplyKind::Control);
+    }
+
+    fn list(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr) {
+        let scope = self.scopes.get(via).cloned().unwrap_or(Scope::All);
+        let datagrams = list_datagrams(cx.view, &scope);
+        cx.out.lists += 1;
+        cx.out.replies.push(Reply {
+            via,
+            to: from,
+            datagrams: Datagrams::Many(datagrams),
+            kind: ReplyKind::List,
+        });
+    }
+
+    fn heartbeat(&mut self, cx: &mut Cx<'_>, via: usize, a: SocketAddrV4, h: &Heartbeat) {
+        let Some(echo) = h.challenge() else {
+            return cx.out.drop(DropReason::Malformed);
+        };
+        let fields = fields_of(h, echo);
+        let key = key_of(&game_name(&fields.product), a);
+        if echo == 0 {
+            // Rule 4.3: a listed server's periodic heartbeat; anyone else is challenged.
+            match cx.registry.heartbeat(&key, cx.wall) {
+                HeartbeatOutcome::Refreshed => {
+                    cx.registry.registration_info(&key, heartbeat_info(&fields));
+                }
+                HeartbeatOutcome::NotListed | HeartbeatOutcome::Unknown => {
+                    if self.heartbeats.allow(IpAddr::V4(*a.ip()), cx.now, 1.0) {
+                        self.send_challenge(cx, via, a, true);
+                    } else {
+                        cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
+                    }
+                }
+            }
+            return;
+        }
+        if !self.heartbeats.allow(IpAddr::V4(*a.ip()), cx.now, 1.0) {
+            return cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
+        }
+        match self.port_of_echo(*a.ip(), echo, cx.wall) {
+            Some(p) if p == a.port() => self.verified(cx, a, key, &fields),
+            Some(challenged) => {
+                cx.out.drop(DropReason::PortHop);
+                cx.out.verifications_failed += 1;
+                self.report_port_hop(cx.now, a, challenged);
+            }
+            None => {
+                cx.out.drop(DropReason::BadEcho);
+                cx.out.verifications_failed += 1;
+            }
+        }
+    }
+
+    /// Rule 4.2: (A, P) answered its challenge: listed (or re-verified) under its product.
+    fn verified(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4, key: ServerKey, f: &HeartbeatFields) {
+        // One server is one record: the same address under another product (it changed, or a
+        // record from before a restart) is replaced.
+        let stale: Vec<ServerKey> = cx
+            .view
+            .find_by_addr(&key.addr)
+            .into_iter()
+            .filter(|r| r.face == Face::GameAgent && r.key != key)
+            .map(|r| r.key.clone())
+            .collect();
+        for k in stale {
+            cx.registry.remove(&k);
+        }
+        let out = cx.registry.register(registration(&key, a), cx.wall);
+        cx.out.registered(out);
+        if out.is_listed() {
+            cx.registry.registration_info(&key, heartbeat_info(f));
+        }
+    }
+
+    fn report_port_hop(&mut self, now: Instant, a: SocketAddrV4, challenged: u16) {
+        let every = self.settings.port_hop_report_interval;
+        let due = self
+            .port_hops
+            .get(a.ip())
+            .is_none_or(|t| now.saturating_duration_since(*t) >= every);
+        if !due {
+            return;
+        }
+        if self.port_hops.len() >= MAX_PORT_HOP_REPORTS {
+            self.port_hops
+                .retain(|_, t| now.saturating_duration_since(*t) < every);
+            if self.port_hops.len() >= MAX_PORT_HOP_REPORTS {
+                return;
+            }
+        }
+        self.port_hops.insert(*a.ip(), now);
+        tracing::info!(
+            address = %a.ip(),
+            challenged_port = challenged,
+            answered_from = a.port(),
+            "gameagent server answered its challenge from another port"
+        );
+    }
+
+    fn state_changed(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4) {
+        let addr = GameAddr::Ip(SocketAddr::V4(game_of(a)));
+        let listed: Vec<ServerKey> = cx
+            .view
+            .find_by_addr(&addr)
+            .into_iter()
+            .filter(|r| r.face == Face::GameAgent && r.key.addr == addr)
+            .map(|r| r.key.clone())
+            .collect();
+        if listed.is_empty() {
+            return cx.out.drop(DropReason::UnexpectedStateChange);
+        }
+        cx.out.poll_soon.extend(listed);
+    }
+
+    /// Rule 6: challenge listed records whose proof is old, re-send unanswered challenges,
+    /// de-list records that did not answer any.
+    fn sweep(&mut self, cx: &mut Cx<'_>) {
+        let s = &self.settings;
+        let restart = std::mem::take(&mut self.restart_sweep);
+        let mut due: Vec<(ServerKey, SocketAddrV4)> = Vec::new();
+        let mut delist: Vec<ServerKey> = Vec::new();
+        for r in cx
+            .view
+            .listed()
+            .iter()
+            .filter(|r| r.face == Face::GameAgent)
+        {
+            let Some(SocketAddr::V4(q)) = r.query_addr else {
                 continue;
             };
-            let to = match (out.v6, tx.to) {
-                (true, SocketAddr::V4(a)) => {
-                    SocketAddr::V6(SocketAddrV6::new(a.ip().to_ipv6_mapped(), a.port(), 0, 0))
+            if r.challenges_unanswered == 0 {
+                if restart || cx.wall >= r.last_proof.plus(s.reverify_interval) {
+                    due.push((r.key.clone(), q));
                 }
-                (false, SocketAddr::V6(a)) => match v4_source(SocketAddr::V6(a)) {
-                    Some(v4) => SocketAddr::V4(v4),
-                    None => continue,
-                },
-                (_, to) => to,
-            };
-            if let Err(e) = out.socket.send_to(&tx.bytes, to).await {
-                tracing::debug!(error = %e, %to, "gameagent send failed");
+            } else if cx.wall >= r.last_challenge.plus(s.reverify_timeout) {
+                if r.challenges_unanswered < s.reverify_tries {
+                    due.push((r.key.clone(), q));
+                } else {
+                    delist.push(r.key.clone());
+                }
+            }
+            if due.len() >= MAX_CHALLENGES_PER_SWEEP {
+                break;
             }
         }
+        for k in delist {
+            if cx.registry.delist(&k) == crate::registry::DelistOutcome::Delisted {
+                cx.out.verifications_failed += 1;
+                tracing::debug!(key = ?k, "gameagent server did not answer re-verification");
+            }
+        }
+        let via = self.challenge_via;
+        for (k, q) in due {
+            // The master's own initiative, bounded by the listed records: no source budget.
+            if cx.registry.challenge_sent(&k, cx.wall).is_some() {
+                self.send_challenge(cx, via, q, false);
+            }
+        }
+        self.challenges.prune(cx.now);
+        self.heartbeats.prune(cx.now);
+    }
+}
+
+impl UdpMachine for GameAgentFace {
+    fn name(&self) -> &'static str {
+        "gameagent"
     }
 
-    /// Mirrors the machine's events into the registry; returns the query addresses verified.
-    /// `origin`: the listener of the datagram that caused them.
-    fn events(&mut self, origin: Option<usize>) -> HashSet<SocketAddrV4> {
-        let mut verified = HashSet::new();
-        while let Some(ev) = self.machine.poll_event() {
-            match ev {
-                MasterEvent::Verified { game, query } => {
-                    self.on_verified(game, query, origin);
-                    verified.insert(query);
-                }
-                MasterEvent::Delisted { query, .. } => {
-                    // Pending again in the machine, which forgets it silently 30 s later
-                    // unless it answers: the registry's lifetime removes the de-listed record
-                    // then, and a new verification maps it again.
-                    if let Some((key, _)) = self.keys.remove(&query) {
-                        if let Err(e) = self.handle.delist(&key) {
-                            tracing::warn!(error = %e, "de-listing not stored");
-                        }
-                    }
-                }
-                MasterEvent::Expired { query, .. } => {
-                    if let Some((key, _)) = self.keys.remove(&query) {
-                        match self.handle.remove(&key) {
-                            Ok(Some(_)) => self.handle.metrics().count_drop("expired"),
-                            Ok(None) => {}
-                            Err(e) => tracing::warn!(error = %e, "removal not stored"),
-                        }
-                    }
-                }
-                MasterEvent::StateChanged { game, query } => {
-                    // §9.2: the poller refreshes it soon (at most once per 10 s).
-                    let marked = self
-                        .keys
-                        .get(&query)
-                        .is_some_and(|(key, _)| self.handle.mark_changed(key));
-                    tracing::debug!(%game, marked, "gameagent server state changed");
-                }
-                MasterEvent::PortHop {
-                    address,
-                    challenged_port,
-                    answered_from,
-                } => {
-                    tracing::info!(
-                        %address,
-                        challenged_port,
-                        answered_from,
-                        "gameagent server answered its challenge from another port"
-                    );
-                }
-            }
+    fn on_datagram(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, data: &[u8]) {
+        if data.len() > MAX_DATAGRAM {
+            return cx.out.drop(DropReason::TooLarge);
         }
-        verified
-    }
-
-    fn on_verified(&mut self, game: SocketAddrV4, query: SocketAddrV4, origin: Option<usize>) {
-        let fields = self
-            .machine
-            .servers()
-            .find(|s| s.query == query)
-            .map(|s| s.heartbeat.clone());
-        let product = fields
-            .as_ref()
-            .map_or_else(|| FALLBACK_GAME.to_owned(), |f| game_name(&f.product));
-        let key = ServerKey::new(&product, GameAddr::Ip(SocketAddr::V4(game)));
-        // A record of the same server under another game name (its product changed, or a
-        // restored record) is replaced, so one server is one record.
-        let listener = origin
-            .or_else(|| self.keys.get(&query).map(|(_, i)| *i))
-            .unwrap_or(self.challenge_socket);
-        let stale = [
-            self.keys.get(&query).map(|(k, _)| k),
-            self.restored.get(&query),
-        ]
-        .into_iter()
-        .flatten()
-        .filter(|k| **k != key)
-        .cloned()
-        .collect::<Vec<_>>();
-        self.restored.remove(&query);
-        for k in stale {
-            if let Err(e) = self.handle.remove(&k) {
-                tracing::warn!(error = %e, "removal not stored");
-            }
-        }
-        let ts = Timestamp::now();
-        match self.handle.add(registration(&key, query), ts) {
-            Ok(Outcome::Rejected(r)) => {
-                // Counted by the handle; the machine lists it in `e` regardless, as the
-                // registry caps are shared with the other faces.
-                tracing::debug!(%game, reason = r.name(), "registry refused gameagent server");
-                self.keys.remove(&query);
-                return;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "gameagent registration not stored");
-                self.handle.metrics().count_drop("store_error");
-                self.keys.remove(&query);
-                return;
-            }
-        }
-        if let Err(e) = self.handle.verify(&key, ts) {
-            tracing::warn!(error = %e, "verification not stored");
-        }
-        if let Some(f) = &fields {
-            self.handle.registration_info(&key, heartbeat_info(f));
-        }
-        self.keys.insert(query, (key, listener));
-    }
-
-    /// Maps the machine's counter deltas onto the metrics, and refreshes the registry record
-    /// of `source` when the machine counted a valid heartbeat from it (`datagram`; not one
-    /// that verified it just now: that was mirrored as `Verified`). `from`: the datagram's
-    /// source, which rate limits counted now are attributed to.
-    fn mirror(
-        &mut self,
-        source: Option<SocketAddrV4>,
-        verified: &HashSet<SocketAddrV4>,
-        datagram: &[u8],
-        from: Option<IpAddr>,
-    ) {
-        let cur = self.machine.counters().clone();
-        let old = std::mem::replace(&mut self.seen, cur.clone());
-        let m = self.handle.metrics();
-        let d = |new: u64, old: u64| new.saturating_sub(old);
-        let drops: [(&'static str, u64); 8] = [
-            ("malformed", d(cur.malformed, old.malformed)),
-            ("ipv6_heartbeat", d(cur.ipv6_refused, old.ipv6_refused)),
-            ("port_zero", d(cur.port_refused, old.port_refused)),
-            ("egress_budget", d(cur.over_budget, old.over_budget)),
-            (
-                "source_cap",
-                d(cur.address_cap_refused, old.address_cap_refused),
-            ),
-            (
-                "pending_cap",
-                d(cur.pending_cap_refused, old.pending_cap_refused),
-            ),
-            ("bad_echo", d(cur.bad_echoes, old.bad_echoes)),
-            ("port_hop", d(cur.port_hops, old.port_hops)),
-        ];
-        for (reason, n) in drops {
-            for _ in 0..n {
-                m.count_drop(reason);
-            }
-        }
-        for _ in 0..d(cur.state_changes_ignored, old.state_changes_ignored) {
-            m.count_drop("unexpected_state_change");
-        }
-        for _ in 0..d(cur.lists_sent, old.lists_sent) {
-            m.count_list_request(FACE);
-        }
-        let limited = d(cur.lists_rate_limited, old.lists_rate_limited)
-            + d(cur.challenges_rate_limited, old.challenges_rate_limited);
-        for _ in 0..limited {
-            match from {
-                Some(ip) => m.count_rate_limited(ip),
-                None => m.count_rate_limited_unattributed(),
-            }
-        }
-        let failed = d(cur.bad_echoes, old.bad_echoes)
-            + d(cur.port_hops, old.port_hops)
-            + d(cur.delisted, old.delisted)
-            + d(cur.pending_expired, old.pending_expired);
-        for _ in 0..failed {
-            m.count_verification_failed();
-        }
-        if cur.heartbeats > old.heartbeats {
-            if let Some(q) = source.filter(|q| !verified.contains(q)) {
-                self.refresh(q, datagram);
-            }
-        }
-    }
-
-    fn refresh(&mut self, query: SocketAddrV4, datagram: &[u8]) {
-        let Some((key, _)) = self.keys.get(&query) else {
-            return;
+        let Ok(packet) = MasterPacket::decode(data) else {
+            return cx.out.drop(DropReason::Malformed);
         };
-        let ts = Timestamp::now();
-        match self.handle.heartbeat(registration(key, query), ts) {
-            // The registry lost or de-listed a record the machine lists (pruned while the
-            // machine kept it, or a failed store write): the machine's proof stands.
-            Ok(Outcome::Added | Outcome::NotVerified) => {
-                if let Err(e) = self.handle.verify(key, ts) {
-                    tracing::warn!(error = %e, "verification not stored");
-                }
+        let source = || registration_source(from);
+        match packet {
+            MasterPacket::ListRequest => self.list(cx, via, from),
+            MasterPacket::Join => match source() {
+                Ok(a) => self.send_challenge(cx, via, a, true),
+                Err(why) => cx.out.drop(why),
+            },
+            MasterPacket::Heartbeat(h) => match source() {
+                Ok(a) => self.heartbeat(cx, via, a, &h),
+                Err(why) => cx.out.drop(why),
+            },
+            MasterPacket::StateChanged => match source() {
+                Ok(a) => self.state_changed(cx, a),
+                Err(why) => cx.out.drop(why),
+            },
+            MasterPacket::ListReply(_) | MasterPacket::Challenge(_) | MasterPacket::Unknown(_) => {
+                cx.out.drop(DropReason::Malformed);
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "heartbeat refresh failed"),
-        }
-        if let Some(f) = heartbeat_fields(datagram) {
-            self.handle.registration_info(key, heartbeat_info(&f));
         }
     }
+
+    fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        if cx.now >= self.next_sweep {
+            self.sweep(cx);
+            self.next_sweep = cx.now + SWEEP;
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_sweep)
+    }
+}
+
+/// One bound socket of the face and what its `e` replies list.
+#[derive(Debug)]
+pub struct GameAgentListener {
+    /// The socket (IPv4 or IPv6).
+    pub socket: tokio::net::UdpSocket,
+    /// `None`: every product (the default listener, where the face's own challenges leave
+    /// from); `Some`: a per-product listener (lower-case products).
+    pub products: Option<Vec<String>>,
+}
+
+impl GameAgentListener {
+    /// A default listener (9005): lists every product.
+    #[must_use]
+    pub fn all(socket: tokio::net::UdpSocket) -> Self {
+        Self {
+            socket,
+            products: None,
+        }
+    }
+}
+
+/// Serves the face on `listeners` with the UDP runner until `stop` is cancelled.
+pub async fn run_listeners(
+    handle: crate::MasterHandle,
+    listeners: Vec<GameAgentListener>,
+    settings: GameAgentSettings,
+    budgets: crate::runtime::udp::Budgets,
+    stop: crate::CancellationToken,
+) {
+    let mut sockets = Vec::with_capacity(listeners.len());
+    let mut scopes = Vec::with_capacity(listeners.len());
+    for l in listeners {
+        sockets.push(Arc::new(l.socket));
+        scopes.push(l.products.map_or(Scope::All, |p| {
+            Scope::Products(p.into_iter().map(|g| g.to_ascii_lowercase()).collect())
+        }));
+    }
+    let face = GameAgentFace::new(
+        settings,
+        Secrets::random(Duration::from_secs(60)),
+        scopes,
+        crate::runtime::udp::now(),
+    );
+    crate::runtime::udp::run(handle, face, sockets, budgets, stop).await;
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn game_name_from_product() {
-        assert_eq!(game_name(b"serioussamse"), "serioussamse");
-        assert_eq!(game_name(b"SeriousSam"), "serioussam");
-        assert_eq!(game_name(b""), FALLBACK_GAME);
-        assert_eq!(game_name(b"sam with space"), FALLBACK_GAME);
-        assert_eq!(game_name(&[0xE9; 4]), FALLBACK_GAME);
-        assert_eq!(game_name(&[b'a'; MAX_GAME_LEN + 1]), FALLBACK_GAME);
-    }
-
-    #[test]
-    fn mapped_sources_are_ipv4() {
-        let a: SocketAddr = "[::ffff:192.0.2.1]:25601".parse().unwrap();
-        assert_eq!(v4_source(a), Some("192.0.2.1:25601".parse().unwrap()));
-        let b: SocketAddr = "[2001:db8::1]:25601".parse().unwrap();
-        assert_eq!(v4_source(b), None);
-    }
-
-    #[test]
-    fn settings_follow_limits() {
-        let s = GameAgentSettings::default();
-        let spec = MasterConfig::default();
-        assert_eq!(s.master.list_requests, spec.list_requests);
-        assert_eq!(s.master.challenges, spec.challenges);
-        assert_eq!(s.master.expiry, spec.expiry);
-        assert_eq!(s.master.egress_bytes_per_second, 1 << 20);
-        assert_eq!(s.restore_grace, Duration::from_secs(30));
-        assert!(s.product_listeners.is_empty());
-    }
-}
+#[path = "gameagent_tests.rs"]
+mod tests;

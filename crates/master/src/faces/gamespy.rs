@@ -1,38 +1,39 @@
 //! The GameSpy master face (`gamespy-master.md`) and the UT2003 text list (`ut2003-list.md`).
 //!
 //! ```text
-//! UDP 27900  \heartbeat\<qport>\gamename\<g>  -> registry add (pending)
-//!            Unreal family:  -> \secure\ABCDEF to the source;  \validate\V back -> verified,
-//!                               then one \status\ to (ip, qport) for hostport and info
-//!            Serious Sam:    -> \status\ to (ip, qport); a reply naming the same game group -> verified
-//!            \basic\ \info\ \rules\ \status\ \secure\ about the master itself: one small datagram
+//! UDP 27900  \heartbeat\<qport>\gamename\<g>  (a pure machine, [`GameSpyFace`])
+//!            listed:          registry heartbeat; \statechanged -> the poller polls it now;
+//!                             every 600 s a re-verification as below
+//!            Unreal family:   -> \secure\ABCDEF to the source (a bounded pending table);
+//!                             \validate\V back -> registry register (listed), then the game port
+//!            Serious Sam:     -> \status\ to (ip, qport); a reply naming the same game group
+//!                             -> registry register with the reply as its info
+//!            \basic\ \info\ \rules\ \status\ \secure\ about the master itself: one datagram
 //! TCP 28900  \basic\\secure\ABCDEF  <- auth + \list\<""|cmp>\gamename\<g>\final\  -> list, close
 //! HTTP       GET/HEAD /serverlist/{full-all,demo-all,<gamename>}.txt -> IP TAB game port TAB query port
 //! ```
 //!
 //! Identity is (source IP, heartbeat port); only verified servers are listed (§13 decision 5).
+//! Nothing about an unproven source reaches the registry: pending `\secure\` challenges and
+//! `\status\` checks live in this face's own tables, bounded per IP, per /24 and in total, the
+//! oldest making room for a new one, so a flood of forged heartbeats shortens how long a
+//! challenge waits (still far longer than a real server takes to answer) but never refuses a
+//! real server. Lists are read from the view (cached per snapshot and game).
+//!
 //! Abuse limits, all on by default: a per-source bucket on heartbeats that need a challenge or a
-//! `\status\` (refreshes of verified servers cost nothing and send nothing), on own-face queries
-//! and on list connections; pending challenges capped per IP and in total; one `\status\` per
-//! destination at a time, capped in total; a global egress byte budget per UDP socket set;
-//! connection caps, an idle timeout and a total time limit on TCP.
+//! `\status\`; the runner's per-source byte budget on own-face replies (and its egress budget on
+//! everything); per-source buckets on list connections, and the TCP caps.
 //!
 //! Does not: sync with other masters (`\sync\` requests are closed without a reply), enctype 2
 //! lists (closed, §14), the Perl-style UDP list, `\echo\` (never answered), poll servers
-//! periodically (the poller's job; this face only re-verifies on heartbeats). A
-//! `\statechanged` heartbeat of a listed server is handed to the poller
-//! ([`MasterHandle::mark_changed`]), which polls it at once and de-lists it if it does not
-//! answer; without a poller this face sends that `\status\` itself.
+//! periodically (the poller's job; this face only re-verifies on heartbeats).
 
 pub mod verify;
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher as _, Hasher as _};
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::num::NonZeroU16;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
@@ -45,30 +46,32 @@ use muster_proto::gamespy_master::{
     validate_string,
 };
 use muster_proto::gamespy1::query::StatusConfig;
-use muster_proto::limit::{BucketConfig, ByteBudget, SourceKey, SourceLimiter};
+use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
 use muster_proto::query::QueryConfig;
 use muster_proto::ut2003_list::{Entry, ListFile};
 use muster_proto::wire::DecodeError;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, UdpSocket};
-use tokio::sync::watch;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use crate::MasterHandle;
 use crate::config::LimitsConfig;
+use crate::drops::DropReason;
 use crate::registry::{
-    DelistOutcome, Face, GameAddr, Outcome, PollInfo, Registration, ServerKey, Timestamp,
-    UT2003_LIST_GAMES, Verification, VerifyOutcome, View,
+    DelistOutcome, Face, GameAddr, HeartbeatOutcome, PollInfo, Registration, ServerKey,
+    UT2003_LIST_GAMES,
 };
-use crate::tcp::{CappedListener, CappedStream, ConnLimits};
+use crate::runtime::tcp::{CappedListener, CappedStream, ConnLimits, MetricsSink};
+use crate::runtime::udp::{Cx, ReplyKind, UdpMachine};
+use crate::views::Snapshot;
 use verify::{Answer, ChallengeLimits, Challenges, Finished, Game, Method, Purpose, StatusChecks};
 
-/// Largest datagram read; `\status\` replies may be large, master messages are checked
-/// against [`MAX_DATAGRAM`].
-const RECV_BUF: usize = 65_536;
 /// Largest read of one list connection at a time (the parser caps the whole request).
 const TCP_READ_CHUNK: usize = 1024;
 /// Key of the master's own `\secure\` answers (the 333networks mesh, §4.5).
 const MESH_GAMENAME: &str = "333networks";
+/// How often expired challenges and idle buckets are swept.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The knobs of the GameSpy face that do not depend on where it listens. Defaults are the
 /// spec's (`gamespy-master.md` §13–14) and the shared `[limits]` defaults.
@@ -76,24 +79,22 @@ const MESH_GAMENAME: &str = "333networks";
 pub struct GameSpySettings {
     /// Heartbeats that need a challenge or a `\status\`, per source (IPv4 / IPv6 /64).
     pub heartbeat_bucket: BucketConfig,
-    /// Own-face queries (`\basic\`, `\info\`, …) per source: burst 2, one every 5 s (§13.8).
-    pub query_bucket: BucketConfig,
-    /// List connections per source.
+    /// List connections per source (TCP, whose source the handshake proves: burst 16, then
+    /// one per second, §13.8).
     pub list_bucket: BucketConfig,
     /// Sources tracked per bucket at most.
     pub max_tracked_sources: usize,
-    /// Global egress cap of the UDP face, bytes per second (§13.8: 1 MiB/s).
-    pub egress_bytes_per_sec: u64,
-    /// Pending challenges: lifetime, per-IP and total caps, re-challenge interval (§14).
+    /// Pending challenges: lifetime, caps per IP, per prefix and in total, re-challenge
+    /// interval (§14).
     pub challenges: ChallengeLimits,
     /// A `\status\` check: two tries 2.5 s apart, so no answer within 5 s fails it (§14).
     pub status: StatusConfig,
-    /// `\status\` checks in flight at most.
+    /// `\status\` checks in flight at most (the oldest makes room).
     pub max_status_checks: usize,
     /// A listed server is re-verified on a heartbeat once this long after its last proof.
     pub reverify_interval: Duration,
     /// Re-verifications without an answer in a row that de-list a server.
-    pub reverify_failures: u32,
+    pub reverify_failures: u8,
     /// Close a list connection without a list when the client's `\validate\` is wrong
     /// (`gamespy.require_client_validate`, §13.6; default false: counted only).
     pub require_client_validate: bool,
@@ -103,6 +104,8 @@ pub struct GameSpySettings {
     pub tcp_total_timeout: Duration,
     /// The `hostport` the own query face reports (the list server's port).
     pub list_port: u16,
+    /// Whether a poller runs (else the face fetches a new server's game port itself).
+    pub poller: bool,
 }
 
 impl Default for GameSpySettings {
@@ -117,11 +120,14 @@ impl GameSpySettings {
     pub fn from_limits(l: &LimitsConfig) -> Self {
         Self {
             heartbeat_bucket: BucketConfig::one_every(l.heartbeat_burst, l.heartbeat_refill.0),
-            query_bucket: BucketConfig::one_every(2, Duration::from_secs(5)),
-            list_bucket: BucketConfig::one_every(l.list_burst, l.list_refill.0),
+            list_bucket: BucketConfig::one_every(l.tcp_list_burst, l.tcp_list_refill.0),
             max_tracked_sources: l.max_tracked_sources,
-            egress_bytes_per_sec: l.egress_bytes_per_sec,
-            challenges: ChallengeLimits::default(),
+            challenges: ChallengeLimits {
+                per_ip: l.pending_per_ip,
+                per_prefix: l.pending_per_prefix,
+                total: l.pending_per_face,
+                ..ChallengeLimits::default()
+            },
             status: StatusConfig {
                 retry: QueryConfig {
                     attempt_timeout: Duration::from_millis(2500),
@@ -129,7 +135,7 @@ impl GameSpySettings {
                 },
                 ..StatusConfig::default()
             },
-            max_status_checks: 1000,
+            max_status_checks: l.pending_per_face,
             reverify_interval: Duration::from_secs(600),
             reverify_failures: 3,
             require_client_validate: false,
@@ -140,29 +146,14 @@ impl GameSpySettings {
             },
             tcp_total_timeout: l.tcp_total_timeout.0,
             list_port: crate::config::ports::GAMESPY_TCP,
+            poller: true,
         }
     }
 }
 
-/// Six challenge bytes from a keyed PRF: SipHash keyed with the OS randomness std draws for
-/// `RandomState`, over a process-wide counter. Unpredictable without the key, which never
-/// leaves the process.
+/// Six fresh challenge letters.
 fn random6() -> [u8; 6] {
-    static KEYS: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = KEYS.get_or_init(Default::default).build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    let b = h.finish().to_le_bytes();
-    [b[0], b[1], b[2], b[3], b[4], b[5]]
-}
-
-/// Resolves once `stop` turns true (or its sender is gone).
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
-}
-
-fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
+    rand::random()
 }
 
 fn key_of(game: &Game, server: SocketAddr) -> ServerKey {
@@ -175,349 +166,208 @@ fn first_key(data: &[u8]) -> Option<&[u8]> {
     body.split(|&b| b == b'\\').next()
 }
 
-fn drop_reason(e: &DecodeError) -> &'static str {
+fn drop_reason(e: &DecodeError) -> DropReason {
     match e {
-        DecodeError::TooLarge(_) => "too_large",
-        _ => "malformed",
+        DecodeError::TooLarge(_) => DropReason::TooLarge,
+        _ => DropReason::Malformed,
     }
 }
 
-/// Serves the UDP face (heartbeats, verification, own queries) on `sockets` until `shutdown`
-/// turns true. Each socket (IPv4 or IPv6) runs its own verification state; the egress budget
-/// is shared. Socket errors are logged, never fatal.
-pub async fn run_udp(
-    handle: MasterHandle,
-    sockets: Vec<UdpSocket>,
+fn registration(key: &ServerKey, server: SocketAddr) -> Registration {
+    Registration {
+        key: key.clone(),
+        face: Face::GameSpy,
+        game_port: None,
+        query_addr: Some(server),
+        query_protocol: Some(Protocol::GameSpy1),
+        source: SourceKey::of(server.ip()),
+    }
+}
+
+/// The GameSpy UDP face: heartbeats, their verification, the master's own query answers. See
+/// the module docs.
+#[derive(Debug)]
+pub struct GameSpyFace {
     settings: GameSpySettings,
-    shutdown: watch::Receiver<bool>,
-) -> io::Result<()> {
-    let budget = Arc::new(Mutex::new(ByteBudget::new(settings.egress_bytes_per_sec)));
-    let mut tasks = tokio::task::JoinSet::new();
-    for sock in sockets {
-        let face = UdpFace::new(handle.clone(), sock, settings.clone(), Arc::clone(&budget));
-        tasks.spawn(face.run(shutdown.clone()));
-    }
-    while let Some(r) = tasks.join_next().await {
-        match r {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(e) => tracing::error!(error = %e, "gamespy udp task panicked"),
-        }
-    }
-    Ok(())
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Proof {
-    at: Instant,
-    failures: u32,
-}
-
-struct UdpFace {
-    handle: MasterHandle,
-    settings: GameSpySettings,
-    sock: UdpSocket,
-    budget: Arc<Mutex<ByteBudget>>,
     challenges: Challenges,
     checks: StatusChecks,
     heartbeats: SourceLimiter,
-    queries: SourceLimiter,
-    proofs: HashMap<ServerKey, Proof>,
-    counts: (usize, usize),
     query_id: u32,
-    out: Vec<u8>,
+    next_sweep: Instant,
 }
 
-/// How often expired challenges, idle buckets and stale proofs are swept.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
-
-impl UdpFace {
-    fn new(
-        handle: MasterHandle,
-        sock: UdpSocket,
-        settings: GameSpySettings,
-        budget: Arc<Mutex<ByteBudget>>,
-    ) -> Self {
+impl GameSpyFace {
+    /// A face started at `now`.
+    #[must_use]
+    pub fn new(settings: GameSpySettings, now: Instant) -> Self {
         Self {
             challenges: Challenges::new(settings.challenges),
-            checks: StatusChecks::new(settings.status, settings.max_status_checks),
+            checks: StatusChecks::new(
+                settings.status,
+                settings.max_status_checks,
+                settings.challenges.per_ip,
+            ),
             heartbeats: SourceLimiter::new(settings.heartbeat_bucket, settings.max_tracked_sources),
-            queries: SourceLimiter::new(settings.query_bucket, settings.max_tracked_sources),
-            handle,
             settings,
-            sock,
-            budget,
-            proofs: HashMap::new(),
-            counts: (0, 0),
             query_id: 0,
-            out: Vec::new(),
+            next_sweep: now + SWEEP_INTERVAL,
         }
     }
 
-    async fn run(mut self, mut stop: watch::Receiver<bool>) -> io::Result<()> {
-        let mut buf = vec![0u8; RECV_BUF];
-        let mut next_sweep = now();
-        loop {
-            self.send_checks().await;
-            let t = now();
-            if t >= next_sweep {
-                self.sweep(t);
-                next_sweep = t + SWEEP_INTERVAL;
-            }
-            let wake = self
-                .checks
-                .poll_timeout()
-                .map_or(next_sweep, |c| c.min(next_sweep));
-            tokio::select! {
-                () = stopped(&mut stop) => return Ok(()),
-                r = self.sock.recv_from(&mut buf) => match r {
-                    Ok((n, src)) => {
-                        let data = buf.get(..n).unwrap_or_default();
-                        self.on_datagram(now(), src, data).await;
-                    }
-                    Err(e) => tracing::debug!(error = %e, "gamespy recv failed"),
-                },
-                () = tokio::time::sleep_until(wake.into()) => {
-                    for f in self.checks.handle_timeout(now()) {
-                        self.on_finished(f);
-                    }
+    fn start_check(&mut self, cx: &mut Cx<'_>, server: SocketAddr, purpose: Purpose) {
+        match self.checks.start(server, purpose) {
+            Some(evicted) => {
+                for _ in 0..evicted {
+                    cx.out.drop(DropReason::PendingEvicted);
                 }
+                self.send_checks(cx);
             }
+            None => cx.out.drop(DropReason::StatusBusy),
         }
     }
 
-    async fn send_to(&mut self, to: SocketAddr, t: Instant) {
-        let ok = self
-            .budget
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .spend(self.out.len(), t);
-        if !ok {
-            self.handle.metrics().count_drop("egress_budget");
-            return;
-        }
-        if let Err(e) = self.sock.send_to(&self.out, to).await {
-            tracing::debug!(error = %e, %to, "gamespy send failed");
-        }
-    }
-
-    async fn send_checks(&mut self) {
+    fn send_checks(&mut self, cx: &mut Cx<'_>) {
         loop {
-            let t = now();
-            self.out.clear();
-            let mut buf = std::mem::take(&mut self.out);
-            let tx = self.checks.poll_transmit(t, &mut buf);
-            self.out = buf;
-            let Some(tx) = tx else { break };
-            self.send_to(tx.destination, t).await;
+            let mut buf = Vec::new();
+            let Some(tx) = self.checks.poll_transmit(cx.now, &mut buf) else {
+                break;
+            };
+            cx.out.send(0, tx.destination, buf, ReplyKind::Control);
         }
     }
 
-    fn sweep(&mut self, t: Instant) {
-        for p in self.challenges.expire(t) {
-            if p.reverify {
-                let key = key_of(p.game, p.server);
-                self.reverify_failed(&key, false);
-            }
-        }
-        self.heartbeats.prune(t);
-        self.queries.prune(t);
-        let (proofs, counts) = self.handle.with_registry(|r| {
-            let mut keep = std::mem::take(&mut self.proofs);
-            keep.retain(|k, _| {
-                r.get(k)
-                    .is_some_and(|rec| rec.state != Verification::Pending)
-            });
-            let listed = r.listed_per_face();
-            let direct = listed.get(&Face::GameSpy).copied().unwrap_or(0);
-            (keep, (direct, listed.values().sum()))
-        });
-        self.proofs = proofs;
-        self.counts = counts;
-    }
-
-    async fn on_datagram(&mut self, t: Instant, src: SocketAddr, data: &[u8]) {
-        let Some(first) = first_key(data) else {
-            self.handle.metrics().count_drop("malformed");
-            return;
-        };
-        if first.eq_ignore_ascii_case(b"heartbeat") {
-            self.on_heartbeat(t, src, data).await;
-        } else if first.eq_ignore_ascii_case(b"validate") {
-            self.on_validate(t, src, data);
-        } else if self.checks.expects(src) {
-            if let Some(f) = self.checks.handle_datagram(t, src, data) {
-                self.on_finished(f);
-            }
-        } else {
-            self.on_query(t, src, data).await;
-        }
-    }
-
-    async fn on_heartbeat(&mut self, t: Instant, src: SocketAddr, data: &[u8]) {
-        let metrics = self.handle.metrics();
+    fn on_heartbeat(&mut self, cx: &mut Cx<'_>, src: SocketAddr, data: &[u8]) {
         let hb = match Heartbeat::decode(data) {
             Ok(hb) => hb,
-            Err(e) => return metrics.count_drop(drop_reason(&e)),
+            Err(e) => return cx.out.drop(drop_reason(&e)),
         };
         if !src.is_ipv4() {
             // Lists carry IPv4 only (§13.9).
-            return metrics.count_drop("ipv6_heartbeat");
+            return cx.out.drop(DropReason::Ipv6Heartbeat);
         }
         let Some(game) = verify::game(hb.gamename.as_bytes()) else {
-            return metrics.count_drop("unknown_game");
+            return cx.out.drop(DropReason::UnknownGame);
         };
         let port = match (hb.query_port, game.default_port) {
             (0, Some(p)) => p,
-            (0, None) => return metrics.count_drop("port_zero"),
+            (0, None) => return cx.out.drop(DropReason::PortZero),
             (p, _) => p,
         };
         let server = SocketAddr::new(src.ip(), port);
         let key = key_of(game, server);
-        let reg = Registration {
-            key: key.clone(),
-            face: Face::GameSpy,
-            game_port: None,
-            query_addr: Some(server),
-            query_protocol: Some(Protocol::GameSpy1),
-            source: SourceKey::of(src.ip()),
-        };
-        let ts = Timestamp::now();
-        let state = self.handle.with_registry(|r| r.get(&key).map(|r| r.state));
-        if state == Some(Verification::Verified) {
-            if let Err(e) = self.handle.heartbeat(reg, ts) {
-                tracing::warn!(error = %e, "heartbeat refresh failed");
-            }
-            let proof = *self
-                .proofs
-                .entry(key.clone())
-                .or_insert(Proof { at: t, failures: 0 });
-            let due = t.saturating_duration_since(proof.at) >= self.settings.reverify_interval;
+        if cx.registry.heartbeat(&key, cx.wall) == HeartbeatOutcome::Refreshed {
+            let (last_proof, unanswered) = cx
+                .registry
+                .get(&key)
+                .map_or((cx.wall, 0), |r| (r.last_proof, r.challenges_unanswered));
             if hb.state_changed() {
-                // §14: an immediate `\status\` poll; no answer de-lists. The poller does it
-                // (one poll per destination, at most once per 10 s per record); without a
-                // poller (or with its queue full) this face checks a `\status\` game itself.
-                if self.heartbeats.allow(src.ip(), t, 1.0)
-                    && !self.handle.mark_changed(&key)
-                    && game.method == Method::Status
-                {
-                    self.checks.start(server, Purpose::Recheck(game, true));
+                // §14: an immediate `\status\` poll; no answer de-lists. The poller does it;
+                // without one, this face checks a `\status\` game itself.
+                if !self.heartbeats.allow(src.ip(), cx.now, 1.0) {
+                    return;
                 }
-            } else if due && self.heartbeats.allow(src.ip(), t, 1.0) {
+                if self.settings.poller {
+                    cx.out.poll_soon.push(key);
+                } else if game.method == Method::Status {
+                    self.start_check(cx, server, Purpose::Recheck(game, true));
+                }
+            } else if cx.wall >= last_proof.plus(self.settings.reverify_interval)
+                && unanswered < self.settings.reverify_failures
+                && self.heartbeats.allow(src.ip(), cx.now, 1.0)
+            {
                 match game.method {
-                    Method::Secure => self.challenge(t, src, game, server, true).await,
-                    Method::Status => {
-                        self.checks.start(server, Purpose::Recheck(game, false));
-                    }
+                    Method::Secure => self.challenge(cx, src, game, server, true),
+                    Method::Status => self.start_check(cx, server, Purpose::Recheck(game, false)),
                 }
             }
             return;
         }
-        if !self.heartbeats.allow(src.ip(), t, 1.0) {
-            return metrics.count_rate_limited(src.ip());
-        }
-        match self.handle.add(reg, ts) {
-            Ok(Outcome::Rejected(_)) => return,
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "gamespy registration not stored");
-                return metrics.count_drop("store_error");
-            }
+        if !self.heartbeats.allow(src.ip(), cx.now, 1.0) {
+            return cx.out.limited(DropReason::RateLimited, src.ip());
         }
         match game.method {
-            Method::Secure => self.challenge(t, src, game, server, false).await,
-            Method::Status => {
-                if !self.checks.start(server, Purpose::Verify(game)) {
-                    metrics.count_drop("status_busy");
-                }
-            }
+            Method::Secure => self.challenge(cx, src, game, server, false),
+            Method::Status => self.start_check(cx, server, Purpose::Verify(game)),
         }
     }
 
-    async fn challenge(
+    fn challenge(
         &mut self,
-        t: Instant,
+        cx: &mut Cx<'_>,
         src: SocketAddr,
         game: &'static Game,
         server: SocketAddr,
         reverify: bool,
     ) {
         let c = Challenge::from_random(random6());
-        match self.challenges.offer(t, src, (game, server, reverify), c) {
-            Ok(c) => {
-                self.out.clear();
-                Secure { challenge: c }.encode(&mut self.out);
-                self.send_to(src, t).await;
+        match self
+            .challenges
+            .offer(cx.now, src, (game, server, reverify), c)
+        {
+            Ok((c, evicted)) => {
+                for _ in 0..evicted {
+                    cx.out.drop(DropReason::PendingEvicted);
+                }
+                let mut out = Vec::new();
+                Secure { challenge: c }.encode(&mut out);
+                cx.out.send(0, src, out, ReplyKind::Control);
             }
-            Err(r) => self.handle.metrics().count_drop(r.name()),
+            Err(r) => cx.out.limited(r.drop(), src.ip()),
         }
     }
 
-    fn on_validate(&mut self, t: Instant, src: SocketAddr, data: &[u8]) {
-        let metrics = self.handle.metrics();
+    fn on_validate(&mut self, cx: &mut Cx<'_>, src: SocketAddr, data: &[u8]) {
         if data.len() > MAX_DATAGRAM {
-            return metrics.count_drop("too_large");
+            return cx.out.drop(DropReason::TooLarge);
         }
         let answer = match ValidateAnswer::decode(data) {
             Ok(a) => a,
-            Err(e) => return metrics.count_drop(drop_reason(&e)),
+            Err(e) => return cx.out.drop(drop_reason(&e)),
         };
-        match self.challenges.answer(t, src, &answer) {
-            Answer::Unexpected => metrics.count_drop("unexpected_validate"),
+        match self.challenges.answer(cx.now, src, &answer) {
+            Answer::Unexpected => cx.out.drop(DropReason::UnexpectedValidate),
             Answer::Match(p) => {
                 let key = key_of(p.game, p.server);
-                match self.handle.verify(&key, Timestamp::now()) {
-                    Ok(VerifyOutcome::Verified | VerifyOutcome::AlreadyVerified) => {
-                        self.proofs
-                            .insert(key.clone(), Proof { at: t, failures: 0 });
-                        let port_known = self
-                            .handle
-                            .with_registry(|r| r.get(&key).and_then(|r| r.game_port).is_some());
-                        if !port_known {
-                            self.checks.start(p.server, Purpose::Info(p.game));
-                        }
+                let out = cx.registry.register(registration(&key, p.server), cx.wall);
+                cx.out.registered(out);
+                if !out.is_listed() {
+                    return;
+                }
+                let port_known = cx.registry.get(&key).and_then(|r| r.game_port).is_some();
+                if !port_known {
+                    if self.settings.poller {
+                        cx.out.poll_soon.push(key);
+                    } else {
+                        self.start_check(cx, p.server, Purpose::Info(p.game));
                     }
-                    Ok(VerifyOutcome::Unknown) => metrics.count_drop("unknown_server"),
-                    Err(e) => tracing::warn!(error = %e, "verification not stored"),
                 }
             }
             Answer::Mismatch(p, expected) => {
                 tracing::debug!(%src, game = p.game.name, expected, "wrong validate");
-                metrics.count_verification_failed();
+                cx.out.verifications_failed += 1;
                 if p.reverify {
-                    self.reverify_failed(&key_of(p.game, p.server), true);
+                    self.reverify_failed(cx, &key_of(p.game, p.server), true);
                 }
             }
         }
     }
 
     /// A re-verification failed: de-list at once when `hard`, else after
-    /// [`GameSpySettings::reverify_failures`] in a row.
-    fn reverify_failed(&mut self, key: &ServerKey, hard: bool) {
-        self.handle.metrics().count_verification_failed();
-        let failures = self.proofs.get_mut(key).map_or(u32::MAX, |p| {
-            p.failures = p.failures.saturating_add(1);
-            p.failures
-        });
-        if hard || failures >= self.settings.reverify_failures {
-            self.proofs.remove(key);
-            match self.handle.delist(key) {
-                Ok(DelistOutcome::Delisted) => tracing::debug!(?key, "de-listed"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "de-listing not stored"),
-            }
+    /// [`GameSpySettings::reverify_failures`] in a row (counted in the record).
+    fn reverify_failed(&mut self, cx: &mut Cx<'_>, key: &ServerKey, hard: bool) {
+        cx.out.verifications_failed += 1;
+        let failures = cx.registry.challenge_sent(key, cx.wall).unwrap_or(u8::MAX);
+        if (hard || failures >= self.settings.reverify_failures)
+            && cx.registry.delist(key) == DelistOutcome::Delisted
+        {
+            tracing::debug!(?key, "de-listed");
         }
     }
 
-    fn on_finished(&mut self, f: Finished) {
-        let ts = Timestamp::now();
-        let t = now();
-        let metrics = self.handle.metrics();
-        let (game, purpose) = match f.purpose {
-            Purpose::Verify(g) | Purpose::Info(g) | Purpose::Recheck(g, _) => (g, f.purpose),
-        };
+    fn on_finished(&mut self, cx: &mut Cx<'_>, f: Finished) {
+        let (Purpose::Verify(game) | Purpose::Info(game) | Purpose::Recheck(game, _)) = f.purpose;
         let key = key_of(game, f.server);
-        match (purpose, f.result) {
+        match (f.purpose, f.result) {
             (Purpose::Verify(g), Ok(info)) => {
                 let named = info
                     .rules
@@ -525,74 +375,60 @@ impl UdpFace {
                     .find(|r| r.key.plain.eq_ignore_ascii_case("gamename"))
                     .is_some_and(|r| verify::matches_group(g, &r.value.plain));
                 if !named {
-                    metrics.count_verification_failed();
-                    return metrics.count_drop("status_gamename");
+                    cx.out.verifications_failed += 1;
+                    return cx.out.drop(DropReason::StatusGamename);
                 }
-                match self.handle.verify(&key, ts) {
-                    Ok(VerifyOutcome::Unknown) => return metrics.count_drop("unknown_server"),
-                    Ok(_) => {}
-                    Err(e) => return tracing::warn!(error = %e, "verification not stored"),
+                let out = cx.registry.register(registration(&key, f.server), cx.wall);
+                cx.out.registered(out);
+                if out.is_listed() {
+                    cx.registry
+                        .update_poll(&key, Some(PollInfo::from_server_info(&info)), cx.wall);
                 }
-                self.proofs
-                    .insert(key.clone(), Proof { at: t, failures: 0 });
-                self.handle
-                    .update_poll(&key, Some(PollInfo::from_server_info(&info)), ts);
             }
-            (Purpose::Verify(_), Err(_)) => metrics.count_verification_failed(),
+            (Purpose::Verify(_), Err(_)) => cx.out.verifications_failed += 1,
             (Purpose::Info(_) | Purpose::Recheck(..), Ok(info)) => {
-                self.handle
-                    .update_poll(&key, Some(PollInfo::from_server_info(&info)), ts);
-                if let Some(p) = self.proofs.get_mut(&key) {
-                    *p = Proof { at: t, failures: 0 };
+                cx.registry
+                    .update_poll(&key, Some(PollInfo::from_server_info(&info)), cx.wall);
+                if matches!(f.purpose, Purpose::Recheck(..)) {
+                    cx.registry.verify(&key, cx.wall);
                 }
             }
             (Purpose::Info(_), Err(_)) => {}
-            (Purpose::Recheck(_, hard), Err(_)) => self.reverify_failed(&key, hard),
+            (Purpose::Recheck(_, hard), Err(_)) => self.reverify_failed(cx, &key, hard),
         }
     }
 
-    async fn on_query(&mut self, t: Instant, src: SocketAddr, data: &[u8]) {
-        let metrics = self.handle.metrics();
+    fn on_query(&mut self, cx: &mut Cx<'_>, src: SocketAddr, data: &[u8]) {
         let q = match MasterQuery::decode(data) {
             Ok(q) => q,
-            Err(e) => return metrics.count_drop(drop_reason(&e)),
+            Err(e) => return cx.out.drop(drop_reason(&e)),
         };
         let sections = match &q {
-            MasterQuery::Echo(_) => return metrics.count_drop("echo"),
-            MasterQuery::Unknown(_) => return metrics.count_drop("unknown_query"),
-            MasterQuery::Basic => vec![self.basic()],
-            MasterQuery::Info => vec![self.info()],
+            MasterQuery::Echo(_) => return cx.out.drop(DropReason::Echo),
+            MasterQuery::Unknown(_) => return cx.out.drop(DropReason::UnknownQuery),
+            MasterQuery::Basic => vec![basic()],
+            MasterQuery::Info => vec![self.info(cx.view)],
             MasterQuery::Rules => vec![rules()],
-            MasterQuery::Status => vec![self.basic(), self.info(), rules()],
+            MasterQuery::Status => vec![basic(), self.info(cx.view), rules()],
             MasterQuery::Secure(c) => {
                 let v = validate_string(c, b"333NWX", Enctype::Zero).unwrap_or_default();
                 vec![pairs(&[("validate", &v)])]
             }
         };
-        if !self.queries.allow(src.ip(), t, 1.0) {
-            return metrics.count_rate_limited(src.ip());
-        }
         self.query_id = self.query_id % 99 + 1;
-        self.out.clear();
+        let mut out = Vec::new();
         QueryReply {
             query_id: self.query_id,
             sections,
         }
-        .encode(&mut self.out);
-        self.send_to(src, t).await;
+        .encode(&mut out);
+        // Larger than the request: spends the source's reply budget like a list.
+        cx.out.send(0, src, out, ReplyKind::List);
     }
 
-    fn basic(&self) -> Vec<(Key, Token)> {
-        let ver = concat!("muster-", env!("CARGO_PKG_VERSION"));
-        pairs(&[
-            ("gamename", MESH_GAMENAME),
-            ("gamever", ver),
-            ("location", "0"),
-        ])
-    }
-
-    fn info(&self) -> Vec<(Key, Token)> {
-        let (direct, all) = self.counts;
+    fn info(&self, view: &Snapshot) -> Vec<(Key, Token)> {
+        let direct = view.count(Face::GameSpy);
+        let all = view.len();
         pairs(&[
             ("hostname", "Muster master"),
             ("hostport", &self.settings.list_port.to_string()),
@@ -603,6 +439,62 @@ impl UdpFace {
             ("gamemode", "openplaying"),
         ])
     }
+}
+
+impl UdpMachine for GameSpyFace {
+    fn name(&self) -> &'static str {
+        "gamespy"
+    }
+
+    fn on_datagram(&mut self, cx: &mut Cx<'_>, _via: usize, src: SocketAddr, data: &[u8]) {
+        let Some(first) = first_key(data) else {
+            return cx.out.drop(DropReason::Malformed);
+        };
+        if first.eq_ignore_ascii_case(b"heartbeat") {
+            self.on_heartbeat(cx, src, data);
+        } else if first.eq_ignore_ascii_case(b"validate") {
+            self.on_validate(cx, src, data);
+        } else if self.checks.expects(src) {
+            if let Some(f) = self.checks.handle_datagram(cx.now, src, data) {
+                self.on_finished(cx, f);
+            }
+        } else {
+            self.on_query(cx, src, data);
+        }
+    }
+
+    fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        for f in self.checks.handle_timeout(cx.now) {
+            self.on_finished(cx, f);
+        }
+        self.send_checks(cx);
+        if cx.now >= self.next_sweep {
+            for p in self.challenges.expire(cx.now) {
+                if p.reverify {
+                    self.reverify_failed(cx, &key_of(p.game, p.server), false);
+                }
+            }
+            self.heartbeats.prune(cx.now);
+            self.next_sweep = cx.now + SWEEP_INTERVAL;
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(
+            self.checks
+                .poll_timeout()
+                .map_or(self.next_sweep, |c| c.min(self.next_sweep)),
+        )
+    }
+}
+
+fn basic() -> Vec<(Key, Token)> {
+    let ver = concat!("muster-", env!("CARGO_PKG_VERSION"));
+    pairs(&[
+        ("gamename", MESH_GAMENAME),
+        ("gamever", ver),
+        ("location", "0"),
+    ])
 }
 
 fn rules() -> Vec<(Key, Token)> {
@@ -621,14 +513,46 @@ fn pairs(kv: &[(&str, &str)]) -> Vec<(Key, Token)> {
         .collect()
 }
 
-/// Serves the TCP list server on `listeners` until `shutdown` turns true: greeting, request,
+/// Serves the UDP face on `sockets` with the UDP runner until `stop` is cancelled.
+pub async fn run_udp(
+    handle: MasterHandle,
+    sockets: Vec<tokio::net::UdpSocket>,
+    settings: GameSpySettings,
+    budgets: crate::runtime::udp::Budgets,
+    stop: CancellationToken,
+) {
+    let face = GameSpyFace::new(settings, crate::runtime::udp::now());
+    let sockets = sockets.into_iter().map(Arc::new).collect();
+    crate::runtime::udp::run(handle, face, sockets, budgets, stop).await;
+}
+
+/// The query addresses the GameSpy list of `game` shows in `view` (cached per snapshot).
+#[must_use]
+pub fn list_of(view: &Snapshot, game: &str) -> Arc<Vec<SocketAddrV4>> {
+    view.cached(("gamespy", game.into()), |s| {
+        s.listed()
+            .iter()
+            .filter(|r| {
+                r.key.game == game
+                    && matches!(r.key.addr.ip(), Some(IpAddr::V4(_)))
+                    && r.query_protocol == Some(Protocol::GameSpy1)
+            })
+            .filter_map(|r| match r.query_addr {
+                Some(SocketAddr::V4(a)) => Some(a),
+                _ => None,
+            })
+            .collect()
+    })
+}
+
+/// Serves the TCP list server on `listeners` until `stop` is cancelled: greeting, request,
 /// list, close (§5). Connections in flight are left to finish within their time limit.
 pub async fn run_tcp(
     handle: MasterHandle,
     listeners: Vec<TcpListener>,
     settings: GameSpySettings,
-    shutdown: watch::Receiver<bool>,
-) -> io::Result<()> {
+    stop: CancellationToken,
+) {
     let limiter = Arc::new(Mutex::new(SourceLimiter::new(
         settings.list_bucket,
         settings.max_tracked_sources,
@@ -637,22 +561,23 @@ pub async fn run_tcp(
     let mut tasks = tokio::task::JoinSet::new();
     for l in listeners {
         let mut listener = CappedListener::new(l, settings.conn)
-            .with_metrics(Arc::new(handle.clone()) as Arc<dyn crate::tcp::MetricsSink>);
+            .with_metrics(Arc::new(handle.clone()) as Arc<dyn MetricsSink>);
         let (handle, settings, limiter) =
             (handle.clone(), Arc::clone(&settings), Arc::clone(&limiter));
-        let mut stop = shutdown.clone();
+        let stop = stop.clone();
         tasks.spawn(async move {
             loop {
                 let (stream, peer) = tokio::select! {
-                    () = stopped(&mut stop) => return,
+                    () = stop.cancelled() => return,
                     c = listener.accept_capped() => c,
                 };
                 let allowed = limiter
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .allow(peer.ip(), now(), 1.0);
+                    .allow(peer.ip(), crate::runtime::udp::now(), 1.0);
                 if !allowed {
                     handle.metrics().count_rate_limited(peer.ip());
+                    handle.metrics().count_drop(DropReason::RateLimited);
                     continue;
                 }
                 let (handle, settings) = (handle.clone(), Arc::clone(&settings));
@@ -662,14 +587,13 @@ pub async fn run_tcp(
                     match tokio::time::timeout(total, served).await {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => tracing::debug!(error = %e, %peer, "list connection failed"),
-                        Err(_) => handle.metrics().count_drop("tcp_total_timeout"),
+                        Err(_) => handle.metrics().count_drop(DropReason::TcpTotalTimeout),
                     }
                 });
             }
         });
     }
     while tasks.join_next().await.is_some() {}
-    Ok(())
 }
 
 /// One list conversation. Every refusal closes the connection without a list.
@@ -689,7 +613,7 @@ async fn serve_list(
     let req = loop {
         let n = stream.read(&mut buf).await?;
         if n == 0 {
-            metrics.count_drop("list_eof");
+            metrics.count_drop(DropReason::ListEof);
             return Ok(());
         }
         match parser.feed(buf.get(..n).unwrap_or_default()) {
@@ -702,11 +626,11 @@ async fn serve_list(
         }
     };
     let RequestAction::List(list) = &req.action else {
-        metrics.count_drop("sync_unsupported");
+        metrics.count_drop(DropReason::SyncUnsupported);
         return Ok(());
     };
     let Ok(enctype) = req.auth.enctype() else {
-        metrics.count_drop("malformed");
+        metrics.count_drop(DropReason::Malformed);
         return Ok(());
     };
     let auth_game = req.auth.gamename().map(Token::as_bytes).unwrap_or_default();
@@ -715,43 +639,35 @@ async fn serve_list(
         ValidateCheck::Match => {}
         ValidateCheck::Mismatch { .. } => {
             metrics.count_verification_failed();
-            metrics.count_drop("client_validate");
+            metrics.count_drop(DropReason::ClientValidate);
             tracing::debug!(%peer, "list client sent a wrong validate");
             if settings.require_client_validate {
                 return Ok(());
             }
         }
         ValidateCheck::UnknownGame => {
-            metrics.count_drop("unknown_game");
+            metrics.count_drop(DropReason::UnknownGame);
             return Ok(());
         }
         ValidateCheck::UnsupportedEnctype => {
-            metrics.count_drop("unsupported_enctype");
+            metrics.count_drop(DropReason::UnsupportedEnctype);
             return Ok(());
         }
     }
     if enctype == Enctype::Two {
         // The client would expect an enctype 2 list, which Muster cannot write (§14).
-        metrics.count_drop("enctype2_list");
+        metrics.count_drop(DropReason::Enctype2List);
         return Ok(());
     }
     let Some(game) = req.list_gamename().and_then(verify::game) else {
-        metrics.count_drop("unknown_game");
+        metrics.count_drop(DropReason::UnknownGame);
         return Ok(());
     };
-    let servers = handle.with_registry(|r| {
-        r.listed(View::GameSpy(game.name))
-            .into_iter()
-            .filter_map(|rec| match rec.query_addr {
-                Some(SocketAddr::V4(a)) => Some(a),
-                _ => None,
-            })
-            .collect()
-    });
+    let servers = list_of(&handle.snapshot(), game.name);
     out.clear();
     ListReply {
         form: list.mode.reply_form(),
-        servers,
+        servers: servers.to_vec(),
     }
     .encode(&mut out);
     metrics.count_list_request("gamespy");
@@ -788,24 +704,35 @@ async fn ut2003_list(State(handle): State<MasterHandle>, Path(file): Path<String
         return StatusCode::NOT_FOUND.into_response();
     };
     handle.metrics().count_list_request("ut2003");
-    let entries: Vec<Entry> = handle.with_registry(|r| {
-        r.listed(View::Ut2003Text)
-            .into_iter()
-            .filter(|rec| games.contains(&rec.key.game.as_str()))
-            .filter_map(|rec| {
-                let IpAddr::V4(ip) = rec.key.addr.ip()? else {
-                    return None;
-                };
-                Some(Entry {
-                    ip,
-                    game_port: NonZeroU16::new(rec.game_port?)?,
-                    query_port: NonZeroU16::new(rec.query_addr?.port())?,
+    let body = handle
+        .snapshot()
+        .cached(("ut2003", file.as_str().into()), |s| {
+            let entries: Vec<Entry> = s
+                .listed()
+                .iter()
+                .filter(|rec| {
+                    games.contains(&rec.key.game.as_str())
+                        && rec.query_protocol == Some(Protocol::GameSpy1)
                 })
-            })
-            .collect()
-    });
-    let mut body = Vec::new();
-    ListFile::from_entries(entries).encode(&mut body);
+                .filter_map(|rec| {
+                    let IpAddr::V4(ip) = rec.key.addr.ip()? else {
+                        return None;
+                    };
+                    let SocketAddr::V4(q) = rec.query_addr? else {
+                        return None;
+                    };
+                    Some(Entry {
+                        ip,
+                        game_port: NonZeroU16::new(rec.game_port?)?,
+                        query_port: NonZeroU16::new(q.port())?,
+                    })
+                })
+                .collect();
+            let mut body = Vec::new();
+            ListFile::from_entries(entries).encode(&mut body);
+            bytes::Bytes::from(body)
+        });
+    let body = (*body).clone();
     (
         [
             (header::CONTENT_TYPE, "text/plain; charset=us-ascii"),

@@ -6,7 +6,7 @@
 //! connection id ([`ServerKey::with_instance`]), listed at once with the default state; stats
 //! updates replace its info; it is removed on unregister and whenever the connection ends
 //! (EOF, error, framing error, idle timeout, output overflow, shutdown). Queries are answered
-//! from [`View::Mgmt`] with [`ServerListAnswer::fitting`] (open lobbies first).
+//! from the view (management records) with [`ServerListAnswer::fitting`] (open lobbies first).
 //!
 //! ```text
 //! accept ─ caps (total, per source IP) ─ keep-alive ─ task: read → session → events
@@ -33,7 +33,6 @@
 mod entry;
 
 use std::collections::HashMap;
-use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -46,11 +45,13 @@ use muster_proto::mgmt::{
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::MasterHandle;
-use crate::registry::{Face, Outcome, ServerKey, Timestamp, View};
+use crate::drops::DropReason as Reason;
+use crate::registry::{Face, Outcome, ServerKey, Timestamp};
+use muster_proto::limit::SourceKey;
 
 /// Largest unsent output of one connection before it is closed (§7.2: 1 MiB).
 pub const DEFAULT_MAX_UNSENT: usize = 1 << 20;
@@ -114,16 +115,17 @@ impl Default for MgmtSettings {
 /// Connection ids are process-wide so two faces on one handle never share a key.
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
-/// Serves the management protocol on `listeners` until `shutdown` turns true; then stops
+/// Serves the management protocol on `listeners` until `shutdown` is cancelled; then stops
 /// accepting, closes every connection, removes its game server and returns.
 ///
-/// The listeners may be IPv4 or IPv6; the caps count connections over all of them.
+/// The listeners may be IPv4 or IPv6; the caps count connections over all of them (per source:
+/// an IPv4 address or an IPv6 /64).
 pub async fn run(
     handle: MasterHandle,
     listeners: Vec<TcpListener>,
     settings: MgmtSettings,
-    shutdown: watch::Receiver<bool>,
-) -> io::Result<()> {
+    shutdown: CancellationToken,
+) {
     let shared = Arc::new(Shared::new(handle, settings));
     let mut accepts = JoinSet::new();
     for l in listeners {
@@ -137,7 +139,6 @@ pub async fn run(
             tracing::error!(error = %e, "mgmt accept loop panicked");
         }
     }
-    Ok(())
 }
 
 /// State shared by every connection of the face.
@@ -154,7 +155,7 @@ struct Shared {
 #[derive(Debug, Default)]
 struct ConnCount {
     total: usize,
-    per_source: HashMap<IpAddr, usize>,
+    per_source: HashMap<SourceKey, usize>,
 }
 
 #[derive(Debug)]
@@ -201,14 +202,15 @@ impl Shared {
     }
 
     /// Takes a connection slot for `ip`, or names the cap that refused it.
-    fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnSlot, &'static str> {
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnSlot, Reason> {
         let mut c = lock(&self.conns);
         if c.total >= self.settings.max_connections {
-            return Err("tcp_conn_cap");
+            return Err(Reason::TcpConnCap);
         }
+        let ip = SourceKey::of(ip);
         let n = c.per_source.entry(ip).or_insert(0);
         if *n >= self.settings.max_per_source {
-            return Err("tcp_source_cap");
+            return Err(Reason::TcpSourceCap);
         }
         *n += 1;
         c.total += 1;
@@ -246,7 +248,7 @@ impl Shared {
 #[derive(Debug)]
 struct ConnSlot {
     shared: Arc<Shared>,
-    ip: IpAddr,
+    ip: SourceKey,
 }
 
 impl Drop for ConnSlot {
@@ -262,15 +264,11 @@ impl Drop for ConnSlot {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, shutdown: CancellationToken) {
     let mut conns = JoinSet::new();
     loop {
         let res = tokio::select! {
-            _ = shutdown.wait_for(|s| *s) => break,
+            () = shutdown.cancelled() => break,
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
             res = listener.accept() => res,
         };
@@ -287,7 +285,7 @@ async fn accept_loop(
             Err(reason) => {
                 // Dropped unread: the peer sees the connection closed without data.
                 shared.handle.metrics().count_drop(reason);
-                tracing::debug!(%peer, reason, "mgmt connection refused");
+                tracing::debug!(%peer, reason = reason.name(), "mgmt connection refused");
                 continue;
             }
         };
@@ -316,9 +314,7 @@ struct Entry {
 impl Entry {
     fn clear(&mut self) {
         if let Some((key, _)) = self.current.take() {
-            if let Err(e) = self.handle.remove(&key) {
-                tracing::warn!(error = %e, "mgmt: removing a server from the store failed");
-            }
+            self.handle.remove(&key);
         }
     }
 }
@@ -403,17 +399,17 @@ impl Conn {
             || (now_unsent > 0 && total.load(Ordering::Relaxed) > s.max_unsent_total)
     }
 
-    async fn serve(mut self, mut stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+    async fn serve(mut self, mut stream: TcpStream, shutdown: CancellationToken) {
         let mut buf = vec![0u8; READ_CHUNK];
         let stop = loop {
-            if let Some(stop) = self.apply_events(&mut shutdown).await {
+            if let Some(stop) = self.apply_events(&shutdown).await {
                 break stop;
             }
             if self.account() {
                 self.shared
                     .handle
                     .metrics()
-                    .count_drop("mgmt_output_overflow");
+                    .count_drop(Reason::MgmtOutputOverflow);
                 self.log_bad("output overflow, closing");
                 self.session.abort(now());
                 continue;
@@ -426,7 +422,7 @@ impl Conn {
             let (mut rd, mut wr) = stream.split();
             let pending = self.out.get(self.sent..).unwrap_or_default();
             tokio::select! {
-                _ = shutdown.wait_for(|s| *s) => self.session.abort(now()),
+                () = shutdown.cancelled() => self.session.abort(now()),
                 r = rd.read(&mut buf) => match r {
                     Ok(0) => self.session.handle_eof(now()),
                     Ok(n) => self.session.handle_input(now(), buf.get(..n).unwrap_or_default()),
@@ -448,7 +444,7 @@ impl Conn {
                     if self.session.poll_timeout().is_some() {
                         self.session.handle_timeout(now());
                     } else {
-                        self.shared.handle.metrics().count_drop("mgmt_idle_timeout");
+                        self.shared.handle.metrics().count_drop(Reason::MgmtIdleTimeout);
                         tracing::debug!(peer = %self.peer, "mgmt idle timeout (refused registration)");
                         self.session.abort(now());
                     }
@@ -476,7 +472,7 @@ impl Conn {
     }
 
     /// Applies every queued session event; `Some` once the session is closed.
-    async fn apply_events(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<Stop> {
+    async fn apply_events(&mut self, shutdown: &CancellationToken) -> Option<Stop> {
         while let Some(ev) = self.session.poll_event() {
             if self.orphan_since.is_some() {
                 self.orphan_since = Some(now());
@@ -512,9 +508,9 @@ impl Conn {
                 }
                 SessionEvent::Discarded(d) => {
                     let reason = match &d {
-                        Discard::Invalid(_) => "mgmt_invalid",
-                        Discard::NotRegistered => "mgmt_not_registered",
-                        Discard::NotACommand(_) => "mgmt_not_a_command",
+                        Discard::Invalid(_) => Reason::MgmtInvalid,
+                        Discard::NotRegistered => Reason::MgmtNotRegistered,
+                        Discard::NotACommand(_) => Reason::MgmtNotACommand,
                     };
                     self.shared.handle.metrics().count_drop(reason);
                     self.log_discard(&d);
@@ -522,12 +518,15 @@ impl Conn {
                 SessionEvent::Closed(reason) => {
                     let stop = match reason {
                         CloseReason::Framing(e) => {
-                            self.shared.handle.metrics().count_drop("mgmt_framing");
+                            self.shared.handle.metrics().count_drop(Reason::MgmtFraming);
                             self.log_bad(&format!("framing error, closing: {e}"));
                             Stop::Done
                         }
                         CloseReason::IdleTimeout => {
-                            self.shared.handle.metrics().count_drop("mgmt_idle_timeout");
+                            self.shared
+                                .handle
+                                .metrics()
+                                .count_drop(Reason::MgmtIdleTimeout);
                             tracing::debug!(peer = %self.peer, "mgmt idle timeout");
                             Stop::Done
                         }
@@ -542,15 +541,11 @@ impl Conn {
     }
 
     /// Waits for a token of the source's bucket; false when shut down meanwhile.
-    async fn wait(
-        &self,
-        shutdown: &mut watch::Receiver<bool>,
-        take: fn(&Shared, IpAddr) -> bool,
-    ) -> bool {
+    async fn wait(&self, shutdown: &CancellationToken, take: fn(&Shared, IpAddr) -> bool) -> bool {
         let ip = self.peer.ip();
         let mut counted = false;
         loop {
-            if *shutdown.borrow() {
+            if shutdown.is_cancelled() {
                 return false;
             }
             if take(&self.shared, ip) {
@@ -561,7 +556,7 @@ impl Conn {
                 counted = true;
             }
             tokio::select! {
-                _ = shutdown.wait_for(|s| *s) => return false,
+                () = shutdown.cancelled() => return false,
                 () = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
         }
@@ -572,7 +567,7 @@ impl Conn {
             self.shared
                 .handle
                 .metrics()
-                .count_drop("mgmt_name_too_long");
+                .count_drop(Reason::MgmtNameTooLong);
             self.log_bad("registration discarded: name too long");
             return;
         }
@@ -588,26 +583,28 @@ impl Conn {
         }
         let t = Timestamp::now();
         let handle = &self.shared.handle;
-        match handle.add(reg, t) {
-            Ok(Outcome::Added | Outcome::Refreshed) => {}
-            Ok(Outcome::Rejected(r)) => {
-                // Counted by the handle; the old entry (if any) is already gone.
+        // The TCP handshake proved the peer; the record is listed at once, with the default
+        // state until the first stats update.
+        let info = entry::info(&server, &Stats::default());
+        let out = handle.write(|r| {
+            let out = r.register(reg, t);
+            if out.is_listed() {
+                r.set_info(&key, info);
+            }
+            out
+        });
+        match out {
+            Outcome::Added => handle.metrics().count_registration(),
+            Outcome::Refreshed | Outcome::Relisted => {}
+            Outcome::Rejected(r) => {
+                handle.metrics().count_drop(r.into());
+                // The old entry (if any) is already gone.
                 self.entry.current = None;
                 self.log_bad(&format!("registration refused: {}", r.name()));
                 return;
             }
-            Ok(Outcome::NotVerified) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "mgmt registration not stored");
-                self.entry.current = None;
-                return;
-            }
         }
         self.entry.current = Some((key.clone(), server.clone()));
-        if let Err(e) = handle.verify(&key, t) {
-            tracing::warn!(error = %e, "mgmt verification not stored");
-        }
-        handle.update_poll(&key, Some(entry::info(&server, &Stats::default())), t);
         tracing::debug!(peer = %self.peer, conn = self.id, %key.addr, "mgmt registered");
     }
 
@@ -617,28 +614,33 @@ impl Conn {
             self.shared
                 .handle
                 .metrics()
-                .count_drop("mgmt_not_registered");
+                .count_drop(Reason::MgmtNotRegistered);
             return;
         };
         let info = entry::info(server, stats);
-        self.shared
-            .handle
-            .update_poll(key, Some(info), Timestamp::now());
+        let t = Timestamp::now();
+        self.shared.handle.write(|r| {
+            r.set_info(key, info);
+            r.heartbeat(key, t);
+        });
     }
 
     /// Appends the answer to a query; false when shut down while waiting for the budget.
-    async fn answer(&mut self, shutdown: &mut watch::Receiver<bool>) -> bool {
+    async fn answer(&mut self, shutdown: &CancellationToken) -> bool {
         let handle = &self.shared.handle;
         handle.metrics().count_list_request(Face::Mgmt.name());
-        let entries = handle.with_registry(|r| {
-            r.listed(View::Mgmt)
-                .into_iter()
-                .filter_map(entry::listed)
-                .collect::<Vec<_>>()
-        });
+        // Answers are linearizable: a query sees every change made before it (a client that
+        // registers and then queries sees its own server). Management queries are few and
+        // rate-limited, so publishing for one now and then is cheap.
+        let entries: Vec<_> = handle
+            .snapshot_since(handle.version())
+            .listed()
+            .iter()
+            .filter_map(|r| entry::listed(r))
+            .collect();
         let (answer, left_out) = entry::answer(entries);
         if left_out > 0 {
-            handle.metrics().count_drop("mgmt_answer_truncated");
+            handle.metrics().count_drop(Reason::MgmtAnswerTruncated);
             if self.shared.may_log().is_some() {
                 tracing::warn!(left_out, "mgmt answer exceeds one frame; entries left out");
             }
@@ -651,7 +653,7 @@ impl Conn {
                 return true;
             }
             tokio::select! {
-                _ = shutdown.wait_for(|s| *s) => return false,
+                () = shutdown.cancelled() => return false,
                 () = tokio::time::sleep(Duration::from_millis(20)) => {}
             }
         }

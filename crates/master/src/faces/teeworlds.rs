@@ -1,13 +1,13 @@
 //! The Teeworlds faces: the 0.7 UDP master (8283) with its firewall checker (8284), the 0.6
 //! UDP list face (8300) and, in [`ddnet`], DDNet's HTTP register with `servers.json`.
 //!
-//! Spec: `shared/specs/teeworlds-master.md` (§2 UDP, §3 HTTP, §5 decisions). Codecs:
+//! Spec: `docs/protocols/teeworlds-master.md` (§2 UDP, §3 HTTP, §5 decisions). Codecs:
 //! `muster_proto::teeworlds_master`.
 //!
 //! ```text
 //! 0.7 master socket (8283)                    checker socket (8284)
 //!   04 00 00 .. 05 <tok> [pad to 520] -> 12-byte token reply (token bound to the source IP)
-//!   21 <ours> <theirs> bea2 <port>    -> registry: pending (ip, port); check starts
+//!   21 <ours> <theirs> bea2 <port>    -> a check starts (bounded; nothing in the registry yet)
 //!                                         fw?? ──────────────> server (1/s, 10 tries, alternating
 //!                                                               source addr / announced port)
 //!                                         <────────────── fw!!  -> verified (listed), fwok from
@@ -20,12 +20,14 @@
 //!
 //! Every 0.7 message except the token request must carry the token this master issued to the
 //! source IP ([`tokens`]), so 0.7 replies only go to sources that proved they receive at their
-//! address. The 0.6 face has no such proof, so its list replies are rate-limited per source in
-//! **reply datagrams** (a list costs as many tokens as it has datagrams) and every face sends
-//! through a global byte budget. Malformed, unexpected, unauthenticated and rate-limited input is
-//! counted with `count_drop(reason)` and dropped; nothing from the wire can stop a face.
+//! address. The 0.6 face has no such proof, so its list replies spend the source's byte budget
+//! (the UDP runner's, shared by every list face) and every face sends through a global byte
+//! budget. Both faces are pure machines ([`Face07`], [`Face06`]) driven by the UDP runner.
+//! Malformed, unexpected, unauthenticated and rate-limited input is counted under its
+//! [`Drop`] reason and dropped; nothing from the wire can stop a face.
 //!
-//! Which records each list shows ([`View::Teeworlds`] narrowed by face): the 0.7 face lists
+//! Which records each list shows (listed `teeworlds`/`ddnet` records with an IP address,
+//! narrowed by face): the 0.7 face lists
 //! servers registered through the 0.7 face and DDNet's HTTP register; the 0.6 face lists DDNet
 //! HTTP servers (and 0.6 registrations, which Muster does not take yet: no `bea2`/`beat` on 8300).
 //!
@@ -38,27 +40,23 @@ pub mod ddnet;
 pub mod tokens;
 
 use std::collections::HashSet;
-use std::hash::RandomState;
-use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use muster_proto::Protocol;
-use muster_proto::limit::{BucketConfig, ByteBudget, SourceKey, SourceLimiter};
+use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
 use muster_proto::teeworlds_master::packet::ListReply;
 use muster_proto::teeworlds_master::{
-    Framing, ListEntry, MAX_DATAGRAM, MAX_LIST_SERVERS, Message, Packet, Token,
+    Framing, ListEntry, MAX_LIST_SERVERS, Message, Packet, Token,
 };
-use tokio::net::UdpSocket;
-use tokio::sync::watch;
 
-use crate::MasterHandle;
-use crate::registry::{
-    Face, GameAddr, Outcome, Registration, ServerKey, Timestamp, Verification, View,
-};
+use crate::drops::DropReason;
+use crate::registry::{Face, GameAddr, Registration, ServerKey, TEEWORLDS_GAMES};
+use crate::runtime::udp::{Cx, ReplyKind, UdpMachine};
+use crate::views::Snapshot;
 use checker::{Action, Checks, Start};
-use tokens::{CONNLESS_SEED_PERIOD, Tokens};
+use tokens::Tokens;
 
 /// The game name records of the Teeworlds UDP faces are registered under.
 pub const GAME_TEEWORLDS: &str = "teeworlds";
@@ -67,11 +65,6 @@ pub const GAME_TEEWORLDS: &str = "teeworlds";
 /// not here: the sockets are passed in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TeeworldsSettings {
-    /// List replies per source (IPv4 / IPv6 /64), counted in **datagrams**: burst. The
-    /// default (32) is two full 1200-server lists, enough for qstat's `reqt` + `req2`.
-    pub list_burst: u32,
-    /// One more list datagram per source every this long.
-    pub list_refill: Duration,
     /// Heartbeats (`bea2`) per source: burst. Hosts run many servers on one IP (the
     /// registry allows 64 per source), each heartbeating every 15 s, so the default is
     /// generous; 0.7 heartbeats cannot be spoofed (they carry the master's token).
@@ -85,23 +78,18 @@ pub struct TeeworldsSettings {
     pub token_refill: Duration,
     /// Sources tracked per bucket at most (memory bound).
     pub max_tracked_sources: usize,
-    /// Global egress cap of the face, bytes per second.
-    pub egress_bytes_per_sec: u64,
-    /// Firewall checks running at once per socket pair.
+    /// Firewall checks running at once.
     pub max_checks: usize,
 }
 
 impl Default for TeeworldsSettings {
     fn default() -> Self {
         Self {
-            list_burst: 32,
-            list_refill: Duration::from_secs(1),
             heartbeat_burst: 64,
             heartbeat_refill: Duration::from_millis(200),
             token_burst: 64,
             token_refill: Duration::from_millis(100),
             max_tracked_sources: 100_000,
-            egress_bytes_per_sec: 1 << 20,
             max_checks: 4096,
         }
     }
@@ -111,140 +99,9 @@ impl Default for TeeworldsSettings {
 #[derive(Debug)]
 pub struct SocketPair07 {
     /// The master socket (8283).
-    pub master: UdpSocket,
+    pub master: tokio::net::UdpSocket,
     /// The checker socket that sends `fw??` (8284 by convention: master port + 1).
-    pub checker: UdpSocket,
-}
-
-#[derive(Debug)]
-struct Limits {
-    list: SourceLimiter,
-    heartbeat: SourceLimiter,
-    token: SourceLimiter,
-    budget: ByteBudget,
-}
-
-#[derive(Debug)]
-struct Shared {
-    handle: MasterHandle,
-    face: &'static str,
-    tokens: Tokens<RandomState>,
-    limits: Mutex<Limits>,
-    max_checks: usize,
-    /// The faces whose records this face lists.
-    lists: &'static [Face],
-    /// The last list built and when: a flood of list requests (from many spoofed sources,
-    /// each with a fresh bucket) must not sort the registry under its lock every time.
-    list_cache: Mutex<Option<(Instant, Arc<Vec<SocketAddr>>)>>,
-}
-
-/// A list is rebuilt at most this often, unless this face listed a server meanwhile (the
-/// reference master rebuilds every 5 s). Servers registered through other faces show up
-/// within this time.
-pub const LIST_CACHE_TTL: Duration = Duration::from_secs(1);
-
-/// Which per-source bucket a message is charged to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Bucket {
-    List,
-    Heartbeat,
-    Token,
-}
-
-impl Shared {
-    fn new(
-        handle: MasterHandle,
-        face: &'static str,
-        lists: &'static [Face],
-        s: &TeeworldsSettings,
-    ) -> Self {
-        let n = s.max_tracked_sources;
-        Self {
-            handle,
-            face,
-            tokens: Tokens::new(RandomState::new(), CONNLESS_SEED_PERIOD),
-            limits: Mutex::new(Limits {
-                list: SourceLimiter::new(BucketConfig::one_every(s.list_burst, s.list_refill), n),
-                heartbeat: SourceLimiter::new(
-                    BucketConfig::one_every(s.heartbeat_burst, s.heartbeat_refill),
-                    n,
-                ),
-                token: SourceLimiter::new(
-                    BucketConfig::one_every(s.token_burst, s.token_refill),
-                    n,
-                ),
-                budget: ByteBudget::new(s.egress_bytes_per_sec),
-            }),
-            max_checks: s.max_checks,
-            lists,
-            list_cache: Mutex::new(None),
-        }
-    }
-
-    /// The addresses this face lists (cached for [`LIST_CACHE_TTL`]).
-    fn list(&self) -> Arc<Vec<SocketAddr>> {
-        let now = now_instant();
-        let mut cache = self
-            .list_cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some((at, list)) = cache.as_ref() {
-            if now.saturating_duration_since(*at) < LIST_CACHE_TTL {
-                return Arc::clone(list);
-            }
-        }
-        let list = Arc::new(list_addresses(&self.handle, self.lists));
-        *cache = Some((now, Arc::clone(&list)));
-        list
-    }
-
-    fn invalidate_list(&self) {
-        *self
-            .list_cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
-    }
-
-    fn limits(&self) -> std::sync::MutexGuard<'_, Limits> {
-        self.limits.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn drop_input(&self, reason: &'static str) {
-        self.handle.metrics().count_drop(reason);
-    }
-
-    /// Charges `cost` tokens of `bucket` to `from`; counts a refusal.
-    fn allow(&self, bucket: Bucket, from: SocketAddr, cost: u32) -> bool {
-        let now = now_instant();
-        let mut l = self.limits();
-        let lim = match bucket {
-            Bucket::List => &mut l.list,
-            Bucket::Heartbeat => &mut l.heartbeat,
-            Bucket::Token => &mut l.token,
-        };
-        let ok = lim.allow(from.ip(), now, f64::from(cost.max(1)));
-        drop(l);
-        if !ok {
-            self.handle.metrics().count_rate_limited(from.ip());
-            self.drop_input("rate_limited");
-        }
-        ok
-    }
-
-    /// Sends `bytes` if the face's egress budget allows it (whole or not at all).
-    async fn send(&self, socket: &UdpSocket, bytes: &[u8], to: SocketAddr) {
-        if !self.limits().budget.spend(bytes.len(), now_instant()) {
-            self.drop_input("egress_budget");
-            return;
-        }
-        if let Err(e) = socket.send_to(bytes, to).await {
-            tracing::debug!(face = self.face, %to, error = %e, "send failed");
-        }
-    }
-}
-
-fn now_instant() -> Instant {
-    tokio::time::Instant::now().into_std()
+    pub checker: tokio::net::UdpSocket,
 }
 
 fn encode(framing: Framing, message: Message) -> Vec<u8> {
@@ -267,16 +124,22 @@ pub fn udp_registration(addr: SocketAddr, face: Face) -> Registration {
     }
 }
 
-/// The game addresses a face lists: listed records of [`View::Teeworlds`] registered through
-/// one of `faces`, in the stable list order, each address once.
+/// The faces whose records the 0.7 list shows.
+pub const LISTED_BY_07: [Face; 2] = [Face::Teeworlds07, Face::DdnetHttp];
+/// The faces whose records the 0.6 list shows.
+pub const LISTED_BY_06: [Face; 2] = [Face::Teeworlds06, Face::DdnetHttp];
+
+/// The game addresses listed through one of `faces`, in the stable list order, each address
+/// once (cached per snapshot).
 #[must_use]
-pub fn list_addresses(handle: &MasterHandle, faces: &[Face]) -> Vec<SocketAddr> {
-    handle.with_registry(|r| {
+pub fn list_addresses(view: &Snapshot, faces: &'static [Face]) -> Arc<Vec<SocketAddr>> {
+    let name = faces.iter().map(|f| f.name()).collect::<Vec<_>>().join(",");
+    view.cached(("teeworlds", name.into()), |s| {
         let mut seen = HashSet::new();
-        r.listed(View::Teeworlds)
-            .into_iter()
-            .filter(|rec| faces.contains(&rec.face))
-            .filter_map(|rec| match rec.key.addr {
+        s.listed()
+            .iter()
+            .filter(|r| faces.contains(&r.face) && TEEWORLDS_GAMES.contains(&r.key.game.as_str()))
+            .filter_map(|r| match r.key.addr {
                 GameAddr::Ip(a) => Some(a),
                 GameAddr::Host { .. } => None,
             })
@@ -284,11 +147,6 @@ pub fn list_addresses(handle: &MasterHandle, faces: &[Face]) -> Vec<SocketAddr> 
             .collect()
     })
 }
-
-/// The faces whose records the 0.7 list shows.
-pub const LISTED_BY_07: [Face; 2] = [Face::Teeworlds07, Face::DdnetHttp];
-/// The faces whose records the 0.6 list shows.
-pub const LISTED_BY_06: [Face; 2] = [Face::Teeworlds06, Face::DdnetHttp];
 
 /// The `lis2` payloads for `addrs`, split as the reference master splits them.
 fn list_messages(addrs: &[SocketAddr]) -> Vec<Message> {
@@ -307,365 +165,304 @@ fn count_of(addrs: usize) -> u16 {
     u16::try_from(addrs).unwrap_or(u16::MAX)
 }
 
-/// Serves the 0.7 master on every pair of `sockets` until `shutdown` turns true. One task per
-/// pair; limits and the egress budget are shared by all pairs. Returns when every pair has
-/// stopped; socket errors are logged, never fatal.
-pub async fn run07(
-    handle: MasterHandle,
-    sockets: Vec<SocketPair07>,
-    settings: TeeworldsSettings,
-    shutdown: watch::Receiver<bool>,
-) -> io::Result<()> {
-    let shared = Arc::new(Shared::new(
-        handle,
-        Face::Teeworlds07.name(),
-        &LISTED_BY_07,
-        &settings,
-    ));
-    let mut tasks = tokio::task::JoinSet::new();
-    for pair in sockets {
-        tasks.spawn(serve07(Arc::clone(&shared), pair, shutdown.clone()));
-    }
-    while let Some(r) = tasks.join_next().await {
-        if let Err(e) = r {
-            tracing::error!(error = %e, "teeworlds07 task failed");
-        }
-    }
-    Ok(())
+/// The 0.7 master face as a pure machine. Its sockets, in the runner's order, are pairs: for
+/// each address family the master socket (`via` even) and its checker socket (`via` + 1).
+#[derive(Debug)]
+pub struct Face07 {
+    tokens: Tokens,
+    checks: Checks,
+    heartbeats: SourceLimiter,
+    token_requests: SourceLimiter,
+    /// Per pair: whether it is IPv6.
+    families: Vec<bool>,
 }
 
-/// Which socket of a pair a datagram came in on or goes out on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Via {
-    Master,
-    Checker,
-}
-
-async fn serve07(shared: Arc<Shared>, pair: SocketPair07, mut shutdown: watch::Receiver<bool>) {
-    let mut checks = Checks::new(shared.max_checks);
-    let mut buf_m = vec![0u8; MAX_DATAGRAM + 1];
-    let mut buf_c = vec![0u8; MAX_DATAGRAM + 1];
-    let mut out: Vec<(Via, SocketAddr, Vec<u8>)> = Vec::new();
-    let mut actions = Vec::new();
-    loop {
-        let deadline = checks.next_deadline();
-        let sleep = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d.into()).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = shutdown.wait_for(|s| *s) => return,
-            r = pair.master.recv_from(&mut buf_m) => match r {
-                Ok((n, from)) => {
-                    let data = buf_m.get(..n).unwrap_or_default();
-                    on_datagram07(&shared, &mut checks, Via::Master, from, data, &mut out);
-                }
-                Err(e) => tracing::debug!(error = %e, "teeworlds07 recv failed"),
-            },
-            r = pair.checker.recv_from(&mut buf_c) => match r {
-                Ok((n, from)) => {
-                    let data = buf_c.get(..n).unwrap_or_default();
-                    on_datagram07(&shared, &mut checks, Via::Checker, from, data, &mut out);
-                }
-                Err(e) => tracing::debug!(error = %e, "teeworlds07 checker recv failed"),
-            },
-            () = sleep => {}
-        }
-        actions.clear();
-        checks.poll(now_instant(), &mut actions);
-        for a in actions.drain(..) {
-            on_action07(&shared, a, &mut out);
-        }
-        for (via, to, bytes) in out.drain(..) {
-            let socket = match via {
-                Via::Master => &pair.master,
-                Via::Checker => &pair.checker,
-            };
-            shared.send(socket, &bytes, to).await;
+impl Face07 {
+    /// A face over pairs of the given families (`true`: IPv6), in the runner's order.
+    #[must_use]
+    pub fn new(settings: &TeeworldsSettings, tokens: Tokens, families: Vec<bool>) -> Self {
+        let n = settings.max_tracked_sources;
+        Self {
+            tokens,
+            checks: Checks::new(settings.max_checks),
+            heartbeats: SourceLimiter::new(
+                BucketConfig::one_every(settings.heartbeat_burst, settings.heartbeat_refill),
+                n,
+            ),
+            token_requests: SourceLimiter::new(
+                BucketConfig::one_every(settings.token_burst, settings.token_refill),
+                n,
+            ),
+            families,
         }
     }
-}
 
-fn on_action07(shared: &Shared, action: Action, out: &mut Vec<(Via, SocketAddr, Vec<u8>)>) {
-    let now = Timestamp::now();
-    match action {
-        Action::Check { to, token } => {
-            let framing = Framing::V07 {
-                token,
-                response_token: shared.tokens.connless(to.ip(), now),
-            };
-            out.push((Via::Checker, to, encode(framing, Message::FirewallCheck)));
+    /// The checker socket for `to`'s family (the first pair of that family).
+    fn checker_for(&self, to: SocketAddr) -> usize {
+        let want_v6 =
+            to.is_ipv6() && !matches!(to, SocketAddr::V6(a) if a.ip().to_ipv4_mapped().is_some());
+        let pair = self
+            .families
+            .iter()
+            .position(|v6| *v6 == want_v6)
+            .unwrap_or(0);
+        pair * 2 + 1
+    }
+
+    fn allow(limiter: &mut SourceLimiter, cx: &mut Cx<'_>, from: SocketAddr) -> bool {
+        let ok = limiter.allow(from.ip(), cx.now, 1.0);
+        if !ok {
+            cx.out.limited(DropReason::RateLimited, from.ip());
         }
-        Action::Failed { key, to, token } => {
-            shared.handle.metrics().count_verification_failed();
-            let k = udp_registration(key, Face::Teeworlds07).key;
-            let pending = shared.handle.with_registry(|r| {
-                r.get(&k)
-                    .is_some_and(|rec| rec.state == Verification::Pending)
-            });
-            if pending {
-                if let Err(e) = shared.handle.remove(&k) {
-                    tracing::warn!(error = %e, "store failed");
-                }
-            }
-            for addr in to {
+        ok
+    }
+
+    fn on_action(&mut self, cx: &mut Cx<'_>, action: Action) {
+        match action {
+            Action::Check { to, token } => {
                 let framing = Framing::V07 {
                     token,
-                    response_token: shared.tokens.connless(addr.ip(), now),
+                    response_token: self.tokens.connless(to.ip(), cx.wall),
                 };
-                out.push((Via::Checker, addr, encode(framing, Message::FirewallError)));
+                let via = self.checker_for(to);
+                cx.out.send(
+                    via,
+                    to,
+                    encode(framing, Message::FirewallCheck),
+                    ReplyKind::Control,
+                );
             }
-        }
-    }
-}
-
-fn on_datagram07(
-    shared: &Shared,
-    checks: &mut Checks,
-    via: Via,
-    from: SocketAddr,
-    data: &[u8],
-    out: &mut Vec<(Via, SocketAddr, Vec<u8>)>,
-) {
-    let now = Timestamp::now();
-    let Ok(packet) = Packet::decode(data) else {
-        return shared.drop_input("malformed");
-    };
-    let (token, response_token, message) = match packet {
-        Packet::Token {
-            token: theirs,
-            padded: true,
-            ..
-        } => {
-            if via != Via::Master || !shared.allow(Bucket::Token, from, 1) {
-                return;
-            }
-            let reply = Packet::token_reply(theirs, shared.tokens.connless(from.ip(), now));
-            let mut bytes = Vec::with_capacity(reply.encoded_len());
-            reply.encode(&mut bytes);
-            out.push((Via::Master, from, bytes));
-            return;
-        }
-        Packet::Token { padded: false, .. } => return shared.drop_input("unexpected"),
-        Packet::Connless {
-            framing:
-                Framing::V07 {
-                    token,
-                    response_token,
-                },
-            message,
-        } => (token, response_token, message),
-        Packet::Connless {
-            framing: Framing::V06(_),
-            ..
-        } => return shared.drop_input("wrong_version"),
-    };
-    if !shared.tokens.connless_valid(from.ip(), token, now) {
-        return shared.drop_input("bad_token");
-    }
-    let ours = shared.tokens.connless(from.ip(), now);
-    let reply = Framing::V07 {
-        token: response_token,
-        response_token: ours,
-    };
-    match (via, message) {
-        (Via::Master, Message::Heartbeat { port }) => {
-            if !shared.allow(Bucket::Heartbeat, from, 1) {
-                return;
-            }
-            on_heartbeat07(shared, checks, from, port, response_token, now);
-        }
-        (Via::Master, Message::CountRequest) => {
-            if !shared.allow(Bucket::Token, from, 1) {
-                return;
-            }
-            let n = shared.list().len();
-            let msg = Message::CountReply { count: count_of(n) };
-            out.push((Via::Master, from, encode(reply, msg)));
-        }
-        (Via::Master, Message::ListRequest) => {
-            shared.handle.metrics().count_list_request(shared.face);
-            let addrs = shared.list();
-            let msgs = list_messages(&addrs);
-            let cost = u32::try_from(msgs.len()).unwrap_or(u32::MAX);
-            if !shared.allow(Bucket::List, from, cost) {
-                return;
-            }
-            for m in msgs {
-                out.push((Via::Master, from, encode(reply, m)));
-            }
-        }
-        (_, Message::FirewallResponse) => {
-            let Some((passed, _)) = checks.answer(from) else {
-                return shared.drop_input("unexpected");
-            };
-            on_passed07(shared, passed, now);
-            // The fwok goes out from both sockets, as the reference master sends it.
-            let bytes = encode(reply, Message::FirewallOk);
-            out.push((Via::Checker, from, bytes.clone()));
-            out.push((Via::Master, from, bytes));
-        }
-        _ => shared.drop_input("unexpected"),
-    }
-}
-
-fn on_heartbeat07(
-    shared: &Shared,
-    checks: &mut Checks,
-    from: SocketAddr,
-    port: u16,
-    theirs: Token,
-    now: Timestamp,
-) {
-    if port == 0 {
-        return shared.drop_input("malformed");
-    }
-    let reg = udp_registration(SocketAddr::new(from.ip(), port), Face::Teeworlds07);
-    let known = shared.handle.with_registry(|r| r.get(&reg.key).is_some());
-    if !known {
-        match shared.handle.add(reg, now) {
-            Ok(Outcome::Rejected(_)) => return,
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "store failed");
-                return;
-            }
-        }
-    }
-    if checks.start(from, port, theirs, now_instant()) == Start::Full {
-        shared.drop_input("check_cap");
-    }
-}
-
-fn on_passed07(shared: &Shared, passed: checker::Passed, now: Timestamp) {
-    let h = &shared.handle;
-    let listed = udp_registration(passed.listed, Face::Teeworlds07);
-    if passed.listed != passed.key {
-        // Listed under the fw!! source (reference master); the announced key goes.
-        let k = udp_registration(passed.key, Face::Teeworlds07).key;
-        let pending = h.with_registry(|r| {
-            r.get(&k)
-                .is_some_and(|rec| rec.state == Verification::Pending)
-        });
-        if pending {
-            let _ = h.remove(&k);
-        }
-    }
-    let key = listed.key.clone();
-    if h.with_registry(|r| r.get(&key).is_none()) {
-        match h.add(listed, now) {
-            Ok(Outcome::Rejected(_)) => return,
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "store failed");
-                return;
-            }
-        }
-    }
-    if let Err(e) = h.verify(&key, now) {
-        tracing::warn!(error = %e, "store failed");
-    }
-    shared.invalidate_list();
-}
-
-/// Serves the 0.6 list face on every socket until `shutdown` turns true: `req2` → `lis2`,
-/// `cou2` / `coun` → `siz2` / `size`, `reqt` counted and left unanswered (no 0.5 servers).
-/// Heartbeats are dropped (`unsupported`). Limits and the egress budget are shared by all
-/// sockets.
-pub async fn run06(
-    handle: MasterHandle,
-    sockets: Vec<UdpSocket>,
-    settings: TeeworldsSettings,
-    shutdown: watch::Receiver<bool>,
-) -> io::Result<()> {
-    let shared = Arc::new(Shared::new(
-        handle,
-        Face::Teeworlds06.name(),
-        &LISTED_BY_06,
-        &settings,
-    ));
-    let mut tasks = tokio::task::JoinSet::new();
-    for socket in sockets {
-        tasks.spawn(serve06(Arc::clone(&shared), socket, shutdown.clone()));
-    }
-    while let Some(r) = tasks.join_next().await {
-        if let Err(e) = r {
-            tracing::error!(error = %e, "teeworlds06 task failed");
-        }
-    }
-    Ok(())
-}
-
-async fn serve06(shared: Arc<Shared>, socket: UdpSocket, mut shutdown: watch::Receiver<bool>) {
-    let mut buf = vec![0u8; MAX_DATAGRAM + 1];
-    let mut out: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-    loop {
-        tokio::select! {
-            _ = shutdown.wait_for(|s| *s) => return,
-            r = socket.recv_from(&mut buf) => match r {
-                Ok((n, from)) => {
-                    let data = buf.get(..n).unwrap_or_default();
-                    on_datagram06(&shared, from, data, &mut out);
+            Action::Failed { to, token, .. } => {
+                cx.out.verifications_failed += 1;
+                for addr in to {
+                    let framing = Framing::V07 {
+                        token,
+                        response_token: self.tokens.connless(addr.ip(), cx.wall),
+                    };
+                    let via = self.checker_for(addr);
+                    let bytes = encode(framing, Message::FirewallError);
+                    cx.out.send(via, addr, bytes, ReplyKind::Control);
                 }
-                Err(e) => tracing::debug!(error = %e, "teeworlds06 recv failed"),
-            },
+            }
         }
-        for (to, bytes) in out.drain(..) {
-            shared.send(&socket, &bytes, to).await;
+    }
+
+    fn poll_checks(&mut self, cx: &mut Cx<'_>) {
+        let mut actions = Vec::new();
+        self.checks.poll(cx.now, &mut actions);
+        for a in actions {
+            self.on_action(cx, a);
         }
     }
 }
 
-fn on_datagram06(
-    shared: &Shared,
-    from: SocketAddr,
-    data: &[u8],
-    out: &mut Vec<(SocketAddr, Vec<u8>)>,
-) {
-    let (framing, message) = match Packet::decode(data) {
-        Ok(Packet::Connless {
-            framing: framing @ Framing::V06(_),
-            message,
-        }) => (framing, message),
-        Ok(_) => return shared.drop_input("wrong_version"),
-        Err(_) => return shared.drop_input("malformed"),
-    };
-    let reply = framing.reply(Token::NONE);
-    match message {
-        Message::ListRequest => {
-            shared.handle.metrics().count_list_request(shared.face);
-            let addrs = shared.list();
-            let msgs = list_messages(&addrs);
-            let cost = u32::try_from(msgs.len()).unwrap_or(u32::MAX);
-            if !shared.allow(Bucket::List, from, cost) {
-                return;
-            }
-            for m in msgs {
-                out.push((from, encode(reply, m)));
-            }
-        }
-        Message::ListRequestLegacy => {
-            // The reference answers `reqt` only with 0.5 (`beat`) servers; Muster has none,
-            // so nothing is sent and nothing is charged.
-            shared.handle.metrics().count_list_request(shared.face);
-        }
-        Message::CountRequest | Message::CountRequestLegacy => {
-            if !shared.allow(Bucket::List, from, 1) {
-                return;
-            }
-            let count = count_of(shared.list().len());
-            let msg = if message == Message::CountRequest {
-                Message::CountReply { count }
-            } else {
-                Message::CountReplyLegacy { count }
-            };
-            out.push((from, encode(reply, msg)));
-        }
-        Message::Heartbeat { .. } | Message::HeartbeatLegacy { .. } => {
-            shared.drop_input("unsupported");
-        }
-        _ => shared.drop_input("unexpected"),
+impl UdpMachine for Face07 {
+    fn name(&self) -> &'static str {
+        "teeworlds07"
     }
+
+    fn on_datagram(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, data: &[u8]) {
+        let master_via = via - via % 2;
+        let on_master = via % 2 == 0;
+        let Ok(packet) = Packet::decode(data) else {
+            return cx.out.drop(DropReason::Malformed);
+        };
+        let (token, response_token, message) = match packet {
+            Packet::Token {
+                token: theirs,
+                padded: true,
+                ..
+            } => {
+                if !on_master || !Self::allow(&mut self.token_requests, cx, from) {
+                    return;
+                }
+                let reply = Packet::token_reply(theirs, self.tokens.connless(from.ip(), cx.wall));
+                let mut bytes = Vec::with_capacity(reply.encoded_len());
+                reply.encode(&mut bytes);
+                cx.out.send(master_via, from, bytes, ReplyKind::Control);
+                return;
+            }
+            Packet::Token { padded: false, .. } => return cx.out.drop(DropReason::Unexpected),
+            Packet::Connless {
+                framing:
+                    Framing::V07 {
+                        token,
+                        response_token,
+                    },
+                message,
+            } => (token, response_token, message),
+            Packet::Connless {
+                framing: Framing::V06(_),
+                ..
+            } => return cx.out.drop(DropReason::WrongVersion),
+        };
+        if !self.tokens.connless_valid(from.ip(), token, cx.wall) {
+            return cx.out.drop(DropReason::BadToken);
+        }
+        let ours = self.tokens.connless(from.ip(), cx.wall);
+        let reply = Framing::V07 {
+            token: response_token,
+            response_token: ours,
+        };
+        match (on_master, message) {
+            (true, Message::Heartbeat { port }) => {
+                if !Self::allow(&mut self.heartbeats, cx, from) {
+                    return;
+                }
+                if port == 0 {
+                    return cx.out.drop(DropReason::PortZero);
+                }
+                if self.checks.start(from, port, response_token, cx.now) == Start::Full {
+                    cx.out.drop(DropReason::CheckCap);
+                }
+                self.poll_checks(cx);
+            }
+            (true, Message::CountRequest) => {
+                if !Self::allow(&mut self.token_requests, cx, from) {
+                    return;
+                }
+                let n = list_addresses(cx.view, &LISTED_BY_07).len();
+                let msg = Message::CountReply { count: count_of(n) };
+                cx.out
+                    .send(master_via, from, encode(reply, msg), ReplyKind::Control);
+            }
+            (true, Message::ListRequest) => {
+                cx.out.lists += 1;
+                let addrs = list_addresses(cx.view, &LISTED_BY_07);
+                let datagrams: Vec<bytes::Bytes> = list_messages(&addrs)
+                    .into_iter()
+                    .map(|m| bytes::Bytes::from(encode(reply, m)))
+                    .collect();
+                cx.out.replies.push(crate::runtime::udp::Reply {
+                    via: master_via,
+                    to: from,
+                    datagrams: crate::runtime::udp::Datagrams::Many(Arc::from(datagrams)),
+                    kind: ReplyKind::List,
+                });
+            }
+            (_, Message::FirewallResponse) => {
+                let Some((passed, _)) = self.checks.answer(from) else {
+                    return cx.out.drop(DropReason::Unexpected);
+                };
+                // Listed under the fw!! source, as the reference master lists it.
+                let reg = udp_registration(passed.listed, Face::Teeworlds07);
+                let out = cx.registry.register(reg, cx.wall);
+                cx.out.registered(out);
+                // The fwok goes out from both sockets, as the reference master sends it.
+                let bytes = encode(reply, Message::FirewallOk);
+                cx.out
+                    .send(master_via + 1, from, bytes.clone(), ReplyKind::Control);
+                cx.out.send(master_via, from, bytes, ReplyKind::Control);
+            }
+            _ => cx.out.drop(DropReason::Unexpected),
+        }
+    }
+
+    fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        self.poll_checks(cx);
+        self.heartbeats.prune(cx.now);
+        self.token_requests.prune(cx.now);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.checks.next_deadline()
+    }
+}
+
+/// The 0.6 list face as a pure machine: `req2` → `lis2`, `cou2` / `coun` → `siz2` / `size`,
+/// `reqt` counted and left unanswered (no 0.5 servers). Heartbeats are dropped
+/// (`unsupported`).
+#[derive(Debug, Default)]
+pub struct Face06;
+
+impl UdpMachine for Face06 {
+    fn name(&self) -> &'static str {
+        "teeworlds06"
+    }
+
+    fn on_datagram(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, data: &[u8]) {
+        let (framing, message) = match Packet::decode(data) {
+            Ok(Packet::Connless {
+                framing: framing @ Framing::V06(_),
+                message,
+            }) => (framing, message),
+            Ok(_) => return cx.out.drop(DropReason::WrongVersion),
+            Err(_) => return cx.out.drop(DropReason::Malformed),
+        };
+        let reply = framing.reply(Token::NONE);
+        match message {
+            Message::ListRequest => {
+                cx.out.lists += 1;
+                let addrs = list_addresses(cx.view, &LISTED_BY_06);
+                let datagrams: Vec<bytes::Bytes> = list_messages(&addrs)
+                    .into_iter()
+                    .map(|m| bytes::Bytes::from(encode(reply, m)))
+                    .collect();
+                cx.out.replies.push(crate::runtime::udp::Reply {
+                    via,
+                    to: from,
+                    datagrams: crate::runtime::udp::Datagrams::Many(Arc::from(datagrams)),
+                    kind: ReplyKind::List,
+                });
+            }
+            Message::ListRequestLegacy => {
+                // The reference answers `reqt` only with 0.5 (`beat`) servers; Muster has none,
+                // so nothing is sent.
+                cx.out.lists += 1;
+            }
+            Message::CountRequest | Message::CountRequestLegacy => {
+                let count = count_of(list_addresses(cx.view, &LISTED_BY_06).len());
+                let msg = if message == Message::CountRequest {
+                    Message::CountReply { count }
+                } else {
+                    Message::CountReplyLegacy { count }
+                };
+                cx.out.send(via, from, encode(reply, msg), ReplyKind::List);
+            }
+            Message::Heartbeat { .. } | Message::HeartbeatLegacy { .. } => {
+                cx.out.drop(DropReason::Unsupported);
+            }
+            _ => cx.out.drop(DropReason::Unexpected),
+        }
+    }
+
+    fn on_timeout(&mut self, _cx: &mut Cx<'_>) {}
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// Serves the 0.7 face on `pairs` with the UDP runner until `stop` is cancelled.
+pub async fn run07(
+    handle: crate::MasterHandle,
+    pairs: Vec<SocketPair07>,
+    settings: TeeworldsSettings,
+    budgets: crate::runtime::udp::Budgets,
+    stop: crate::CancellationToken,
+) {
+    let mut sockets = Vec::new();
+    let mut families = Vec::new();
+    for p in pairs {
+        families.push(p.master.local_addr().is_ok_and(|a| a.is_ipv6()));
+        sockets.push(Arc::new(p.master));
+        sockets.push(Arc::new(p.checker));
+    }
+    let face = Face07::new(
+        &settings,
+        Tokens::random(tokens::CONNLESS_SEED_PERIOD),
+        families,
+    );
+    crate::runtime::udp::run(handle, face, sockets, budgets, stop).await;
+}
+
+/// Serves the 0.6 list face on `sockets` with the UDP runner until `stop` is cancelled.
+pub async fn run06(
+    handle: crate::MasterHandle,
+    sockets: Vec<tokio::net::UdpSocket>,
+    budgets: crate::runtime::udp::Budgets,
+    stop: crate::CancellationToken,
+) {
+    let sockets = sockets.into_iter().map(Arc::new).collect();
+    crate::runtime::udp::run(handle, Face06, sockets, budgets, stop).await;
 }

@@ -95,6 +95,7 @@ mod tests {
     fn rec(game: &str, face: Face, proto: Option<Protocol>, query: Option<&str>) -> Record {
         let addr: SocketAddr = "192.0.2.7:7777".parse().unwrap();
         let mut r = Record::new(
+            0,
             Registration {
                 key: ServerKey::new(game, GameAddr::Ip(addr)),
                 face,
@@ -225,8 +226,6 @@ mod tests {
             Some(Protocol::Teeworlds),
             Some("192.0.2.7:8303"),
         );
-        pending.state = Verification::Pending;
-        check(&pending, None);
         pending.state = Verification::Delisted;
         check(&pending, None);
     }

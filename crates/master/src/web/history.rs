@@ -2,7 +2,7 @@
 //! while (24 h by default, config `history.retention`) so the web page can draw how busy a
 //! server was.
 //!
-//! [`HistoryStore`] is the boundary (like [`crate::store::Storage`] for records);
+//! [`HistoryStore`] is the boundary (like [`crate::store::Store`] for records);
 //! [`SqliteHistory`] keeps the samples in the daemon's SQLite file, in the `poll_history`
 //! table, on a connection of its own (WAL lets it write beside the record store). [`run`] is the
 //! task that receives samples, writes them in batches at least once a second and prunes rows
@@ -221,15 +221,15 @@ impl History {
     }
 }
 
-/// Receives samples until `samples` closes or `stop` turns true, forwarding each to `forward`
+/// Receives samples until `samples` closes or `stop` is cancelled, forwarding each to `forward`
 /// (the embedder's own sink, if any) and writing them to `history` in batches. Store errors
 /// are logged and the batch dropped: history is best effort, never a reason to stop.
 pub async fn run(
     history: History,
     mut samples: mpsc::UnboundedReceiver<PollSample>,
     forward: Option<mpsc::UnboundedSender<PollSample>>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> std::io::Result<()> {
+    stop: tokio_util::sync::CancellationToken,
+) {
     let mut write = tokio::time::interval(WRITE_INTERVAL);
     let mut prune = tokio::time::interval(PRUNE_INTERVAL);
     write.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -243,7 +243,7 @@ pub async fn run(
     };
     loop {
         tokio::select! {
-            _ = stop.wait_for(|s| *s) => break,
+            () = stop.cancelled() => break,
             s = samples.recv() => match s {
                 Some(s) => {
                     if let Some(f) = &forward {
@@ -265,7 +265,6 @@ pub async fn run(
         }
     }
     flush(&mut buf);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -322,11 +321,11 @@ mod tests {
         );
         let (tx, rx) = mpsc::unbounded_channel();
         let (ftx, mut frx) = mpsc::unbounded_channel();
-        let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stop_rx = tokio_util::sync::CancellationToken::new();
         let now = Timestamp::now().0;
         tx.send(sample("127.0.0.1:1", now, 4)).unwrap();
         drop(tx);
-        run(h.clone(), rx, Some(ftx), stop_rx).await.unwrap();
+        run(h.clone(), rx, Some(ftx), stop_rx).await;
         assert_eq!(frx.recv().await.unwrap().num_players, Some(4));
         let got = h.recent("127.0.0.1:1", None, Timestamp(now)).unwrap();
         assert_eq!(got.len(), 1);

@@ -10,14 +10,13 @@ use std::time::{Duration, Instant};
 use muster_master::config::Config;
 use muster_master::faces::gamespy::{self, GameSpySettings};
 use muster_master::registry::{GameAddr, ServerKey, Timestamp, Verification};
-use muster_master::tcp::{bind_tcp, bind_udp};
+use muster_master::runtime::{bind_tcp, bind_udp};
 use muster_master::{Master, MasterHandle};
 use muster_proto::gamespy_master::{Enctype, Secure, validate_string};
 use muster_proto::gamespy1::packet::Pair;
 use muster_proto::gamespy1::reply::{ReplyStyle, encode_reply};
 use muster_testkit::Qstat;
 use tokio::net::UdpSocket;
-use tokio::sync::watch;
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -81,14 +80,17 @@ async fn quakestat_gsm_lists_servers_registered_through_the_face() {
     let udp = bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
     let tcp = bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
     let (udp_addr, tcp_addr) = (udp.local_addr().unwrap(), tcp.local_addr().unwrap());
-    let (stop, rx) = watch::channel(false);
+    let stop = muster_master::CancellationToken::new();
+    let rx = stop.clone();
     let settings = GameSpySettings::default();
     tokio::spawn(gamespy::run_udp(
         handle.clone(),
         vec![udp],
         settings.clone(),
+        muster_master::runtime::udp::Budgets::default(),
         rx.clone(),
     ));
+    tokio::spawn(handle.clone().run_publisher(rx.clone()));
     tokio::spawn(gamespy::run_tcp(handle.clone(), vec![tcp], settings, rx));
 
     // Two Serious Sam servers (status fallback) and one UT99 server (secure/validate).
@@ -123,6 +125,7 @@ async fn quakestat_gsm_lists_servers_registered_through_the_face() {
         .await
     );
 
+    handle.publish();
     // The spec's exact invocations (§15), port replaced by the face's.
     let target = tcp_addr.to_string();
     let q = qstat.clone();
@@ -157,6 +160,6 @@ async fn quakestat_gsm_lists_servers_registered_through_the_face() {
     let text = out.stdout_text();
     assert!(text.contains("1 servers"), "{out}");
     assert!(text.contains(&ut_addr.to_string()), "{out}");
-    let _ = stop.send(true);
+    stop.cancel();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,13 +10,13 @@ use std::time::Duration;
 use muster_master::config::Config;
 use muster_master::faces::teeworlds::ddnet::{self, DdnetSettings};
 use muster_master::faces::teeworlds::{self as tw, SocketPair07, TeeworldsSettings};
-use muster_master::registry::{Face, Timestamp, View};
+use muster_master::registry::{Face, Timestamp};
+use muster_master::runtime::udp::Budgets;
 use muster_master::{Master, MasterHandle};
 use muster_proto::teeworlds_master::{MASTER_PORT_07, MasterListQuery, Token};
 use muster_query::{Job, Options};
 use muster_testkit::{DdnetServer, Qstat, TeeworldsServer};
 use tokio::net::UdpSocket;
-use tokio::sync::watch;
 
 struct Dir(std::path::PathBuf);
 
@@ -43,13 +43,12 @@ fn open(dir: &Dir) -> MasterHandle {
 }
 
 fn listed(h: &MasterHandle, face: Face) -> Vec<SocketAddr> {
-    h.with_registry(|r| {
-        r.listed(View::Teeworlds)
-            .iter()
-            .filter(|r| r.face == face)
-            .filter_map(|r| r.query_addr)
-            .collect()
-    })
+    h.publish()
+        .listed()
+        .iter()
+        .filter(|r| r.face == face)
+        .filter_map(|r| r.query_addr)
+        .collect()
 }
 
 /// Polls `f` every 200 ms for at most `secs` seconds.
@@ -82,11 +81,13 @@ async fn teeworlds_075_registers_with_the_07_face() {
     let master_addr = master.local_addr().unwrap();
     let dir = Dir::new("tw07");
     let h = open(&dir);
-    let (stop, rx) = watch::channel(false);
+    let stop = muster_master::CancellationToken::new();
+    let rx = stop.clone();
     let face = tokio::spawn(tw::run07(
         h.clone(),
         vec![SocketPair07 { master, checker }],
         TeeworldsSettings::default(),
+        Budgets::default(),
         rx,
     ));
     let port = muster_testkit::net::free_udp_port();
@@ -122,8 +123,8 @@ async fn teeworlds_075_registers_with_the_07_face() {
     .await
     .unwrap();
     assert!(log.contains("server registered"), "{log}");
-    stop.send(true).unwrap();
-    face.await.unwrap().unwrap();
+    stop.cancel();
+    face.await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,6 +136,13 @@ async fn ddnet_164_registers_over_http_and_deletes_on_stop() {
     let h = open(&dir);
     let chal = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
     let app = ddnet::router(h.clone(), vec![chal], DdnetSettings::default());
+    let stop = muster_master::CancellationToken::new();
+    let _guard = stop.clone().drop_guard();
+    tokio::spawn(h.clone().run_publisher(stop.clone()));
+    tokio::spawn(
+        h.clone()
+            .run_persister(Duration::from_secs(1), stop.clone()),
+    );
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = l.local_addr().unwrap();
     tokio::spawn(async move {
@@ -188,6 +196,7 @@ async fn ddnet_164_registers_over_http_and_deletes_on_stop() {
     // One registry: the server that registered over HTTP is in the 0.6 UDP list too, as a
     // 0.6 client (qstat -teem) reads it.
     if let Some(qstat) = Qstat::require() {
+        h.publish();
         let (got, out) = qstat_teem(&h, &dir, qstat).await;
         assert_eq!(got, vec![format!("tees 127.0.0.1:{port}")], "{out}");
     }
@@ -212,12 +221,10 @@ async fn qstat_teem_reads_the_06_list() {
         let a: SocketAddr = format!("127.0.0.{i}:{}", 18_300 + u16::from(i))
             .parse()
             .unwrap();
-        let reg = ddnet::ddnet_registration(a);
-        let key = reg.key.clone();
-        h.add(reg, now).unwrap();
-        h.verify(&key, now).unwrap();
+        h.register(ddnet::ddnet_registration(a), now);
         want.push(format!("tees {a}"));
     }
+    h.publish();
     let (got, out) = qstat_teem(&h, &dir, qstat).await;
     assert_eq!(got, want, "{out}");
     assert!(out.contains("3 servers"), "{out}");
@@ -228,13 +235,9 @@ async fn qstat_teem_reads_the_06_list() {
 async fn qstat_teem(h: &MasterHandle, dir: &Dir, qstat: Qstat) -> (Vec<String>, String) {
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let addr = sock.local_addr().unwrap();
-    let (stop, rx) = watch::channel(false);
-    tokio::spawn(tw::run06(
-        h.clone(),
-        vec![sock],
-        TeeworldsSettings::default(),
-        rx,
-    ));
+    let stop = muster_master::CancellationToken::new();
+    let rx = stop.clone();
+    tokio::spawn(tw::run06(h.clone(), vec![sock], Budgets::default(), rx));
     let out_file = dir.0.with_extension("teem.txt");
     let arg = "-teem,outfile".to_owned();
     let target = format!("{addr},{}", out_file.display());
@@ -243,7 +246,7 @@ async fn qstat_teem(h: &MasterHandle, dir: &Dir, qstat: Qstat) -> (Vec<String>, 
         .unwrap();
     let text = std::fs::read_to_string(&out_file).unwrap_or_default();
     let _ = std::fs::remove_file(&out_file);
-    stop.send(true).unwrap();
+    stop.cancel();
     (
         text.lines().map(str::to_owned).collect(),
         format!("{out}\n{}", out.stdout_text()),

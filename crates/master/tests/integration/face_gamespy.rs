@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use muster_master::config::Config;
 use muster_master::faces::gamespy::{self, GameSpySettings};
 use muster_master::registry::{GameAddr, ServerKey, Timestamp, Verification};
-use muster_master::tcp::{bind_tcp, bind_udp};
+use muster_master::runtime::udp::Budgets;
+use muster_master::runtime::{bind_tcp, bind_udp};
 use muster_master::{Master, MasterHandle};
 use muster_proto::gamespy_master::packet::GREETING_LEN;
 use muster_proto::gamespy_master::{
@@ -24,7 +25,6 @@ use muster_proto::limit::BucketConfig;
 use muster_proto::query::QueryConfig;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpStream, UdpSocket};
-use tokio::sync::watch;
 
 use crate::{TempDir, get};
 
@@ -36,13 +36,13 @@ pub(crate) struct Face {
     pub(crate) udp: SocketAddr,
     pub(crate) tcp: SocketAddr,
     pub(crate) http: SocketAddr,
-    stop: watch::Sender<bool>,
+    stop: muster_master::CancellationToken,
     _dir: TempDir,
 }
 
 impl Drop for Face {
     fn drop(&mut self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
     }
 }
 
@@ -50,8 +50,8 @@ pub(crate) fn relaxed() -> GameSpySettings {
     let lots = BucketConfig::one_every(10_000, Duration::from_millis(1));
     let mut s = GameSpySettings {
         heartbeat_bucket: lots,
-        query_bucket: lots,
         list_bucket: lots,
+        poller: false,
         ..GameSpySettings::default()
     };
     s.status.retry = QueryConfig {
@@ -67,6 +67,14 @@ pub(crate) async fn start(settings: GameSpySettings) -> Face {
 }
 
 pub(crate) async fn start_on(bind: SocketAddr, settings: GameSpySettings) -> Face {
+    start_with(bind, settings, Budgets::default()).await
+}
+
+pub(crate) async fn start_with(
+    bind: SocketAddr,
+    settings: GameSpySettings,
+    budgets: Budgets,
+) -> Face {
     let dir = TempDir::new("gamespy");
     let config = Config {
         data_dir: dir.0.clone(),
@@ -82,13 +90,16 @@ pub(crate) async fn start_on(bind: SocketAddr, settings: GameSpySettings) -> Fac
         tcp.local_addr().unwrap(),
         http.local_addr().unwrap(),
     );
-    let (stop, rx) = watch::channel(false);
+    let stop = muster_master::CancellationToken::new();
+    let rx = stop.clone();
     tokio::spawn(gamespy::run_udp(
         handle.clone(),
         vec![udp],
         settings.clone(),
+        budgets,
         rx.clone(),
     ));
+    tokio::spawn(handle.clone().run_publisher(rx.clone()));
     tokio::spawn(gamespy::run_tcp(handle.clone(), vec![tcp], settings, rx));
     let app = gamespy::router(handle.clone());
     tokio::spawn(async move { axum::serve(http, app).await });
@@ -328,7 +339,11 @@ async fn secure_heartbeat_listed_after_validate_in_text_cmp_and_ut2003() {
 async fn wrong_validate_is_never_listed() {
     let face = start(relaxed()).await;
     let (q, _query) = secure_server(&face, "ut", b"Z5Nfb0", false).await;
-    assert_eq!(state(&face.handle, "ut", q), Some(Verification::Pending));
+    assert_eq!(
+        state(&face.handle, "ut", q),
+        None,
+        "nothing is stored before the proof"
+    );
     assert_eq!(
         counter(&face.handle, "muster_verifications_failed_total"),
         1
@@ -340,10 +355,6 @@ async fn wrong_validate_is_never_listed() {
     })
     .await;
     assert_eq!(rest, b"\\final\\", "not listed");
-    // A pending record expires with the pending lifetime (30 s).
-    let later = Timestamp::now().plus(Duration::from_secs(31));
-    face.handle.prune(later).unwrap();
-    assert_eq!(state(&face.handle, "ut", q), None);
 }
 
 #[tokio::test]
@@ -387,10 +398,7 @@ async fn serious_sam_verified_by_status_and_listed_as_cmp() {
     assert!(until(|| l.load(Ordering::Relaxed) == 1).await);
     let h = face.handle.clone();
     assert!(until(|| h.metrics().drops("status_gamename") == 1).await);
-    assert_eq!(
-        state(&face.handle, "serioussamse", liar.addr),
-        Some(Verification::Pending)
-    );
+    assert_eq!(state(&face.handle, "serioussamse", liar.addr), None);
 
     // `\statechanged` triggers a re-check; no answer de-lists.
     sam.mute.store(true, Ordering::Relaxed);
@@ -433,18 +441,12 @@ async fn verified_servers_expire_after_their_lifetime() {
     assert!(until(|| state(&h, "serioussamse", sam.addr) == Some(Verification::Verified)).await);
     assert_eq!(state(&face.handle, "ut", q), Some(Verification::Verified));
     let now = Timestamp::now();
-    face.handle
-        .prune(now.plus(Duration::from_secs(299)))
-        .unwrap();
+    face.handle.prune(now.plus(Duration::from_secs(299)));
     assert_eq!(state(&face.handle, "ut", q), Some(Verification::Verified));
-    face.handle
-        .prune(now.plus(Duration::from_secs(301)))
-        .unwrap();
+    face.handle.prune(now.plus(Duration::from_secs(301)));
     assert_eq!(state(&face.handle, "ut", q), None, "Unreal family: 300 s");
     assert!(state(&face.handle, "serioussamse", sam.addr).is_some());
-    face.handle
-        .prune(now.plus(Duration::from_secs(571)))
-        .unwrap();
+    face.handle.prune(now.plus(Duration::from_secs(571)));
     assert_eq!(
         state(&face.handle, "serioussamse", sam.addr),
         None,
@@ -544,9 +546,16 @@ async fn client_validate_counted_and_enforced_only_when_configured() {
 async fn per_source_limits() {
     let mut settings = relaxed();
     settings.heartbeat_bucket = BucketConfig::one_every(4, Duration::from_secs(10));
-    settings.query_bucket = BucketConfig::one_every(2, Duration::from_secs(5));
     settings.list_bucket = BucketConfig::one_every(2, Duration::from_secs(5));
-    let face = start(settings).await;
+    // Own-face replies spend the source's byte budget: about two `\basic\` answers here.
+    let budgets = Budgets {
+        list_bytes: BucketConfig {
+            burst: 220.0,
+            per_second: 0.001,
+        },
+        ..Budgets::default()
+    };
+    let face = start_with("127.0.0.1:0".parse().unwrap(), settings, budgets).await;
 
     // Heartbeats of 10 new servers from one IP: 4 challenges (the burst), 6 refused.
     let mut uplinks = Vec::new();
@@ -566,16 +575,21 @@ async fn per_source_limits() {
     assert_eq!(challenged, 4);
     assert_eq!(counter(&face.handle, "muster_rate_limited_total"), 6);
 
-    // Own-face queries: burst 2.
+    // Own-face queries: as many as the byte budget holds.
     let q = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     for _ in 0..5 {
         q.send_to(b"\\basic\\", face.udp).await.unwrap();
     }
-    let mut replies = 0;
-    while recv(&q, Duration::from_millis(300)).await.is_some() {
-        replies += 1;
+    let mut replies = Vec::new();
+    while let Some((d, _)) = recv(&q, Duration::from_millis(300)).await {
+        replies.push(d.len());
     }
-    assert_eq!(replies, 2);
+    assert!(!replies.is_empty() && replies.len() < 5, "{replies:?}");
+    assert!(replies.iter().sum::<usize>() <= 220);
+    assert_eq!(
+        face.handle.metrics().drops("source_budget"),
+        5 - replies.len() as u64
+    );
 
     // List connections: burst 2, the third is closed at once without a greeting.
     for want in [21usize, 21, 0] {
@@ -588,18 +602,21 @@ async fn per_source_limits() {
         assert_eq!(b.len().min(21), want);
     }
 
-    // Servers per source: the registry cap (64) bounds pending + verified records.
+    // Servers per source: the registry cap (64) bounds the listed records.
     let cap = face.handle.with_registry(|r| r.config().max_per_source);
     assert_eq!(cap, 64);
 }
 
 /// One source sends every kind of datagram at full speed, as a spoofer could with a forged
-/// source address; everything the face sends back is counted. Prints the ratio.
+/// source address; everything the face sends back is counted. Prints the ratio. Challenges are
+/// smaller than the heartbeats that cause them; everything larger spends the source's byte
+/// budget (256 KiB, then 16 KiB/s), so what one source can draw is bounded by it.
 #[tokio::test]
 #[allow(clippy::print_stderr)] // the measured ratio is this test's output
-async fn amplification_ratio_of_one_spoofing_source() {
+async fn amplification_of_one_spoofing_source_is_bounded_by_its_budget() {
     let face = start(GameSpySettings::default()).await;
     let src = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let started = Instant::now();
     let mut sent = 0usize;
     for i in 0..500u16 {
         let d: Vec<u8> = match i % 5 {
@@ -613,18 +630,31 @@ async fn amplification_ratio_of_one_spoofing_source() {
         src.send_to(&d, face.udp).await.unwrap();
     }
     let mut received = 0usize;
+    let mut challenges = 0usize;
     let mut n = 0;
     while let Some((d, _)) = recv(&src, Duration::from_millis(500)).await {
+        if d.starts_with(b"\\secure\\") {
+            challenges += d.len();
+        }
         received += d.len();
         n += 1;
     }
     #[allow(clippy::cast_precision_loss)]
     let ratio = received as f64 / sent as f64;
     eprintln!(
-        "gamespy udp amplification, one source: {sent} bytes in (500 datagrams), {received} bytes out ({n} datagrams), ratio {ratio:.4}"
+        "gamespy udp, one source: {sent} bytes in (500 datagrams), {received} bytes out ({n} \
+         datagrams, {challenges} of them challenges), ratio {ratio:.3}"
     );
-    assert!(ratio < 0.2, "ratio {ratio}");
-    assert!(n <= 4 + 2, "heartbeat burst 4 + query burst 2, got {n}");
+    assert!(
+        challenges <= 100 * 30,
+        "one challenge per heartbeat, smaller than it"
+    );
+    let secs = started.elapsed().as_secs_f64();
+    #[allow(clippy::cast_precision_loss)]
+    let budget = 256.0 * 1024.0 + 16.0 * 1024.0 * secs + challenges as f64;
+    #[allow(clippy::cast_precision_loss)]
+    let got = received as f64;
+    assert!(got <= budget, "{received} bytes out in {secs:.1} s");
 }
 
 #[tokio::test]

@@ -4,19 +4,17 @@
 //! the face still serving a well-behaved game server registered on another connection.
 //! Plus connection caps, idle timeout, output overflow, rate limiting, IPv6 and shutdown.
 
-use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use muster_master::config::Config;
 use muster_master::faces::mgmt::{self, MgmtSettings};
-use muster_master::registry::{Face, Timestamp, View};
+use muster_master::registry::{Face, Timestamp};
 use muster_master::{Master, MasterHandle};
 use muster_proto::limit::BucketConfig;
 use muster_proto::mgmt::{Message, ServerListAnswer};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
@@ -177,8 +175,8 @@ fn settings() -> MgmtSettings {
 struct Running {
     handle: MasterHandle,
     addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    task: JoinHandle<io::Result<()>>,
+    stop: muster_master::CancellationToken,
+    task: JoinHandle<()>,
     _dir: TempDir,
 }
 
@@ -190,9 +188,11 @@ async fn start_on(s: MgmtSettings, bind: &str) -> Running {
     };
     let master = Master::open(c, Timestamp::now()).unwrap();
     let handle = master.handle();
-    let l = muster_master::tcp::bind_tcp(bind.parse().unwrap()).unwrap();
+    let l = muster_master::runtime::bind_tcp(bind.parse().unwrap()).unwrap();
     let addr = l.local_addr().unwrap();
-    let (stop, rx) = watch::channel(false);
+    let stop = muster_master::CancellationToken::new();
+    let rx = stop.clone();
+    tokio::spawn(handle.clone().run_publisher(rx.clone()));
     let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], s, rx));
     Running {
         handle,
@@ -209,8 +209,8 @@ async fn start(s: MgmtSettings) -> Running {
 
 impl Running {
     async fn stop(self) {
-        self.stop.send(true).unwrap();
-        timeout(WAIT, self.task).await.unwrap().unwrap().unwrap();
+        self.stop.cancel();
+        timeout(WAIT, self.task).await.unwrap().unwrap();
     }
 
     fn mgmt_records(&self) -> usize {
@@ -960,19 +960,21 @@ async fn valid_registration_spellings_are_listed_as_given() {
 #[tokio::test]
 async fn mgmt_records_are_in_the_shared_registry() {
     let w = World::new().await;
-    let recs = w.face.handle.with_registry(|r| {
-        r.listed(View::Http)
-            .into_iter()
-            .map(|r| {
-                (
-                    r.key.game.clone(),
-                    r.key.addr.to_string(),
-                    r.key.instance,
-                    r.face,
-                )
-            })
-            .collect::<Vec<_>>()
-    });
+    let recs = w
+        .face
+        .handle
+        .publish()
+        .listed()
+        .iter()
+        .map(|r| {
+            (
+                r.key.game.clone(),
+                r.key.addr.to_string(),
+                r.key.instance,
+                r.face,
+            )
+        })
+        .collect::<Vec<_>>();
     assert_eq!(recs.len(), 1);
     let (game, addr, instance, face) = &recs[0];
     assert_eq!(
@@ -1528,9 +1530,11 @@ async fn registry_source_cap_refuses_registrations_but_keeps_the_connection() {
     };
     c.limits.servers_per_source = 1;
     let handle = Master::open(c, Timestamp::now()).unwrap().handle();
-    let l = muster_master::tcp::bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let l = muster_master::runtime::bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = l.local_addr().unwrap();
-    let (stop, rx) = watch::channel(false);
+    let stop = muster_master::CancellationToken::new();
+    let rx = stop.clone();
+    tokio::spawn(handle.clone().run_publisher(rx.clone()));
     let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], settings(), rx));
     let mut a = connect(addr).await;
     send(&mut a, REGISTER_1).await;
@@ -1559,8 +1563,8 @@ async fn registry_source_cap_refuses_registrations_but_keeps_the_connection() {
             1
         )]
     );
-    stop.send(true).unwrap();
-    timeout(WAIT, task).await.unwrap().unwrap().unwrap();
+    stop.cancel();
+    timeout(WAIT, task).await.unwrap().unwrap();
 }
 
 #[tokio::test]
@@ -1588,13 +1592,15 @@ async fn refused_registration_does_not_escape_the_idle_timeout() {
     };
     c.limits.servers_per_source = 1;
     let handle = Master::open(c, Timestamp::now()).unwrap().handle();
-    let l = muster_master::tcp::bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let l = muster_master::runtime::bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = l.local_addr().unwrap();
-    let (stop, rx) = watch::channel(false);
+    let stop = muster_master::CancellationToken::new();
+    let rx = stop.clone();
     let s = MgmtSettings {
         idle_timeout: Duration::from_millis(300),
         ..settings()
     };
+    tokio::spawn(handle.clone().run_publisher(rx.clone()));
     let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], s, rx));
     let mut a = connect(addr).await;
     send(&mut a, REGISTER_1).await;
@@ -1606,6 +1612,6 @@ async fn refused_registration_does_not_escape_the_idle_timeout() {
     assert_closed(&mut b, "refused registration idles out").await;
     assert_eq!(handle.metrics().drops("mgmt_idle_timeout"), 1);
     assert_eq!(query(&mut a).await, vec![feuerland()]);
-    stop.send(true).unwrap();
-    timeout(WAIT, task).await.unwrap().unwrap().unwrap();
+    stop.cancel();
+    timeout(WAIT, task).await.unwrap().unwrap();
 }

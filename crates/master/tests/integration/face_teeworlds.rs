@@ -9,14 +9,14 @@ use std::time::Duration;
 use muster_master::config::Config;
 use muster_master::faces::teeworlds::ddnet::{self, DdnetSettings};
 use muster_master::faces::teeworlds::{self as tw, SocketPair07, TeeworldsSettings};
-use muster_master::registry::{Face, Timestamp, View};
+use muster_master::registry::{Face, Timestamp};
+use muster_master::runtime::udp::Budgets;
 use muster_master::{Master, MasterHandle};
 use muster_proto::teeworlds_master::{MasterListQuery, Message, Packet, Token};
 use muster_query::{Job, Options};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpStream, UdpSocket};
-use tokio::sync::watch;
 
 use crate::TempDir;
 
@@ -52,7 +52,7 @@ async fn recv(s: &UdpSocket, ms: u64) -> Option<(Vec<u8>, SocketAddr)> {
 struct Udp07 {
     master: SocketAddr,
     checker: SocketAddr,
-    _stop: watch::Sender<bool>,
+    _stop: muster_master::CancellationToken,
 }
 
 async fn start07(handle: &MasterHandle, settings: TeeworldsSettings) -> Udp07 {
@@ -65,12 +65,25 @@ fn start07_on(
     master: UdpSocket,
     checker: UdpSocket,
 ) -> Udp07 {
+    start07_with(handle, settings, master, checker, Budgets::default())
+}
+
+fn start07_with(
+    handle: &MasterHandle,
+    settings: TeeworldsSettings,
+    master: UdpSocket,
+    checker: UdpSocket,
+    budgets: Budgets,
+) -> Udp07 {
     let (ma, ca) = (master.local_addr().unwrap(), checker.local_addr().unwrap());
-    let (tx, rx) = watch::channel(false);
+    let tx = muster_master::CancellationToken::new();
+    let rx = tx.clone();
+    tokio::spawn(handle.clone().run_publisher(rx.clone()));
     tokio::spawn(tw::run07(
         handle.clone(),
         vec![SocketPair07 { master, checker }],
         settings,
+        budgets,
         rx,
     ));
     Udp07 {
@@ -83,11 +96,14 @@ fn start07_on(
 async fn start06(
     handle: &MasterHandle,
     settings: TeeworldsSettings,
-) -> (SocketAddr, watch::Sender<bool>) {
+) -> (SocketAddr, muster_master::CancellationToken) {
     let s = udp().await;
     let a = s.local_addr().unwrap();
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(tw::run06(handle.clone(), vec![s], settings, rx));
+    let _ = settings;
+    let tx = muster_master::CancellationToken::new();
+    let rx = tx.clone();
+    tokio::spawn(handle.clone().run_publisher(rx.clone()));
+    tokio::spawn(tw::run06(handle.clone(), vec![s], Budgets::default(), rx));
     (a, tx)
 }
 
@@ -205,13 +221,14 @@ async fn captured_075_registration_is_listed_by_req2_and_counted() {
     let m = start07(&h, TeeworldsSettings::default()).await;
     let server = udp().await;
     register07(&server, &m).await;
+    h.publish();
     let game = server.local_addr().unwrap();
-    let listed = h.with_registry(|r| {
-        r.listed(View::Teeworlds)
-            .iter()
-            .map(|r| (r.key.addr.to_string(), r.face))
-            .collect::<Vec<_>>()
-    });
+    let listed = h
+        .publish()
+        .listed()
+        .iter()
+        .map(|r| (r.key.addr.to_string(), r.face))
+        .collect::<Vec<_>>();
     assert_eq!(listed, vec![(game.to_string(), Face::Teeworlds07)]);
 
     // A browser: handshake, cou2, req2.
@@ -268,7 +285,7 @@ async fn unanswered_check_sends_fwer_and_is_not_listed() {
     }
     assert_eq!(checks, 10, "ten fw?? before giving up");
     assert!(fwer);
-    assert!(h.with_registry(|r| r.is_empty()), "the pending record went");
+    assert!(h.with_registry(|r| r.is_empty()), "nothing was stored");
 }
 
 #[tokio::test]
@@ -298,6 +315,7 @@ async fn garbage_and_bad_tokens_are_counted_and_others_still_served() {
     // Still serving: a registration and a list.
     let server = udp().await;
     register07(&server, &m).await;
+    h.publish();
     let browser = udp().await;
     let ours = handshake(&browser, m.master).await;
     browser.send_to(&v07(ours, REQ2), m.master).await.unwrap();
@@ -319,13 +337,22 @@ fn fill(h: &MasterHandle, n: u32) -> Vec<SocketAddr> {
             let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + i);
             let a = SocketAddr::new(IpAddr::V4(ip), 8303);
             let reg = ddnet::ddnet_registration(a);
-            let key = reg.key.clone();
-            h.add(reg, now).unwrap();
-            h.verify(&key, now).unwrap();
+            h.register(reg, now);
             a
         })
-        .collect()
+        .collect::<Vec<_>>()
+        .tap(|_| {
+            h.publish();
+        })
 }
+
+trait Tap: Sized {
+    fn tap(self, f: impl FnOnce(&Self)) -> Self {
+        f(&self);
+        self
+    }
+}
+impl<T> Tap for T {}
 
 #[tokio::test]
 async fn list_06_splits_like_the_reference_and_counts() {
@@ -369,6 +396,7 @@ async fn list_06_amplification_per_source_is_bounded() {
     fill(&h, 1200);
     let settings = TeeworldsSettings::default();
     let (l06, _stop) = start06(&h, settings.clone()).await;
+    let started = std::time::Instant::now();
     let attacker = udp().await;
     let req2 = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffreq2";
     let requests = 200usize;
@@ -388,20 +416,17 @@ async fn list_06_amplification_per_source_is_bounded() {
         }
     };
     tokio::join!(writer, reader);
-    // A full list is 16 datagrams; the bucket holds `list_burst` datagrams.
-    assert!(
-        datagrams <= settings.list_burst as usize + 16,
-        "{datagrams}"
-    );
-    assert!(h.metrics().drops("rate_limited") > 0);
+    // The source's byte budget: 256 KiB at once, then 16 KiB/s; a list is sent whole or not.
+    let secs = started.elapsed().as_secs_f64();
+    let budget = 256.0 * 1024.0 + 16.0 * 1024.0 * secs;
+    assert!((received as f64) <= budget, "{received} B in {secs:.1} s");
+    assert!(h.metrics().drops("source_budget") > 0);
     let ratio = received as f64 / sent as f64;
     // Written to the stderr handle directly so that it shows without --nocapture.
     let _ = writeln!(
         std::io::stderr(),
         "teeworlds 0.6 list face, one source: {requests} req2 ({sent} B) -> {datagrams} datagrams \
-         ({received} B): amplification {ratio:.1}x (burst {} datagrams, then 1 per {:?})",
-        settings.list_burst,
-        settings.list_refill
+         ({received} B): amplification {ratio:.1}x (byte budget 256 KiB, then 16 KiB/s)"
     );
     // Well-behaved other source still gets its list.
     let other = UdpSocket::bind("127.0.0.2:0").await;
@@ -412,27 +437,34 @@ async fn list_06_amplification_per_source_is_bounded() {
 }
 
 #[tokio::test]
-async fn per_source_list_bucket_on_the_07_face() {
+async fn per_source_list_budget_on_the_07_face() {
     let dir = TempDir::new("tw07lim");
     let h = open(&dir);
     fill(&h, 3);
-    let settings = TeeworldsSettings {
-        list_burst: 2,
-        list_refill: Duration::from_secs(3600),
-        ..TeeworldsSettings::default()
+    let budgets = Budgets {
+        list_bytes: muster_proto::limit::BucketConfig {
+            burst: 200.0,
+            per_second: 0.001,
+        },
+        ..Budgets::default()
     };
-    let m = start07(&h, settings).await;
+    let m = start07_with(
+        &h,
+        TeeworldsSettings::default(),
+        udp().await,
+        udp().await,
+        budgets,
+    );
     let browser = udp().await;
     let ours = handshake(&browser, m.master).await;
     for _ in 0..3 {
         browser.send_to(&v07(ours, REQ2), m.master).await.unwrap();
     }
-    assert_eq!(
-        recv_all(&browser, 300).await.len(),
-        2,
-        "third request refused"
-    );
-    assert_eq!(h.metrics().drops("rate_limited"), 1);
+    let got = recv_all(&browser, 300).await;
+    let bytes: usize = got.iter().map(Vec::len).sum();
+    assert!(!got.is_empty() && got.len() < 3, "{} lists", got.len());
+    assert!(bytes <= 200);
+    assert_eq!(h.metrics().drops("source_budget"), 3 - got.len() as u64);
 }
 
 // ---- DDNet HTTP ----
@@ -451,6 +483,9 @@ async fn start_http_on(h: &MasterHandle, at: &str) -> Http {
         chal.push(Arc::new(s));
     }
     let app = ddnet::router(h.clone(), chal, DdnetSettings::default());
+    let stop = muster_master::CancellationToken::new();
+    tokio::spawn(h.clone().run_publisher(stop.clone()));
+    tokio::spawn(h.clone().run_persister(Duration::from_secs(1), stop));
     let l = tokio::net::TcpListener::bind(at).await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(async move {
@@ -617,7 +652,7 @@ async fn ddnet_register_flow_with_challenge_delete_and_servers_json() {
     let registered: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(servers[0]["info"], registered);
     // The registry knows name and map (for the HTTP API), and the 0.6 face lists it.
-    let name = h.with_registry(|r| r.listed(View::Http)[0].info.as_ref().unwrap().name.clone());
+    let name = h.publish().listed()[0].info.as_ref().unwrap().name.clone();
     assert_eq!(name, registered["name"].as_str().unwrap());
     let browser = udp().await;
     browser
@@ -731,6 +766,7 @@ async fn ipv6_registration_list_and_http() {
     let h = open(&dir);
     let m = start07_on(&h, TeeworldsSettings::default(), master, checker);
     register07(&server, &m).await;
+    h.publish();
     let game = server.local_addr().unwrap();
     let ours = handshake(&browser, m.master).await;
     browser.send_to(&v07(ours, REQ2), m.master).await.unwrap();
@@ -783,8 +819,7 @@ async fn servers_json_rebuilds_info_for_restored_and_07_records() {
     let a: SocketAddr = "192.0.2.7:8303".parse().unwrap();
     let reg = ddnet::ddnet_registration(a);
     let key = reg.key.clone();
-    h.add(reg, now).unwrap();
-    h.verify(&key, now).unwrap();
+    h.register(reg, now);
     let info = muster_master::registry::PollInfo {
         name: "restored".into(),
         map: "dm1".into(),
@@ -797,10 +832,10 @@ async fn servers_json_rebuilds_info_for_restored_and_07_records() {
     // A 0.7 record without info is not in servers.json (browsers would drop it).
     let b: SocketAddr = "192.0.2.8:8303".parse().unwrap();
     let reg = tw::udp_registration(b, Face::Teeworlds07);
-    let kb = reg.key.clone();
-    h.add(reg, now).unwrap();
-    h.verify(&kb, now).unwrap();
+    let _kb = reg.key.clone();
+    h.register(reg, now);
     let http = start_http(&h).await.addr;
+    h.publish();
     let doc = crate::get_json(http, "/ddnet/15/servers.json", 200).await;
     assert_eq!(
         doc,

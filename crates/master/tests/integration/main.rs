@@ -10,6 +10,7 @@ mod face_mgmt;
 mod face_teeworlds;
 mod flood;
 mod poller;
+mod redesign;
 mod state_changed;
 
 use std::net::SocketAddr;

@@ -12,7 +12,6 @@ use muster_master::MasterHandle;
 use muster_master::poller::{self, PollSample, PollerSettings};
 use muster_master::registry::{
     Face, GameAddr, Outcome, PollInfo, Registration, ServerKey, Timestamp, Verification,
-    VerifyOutcome,
 };
 use muster_proto::Protocol;
 use muster_proto::gameagent::respond::{GameAgentResponder, ResponderConfig};
@@ -22,7 +21,7 @@ use muster_proto::respond::{PlayerState, Reply, Responder, ServerState};
 use muster_proto::unreal2::respond::Unreal2Responder;
 use serde_json::Value;
 use tokio::net::UdpSocket;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::{Daemon, TempDir, config, get_json};
@@ -120,8 +119,9 @@ fn listed(
         source: SourceKey::of(key_addr.ip()),
     };
     let now = Timestamp::now();
-    assert_eq!(h.add(reg, now).unwrap(), Outcome::Added);
-    assert_eq!(h.verify(&key, now).unwrap(), VerifyOutcome::Verified);
+    assert_eq!(h.register(reg, now), Outcome::Added);
+    h.publish();
+    let _ = key;
     key
 }
 
@@ -235,8 +235,8 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
         query_protocol: None,
         source: SourceKey::of("127.0.0.1".parse().unwrap()),
     };
-    h.add(reg, Timestamp::now()).unwrap();
-    h.verify(&mgmt_key, Timestamp::now()).unwrap();
+    h.register(reg, Timestamp::now());
+    h.publish();
     let listed_at = Timestamp::now();
 
     let (samples_tx, mut samples) = mpsc::unbounded_channel();
@@ -244,7 +244,8 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
         samples: Some(samples_tx),
         ..fast_settings()
     };
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_tx = muster_master::CancellationToken::new();
+    let stop_rx = stop_tx.clone();
     let poller = tokio::spawn(poller::run(h.clone(), settings, stop_rx));
 
     // Name, map and players appear through the HTTP API.
@@ -297,6 +298,7 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
     let failures = h.with_registry(|r| r.get(&tw_key).unwrap().poll_failures);
     assert_eq!(failures, 3, "de-listed at the third failure in a row");
     assert_eq!(h.metrics().drops("unreachable"), 1);
+    h.publish();
     let list = get_json(http, "/api/v1/servers?per_page=500", 200).await;
     assert!(server(&list, &silent_addr.to_string()).is_none());
     assert_eq!(
@@ -315,7 +317,7 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
         "extended by the poll"
     );
     assert!(tw_exp <= listed_at.plus(Duration::from_secs(90)));
-    assert_eq!(h.prune(tw_exp).unwrap(), vec![tw_key.clone()]);
+    assert_eq!(h.prune(tw_exp), vec![tw_key.clone()]);
     assert!(state_of(&h, &gs_key).is_some());
 
     // The management record was never polled; the others keep being polled every interval.
@@ -362,7 +364,7 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
 
     // Shutdown is prompt.
     let t = Instant::now();
-    stop_tx.send(true).unwrap();
+    stop_tx.cancel();
     tokio::time::timeout(Duration::from_secs(1), poller)
         .await
         .expect("poller stops within 1 s")
@@ -406,7 +408,8 @@ async fn changed_records_are_polled_at_once_and_delisted_after_one_miss() {
         min_changed_gap: Duration::ZERO,
         ..fast_settings()
     };
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_tx = muster_master::CancellationToken::new();
+    let stop_rx = stop_tx.clone();
     let poller = tokio::spawn(poller::run(h.clone(), settings, stop_rx));
 
     changed_tx.try_send(gs_key.clone()).unwrap();
@@ -433,7 +436,7 @@ async fn changed_records_are_polled_at_once_and_delisted_after_one_miss() {
     let list = get_json(http, "/api/v1/servers", 200).await;
     assert_eq!(list["total"], 0);
 
-    stop_tx.send(true).unwrap();
+    stop_tx.cancel();
     tokio::time::timeout(Duration::from_secs(1), poller)
         .await
         .expect("poller stops within 1 s")
@@ -470,7 +473,8 @@ async fn ue2_servers_listed_by_gamespy_are_merged_with_the_native_query() {
         interval: Duration::from_secs(3600),
         ..fast_settings()
     };
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_tx = muster_master::CancellationToken::new();
+    let stop_rx = stop_tx.clone();
     let poller = tokio::spawn(poller::run(h.clone(), settings, stop_rx));
     let info = || h.with_registry(|r| r.get(&key).and_then(|r| r.info.clone()));
     until("the merged poll", async || info().is_some()).await;
@@ -495,7 +499,7 @@ async fn ue2_servers_listed_by_gamespy_are_merged_with_the_native_query() {
         (3, 1),
         "info, rules, players natively; one \\status\\"
     );
-    stop_tx.send(true).unwrap();
+    stop_tx.cancel();
     poller.await.unwrap().unwrap();
     m.stop().await;
 }
@@ -531,7 +535,8 @@ async fn poller_reads_real_teeworlds_and_ddnet_servers() {
         ta,
     );
     let dd_key = listed(&h, "ddnet", Face::DdnetHttp, Protocol::Teeworlds, da, da);
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_tx = muster_master::CancellationToken::new();
+    let stop_rx = stop_tx.clone();
     let poller = tokio::spawn(poller::run(h.clone(), fast_settings(), stop_rx));
     let info = |k: &ServerKey| h.with_registry(|r| r.get(k).and_then(|r| r.info.clone()));
     until("both peers polled", async || {
@@ -547,7 +552,7 @@ async fn poller_reads_real_teeworlds_and_ddnet_servers() {
         h.with_registry(|r| r.get(&tw_key).unwrap().poll_failures),
         0
     );
-    stop_tx.send(true).unwrap();
+    stop_tx.cancel();
     poller.await.unwrap().unwrap();
     m.stop().await;
     drop((tw_guard, dd_guard));
@@ -562,7 +567,7 @@ async fn an_unbindable_local_address_fails_at_start() {
         bind_v4: "192.0.2.1:0".parse().unwrap(),
         ..fast_settings()
     };
-    let (_stop_tx, stop_rx) = watch::channel(false);
+    let stop_rx = muster_master::CancellationToken::new();
     let res = tokio::time::timeout(
         Duration::from_secs(1),
         poller::run(m.handle.clone(), settings, stop_rx),

@@ -4,7 +4,7 @@
 //! No sockets, no clock: every method takes `now`, so the tests below run on explicit
 //! timestamps. The face (`super`) moves bytes and mirrors outcomes into the registry.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -84,14 +84,17 @@ pub fn matches_group(game: &Game, replied: &str) -> bool {
     self::game(replied.trim().as_bytes()).is_some_and(|g| g.group == game.group)
 }
 
-/// Limits of [`Challenges`] (`gamespy-master.md` §14).
+/// Limits of [`Challenges`] (`gamespy-master.md` §14, made robust against forged floods).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChallengeLimits {
     /// A challenge is answerable this long.
     pub lifetime: Duration,
     /// Pending challenges per source IP address.
     pub per_ip: usize,
-    /// Pending challenges in total.
+    /// Pending challenges per IPv4 /24 or IPv6 /64.
+    pub per_prefix: usize,
+    /// Pending challenges in total; a new one evicts the oldest when full, so a flood from
+    /// many forged sources shortens how long a challenge waits instead of refusing new ones.
     pub total: usize,
     /// A source address is challenged at most once per this long.
     pub min_interval: Duration,
@@ -101,8 +104,9 @@ impl Default for ChallengeLimits {
     fn default() -> Self {
         Self {
             lifetime: Duration::from_secs(30),
-            per_ip: 8,
-            total: 10_000,
+            per_ip: 256,
+            per_prefix: 1024,
+            total: 16_384,
             min_interval: Duration::from_secs(10),
         }
     }
@@ -130,18 +134,17 @@ pub enum Refused {
     Throttled,
     /// [`ChallengeLimits::per_ip`] challenges are pending for this IP.
     IpCap,
-    /// [`ChallengeLimits::total`] challenges are pending.
-    TotalCap,
+    /// [`ChallengeLimits::per_prefix`] challenges are pending for this /24 or /64.
+    PrefixCap,
 }
 
 impl Refused {
     /// The metrics drop reason.
     #[must_use]
-    pub const fn name(self) -> &'static str {
+    pub const fn drop(self) -> crate::drops::DropReason {
         match self {
-            Self::Throttled => "challenge_throttled",
-            Self::IpCap => "challenge_ip_cap",
-            Self::TotalCap => "challenge_total_cap",
+            Self::Throttled => crate::drops::DropReason::RateLimited,
+            Self::IpCap | Self::PrefixCap => crate::drops::DropReason::SourceCap,
         }
     }
 }
@@ -157,13 +160,122 @@ pub enum Answer {
     Mismatch(Pending, String),
 }
 
+/// The /24 of an IPv4 address or the /64 of an IPv6 one.
+fn prefix(ip: IpAddr) -> u64 {
+    match ip {
+        IpAddr::V4(v4) => u64::from(u32::from(v4) >> 8),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => u64::from(u32::from(v4) >> 8),
+            None => (u128::from(v6) >> 64) as u64 | (1 << 63),
+        },
+    }
+}
+
+/// A map bounded in total, per IP and per prefix, whose oldest entry makes room for a new one
+/// when it is full. The order is a queue with lazy deletion: entries taken out early stay in
+/// the queue until they reach its front (or the queue is compacted).
+#[derive(Debug)]
+struct Bounded<V> {
+    entries: HashMap<SocketAddr, (V, u64)>,
+    order: VecDeque<(SocketAddr, u64)>,
+    per_ip: HashMap<IpAddr, usize>,
+    per_prefix: HashMap<u64, usize>,
+    next: u64,
+}
+
+impl<V> Default for Bounded<V> {
+    fn default() -> Self {
+        Self {
+            entries: HashMap::new(),
+            order: VecDeque::new(),
+            per_ip: HashMap::new(),
+            per_prefix: HashMap::new(),
+            next: 0,
+        }
+    }
+}
+
+fn dec<K: std::hash::Hash + Eq>(m: &mut HashMap<K, usize>, k: K) {
+    if let Some(n) = m.get_mut(&k) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            m.remove(&k);
+        }
+    }
+}
+
+impl<V> Bounded<V> {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn get(&self, k: &SocketAddr) -> Option<&V> {
+        self.entries.get(k).map(|(v, _)| v)
+    }
+
+    fn get_mut(&mut self, k: &SocketAddr) -> Option<&mut V> {
+        self.entries.get_mut(k).map(|(v, _)| v)
+    }
+
+    fn counts(&self, k: SocketAddr) -> (usize, usize) {
+        (
+            self.per_ip.get(&k.ip()).copied().unwrap_or(0),
+            self.per_prefix.get(&prefix(k.ip())).copied().unwrap_or(0),
+        )
+    }
+
+    /// Inserts or replaces `k`; returns how many old entries were evicted to make room.
+    fn insert(&mut self, k: SocketAddr, v: V, total: usize) -> usize {
+        let mut evicted = 0;
+        if self.entries.contains_key(&k) {
+            self.remove(&k);
+        } else {
+            while self.entries.len() >= total.max(1) {
+                let Some((old, seq)) = self.order.pop_front() else {
+                    break;
+                };
+                if self.entries.get(&old).is_some_and(|(_, s)| *s == seq) {
+                    self.remove(&old);
+                    evicted += 1;
+                }
+            }
+        }
+        let seq = self.next;
+        self.next += 1;
+        *self.per_ip.entry(k.ip()).or_insert(0) += 1;
+        *self.per_prefix.entry(prefix(k.ip())).or_insert(0) += 1;
+        self.entries.insert(k, (v, seq));
+        self.order.push_back((k, seq));
+        if self.order.len() > 2 * self.entries.len() + 64 {
+            let entries = &self.entries;
+            self.order
+                .retain(|(a, s)| entries.get(a).is_some_and(|(_, x)| x == s));
+        }
+        evicted
+    }
+
+    fn remove(&mut self, k: &SocketAddr) -> Option<V> {
+        let (v, _) = self.entries.remove(k)?;
+        dec(&mut self.per_ip, k.ip());
+        dec(&mut self.per_prefix, prefix(k.ip()));
+        Some(v)
+    }
+
+    fn keys_where(&self, f: impl Fn(&V) -> bool) -> Vec<SocketAddr> {
+        self.entries
+            .iter()
+            .filter(|(_, (v, _))| f(v))
+            .map(|(k, _)| *k)
+            .collect()
+    }
+}
+
 /// Pending `\secure\` challenges, keyed by the address they were sent to (the heartbeat's
-/// source), bounded per IP and in total.
+/// source), bounded per IP, per prefix and in total (the oldest makes room).
 #[derive(Debug, Default)]
 pub struct Challenges {
     limits: ChallengeLimits,
-    pending: HashMap<SocketAddr, Pending>,
-    per_ip: HashMap<IpAddr, usize>,
+    pending: Bounded<Pending>,
 }
 
 impl Challenges {
@@ -172,7 +284,7 @@ impl Challenges {
     pub fn new(limits: ChallengeLimits) -> Self {
         Self {
             limits,
-            ..Self::default()
+            pending: Bounded::default(),
         }
     }
 
@@ -185,60 +297,48 @@ impl Challenges {
     /// Whether none is pending.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+        self.pending.len() == 0
     }
 
     /// Records a challenge to `to` for the heartbeat of `game` at `server` (replacing an older
-    /// one to the same address), or says why none may be sent now.
+    /// one to the same address), or says why none may be sent now. Returns the challenge and
+    /// how many older challenges were evicted to make room.
     pub fn offer(
         &mut self,
         now: Instant,
         to: SocketAddr,
         p: (&'static Game, SocketAddr, bool),
         challenge: Challenge,
-    ) -> Result<Challenge, Refused> {
+    ) -> Result<(Challenge, usize), Refused> {
         let (game, server, reverify) = p;
         if let Some(old) = self.pending.get(&to) {
             if now.saturating_duration_since(old.sent) < self.limits.min_interval {
                 return Err(Refused::Throttled);
             }
         } else {
-            if self.pending.len() >= self.limits.total {
-                return Err(Refused::TotalCap);
-            }
-            if self.per_ip.get(&to.ip()).copied().unwrap_or(0) >= self.limits.per_ip {
+            let (ip, prefix) = self.pending.counts(to);
+            if ip >= self.limits.per_ip {
                 return Err(Refused::IpCap);
             }
-            *self.per_ip.entry(to.ip()).or_insert(0) += 1;
-        }
-        self.pending.insert(
-            to,
-            Pending {
-                challenge,
-                game,
-                server,
-                reverify,
-                sent: now,
-            },
-        );
-        Ok(challenge)
-    }
-
-    fn take(&mut self, from: SocketAddr) -> Option<Pending> {
-        let p = self.pending.remove(&from)?;
-        if let Some(n) = self.per_ip.get_mut(&from.ip()) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.per_ip.remove(&from.ip());
+            if prefix >= self.limits.per_prefix {
+                return Err(Refused::PrefixCap);
             }
         }
-        Some(p)
+        let pending = Pending {
+            challenge,
+            game,
+            server,
+            reverify,
+            sent: now,
+        };
+        let evicted = self.pending.insert(to, pending, self.limits.total);
+        Ok((challenge, evicted))
     }
 
     /// Checks an answer from `from` against the challenge sent there (enctype 0, every key of
     /// the game). The challenge is used up either way.
     pub fn answer(&mut self, now: Instant, from: SocketAddr, answer: &ValidateAnswer) -> Answer {
-        let Some(p) = self.take(from) else {
+        let Some(p) = self.pending.remove(&from) else {
             return Answer::Unexpected;
         };
         if now.saturating_duration_since(p.sent) > self.limits.lifetime {
@@ -262,13 +362,12 @@ impl Challenges {
     /// answer count as failures).
     pub fn expire(&mut self, now: Instant) -> Vec<Pending> {
         let life = self.limits.lifetime;
-        let dead: Vec<SocketAddr> = self
+        let dead = self
             .pending
-            .iter()
-            .filter(|(_, p)| now.saturating_duration_since(p.sent) > life)
-            .map(|(a, _)| *a)
-            .collect();
-        dead.into_iter().filter_map(|a| self.take(a)).collect()
+            .keys_where(|p| now.saturating_duration_since(p.sent) > life);
+        dead.into_iter()
+            .filter_map(|a| self.pending.remove(&a))
+            .collect()
     }
 }
 
@@ -295,22 +394,25 @@ pub struct Finished {
     pub result: Result<Box<ServerInfo>, QueryError>,
 }
 
-/// `\status\` queries in flight, one per destination address, bounded in number.
+/// `\status\` queries in flight, one per destination address, bounded in number, per IP and
+/// per prefix; when full, the oldest check makes room for a new one.
 #[derive(Debug)]
 pub struct StatusChecks {
     config: StatusConfig,
     max: usize,
-    checks: HashMap<SocketAddr, (StatusQuery, Purpose)>,
+    per_ip: usize,
+    checks: Bounded<(StatusQuery, Purpose)>,
 }
 
 impl StatusChecks {
-    /// No checks yet; at most `max` at once.
+    /// No checks yet; at most `max` at once, and at most `per_ip` to one IP address (or /24).
     #[must_use]
-    pub fn new(config: StatusConfig, max: usize) -> Self {
+    pub fn new(config: StatusConfig, max: usize, per_ip: usize) -> Self {
         Self {
             config,
             max,
-            checks: HashMap::new(),
+            per_ip,
+            checks: Bounded::default(),
         }
     }
 
@@ -323,23 +425,27 @@ impl StatusChecks {
     /// Whether none is in flight.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.checks.is_empty()
+        self.checks.len() == 0
     }
 
     /// Whether a check to `server` is in flight (its datagrams belong to it).
     #[must_use]
     pub fn expects(&self, from: SocketAddr) -> bool {
-        self.checks.contains_key(&from)
+        self.checks.get(&from).is_some()
     }
 
-    /// Starts a check of `server`; false when one is already running there or the cap is hit.
-    pub fn start(&mut self, server: SocketAddr, purpose: Purpose) -> bool {
-        if self.checks.contains_key(&server) || self.checks.len() >= self.max {
-            return false;
+    /// Starts a check of `server`; `None` when one is already running there or the address's
+    /// share is taken, else how many older checks were evicted to make room.
+    pub fn start(&mut self, server: SocketAddr, purpose: Purpose) -> Option<usize> {
+        if self.checks.get(&server).is_some() {
+            return None;
         }
-        self.checks
-            .insert(server, (StatusQuery::new(server, self.config), purpose));
-        true
+        let (ip, prefix) = self.checks.counts(server);
+        if ip >= self.per_ip || prefix >= self.per_ip.saturating_mul(4) {
+            return None;
+        }
+        let q = StatusQuery::new(server, self.config);
+        Some(self.checks.insert(server, (q, purpose), self.max))
     }
 
     /// Feeds a datagram from `from` to its check; the check is finished when this returns it.
@@ -371,12 +477,9 @@ impl StatusChecks {
 
     /// Runs every due timer; returns the checks that finished.
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Finished> {
-        let due: Vec<SocketAddr> = self
+        let due = self
             .checks
-            .iter()
-            .filter(|(_, (q, _))| q.poll_timeout().is_some_and(|t| t <= now))
-            .map(|(a, _)| *a)
-            .collect();
+            .keys_where(|(q, _)| q.poll_timeout().is_some_and(|t| t <= now));
         let mut out = Vec::new();
         for a in due {
             if let Some((q, _)) = self.checks.get_mut(&a) {
@@ -390,16 +493,18 @@ impl StatusChecks {
     /// The next datagram to send (the request bytes are appended to `buf`).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         self.checks
+            .entries
             .values_mut()
-            .find_map(|(q, _)| q.poll_transmit(now, buf))
+            .find_map(|((q, _), _)| q.poll_transmit(now, buf))
     }
 
     /// The earliest timer of any check.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.checks
+            .entries
             .values()
-            .filter_map(|(q, _)| q.poll_timeout())
+            .filter_map(|((q, _), _)| q.poll_timeout())
             .min()
     }
 }
@@ -491,11 +596,12 @@ mod tests {
     }
 
     #[test]
-    fn caps_throttle_and_expiry() {
+    fn caps_throttle_evict_and_expire() {
         let t0 = Instant::now();
         let limits = ChallengeLimits {
             per_ip: 2,
-            total: 3,
+            per_prefix: 3,
+            total: 4,
             ..ChallengeLimits::default()
         };
         let mut c = Challenges::new(limits);
@@ -520,14 +626,42 @@ mod tests {
             .unwrap();
         assert_eq!(
             c.offer(t0, addr("192.0.2.3:1"), p(a1), ch(b"FFFFFF")),
-            Err(Refused::TotalCap)
+            Err(Refused::PrefixCap)
+        );
+        c.offer(t0, addr("198.51.100.1:1"), p(a1), ch(b"GGGGGG"))
+            .unwrap();
+        // Full: the oldest entry (a1, as replaced second) makes room.
+        let (_, evicted) = c
+            .offer(t0, addr("203.0.113.1:1"), p(a1), ch(b"HHHHHH"))
+            .unwrap();
+        assert_eq!(evicted, 1);
+        assert_eq!(c.len(), 4);
+        assert_eq!(
+            c.answer(t0, a1, &answer("x")),
+            Answer::Unexpected,
+            "evicted"
         );
         assert!(c.expire(t0 + Duration::from_secs(30)).is_empty());
-        let dead = c.expire(t0 + Duration::from_secs(31));
-        assert_eq!(dead.len(), 2, "the replaced one was sent at t0 + 10 s");
-        assert_eq!(c.len(), 1);
-        assert_eq!(c.expire(t0 + Duration::from_secs(41)).len(), 1);
-        assert!(c.per_ip.is_empty());
+        assert_eq!(c.expire(t0 + Duration::from_secs(31)).len(), 4);
+        assert_eq!(c.len(), 0);
+        assert!(c.pending.per_ip.is_empty());
+        assert!(c.pending.per_prefix.is_empty());
+    }
+
+    #[test]
+    fn a_flood_of_forged_sources_leaves_room_for_a_real_one() {
+        let t0 = Instant::now();
+        let mut c = Challenges::new(ChallengeLimits::default());
+        let ut = game(b"ut").unwrap();
+        for i in 0..100_000u32 {
+            let a = SocketAddr::new(IpAddr::from((0x7f00_0000 | i).to_be_bytes()), 7779);
+            let _ = c.offer(t0, a, (ut, a, false), ch(b"AAAAAA"));
+        }
+        assert!(c.len() <= ChallengeLimits::default().total);
+        let src = addr("192.0.2.1:7779");
+        c.offer(t0, src, (ut, src, false), ch(b"ABCDEF")).unwrap();
+        let a = c.answer(t0 + Duration::from_millis(50), src, &answer("5OOIQ5Ha"));
+        assert!(matches!(a, Answer::Match(_)));
     }
 
     #[test]
@@ -540,11 +674,17 @@ mod tests {
             },
             ..StatusConfig::default()
         };
-        let mut s = StatusChecks::new(config, 1);
+        let mut s = StatusChecks::new(config, 1, 4);
         let sam = game(b"serioussamse").unwrap();
         let a = addr("192.0.2.1:25601");
-        assert!(s.start(a, Purpose::Verify(sam)));
-        assert!(!s.start(addr("192.0.2.9:1"), Purpose::Verify(sam)), "cap");
+        assert_eq!(s.start(a, Purpose::Verify(sam)), Some(0));
+        assert_eq!(s.start(a, Purpose::Verify(sam)), None, "one per address");
+        assert_eq!(
+            s.start(addr("192.0.2.9:1"), Purpose::Verify(sam)),
+            Some(1),
+            "the oldest makes room"
+        );
+        assert_eq!(s.start(a, Purpose::Verify(sam)), Some(1));
         let mut buf = Vec::new();
         let t = s.poll_transmit(t0, &mut buf).unwrap();
         assert_eq!((t.destination, &buf[..]), (a, &b"\\status\\"[..]));
@@ -562,7 +702,7 @@ mod tests {
         assert!(matches_group(sam, &gn.value.plain));
         assert!(s.is_empty());
 
-        assert!(s.start(a, Purpose::Recheck(sam, true)));
+        assert_eq!(s.start(a, Purpose::Recheck(sam, true)), Some(0));
         buf.clear();
         s.poll_transmit(t0, &mut buf).unwrap();
         assert!(

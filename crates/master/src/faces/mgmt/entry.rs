@@ -141,8 +141,8 @@ mod tests {
 
     fn record(s: &GameServer, stats: &Stats) -> Record {
         let peer: IpAddr = "127.0.0.1".parse().unwrap();
-        let mut r = Record::new(registration(s, 7, peer), Timestamp(1));
-        r.info = Some(info(s, stats));
+        let mut r = Record::new(0, registration(s, 7, peer), Timestamp(1));
+        r.info = Some(std::sync::Arc::new(info(s, stats)));
         r
     }
 
@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(listed(&r), None);
         let mut r = record(&s, &Stats::default());
         if let Some(i) = r.info.as_mut() {
-            i.max_players = 9;
+            std::sync::Arc::make_mut(i).max_players = 9;
         }
         assert_eq!(listed(&r), None);
     }

@@ -1,16 +1,14 @@
 //! Unguessable, self-validating tokens: the 0.7 connless token the master issues to each peer
 //! IP, and the DDNet HTTP challenge token for each server address.
 //!
-//! A token is a keyed hash of the subject (an IP, or an address URL) and the current seed
-//! period; the key comes from the caller (the face passes a randomly keyed
-//! [`std::hash::RandomState`], tests a fixed hasher). Nothing is stored per peer, so a flood of
-//! token requests costs no memory. A token of the current or the previous period is valid
-//! (teeworlds `network_token.cpp`: seed lifetime 16 s, previous seed accepted; the DDNet master:
-//! hourly seed, previous accepted).
+//! A token is an HMAC-SHA256 ([`crate::secrets::Secrets`]) of the subject (an IP, or an address
+//! URL) and the current seed period. Nothing is stored per peer, so a flood of token requests
+//! costs no memory. A token of the current or the previous period is valid (teeworlds
+//! `network_token.cpp`: seed lifetime 16 s, previous seed accepted; the DDNet master: hourly
+//! seed, previous accepted).
 //!
 //! Pure: time is an argument ([`Timestamp`]).
 
-use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -18,53 +16,61 @@ use muster_proto::limit::SourceKey;
 use muster_proto::teeworlds_master::Token;
 
 use crate::registry::Timestamp;
+use crate::secrets::Secrets;
 
 /// Seed lifetime of the 0.7 connless token (`teeworlds-master.md` §2.6).
 pub const CONNLESS_SEED_PERIOD: Duration = Duration::from_secs(16);
 /// Seed lifetime of the DDNet challenge token (the reference master: one hour).
 pub const CHALLENGE_SEED_PERIOD: Duration = Duration::from_secs(3600);
 
+const CONNLESS: &[u8] = b"muster teeworlds07 connless token";
+const CHALLENGE: &[u8] = b"muster ddnet challenge token";
+
 /// Keyed tokens with a rotating seed period.
 #[derive(Debug, Clone)]
-pub struct Tokens<S> {
-    key: S,
-    period_ms: u64,
+pub struct Tokens {
+    secrets: Secrets,
 }
 
-impl<S: BuildHasher> Tokens<S> {
-    /// Tokens keyed by `key`, the seed changing every `period` (at least 1 ms).
-    pub fn new(key: S, period: Duration) -> Self {
-        let period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(1);
-        Self { key, period_ms }
-    }
-
-    fn epoch(&self, now: Timestamp) -> u64 {
-        now.0 / self.period_ms
-    }
-
-    fn hash128(&self, subject: &impl Hash, epoch: u64) -> [u8; 16] {
-        let mut out = [0u8; 16];
-        for (lane, chunk) in out.chunks_exact_mut(8).enumerate() {
-            let mut h = self.key.build_hasher();
-            (lane as u8).hash(&mut h);
-            epoch.hash(&mut h);
-            subject.hash(&mut h);
-            chunk.copy_from_slice(&h.finish().to_le_bytes());
+fn source_bytes(who: SourceKey) -> [u8; 9] {
+    let mut b = [0u8; 9];
+    match who {
+        SourceKey::V4(v) => {
+            b[0] = 4;
+            b[1..5].copy_from_slice(&v.to_be_bytes());
         }
-        out
+        SourceKey::V6(p) => {
+            b[0] = 6;
+            b[1..9].copy_from_slice(&p.to_be_bytes());
+        }
+    }
+    b
+}
+
+impl Tokens {
+    /// Tokens from `secrets`, whose epoch is the seed period.
+    #[must_use]
+    pub fn new(secrets: Secrets) -> Self {
+        Self { secrets }
+    }
+
+    /// Fresh random tokens with seed period `period`.
+    #[must_use]
+    pub fn random(period: Duration) -> Self {
+        Self::new(Secrets::random(period))
     }
 
     /// The 0.7 connless token issued to `ip` at `now`. Bound to the IP (IPv6 /64), not the
     /// port, as teeworlds binds it, so the checker socket and the master socket agree. Never
     /// [`Token::NONE`].
+    #[must_use]
     pub fn connless(&self, ip: IpAddr, now: Timestamp) -> Token {
-        self.connless_at(SourceKey::of(ip), self.epoch(now))
+        self.connless_at(SourceKey::of(ip), self.secrets.epoch(now))
     }
 
     fn connless_at(&self, who: SourceKey, epoch: u64) -> Token {
-        let h = self.hash128(&who, epoch);
-        let mut t = [0u8; 4];
-        t.copy_from_slice(h.get(..4).unwrap_or(&[0; 4]));
+        let h = self.secrets.mac(CONNLESS, epoch, &[&source_bytes(who)]);
+        let mut t = [h[0], h[1], h[2], h[3]];
         if Token(t) == Token::NONE {
             t[0] = 0;
         }
@@ -72,31 +78,32 @@ impl<S: BuildHasher> Tokens<S> {
     }
 
     /// Whether `token` was issued to `ip` in the current or the previous period.
+    #[must_use]
     pub fn connless_valid(&self, ip: IpAddr, token: Token, now: Timestamp) -> bool {
-        let e = self.epoch(now);
         let who = SourceKey::of(ip);
-        self.connless_at(who, e) == token || (e > 0 && self.connless_at(who, e - 1) == token)
+        let [e, prev] = self.secrets.valid_epochs(now);
+        self.connless_at(who, e) == token || (e > 0 && self.connless_at(who, prev) == token)
     }
 
     /// The DDNet challenge token for `address` (the listed URL, `tw-0.6+udp://1.2.3.4:8303`)
     /// at `now`: 32 lower-case hex digits.
+    #[must_use]
     pub fn challenge(&self, address: &str, now: Timestamp) -> String {
-        self.challenge_at(address, self.epoch(now))
+        self.challenge_at(address, self.secrets.epoch(now))
     }
 
     fn challenge_at(&self, address: &str, epoch: u64) -> String {
-        self.hash128(&address, epoch)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        let h = self.secrets.mac(CHALLENGE, epoch, &[address.as_bytes()]);
+        h.iter().take(16).map(|b| format!("{b:02x}")).collect()
     }
 
     /// How `token` stands for `address` at `now`.
+    #[must_use]
     pub fn check_challenge(&self, address: &str, token: &str, now: Timestamp) -> ChallengeCheck {
-        let e = self.epoch(now);
+        let [e, prev] = self.secrets.valid_epochs(now);
         if self.challenge_at(address, e) == token {
             ChallengeCheck::Current
-        } else if e > 0 && self.challenge_at(address, e - 1) == token {
+        } else if e > 0 && self.challenge_at(address, prev) == token {
             ChallengeCheck::Previous
         } else {
             ChallengeCheck::Invalid
@@ -118,9 +125,10 @@ pub enum ChallengeCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::hash::BuildHasherDefault;
 
-    type Fixed = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+    fn fixed(period: Duration) -> Tokens {
+        Tokens::new(Secrets::with_key([9; 32], period))
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
@@ -128,7 +136,7 @@ mod tests {
 
     #[test]
     fn connless_token_rotates_and_previous_is_accepted() {
-        let t = Tokens::new(Fixed::default(), CONNLESS_SEED_PERIOD);
+        let t = fixed(CONNLESS_SEED_PERIOD);
         let t0 = Timestamp(1_700_000_000_000 / 16_000 * 16_000);
         let a = t.connless(ip("127.0.0.1"), t0);
         assert_ne!(a, Token::NONE);
@@ -146,7 +154,7 @@ mod tests {
 
     #[test]
     fn challenge_token_current_previous_invalid() {
-        let t = Tokens::new(Fixed::default(), CHALLENGE_SEED_PERIOD);
+        let t = fixed(CHALLENGE_SEED_PERIOD);
         let t0 = Timestamp(3_600_000 * 500_000);
         let addr = "tw-0.6+udp://127.0.0.1:8303";
         let tok = t.challenge(addr, t0);

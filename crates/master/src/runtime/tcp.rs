@@ -1,5 +1,6 @@
-//! TCP plumbing every TCP face shares: dual-stack binding, connection caps (total and per
-//! source address) and an idle timeout on each accepted stream.
+//! The TCP runner's accept side, shared by every TCP face and the HTTP face: connection caps
+//! (total, and per source: an IPv4 address or an IPv6 /64) and an idle timeout on each
+//! accepted stream.
 //!
 //! A connection over a cap is closed right after accept, without any data
 //! (`management-server.md` §7.1.10), and counted as a drop. The idle timeout fails the next
@@ -12,73 +13,36 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use muster_proto::limit::SourceKey;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
-use crate::metrics::Metrics;
-
-/// Pending connections the kernel queues per listener.
-pub const LISTEN_BACKLOG: i32 = 1024;
-
-/// Binds a TCP listener; an IPv6 address is bound IPv6-only, so `0.0.0.0:P` and `[::]:P`
-/// can both be bound (every face listens on both by default).
-pub fn bind_tcp(addr: SocketAddr) -> io::Result<TcpListener> {
-    let domain = socket2::Domain::for_address(addr);
-    let sock = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
-    if addr.is_ipv6() {
-        sock.set_only_v6(true)?;
-    }
-    sock.set_reuse_address(true)?;
-    sock.set_nonblocking(true)?;
-    sock.bind(&addr.into())?;
-    sock.listen(LISTEN_BACKLOG)?;
-    TcpListener::from_std(sock.into())
-}
-
-/// Receive buffer asked of the kernel for each UDP face (it caps the request at
-/// `net.core.rmem_max`): a burst of registrations, such as a farm of servers starting at once,
-/// must not be dropped before the face reads it. Stock servers send their first GameAgent `q`
-/// once; a dropped one would leave the server unlisted.
-pub const UDP_RECV_BUFFER: usize = 4 << 20;
-
-/// Binds a UDP socket the same way (IPv6-only for IPv6 addresses), for the UDP faces.
-pub fn bind_udp(addr: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
-    let domain = socket2::Domain::for_address(addr);
-    let sock = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
-    if addr.is_ipv6() {
-        sock.set_only_v6(true)?;
-    }
-    // Best effort: a smaller buffer only means more drops under a burst (counted by the kernel).
-    let _ = sock.set_recv_buffer_size(UDP_RECV_BUFFER);
-    sock.set_nonblocking(true)?;
-    sock.bind(&addr.into())?;
-    tokio::net::UdpSocket::from_std(sock.into())
-}
+use crate::drops::DropReason;
 
 /// Connection caps and the idle timeout of one TCP face.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnLimits {
     /// Concurrent connections in total.
     pub max_connections: usize,
-    /// Concurrent connections per source IP address.
+    /// Concurrent connections per source (IPv4 address, IPv6 /64).
     pub max_per_source: usize,
     /// A stream without progress for this long fails with `TimedOut`.
     pub idle_timeout: Duration,
 }
 
 #[derive(Debug, Default)]
-struct PerSource(Mutex<HashMap<IpAddr, usize>>);
+struct PerSource(Mutex<HashMap<SourceKey, usize>>);
 
 impl PerSource {
-    fn try_take(&self, ip: IpAddr, max: usize) -> bool {
+    fn try_take(&self, ip: SourceKey, max: usize) -> bool {
         let mut m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let n = m.entry(ip).or_insert(0);
         if *n >= max {
@@ -88,7 +52,7 @@ impl PerSource {
         true
     }
 
-    fn give_back(&self, ip: IpAddr) {
+    fn give_back(&self, ip: SourceKey) {
         let mut m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(n) = m.get_mut(&ip) {
             *n = n.saturating_sub(1);
@@ -113,12 +77,12 @@ pub struct CappedListener {
 /// Where a listener counts refused connections.
 pub trait MetricsSink: Send + Sync + std::fmt::Debug {
     /// A connection was refused for `reason`.
-    fn refused(&self, reason: &'static str);
+    fn refused(&self, reason: DropReason);
 }
 
 impl MetricsSink for crate::MasterHandle {
-    fn refused(&self, reason: &'static str) {
-        Metrics::count_drop(self.metrics(), reason);
+    fn refused(&self, reason: DropReason) {
+        self.metrics().count_drop(reason);
     }
 }
 
@@ -142,8 +106,8 @@ impl CappedListener {
         self
     }
 
-    fn refuse(&self, reason: &'static str, peer: SocketAddr) {
-        tracing::debug!(%peer, reason, "connection refused");
+    fn refuse(&self, reason: DropReason, peer: SocketAddr) {
+        tracing::debug!(%peer, reason = reason.name(), "connection refused");
         if let Some(m) = &self.metrics {
             m.refused(reason);
         }
@@ -163,12 +127,12 @@ impl CappedListener {
                 }
             };
             let Ok(permit) = Arc::clone(&self.total).try_acquire_owned() else {
-                self.refuse("tcp_conn_cap", peer);
+                self.refuse(DropReason::TcpConnCap, peer);
                 continue;
             };
-            let ip = peer.ip();
+            let ip = SourceKey::of(peer.ip());
             if !self.per_source.try_take(ip, self.limits.max_per_source) {
-                self.refuse("tcp_source_cap", peer);
+                self.refuse(DropReason::TcpSourceCap, peer);
                 continue;
             }
             let _ = stream.set_nodelay(true);
@@ -205,7 +169,7 @@ impl axum::serve::Listener for CappedListener {
 struct Guard {
     _permit: OwnedSemaphorePermit,
     per_source: Arc<PerSource>,
-    ip: IpAddr,
+    ip: SourceKey,
 }
 
 impl Drop for Guard {
@@ -293,6 +257,7 @@ impl AsyncWrite for CappedStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::{bind_tcp, bind_udp};
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     fn limits(total: usize, per_source: usize, idle_ms: u64) -> ConnLimits {

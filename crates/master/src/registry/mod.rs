@@ -1,0 +1,839 @@
+//! The one registry behind every master face: a plain struct, no I/O, no clock.
+//!
+//! The registry owns everything the daemon knows about a server: the record, its verification
+//! state, its lifetime, the per-source caps, what a DDNet server registered, the re-verification
+//! progress. Faces own nothing but the bounded proof exchanges still in flight (a challenge
+//! sent, no answer yet); lists are derived from the registry ([`crate::views`]), never kept
+//! beside it.
+//!
+//! Every change goes through a method here, and each one that changes a record is written to
+//! two logs: the *view log* ([`Registry::take_changes`]), which the publisher turns into the
+//! next [`crate::views::Snapshot`], and the *dirty set* ([`Registry::take_dirty`]), which the
+//! persister writes to the store. Nothing else mutates a record.
+//!
+//! # Time
+//! Time is an argument of type [`Timestamp`]: unix time in **milliseconds**, passed in by the
+//! caller (the daemon reads the wall clock once per operation; tests pass literals). Wall-clock
+//! time rather than `Instant` because records are persisted and must still expire correctly
+//! after a restart. A clock that steps backwards only delays expiry; it never panics.
+//!
+//! # Keys and addresses
+//! A record is keyed by [`ServerKey`]: the game name (ASCII lower-cased), the address the face
+//! registered it under, and an `instance` number. The address is the game address for
+//! GameAgent (A, P − 1), Teeworlds and DDNet; for GameSpy it is the heartbeat address (source
+//! IP, heartbeat query port), because a heartbeat does not carry the game port — that is learned
+//! by polling and kept in [`Record::game_port`]. `instance` is 0 except for the management
+//! face, which passes its connection id, because two connections may register the same
+//! address and both are listed (`management-server.md` §7.2).
+//!
+//! # States
+//! A record exists only once a face proved the server owns its address (a challenge answered,
+//! a TCP handshake): there is no pending state here, so a forged source can never take a slot.
+//! `Verified` records are listed; `Delisted` ones failed a re-verification or too many polls and
+//! are kept (heartbeats keep them alive) but not listed until a face verifies them again.
+//!
+//! # Expiry
+//! A record expires its lifetime after the later of its last valid heartbeat and its last
+//! successful poll. The lifetime is [`RegistryConfig::game_lifetimes`] for the game if set,
+//! else the face's entry of [`RegistryConfig::face_lifetimes`]; a face without an entry (the
+//! management server by default) never expires by time: its records leave when their
+//! connection closes.
+//!
+//! # What this does not do
+//! No challenges, no token buckets, no persistence: faces own proof exchanges,
+//! `muster_proto::limit` owns rate limits, [`crate::store`] owns persistence. The per-source
+//! cap here counts records, not requests.
+
+mod types;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use muster_proto::limit::SourceKey;
+
+pub use types::{
+    DdnetData, DdnetStream, Face, GameAddr, MAX_DDNET_INFO, MAX_DDNET_STREAMS, MAX_GAME_LEN,
+    MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, PollInfo, PollPlayer, Record,
+    Registration, ServerKey, Timestamp, Verification, protocol_from_name,
+};
+
+/// Default cap on records per source (IPv4 address / IPv6 /64).
+pub const DEFAULT_MAX_PER_SOURCE: usize = 64;
+/// Default cap on records in total (a memory bound, far above any real master's load).
+pub const DEFAULT_MAX_RECORDS: usize = 1_000_000;
+
+/// Why a registration was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reject {
+    /// The source already has [`RegistryConfig::max_per_source`] records.
+    SourceCap,
+    /// The registry holds [`RegistryConfig::max_records`] records.
+    RecordCap,
+    /// The game name is empty, longer than [`MAX_GAME_LEN`] or not printable ASCII.
+    BadGame,
+    /// A host name address is empty or longer than [`MAX_HOST_LEN`], or the port is 0.
+    BadAddress,
+    /// A DDNet server already has [`MAX_DDNET_STREAMS`] addresses.
+    StreamCap,
+}
+
+impl Reject {
+    /// The stable name used in metrics.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::SourceCap => "source_cap",
+            Self::RecordCap => "record_cap",
+            Self::BadGame => "bad_game",
+            Self::BadAddress => "bad_address",
+            Self::StreamCap => "stream_cap",
+        }
+    }
+}
+
+/// Result of [`Registry::register`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A new record, listed.
+    Added,
+    /// A listed record was refreshed (the proof counts as a heartbeat).
+    Refreshed,
+    /// A de-listed record was proven again and is listed again.
+    Relisted,
+    /// Refused; nothing changed.
+    Rejected(Reject),
+}
+
+impl Outcome {
+    /// Whether the record is listed now.
+    #[must_use]
+    pub const fn is_listed(self) -> bool {
+        !matches!(self, Self::Rejected(_))
+    }
+}
+
+/// Result of [`Registry::heartbeat`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeartbeatOutcome {
+    /// A listed record: its last heartbeat is now.
+    Refreshed,
+    /// A de-listed record: kept alive, still not listed (only a proof lists it again).
+    NotListed,
+    /// No such record.
+    Unknown,
+}
+
+/// Result of [`Registry::verify`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyOutcome {
+    /// De-listed before, listed now.
+    Verified,
+    /// Already listed; the proof is refreshed.
+    AlreadyVerified,
+    /// No such record.
+    Unknown,
+}
+
+/// Result of [`Registry::delist`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelistOutcome {
+    /// Was listed, is not any more.
+    Delisted,
+    /// Was not listed.
+    NotListed,
+    /// No such record.
+    Unknown,
+}
+
+/// Result of [`Registry::update_poll`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollOutcome {
+    /// Stored; the failure count is 0 again.
+    Updated,
+    /// Counted; the number of failures in a row.
+    Failed(u32),
+    /// No such record.
+    Unknown,
+}
+
+/// What a DDNet register POST asks of the registry ([`Registry::ddnet_register`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DdnetRegister {
+    /// The listed address (peer IP, `Address` port).
+    pub addr: std::net::SocketAddr,
+    /// The server's `Secret`.
+    pub secret: Arc<str>,
+    /// `Info-Serial` (0 when absent).
+    pub serial: i64,
+    /// The info object as registered (compact JSON), when the POST had a body.
+    pub info: Option<bytes::Bytes>,
+    /// The registry's plain view of that info, when it has DDNet's schema.
+    pub poll_info: Option<PollInfo>,
+    /// The stream URL as listed (`tw-0.6+udp://1.2.3.4:8303`).
+    pub url: Arc<str>,
+}
+
+/// Result of [`Registry::ddnet_register`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DdnetOutcome {
+    /// Listed (new or refreshed).
+    Success,
+    /// No info at this serial or newer is known for the secret: the server must send it.
+    NeedInfo,
+    /// Refused; nothing changed.
+    Rejected(Reject),
+}
+
+/// Limits and lifetimes of the registry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegistryConfig {
+    /// Records per source.
+    pub max_per_source: usize,
+    /// Records in total.
+    pub max_records: usize,
+    /// Lifetime after the last valid heartbeat or successful poll, per face. A face without
+    /// an entry never expires by time.
+    pub face_lifetimes: HashMap<Face, Duration>,
+    /// Per-game overrides of a face's lifetime: face → lower-case game name → lifetime. Per
+    /// face because one game may heartbeat at different rates through different faces (a
+    /// Serious Sam server: 150 s GameSpy heartbeats, GameAgent's own 300 s expiry).
+    pub game_lifetimes: HashMap<Face, HashMap<String, Duration>>,
+}
+
+impl Default for RegistryConfig {
+    /// The spec defaults: GameAgent 300 s (`gameagent.md` §8.3.7), GameSpy 300 s (Unreal family,
+    /// `gamespy-master.md` §14; Serious Sam gamenames heartbeating by GameSpy 570 s), Teeworlds
+    /// UDP 90 s, DDNet HTTP 30 s (`teeworlds-master.md` §5.3), management: connection-bound.
+    fn default() -> Self {
+        let face_lifetimes = HashMap::from([
+            (Face::GameAgent, Duration::from_secs(300)),
+            (Face::GameSpy, Duration::from_secs(300)),
+            (Face::Teeworlds07, Duration::from_secs(90)),
+            (Face::Teeworlds06, Duration::from_secs(90)),
+            (Face::DdnetHttp, Duration::from_secs(30)),
+        ]);
+        let sam = SERIOUS_SAM_GAMES
+            .into_iter()
+            .map(|g| (g.to_owned(), Duration::from_secs(570)))
+            .collect();
+        let game_lifetimes = HashMap::from([(Face::GameSpy, sam)]);
+        Self {
+            max_per_source: DEFAULT_MAX_PER_SOURCE,
+            max_records: DEFAULT_MAX_RECORDS,
+            face_lifetimes,
+            game_lifetimes,
+        }
+    }
+}
+
+impl RegistryConfig {
+    /// The lifetime of records of `face` and `game`, or `None` when they never expire by time.
+    #[must_use]
+    pub fn lifetime(&self, face: Face, game: &str) -> Option<Duration> {
+        self.game_lifetimes
+            .get(&face)
+            .and_then(|m| m.get(game))
+            .or_else(|| self.face_lifetimes.get(&face))
+            .copied()
+    }
+}
+
+/// The games of the Serious Sam family (GameAgent lists only these).
+pub const SERIOUS_SAM_GAMES: [&str; 3] = ["serioussam", "serioussamse", "serioussamsed"];
+/// The GameSpy gamenames the UT2003 text list publishes (`ut2003-list.md` §6).
+pub const UT2003_LIST_GAMES: [&str; 4] = ["ut2", "ut2d", "ut2004", "ut2004d"];
+/// The games the Teeworlds faces list.
+pub const TEEWORLDS_GAMES: [&str; 2] = ["teeworlds", "ddnet"];
+
+/// One entry of the view log: a record's new version, or its removal.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// [`Record::id`] of the record.
+    pub id: u64,
+    /// The record as it is now; `None` when it was removed.
+    pub record: Option<Arc<Record>>,
+    /// Whether list membership, order or a listed field may have changed (false for a plain
+    /// refresh of heartbeat or proof times, which no list shows but `last_seen`).
+    pub structural: bool,
+}
+
+/// The registry. See the module docs.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    config: RegistryConfig,
+    records: HashMap<ServerKey, Arc<Record>>,
+    per_source: HashMap<SourceKey, u32>,
+    /// DDNet secret → the records (addresses) it registered.
+    secrets: HashMap<Arc<str>, Vec<ServerKey>>,
+    next_id: u64,
+    changes: Vec<Change>,
+    dirty: HashSet<ServerKey>,
+    structural_dirty: bool,
+    version: u64,
+}
+
+fn game_ok(game: &str) -> bool {
+    !game.is_empty() && game.len() <= MAX_GAME_LEN && game.bytes().all(|b| b.is_ascii_graphic())
+}
+
+impl Registry {
+    /// An empty registry.
+    #[must_use]
+    pub fn new(config: RegistryConfig) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &RegistryConfig {
+        &self.config
+    }
+
+    /// Records in total.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether there are no records.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// How many changes were ever made (every logged change bumps it).
+    #[must_use]
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Records of one source.
+    #[must_use]
+    pub fn count_of_source(&self, source: SourceKey) -> usize {
+        self.per_source.get(&source).map_or(0, |n| *n as usize)
+    }
+
+    /// The record under `key`.
+    #[must_use]
+    pub fn get(&self, key: &ServerKey) -> Option<&Record> {
+        self.records.get(key).map(AsRef::as_ref)
+    }
+
+    /// Every record, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Record> {
+        self.records.values().map(AsRef::as_ref)
+    }
+
+    /// Every record as shared, in no particular order (for the publisher's first build).
+    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<Record>> {
+        self.records.values()
+    }
+
+    /// The view log since the last call: what the publisher applies to its mirror.
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Keys changed since the last call: what the persister writes (a key whose record is gone
+    /// is a deletion).
+    pub fn take_dirty(&mut self) -> HashSet<ServerKey> {
+        self.structural_dirty = false;
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// Whether a key waiting for the persister changed structurally (a registration, a
+    /// removal, a new state), so it should be written soon rather than with the next batch.
+    #[must_use]
+    pub fn has_structural_dirty(&self) -> bool {
+        self.structural_dirty
+    }
+
+    /// The record under `key`, shared.
+    #[must_use]
+    pub fn get_shared(&self, key: &ServerKey) -> Option<&Arc<Record>> {
+        self.records.get(key)
+    }
+
+    /// Marks keys changed again (a write of them failed and must be retried).
+    pub fn mark_dirty(&mut self, keys: impl IntoIterator<Item = ServerKey>) {
+        self.dirty.extend(keys);
+        self.structural_dirty = true;
+    }
+
+    /// Keys waiting for the persister.
+    #[must_use]
+    pub fn dirty_len(&self) -> usize {
+        self.dirty.len()
+    }
+
+    fn log(&mut self, key: &ServerKey, structural: bool) {
+        self.version = self.version.wrapping_add(1);
+        self.structural_dirty |= structural;
+        if let Some(rec) = self.records.get(key) {
+            self.changes.push(Change {
+                id: rec.id,
+                record: Some(Arc::clone(rec)),
+                structural,
+            });
+        }
+        self.dirty.insert(key.clone());
+    }
+
+    fn log_removal(&mut self, rec: &Record) {
+        self.version = self.version.wrapping_add(1);
+        self.structural_dirty = true;
+        self.changes.push(Change {
+            id: rec.id,
+            record: None,
+            structural: true,
+        });
+        self.dirty.insert(rec.key.clone());
+    }
+
+    fn key_ok(reg: &Registration) -> Result<(), Reject> {
+        if !game_ok(&reg.key.game) {
+            return Err(Reject::BadGame);
+        }
+        let bad_host = matches!(&reg.key.addr, GameAddr::Host { host, .. } if host.is_empty() || host.len() > MAX_HOST_LEN);
+        if bad_host || reg.key.addr.port() == 0 {
+            return Err(Reject::BadAddress);
+        }
+        Ok(())
+    }
+
+    fn insert_new(&mut self, reg: Registration, now: Timestamp) -> Result<(), Reject> {
+        Self::key_ok(&reg)?;
+        if self.count_of_source(reg.source) >= self.config.max_per_source {
+            return Err(Reject::SourceCap);
+        }
+        if self.records.len() >= self.config.max_records {
+            return Err(Reject::RecordCap);
+        }
+        *self.per_source.entry(reg.source).or_insert(0) += 1;
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let rec = Record::new(id, reg, now);
+        let key = rec.key.clone();
+        self.records.insert(key.clone(), Arc::new(rec));
+        self.log(&key, true);
+        Ok(())
+    }
+
+    /// A registration with proof of ownership (an answered challenge, `fw!!`, `\validate\`, a
+    /// DDNet challenge token, a management registration over TCP). Unknown key: a new listed
+    /// record, subject to the caps (`Added`). Known key: face, game port, query address and
+    /// protocol are taken from `reg` (the source stays the first one), the proof and heartbeat
+    /// times are now, re-verification starts over; a de-listed record is listed again
+    /// (`Relisted`), a listed one refreshed (`Refreshed`).
+    pub fn register(&mut self, reg: Registration, now: Timestamp) -> Outcome {
+        let key = reg.key.clone();
+        let Some(rec) = self.records.get_mut(&key) else {
+            return match self.insert_new(reg, now) {
+                Ok(()) => Outcome::Added,
+                Err(r) => Outcome::Rejected(r),
+            };
+        };
+        let rec = Arc::make_mut(rec);
+        let structural = rec.face != reg.face
+            || (reg.game_port.is_some() && rec.game_port != reg.game_port)
+            || rec.query_addr != reg.query_addr
+            || rec.query_protocol != reg.query_protocol
+            || rec.state != Verification::Verified;
+        rec.face = reg.face;
+        if reg.game_port.is_some() {
+            rec.game_port = reg.game_port;
+        }
+        rec.query_addr = reg.query_addr;
+        rec.query_protocol = reg.query_protocol;
+        rec.last_heartbeat = rec.last_heartbeat.max(now);
+        rec.last_proof = rec.last_proof.max(now);
+        rec.challenges_unanswered = 0;
+        let out = if rec.state == Verification::Verified {
+            Outcome::Refreshed
+        } else {
+            rec.state = Verification::Verified;
+            Outcome::Relisted
+        };
+        self.log(&key, structural);
+        out
+    }
+
+    /// A keep-alive (GameAgent `0` with echo 0, GameSpy heartbeat from a known source, a
+    /// Teeworlds heartbeat). A listed or de-listed record lives on; nothing is created: an
+    /// unknown server must prove itself through its face first.
+    pub fn heartbeat(&mut self, key: &ServerKey, now: Timestamp) -> HeartbeatOutcome {
+        let Some(rec) = self.records.get_mut(key) else {
+            return HeartbeatOutcome::Unknown;
+        };
+        let rec = Arc::make_mut(rec);
+        rec.last_heartbeat = rec.last_heartbeat.max(now);
+        let out = if rec.state == Verification::Verified {
+            HeartbeatOutcome::Refreshed
+        } else {
+            HeartbeatOutcome::NotListed
+        };
+        self.log(key, false);
+        out
+    }
+
+    /// A re-verification of a known record succeeded: it is listed (again), its proof and
+    /// heartbeat times are now and unanswered challenges are forgotten.
+    pub fn verify(&mut self, key: &ServerKey, now: Timestamp) -> VerifyOutcome {
+        let Some(rec) = self.records.get_mut(key) else {
+            return VerifyOutcome::Unknown;
+        };
+        let rec = Arc::make_mut(rec);
+        rec.last_heartbeat = rec.last_heartbeat.max(now);
+        rec.last_proof = rec.last_proof.max(now);
+        rec.challenges_unanswered = 0;
+        let out = if rec.state == Verification::Verified {
+            VerifyOutcome::AlreadyVerified
+        } else {
+            rec.state = Verification::Verified;
+            VerifyOutcome::Verified
+        };
+        self.log(key, out == VerifyOutcome::Verified);
+        out
+    }
+
+    /// A re-verification challenge went out to a listed record without an answer yet; returns
+    /// how many are unanswered now (`None`: no such record).
+    pub fn challenge_sent(&mut self, key: &ServerKey, now: Timestamp) -> Option<u8> {
+        let rec = Arc::make_mut(self.records.get_mut(key)?);
+        rec.challenges_unanswered = rec.challenges_unanswered.saturating_add(1);
+        rec.last_challenge = now;
+        let n = rec.challenges_unanswered;
+        self.log(key, false);
+        Some(n)
+    }
+
+    /// A re-verification failed: stop listing the record until it is verified again.
+    pub fn delist(&mut self, key: &ServerKey) -> DelistOutcome {
+        let Some(rec) = self.records.get_mut(key) else {
+            return DelistOutcome::Unknown;
+        };
+        if rec.state != Verification::Verified {
+            return DelistOutcome::NotListed;
+        }
+        Arc::make_mut(rec).state = Verification::Delisted;
+        self.log(key, true);
+        DelistOutcome::Delisted
+    }
+
+    /// Removes a record (DDNet delete, management unregister or connection close, a face
+    /// replacing it). Returns it.
+    pub fn remove(&mut self, key: &ServerKey) -> Option<Arc<Record>> {
+        let rec = self.records.remove(key)?;
+        if let Some(n) = self.per_source.get_mut(&rec.source) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_source.remove(&rec.source);
+            }
+        }
+        if let Some(d) = &rec.ddnet {
+            if let Some(keys) = self.secrets.get_mut(&d.secret) {
+                keys.retain(|k| k != key);
+                if keys.is_empty() {
+                    self.secrets.remove(&d.secret);
+                }
+            }
+        }
+        self.log_removal(&rec);
+        Some(rec)
+    }
+
+    /// The result of a poll. Success stores `info` (clipped to the named limits), takes the game
+    /// port from it when it has one, resets the failure count and keeps the record alive;
+    /// `None` counts a failure. De-listing after failures is the poller's decision.
+    pub fn update_poll(
+        &mut self,
+        key: &ServerKey,
+        info: Option<PollInfo>,
+        now: Timestamp,
+    ) -> PollOutcome {
+        let Some(rec) = self.records.get_mut(key) else {
+            return PollOutcome::Unknown;
+        };
+        let rec = Arc::make_mut(rec);
+        let (out, structural) = match info {
+            Some(info) => {
+                let info = info.bounded();
+                let mut structural = rec.info.as_deref() != Some(&info);
+                if info.game_port.is_some() && rec.game_port != info.game_port {
+                    rec.game_port = info.game_port;
+                    structural = true;
+                }
+                if structural {
+                    rec.info = Some(Arc::new(info));
+                }
+                rec.poll_failures = 0;
+                rec.last_poll_ok = Some(now);
+                (PollOutcome::Updated, structural)
+            }
+            None => {
+                rec.poll_failures = rec.poll_failures.saturating_add(1);
+                (PollOutcome::Failed(rec.poll_failures), false)
+            }
+        };
+        self.log(key, structural);
+        out
+    }
+
+    /// What a registration message itself said about the server (GameAgent heartbeat:
+    /// players, slots, level, game type, version, product; a management stats update), shown
+    /// until the poller has something: stored when the record was never polled successfully,
+    /// ignored after (the poll is authoritative). Unlike [`Registry::update_poll`] it neither
+    /// counts as a poll nor keeps the record alive. Returns whether it was stored.
+    pub fn registration_info(&mut self, key: &ServerKey, info: PollInfo) -> bool {
+        let Some(rec) = self.records.get_mut(key) else {
+            return false;
+        };
+        if rec.last_poll_ok.is_some() {
+            return false;
+        }
+        let info = info.bounded();
+        if rec.info.as_deref() == Some(&info) {
+            return false;
+        }
+        Arc::make_mut(rec).info = Some(Arc::new(info));
+        self.log(key, true);
+        true
+    }
+
+    /// The info of the management face's record: always stored (the connection is the only
+    /// source of it; management records are not polled).
+    pub fn set_info(&mut self, key: &ServerKey, info: PollInfo) -> bool {
+        let Some(rec) = self.records.get_mut(key) else {
+            return false;
+        };
+        let info = info.bounded();
+        if rec.info.as_deref() == Some(&info) {
+            return false;
+        }
+        Arc::make_mut(rec).info = Some(Arc::new(info));
+        self.log(key, true);
+        true
+    }
+
+    /// The serial and info the DDNet server `secret` registered last, if any.
+    #[must_use]
+    pub fn ddnet_info(&self, secret: &str) -> Option<(i64, &bytes::Bytes)> {
+        let key = self.secrets.get(secret)?.first()?;
+        let d = self.records.get(key)?.ddnet.as_ref()?;
+        Some((d.serial, &d.info))
+    }
+
+    /// One DDNet register POST with a valid challenge token (`teeworlds-master.md` §3.6): the
+    /// server `secret` is kept with the info of the highest serial seen, shared by all its
+    /// addresses; the stream `url` at `addr` is refreshed or added; the record at `addr` is
+    /// listed. A POST without a body succeeds when info at `serial` or newer is known
+    /// (the second stream of a server, quirk 7), else asks for it (`NeedInfo`).
+    pub fn ddnet_register(
+        &mut self,
+        r: DdnetRegister,
+        reg: Registration,
+        now: Timestamp,
+    ) -> DdnetOutcome {
+        let known = self.ddnet_info(&r.secret).map(|(s, i)| (s, i.clone()));
+        let (serial, info, fresh) = match (&r.info, known) {
+            (Some(new), Some((have, _))) if r.serial >= have => (r.serial, new.clone(), true),
+            (Some(new), None) => (r.serial, new.clone(), true),
+            (_, Some((have, info))) if have >= r.serial => (have, info, false),
+            (Some(_), Some((have, info))) => (have, info, false),
+            (None, _) => return DdnetOutcome::NeedInfo,
+        };
+        let streams_of_secret: usize = self.secrets.get(&r.secret).map_or(0, |keys| {
+            keys.iter()
+                .filter_map(|k| self.records.get(k)?.ddnet.as_ref())
+                .map(|d| d.streams.len())
+                .sum()
+        });
+        let key = reg.key.clone();
+        let has_stream = self
+            .records
+            .get(&key)
+            .and_then(|rec| rec.ddnet.as_ref())
+            .is_some_and(|d| d.secret == r.secret && d.streams.iter().any(|s| s.url == r.url));
+        if !has_stream && streams_of_secret >= MAX_DDNET_STREAMS {
+            return DdnetOutcome::Rejected(Reject::StreamCap);
+        }
+        let old_secret = self
+            .records
+            .get(&key)
+            .and_then(|rec| rec.ddnet.as_ref())
+            .map(|d| Arc::clone(&d.secret))
+            .filter(|s| *s != r.secret);
+        if let Outcome::Rejected(why) = self.register(reg, now) {
+            return DdnetOutcome::Rejected(why);
+        }
+        if let Some(old) = old_secret {
+            // The address moved to another server: forget its streams under the old one.
+            if let Some(keys) = self.secrets.get_mut(&old) {
+                keys.retain(|k| *k != key);
+                if keys.is_empty() {
+                    self.secrets.remove(&old);
+                }
+            }
+        }
+        let Some(rec) = self.records.get_mut(&key) else {
+            return DdnetOutcome::NeedInfo;
+        };
+        let rec = Arc::make_mut(rec);
+        let mut streams = match &rec.ddnet {
+            Some(d) if d.secret == r.secret => d.streams.clone(),
+            _ => Vec::new(),
+        };
+        match streams.iter_mut().find(|s| s.url == r.url) {
+            Some(s) => s.last = s.last.max(now),
+            None => {
+                streams.push(DdnetStream {
+                    url: Arc::clone(&r.url),
+                    last: now,
+                });
+                streams.sort_by(|a, b| a.url.cmp(&b.url));
+            }
+        }
+        let changed_info = rec
+            .ddnet
+            .as_ref()
+            .is_none_or(|d| d.serial != serial || d.info != info);
+        rec.ddnet = Some(Arc::new(DdnetData {
+            secret: Arc::clone(&r.secret),
+            serial,
+            info: info.clone(),
+            streams,
+        }));
+        if let Some(p) = r.poll_info.filter(|_| fresh) {
+            rec.info = Some(Arc::new(p.bounded()));
+        }
+        let keys = self.secrets.entry(Arc::clone(&r.secret)).or_default();
+        if !keys.contains(&key) {
+            keys.push(key.clone());
+        }
+        self.log(&key, true);
+        if fresh && changed_info {
+            // The other addresses of the server show the newer info too.
+            let siblings: Vec<ServerKey> = self
+                .secrets
+                .get(&r.secret)
+                .map(|ks| ks.iter().filter(|k| **k != key).cloned().collect())
+                .unwrap_or_default();
+            for k in siblings {
+                if let Some(rec) = self.records.get_mut(&k) {
+                    let rec = Arc::make_mut(rec);
+                    if let Some(d) = &rec.ddnet {
+                        let mut d = (**d).clone();
+                        d.serial = serial;
+                        d.info = info.clone();
+                        rec.ddnet = Some(Arc::new(d));
+                    }
+                    self.log(&k, true);
+                }
+            }
+        }
+        DdnetOutcome::Success
+    }
+
+    /// A DDNet `Action: delete` for the stream `url` of the server `secret`: the stream goes,
+    /// and the record with it when it was its last stream. Returns whether the server still
+    /// has streams at that address, or `None` when there was no such stream.
+    pub fn ddnet_delete(&mut self, secret: &str, url: &str) -> Option<bool> {
+        let keys = self.secrets.get(secret)?.clone();
+        for key in keys {
+            let Some(rec) = self.records.get_mut(&key) else {
+                continue;
+            };
+            let Some(d) = &rec.ddnet else { continue };
+            if !d.streams.iter().any(|s| &*s.url == url) {
+                continue;
+            }
+            let mut d = (**d).clone();
+            d.streams.retain(|s| &*s.url != url);
+            if d.streams.is_empty() {
+                self.remove(&key);
+                return Some(false);
+            }
+            Arc::make_mut(rec).ddnet = Some(Arc::new(d));
+            self.log(&key, true);
+            return Some(true);
+        }
+        None
+    }
+
+    /// When `rec` expires, or `None` when it never does by time.
+    #[must_use]
+    pub fn expires_at(&self, rec: &Record) -> Option<Timestamp> {
+        let life = self.config.lifetime(rec.face, &rec.key.game)?;
+        let base = rec
+            .last_poll_ok
+            .map_or(rec.last_heartbeat, |p| p.max(rec.last_heartbeat));
+        Some(base.plus(life))
+    }
+
+    /// Removes every record that expired at or before `now`, and the DDNet streams not
+    /// refreshed within their lifetime; returns the removed keys (sorted).
+    pub fn prune_before(&mut self, now: Timestamp) -> Vec<ServerKey> {
+        let mut dead: Vec<ServerKey> = self
+            .records
+            .values()
+            .filter(|r| self.expires_at(r).is_some_and(|t| t <= now))
+            .map(|r| r.key.clone())
+            .collect();
+        dead.sort();
+        for k in &dead {
+            self.remove(k);
+        }
+        if let Some(life) = self.config.face_lifetimes.get(&Face::DdnetHttp).copied() {
+            let stale: Vec<ServerKey> = self
+                .records
+                .values()
+                .filter(|r| {
+                    r.ddnet
+                        .as_ref()
+                        .is_some_and(|d| d.streams.iter().any(|s| s.last.plus(life) <= now))
+                })
+                .map(|r| r.key.clone())
+                .collect();
+            for k in stale {
+                if let Some(rec) = self.records.get_mut(&k) {
+                    let rec = Arc::make_mut(rec);
+                    if let Some(d) = &rec.ddnet {
+                        let mut d = (**d).clone();
+                        d.streams.retain(|s| s.last.plus(life) > now);
+                        rec.ddnet = Some(Arc::new(d));
+                    }
+                    self.log(&k, true);
+                }
+            }
+        }
+        dead
+    }
+
+    /// Puts back a record loaded from storage (as it was, state and times included; a new id in
+    /// load order). Replaces a record with the same key. Caps are not applied: what was
+    /// accepted stays accepted. Nothing is logged: the store already has it.
+    pub fn restore(&mut self, mut rec: Record) {
+        if let Some(old) = self.records.remove(&rec.key) {
+            if let Some(n) = self.per_source.get_mut(&old.source) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        rec.id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        *self.per_source.entry(rec.source).or_insert(0) += 1;
+        if let Some(d) = &rec.ddnet {
+            let keys = self.secrets.entry(Arc::clone(&d.secret)).or_default();
+            if !keys.contains(&rec.key) {
+                keys.push(rec.key.clone());
+            }
+        }
+        self.records.insert(rec.key.clone(), Arc::new(rec));
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,657 @@
+//! Registry tests on explicit timestamps.
+
+use super::*;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use muster_proto::Protocol;
+use proptest::prelude::*;
+
+use crate::api::list::{ListQuery, SortKey, list};
+use crate::views::{Publisher, Snapshot};
+
+const T0: Timestamp = Timestamp::from_secs(1_700_000_000);
+
+fn at(secs: u64) -> Timestamp {
+    T0.plus(Duration::from_secs(secs))
+}
+
+fn v4(a: u8, port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, a)), port)
+}
+
+fn reg(game: &str, addr: SocketAddr, face: Face) -> Registration {
+    let qp = match face {
+        Face::GameAgent => Some(Protocol::GameAgent),
+        Face::GameSpy => Some(Protocol::GameSpy1),
+        Face::Teeworlds06 | Face::Teeworlds07 | Face::DdnetHttp => Some(Protocol::Teeworlds),
+        Face::Mgmt => None,
+    };
+    let game_port = (face != Face::GameSpy).then_some(addr.port());
+    let query_addr = match face {
+        Face::GameAgent => Some(SocketAddr::new(addr.ip(), addr.port() + 1)),
+        Face::Mgmt => None,
+        _ => Some(addr),
+    };
+    Registration {
+        key: ServerKey::new(game, GameAddr::Ip(addr)),
+        face,
+        game_port,
+        query_addr,
+        query_protocol: qp,
+        source: SourceKey::of(addr.ip()),
+    }
+}
+
+fn info(name: &str, num: u32, max: u32, players: &[&str]) -> PollInfo {
+    PollInfo {
+        name: name.to_owned(),
+        map: format!("map-{name}"),
+        game_type: "dm".to_owned(),
+        num_players: num,
+        max_players: max,
+        password: Some(name.contains("pw")),
+        players: players
+            .iter()
+            .map(|p| PollPlayer {
+                name: (*p).to_owned(),
+                score: Some(1),
+            })
+            .collect(),
+        rules: vec![],
+        game_port: None,
+    }
+}
+
+/// Registers `r` at `t` (a proven registration lists at once).
+fn listed(reg_: &mut Registry, r: Registration, t: Timestamp) -> ServerKey {
+    let key = r.key.clone();
+    assert_eq!(reg_.register(r, t), Outcome::Added);
+    key
+}
+
+fn snapshot(r: &mut Registry) -> Snapshot {
+    let mut p = Publisher::new(Duration::from_secs(30));
+    let changes = r
+        .iter_shared()
+        .map(|rec| Change {
+            id: rec.id,
+            record: Some(Arc::clone(rec)),
+            structural: true,
+        })
+        .collect();
+    p.apply(changes, r.version());
+    r.take_changes();
+    p.build(T0)
+}
+
+fn addrs(s: &Snapshot) -> Vec<String> {
+    s.listed().iter().map(|r| r.key.addr.to_string()).collect()
+}
+
+#[test]
+fn register_lists_at_once_and_counts() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let a = reg("serioussamse", v4(1, 25600), Face::GameAgent);
+    let key = a.key.clone();
+    assert_eq!(r.register(a.clone(), T0), Outcome::Added);
+    assert_eq!(r.register(a, at(1)), Outcome::Refreshed);
+    assert_eq!(r.verify(&key, at(3)), VerifyOutcome::AlreadyVerified);
+    let rec = r.get(&key).unwrap();
+    assert_eq!(rec.first_seen, T0);
+    assert_eq!((rec.last_heartbeat, rec.last_proof), (at(3), at(3)));
+    let s = snapshot(&mut r);
+    assert_eq!(addrs(&s), ["10.0.0.1:25600"]);
+    assert_eq!(s.count(Face::GameAgent), 1);
+}
+
+#[test]
+fn game_names_are_lower_cased_in_keys() {
+    let k = ServerKey::new("UT2", GameAddr::Ip(v4(1, 7777)));
+    assert_eq!(k.game, "ut2");
+}
+
+#[test]
+fn heartbeats_never_create_records() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let a = reg("ut2", v4(1, 7778), Face::GameSpy);
+    let key = a.key.clone();
+    assert_eq!(r.heartbeat(&key, T0), HeartbeatOutcome::Unknown);
+    assert!(r.is_empty(), "an unproven source never takes a slot");
+    listed(&mut r, a.clone(), at(1));
+    assert_eq!(r.heartbeat(&key, at(20)), HeartbeatOutcome::Refreshed);
+    assert_eq!(r.get(&key).unwrap().last_heartbeat, at(20));
+    assert_eq!(r.delist(&key), DelistOutcome::Delisted);
+    assert_eq!(r.delist(&key), DelistOutcome::NotListed);
+    assert_eq!(r.heartbeat(&key, at(30)), HeartbeatOutcome::NotListed);
+    assert!(
+        !r.get(&key).unwrap().is_listed(),
+        "a heartbeat does not list again"
+    );
+    assert_eq!(r.register(a, at(40)), Outcome::Relisted);
+    assert_eq!(
+        r.get(&key).unwrap().first_seen,
+        at(1),
+        "re-verification keeps the list position"
+    );
+    assert_eq!(
+        r.delist(&ServerKey::new("x", GameAddr::Ip(v4(9, 1)))),
+        DelistOutcome::Unknown
+    );
+}
+
+#[test]
+fn reverification_progress_lives_in_the_record() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let key = listed(&mut r, reg("serioussam", v4(1, 25600), Face::GameAgent), T0);
+    assert_eq!(r.challenge_sent(&key, at(600)), Some(1));
+    assert_eq!(r.challenge_sent(&key, at(610)), Some(2));
+    assert_eq!(r.get(&key).unwrap().last_challenge, at(610));
+    assert_eq!(r.verify(&key, at(611)), VerifyOutcome::AlreadyVerified);
+    let rec = r.get(&key).unwrap();
+    assert_eq!((rec.challenges_unanswered, rec.last_proof), (0, at(611)));
+}
+
+#[test]
+fn expiry_per_face_and_game() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let ga = listed(
+        &mut r,
+        reg("serioussamse", v4(1, 25600), Face::GameAgent),
+        T0,
+    );
+    let gs = listed(&mut r, reg("ut2", v4(2, 7778), Face::GameSpy), T0);
+    let sam_gs = listed(&mut r, reg("serioussamse", v4(7, 25601), Face::GameSpy), T0);
+    let tw = listed(&mut r, reg("teeworlds", v4(3, 8303), Face::Teeworlds07), T0);
+    let dd = listed(&mut r, reg("ddnet", v4(4, 8303), Face::DdnetHttp), T0);
+    let mg = listed(&mut r, reg("bomberman", v4(5, 2000), Face::Mgmt), T0);
+
+    assert!(r.prune_before(at(29)).is_empty());
+    assert_eq!(r.prune_before(at(30)), vec![dd.clone()], "DDNet 30 s");
+    assert!(r.prune_before(at(89)).is_empty());
+    assert_eq!(r.prune_before(at(90)), vec![tw]);
+    assert_eq!(
+        r.prune_before(at(300)),
+        vec![ga, gs],
+        "GameAgent 300 s even for Serious Sam"
+    );
+    assert!(
+        r.prune_before(at(569)).is_empty(),
+        "Serious Sam by GameSpy: 570 s"
+    );
+    assert_eq!(r.prune_before(at(570)), vec![sam_gs]);
+    assert!(
+        r.prune_before(at(1_000_000)).is_empty(),
+        "mgmt never expires by time"
+    );
+    assert!(r.get(&mg).is_some());
+    assert_eq!(r.get(&dd), None);
+}
+
+#[test]
+fn heartbeat_and_poll_extend_life() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let key = listed(&mut r, reg("ut2", v4(1, 7778), Face::GameSpy), T0);
+    r.heartbeat(&key, at(200));
+    assert!(r.prune_before(at(499)).is_empty());
+    assert_eq!(
+        r.update_poll(&key, Some(info("x", 0, 8, &[])), at(450)),
+        PollOutcome::Updated
+    );
+    assert!(
+        r.prune_before(at(749)).is_empty(),
+        "a successful poll keeps it alive"
+    );
+    assert_eq!(r.update_poll(&key, None, at(760)), PollOutcome::Failed(1));
+    assert_eq!(r.update_poll(&key, None, at(761)), PollOutcome::Failed(2));
+    assert_eq!(r.prune_before(at(750)), vec![key.clone()]);
+    assert_eq!(r.update_poll(&key, None, at(800)), PollOutcome::Unknown);
+}
+
+#[test]
+fn cap_per_source() {
+    let cfg = RegistryConfig {
+        max_per_source: 3,
+        ..RegistryConfig::default()
+    };
+    let mut r = Registry::new(cfg);
+    for p in 1000..1003 {
+        listed(&mut r, reg("ut2", v4(1, p), Face::GameSpy), T0);
+    }
+    assert_eq!(
+        r.register(reg("ut2", v4(1, 1003), Face::GameSpy), T0),
+        Outcome::Rejected(Reject::SourceCap)
+    );
+    assert_eq!(
+        r.register(reg("ut2", v4(2, 1003), Face::GameSpy), T0),
+        Outcome::Added,
+        "other source"
+    );
+    assert_eq!(
+        r.register(reg("ut2", v4(1, 1002), Face::GameSpy), at(1)),
+        Outcome::Refreshed,
+        "known key"
+    );
+    r.remove(&ServerKey::new("ut2", GameAddr::Ip(v4(1, 1000))));
+    assert_eq!(
+        r.register(reg("ut2", v4(1, 1003), Face::GameSpy), at(2)),
+        Outcome::Added
+    );
+}
+
+#[test]
+fn cap_per_ipv6_slash_64_and_in_total() {
+    let cfg = RegistryConfig {
+        max_per_source: 2,
+        max_records: 3,
+        ..RegistryConfig::default()
+    };
+    let mut r = Registry::new(cfg);
+    let ip = |net: u16, low: u16| {
+        SocketAddr::new(
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, net, 0, 0, 0, low)),
+            8303,
+        )
+    };
+    assert_eq!(
+        r.register(reg("ddnet", ip(1, 1), Face::DdnetHttp), T0),
+        Outcome::Added
+    );
+    assert_eq!(
+        r.register(reg("ddnet", ip(1, 2), Face::DdnetHttp), T0),
+        Outcome::Added
+    );
+    assert_eq!(
+        r.register(reg("ddnet", ip(1, 3), Face::DdnetHttp), T0),
+        Outcome::Rejected(Reject::SourceCap)
+    );
+    assert_eq!(
+        r.register(reg("ddnet", ip(2, 1), Face::DdnetHttp), T0),
+        Outcome::Added
+    );
+    assert_eq!(
+        r.register(reg("ddnet", ip(3, 1), Face::DdnetHttp), T0),
+        Outcome::Rejected(Reject::RecordCap)
+    );
+}
+
+#[test]
+fn rejects_bad_game_host_and_port() {
+    let mut r = Registry::new(RegistryConfig::default());
+    for g in ["", "has space", &"x".repeat(MAX_GAME_LEN + 1)] {
+        assert_eq!(
+            r.register(reg(g, v4(1, 1), Face::GameSpy), T0),
+            Outcome::Rejected(Reject::BadGame),
+            "{g:?}"
+        );
+    }
+    let mut m = reg("bomberman", v4(1, 1), Face::Mgmt);
+    m.key.addr = GameAddr::Host {
+        host: "h".repeat(MAX_HOST_LEN + 1),
+        port: 1,
+    };
+    assert_eq!(r.register(m, T0), Outcome::Rejected(Reject::BadAddress));
+    assert_eq!(
+        r.register(reg("ddnet", v4(1, 0), Face::DdnetHttp), T0),
+        Outcome::Rejected(Reject::BadAddress),
+        "port 0 is no address"
+    );
+    assert!(r.is_empty());
+}
+
+#[test]
+fn stable_order_is_first_registration() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let a = reg("ut2", v4(3, 1), Face::GameSpy);
+    let b = reg("ut2", v4(1, 1), Face::GameSpy);
+    let c = reg("ut2", v4(2, 1), Face::GameSpy);
+    r.register(b.clone(), at(5));
+    r.register(c, at(5));
+    r.register(a, at(9));
+    assert_eq!(
+        addrs(&snapshot(&mut r)),
+        ["10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"]
+    );
+    // Heartbeats and re-registration do not move anything.
+    r.heartbeat(&b.key, at(20));
+    r.register(b, at(21));
+    assert_eq!(
+        addrs(&snapshot(&mut r)),
+        ["10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"]
+    );
+}
+
+#[test]
+fn mgmt_instances_are_separate_records() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let host = GameAddr::Host {
+        host: "Game.Example.".to_owned(),
+        port: 2000,
+    };
+    for conn in [1, 2] {
+        let mut m = reg("bomberman", v4(1, 1), Face::Mgmt);
+        m.key = ServerKey::new("bomberman", host.clone()).with_instance(conn);
+        listed(&mut r, m, T0);
+    }
+    let s = snapshot(&mut r);
+    assert_eq!(s.count(Face::Mgmt), 2);
+    assert_eq!(s.find_by_addr(&host).len(), 2);
+    assert_eq!(host.to_string(), "Game.Example.:2000");
+}
+
+#[test]
+fn ddnet_info_is_per_secret_and_only_newer_serials_replace_it() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let d = |addr: SocketAddr, serial: i64, info: Option<&'static [u8]>, url: &str| DdnetRegister {
+        addr,
+        secret: Arc::from("s"),
+        serial,
+        info: info.map(bytes::Bytes::from_static),
+        poll_info: None,
+        url: Arc::from(url),
+    };
+    let a4 = v4(1, 8303);
+    let u6 = "tw-0.6+udp://10.0.0.1:8303";
+    let u7 = "tw-0.7+udp://10.0.0.1:8303";
+    let dr = |a| reg("ddnet", a, Face::DdnetHttp);
+    assert_eq!(
+        r.ddnet_register(d(a4, 1, None, u6), dr(a4), T0),
+        DdnetOutcome::NeedInfo
+    );
+    assert!(r.is_empty());
+    assert_eq!(
+        r.ddnet_register(d(a4, 1, Some(b"{\"n\":1}"), u6), dr(a4), T0),
+        DdnetOutcome::Success
+    );
+    // A second stream without a body: the info of that serial is known (quirk 7).
+    assert_eq!(
+        r.ddnet_register(d(a4, 1, None, u7), dr(a4), T0),
+        DdnetOutcome::Success
+    );
+    assert_eq!(r.ddnet_info("s").map(|(s, _)| s), Some(1));
+    // An older serial does not replace the info; a newer one does.
+    r.ddnet_register(d(a4, 0, Some(b"{\"n\":0}"), u6), dr(a4), T0);
+    assert_eq!(&r.ddnet_info("s").unwrap().1[..], b"{\"n\":1}");
+    let a6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 8303);
+    r.ddnet_register(
+        d(a6, 2, Some(b"{\"n\":2}"), "tw-0.6+udp://[::1]:8303"),
+        dr(a6),
+        T0,
+    );
+    let key4 = dr(a4).key;
+    assert_eq!(
+        &r.get(&key4).unwrap().ddnet.as_ref().unwrap().info[..],
+        b"{\"n\":2}",
+        "every address of the server shows the newest info"
+    );
+    assert_eq!(
+        r.get(&key4).unwrap().ddnet.as_ref().unwrap().streams.len(),
+        2
+    );
+    // Deleting streams: the record goes with its last one.
+    assert_eq!(r.ddnet_delete("s", u6), Some(true));
+    assert_eq!(r.ddnet_delete("s", u6), None);
+    assert_eq!(r.ddnet_delete("s", u7), Some(false));
+    assert!(r.get(&key4).is_none());
+}
+
+#[test]
+fn ddnet_streams_expire_one_by_one() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let a = v4(1, 8303);
+    let mk = |url: &str| DdnetRegister {
+        addr: a,
+        secret: Arc::from("s"),
+        serial: 1,
+        info: Some(bytes::Bytes::from_static(b"{}")),
+        poll_info: None,
+        url: Arc::from(url),
+    };
+    let dr = reg("ddnet", a, Face::DdnetHttp);
+    r.ddnet_register(mk("tw-0.6+udp://10.0.0.1:8303"), dr.clone(), T0);
+    r.ddnet_register(mk("tw-0.7+udp://10.0.0.1:8303"), dr.clone(), at(20));
+    assert!(r.prune_before(at(30)).is_empty(), "refreshed at 20 s");
+    let d = r.get(&dr.key).unwrap().ddnet.clone().unwrap();
+    assert_eq!(d.streams.len(), 1, "the 0.6 stream expired");
+    assert_eq!(r.prune_before(at(50)), vec![dr.key]);
+}
+
+fn filter_fixture() -> (Registry, Snapshot) {
+    let mut r = Registry::new(RegistryConfig::default());
+    let rows: [(&str, SocketAddr, Face, Option<PollInfo>); 5] = [
+        (
+            "ut2",
+            v4(1, 7778),
+            Face::GameSpy,
+            Some(info("Alpha", 2, 16, &["Ann", "Bob"])),
+        ),
+        (
+            "ut2",
+            v4(2, 7778),
+            Face::GameSpy,
+            Some(info("beta pw", 0, 16, &[])),
+        ),
+        (
+            "serioussamse",
+            v4(3, 25600),
+            Face::GameAgent,
+            Some(info("Gamma", 8, 8, &["Zed"])),
+        ),
+        (
+            "teeworlds",
+            v4(4, 8303),
+            Face::Teeworlds07,
+            Some(info("delta", 1, 4, &["ann-marie"])),
+        ),
+        ("ddnet", v4(5, 8303), Face::DdnetHttp, None),
+    ];
+    for (i, (g, a, f, inf)) in rows.into_iter().enumerate() {
+        let k = listed(&mut r, reg(g, a, f), at(i as u64));
+        if let Some(inf) = inf {
+            r.update_poll(&k, Some(inf), at(i as u64));
+        }
+    }
+    let s = snapshot(&mut r);
+    (r, s)
+}
+
+fn check_list(s: &Snapshot, q: ListQuery, expect: &[&str], total: usize) {
+    let page = list(s, &q);
+    let got: Vec<String> = page
+        .records
+        .iter()
+        .map(|r| r.key.addr.to_string())
+        .collect();
+    assert_eq!(got, expect, "{q:?}");
+    assert_eq!(page.total, total, "{q:?}");
+}
+
+#[test]
+fn list_filters() {
+    let (_r, s) = filter_fixture();
+    let all = [
+        "10.0.0.1:7778",
+        "10.0.0.2:7778",
+        "10.0.0.3:25600",
+        "10.0.0.4:8303",
+        "10.0.0.5:8303",
+    ];
+    check_list(&s, ListQuery::default(), &all, 5);
+    let q = |f: fn(&mut ListQuery)| {
+        let mut q = ListQuery::default();
+        f(&mut q);
+        q
+    };
+    check_list(
+        &s,
+        q(|q| q.game = Some("UT2".into())),
+        &["10.0.0.1:7778", "10.0.0.2:7778"],
+        2,
+    );
+    check_list(
+        &s,
+        q(|q| q.protocol = Some("teeworlds".into())),
+        &["10.0.0.4:8303", "10.0.0.5:8303"],
+        2,
+    );
+    check_list(
+        &s,
+        q(|q| q.protocol = Some("gamespy1".into())),
+        &["10.0.0.1:7778", "10.0.0.2:7778"],
+        2,
+    );
+    check_list(
+        &s,
+        q(|q| q.non_empty = true),
+        &["10.0.0.1:7778", "10.0.0.3:25600", "10.0.0.4:8303"],
+        3,
+    );
+    check_list(
+        &s,
+        q(|q| q.not_full = true),
+        &[
+            "10.0.0.1:7778",
+            "10.0.0.2:7778",
+            "10.0.0.4:8303",
+            "10.0.0.5:8303",
+        ],
+        4,
+    );
+    check_list(&s, q(|q| q.password = Some(true)), &["10.0.0.2:7778"], 1);
+    check_list(
+        &s,
+        q(|q| q.text = Some("ANN".into())),
+        &["10.0.0.1:7778", "10.0.0.4:8303"],
+        2,
+    );
+}
+
+#[test]
+fn list_sorts_and_pages() {
+    let (_r, s) = filter_fixture();
+    let q = |sort, descending, page, per_page| ListQuery {
+        sort,
+        descending,
+        page,
+        per_page,
+        ..ListQuery::default()
+    };
+    check_list(
+        &s,
+        q(SortKey::Name, false, 1, 0),
+        &[
+            "10.0.0.5:8303",
+            "10.0.0.1:7778",
+            "10.0.0.2:7778",
+            "10.0.0.4:8303",
+            "10.0.0.3:25600",
+        ],
+        5,
+    );
+    check_list(
+        &s,
+        q(SortKey::Players, true, 1, 2),
+        &["10.0.0.3:25600", "10.0.0.1:7778"],
+        5,
+    );
+    check_list(
+        &s,
+        q(SortKey::Players, true, 2, 2),
+        &["10.0.0.4:8303", "10.0.0.5:8303"],
+        5,
+    );
+    check_list(&s, q(SortKey::Order, false, 9, 2), &[], 5);
+    assert_eq!(q(SortKey::Order, false, 1, 10_000).page_size(), 500);
+}
+
+#[test]
+fn poll_info_is_bounded_and_learns_game_port() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let k = listed(&mut r, reg("ut2", v4(1, 7778), Face::GameSpy), T0);
+    let mut i = info(&"n".repeat(MAX_POLL_TEXT + 10), 1, 2, &[]);
+    i.players = vec![PollPlayer::default(); MAX_POLL_PLAYERS + 5];
+    i.game_port = Some(7777);
+    r.update_poll(&k, Some(i), T0);
+    let rec = r.get(&k).unwrap();
+    let got = rec.info.as_ref().unwrap();
+    assert_eq!(got.name.chars().count(), MAX_POLL_TEXT);
+    assert_eq!(got.players.len(), MAX_POLL_PLAYERS);
+    assert_eq!(rec.game_port, Some(7777));
+    assert_eq!(rec.game_addr(), GameAddr::parse("10.0.0.1:7777"));
+}
+
+#[test]
+fn game_addr_parse_round_trips() {
+    for s in ["1.2.3.4:5", "[2001:db8::1]:8303", "host.example:2000"] {
+        assert_eq!(GameAddr::parse(s).unwrap().to_string(), s);
+    }
+    for bad in ["", "nohost", ":1", "a:b", "[::1]", "a:b:1"] {
+        assert_eq!(GameAddr::parse(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn restore_rebuilds_counters() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let rec = Record::new(0, reg("ut2", v4(1, 1), Face::GameSpy), T0);
+    r.restore(rec.clone());
+    r.restore(rec);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r.count_of_source(SourceKey::of(v4(1, 1).ip())), 1);
+    assert!(
+        r.take_changes().is_empty(),
+        "restoring changes nothing to write"
+    );
+}
+
+#[test]
+fn changes_feed_the_views_and_the_store() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let k = listed(&mut r, reg("ut2", v4(1, 1), Face::GameSpy), T0);
+    r.heartbeat(&k, at(1));
+    r.update_poll(&k, Some(info("a", 1, 2, &[])), at(2));
+    r.update_poll(&k, Some(info("a", 1, 2, &[])), at(3));
+    let c = r.take_changes();
+    let structural: Vec<bool> = c.iter().map(|c| c.structural).collect();
+    assert_eq!(
+        structural,
+        [true, false, true, false],
+        "an unchanged poll is no structural change"
+    );
+    assert!(r.has_structural_dirty());
+    assert_eq!(r.take_dirty().len(), 1, "one key, written once");
+    assert!(!r.has_structural_dirty());
+    r.remove(&k);
+    let c = r.take_changes();
+    assert!(c[0].record.is_none());
+    assert!(r.take_dirty().contains(&k), "a removal is a write too");
+}
+
+proptest! {
+    #[test]
+    fn counters_stay_consistent(ops in proptest::collection::vec((0u8..7, 0u8..4, 0u8..3, 0u64..200), 0..200)) {
+        let mut r = Registry::new(RegistryConfig { max_per_source: 3, ..RegistryConfig::default() });
+        for (op, host, port, t) in ops {
+            let a = reg("ut2", v4(host, 1000 + u16::from(port)), Face::GameSpy);
+            let k = a.key.clone();
+            match op {
+                0 => { r.register(a, at(t)); }
+                1 => { r.heartbeat(&k, at(t)); }
+                2 => { r.verify(&k, at(t)); }
+                3 => { r.delist(&k); }
+                4 => { r.remove(&k); }
+                5 => { r.challenge_sent(&k, at(t)); }
+                _ => { r.prune_before(at(t)); }
+            }
+            for h in 0..4u8 {
+                let n = r.iter().filter(|x| x.source == SourceKey::of(v4(h, 0).ip())).count();
+                prop_assert_eq!(r.count_of_source(SourceKey::of(v4(h, 0).ip())), n);
+                prop_assert!(n <= 3);
+            }
+        }
+    }
+
+    #[test]
+    fn game_addr_parse_never_panics(s in ".{0,40}") {
+        let _ = GameAddr::parse(&s);
+    }
+}

@@ -1,0 +1,523 @@
+//! The registry's value types: keys, addresses, records and what polls said.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use muster_proto::limit::SourceKey;
+use muster_proto::{Protocol, ServerInfo};
+
+/// Longest game name accepted, in bytes.
+pub const MAX_GAME_LEN: usize = 64;
+/// Longest host name accepted in a [`GameAddr::Host`] (DNS limit).
+pub const MAX_HOST_LEN: usize = 253;
+/// Most players kept from one poll.
+pub const MAX_POLL_PLAYERS: usize = 256;
+/// Most rules kept from one poll.
+pub const MAX_POLL_RULES: usize = 256;
+/// Longest text kept for a name, map, game type, player name, rule key or value (in chars).
+pub const MAX_POLL_TEXT: usize = 256;
+/// Largest DDNet info object kept per server, in bytes: DDNet's own master refuses register
+/// bodies over 32 KiB (`teeworlds-master.md` §3.6), so no real server sends more.
+pub const MAX_DDNET_INFO: usize = 32 * 1024;
+/// Most addresses (streams) one DDNet server may register.
+pub const MAX_DDNET_STREAMS: usize = 8;
+
+/// Unix time in milliseconds, passed in by the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(pub u64);
+
+impl Timestamp {
+    /// `secs` seconds after the unix epoch.
+    #[must_use]
+    pub const fn from_secs(secs: u64) -> Self {
+        Self(secs.saturating_mul(1000))
+    }
+
+    /// Whole seconds since the unix epoch.
+    #[must_use]
+    pub const fn as_secs(self) -> u64 {
+        self.0 / 1000
+    }
+
+    /// This time plus `d`, saturating.
+    #[must_use]
+    pub fn plus(self, d: Duration) -> Self {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Self(self.0.saturating_add(ms))
+    }
+
+    /// How long after `earlier` this is (zero when it is not after).
+    #[must_use]
+    pub fn since(self, earlier: Self) -> Duration {
+        Duration::from_millis(self.0.saturating_sub(earlier.0))
+    }
+
+    /// The wall clock now. Read by the daemon's drivers, never by the registry or a face.
+    ///
+    /// The system clock is read once per process; after that the time advances with tokio's
+    /// monotonic clock, so a clock that steps (NTP) cannot make records expire early or
+    /// late, and tests that pause tokio's clock control this one too.
+    #[must_use]
+    pub fn now() -> Self {
+        static BASE: std::sync::OnceLock<(u64, std::time::Instant)> = std::sync::OnceLock::new();
+        let (wall, mono) = *BASE.get_or_init(|| {
+            let ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            (ms, std::time::Instant::now())
+        });
+        let now = tokio::time::Instant::now().into_std();
+        let elapsed = u64::try_from(now.saturating_duration_since(mono).as_millis()).unwrap_or(0);
+        Self(wall.saturating_add(elapsed))
+    }
+}
+
+/// The face a record was registered through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Face {
+    /// Serious Sam GameAgent master, UDP 9005.
+    GameAgent,
+    /// GameSpy master heartbeats, UDP 27900.
+    GameSpy,
+    /// Teeworlds 0.7 UDP master, 8283.
+    Teeworlds07,
+    /// Teeworlds 0.6 UDP master, 8300.
+    Teeworlds06,
+    /// DDNet HTTP register.
+    DdnetHttp,
+    /// Management server, TCP 51963.
+    Mgmt,
+}
+
+impl Face {
+    /// Every face, in a fixed order (for metrics).
+    pub const ALL: [Self; 6] = [
+        Self::GameAgent,
+        Self::GameSpy,
+        Self::Teeworlds07,
+        Self::Teeworlds06,
+        Self::DdnetHttp,
+        Self::Mgmt,
+    ];
+
+    /// The stable name used in the store, config, metrics and the HTTP API.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::GameAgent => "gameagent",
+            Self::GameSpy => "gamespy",
+            Self::Teeworlds07 => "teeworlds07",
+            Self::Teeworlds06 => "teeworlds06",
+            Self::DdnetHttp => "ddnet",
+            Self::Mgmt => "mgmt",
+        }
+    }
+
+    /// The protocol family: `gameagent`, `gamespy`, `teeworlds` or `mgmt`.
+    #[must_use]
+    pub const fn family(self) -> &'static str {
+        match self {
+            Self::GameAgent => "gameagent",
+            Self::GameSpy => "gamespy",
+            Self::Teeworlds07 | Self::Teeworlds06 | Self::DdnetHttp => "teeworlds",
+            Self::Mgmt => "mgmt",
+        }
+    }
+
+    /// The face called `name` (as [`Face::name`] spells it).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Position in [`Face::ALL`].
+    #[must_use]
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Name of a query protocol, as stored (`muster_proto::Protocol::name`).
+#[must_use]
+pub fn protocol_from_name(name: &str) -> Option<Protocol> {
+    [
+        Protocol::GameAgent,
+        Protocol::GameSpy1,
+        Protocol::Unreal2,
+        Protocol::Teeworlds,
+    ]
+    .into_iter()
+    .find(|p| p.name() == name)
+}
+
+/// The address a record is registered under: an IP socket address, or a host name as a
+/// management client sent it (stored exactly as received, never resolved).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GameAddr {
+    /// An IP address and port.
+    Ip(SocketAddr),
+    /// A host name (or an address spelled in a form kept verbatim) and port.
+    Host {
+        /// The name as received.
+        host: String,
+        /// The port.
+        port: u16,
+    },
+}
+
+impl GameAddr {
+    /// The IP address, if this is one.
+    #[must_use]
+    pub fn ip(&self) -> Option<IpAddr> {
+        match self {
+            Self::Ip(a) => Some(a.ip()),
+            Self::Host { .. } => None,
+        }
+    }
+
+    /// The port.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        match self {
+            Self::Ip(a) => a.port(),
+            Self::Host { port, .. } => *port,
+        }
+    }
+
+    /// Parses `ip:port`, `[v6]:port` or `host:port` (the form [`fmt::Display`] writes).
+    /// `None` when there is no port or the host is empty or too long.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        if let Ok(a) = s.parse::<SocketAddr>() {
+            return Some(Self::Ip(a));
+        }
+        let (host, port) = s.rsplit_once(':')?;
+        let port = port.parse().ok()?;
+        if host.is_empty() || host.len() > MAX_HOST_LEN || host.contains(':') {
+            return None;
+        }
+        Some(Self::Host {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+impl fmt::Display for GameAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ip(a) => a.fmt(f),
+            Self::Host { host, port } => write!(f, "{host}:{port}"),
+        }
+    }
+}
+
+/// What identifies a record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServerKey {
+    /// Game name, ASCII lower-cased by [`ServerKey::new`].
+    pub game: String,
+    /// The address the face registered.
+    pub addr: GameAddr,
+    /// 0, or the management face's connection id.
+    pub instance: u64,
+}
+
+impl ServerKey {
+    /// A key with instance 0; the game name is ASCII lower-cased.
+    #[must_use]
+    pub fn new(game: &str, addr: GameAddr) -> Self {
+        Self {
+            game: game.to_ascii_lowercase(),
+            addr,
+            instance: 0,
+        }
+    }
+
+    /// The same key with `instance` set.
+    #[must_use]
+    pub fn with_instance(mut self, instance: u64) -> Self {
+        self.instance = instance;
+        self
+    }
+}
+
+/// Verification state of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verification {
+    /// Proven and listed.
+    Verified,
+    /// Failed a re-verification or too many polls: not listed, still alive while heartbeats
+    /// come, listed again by a new proof.
+    Delisted,
+}
+
+impl Verification {
+    /// The stable name used in the store and the API.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Verified => "verified",
+            Self::Delisted => "delisted",
+        }
+    }
+
+    /// The state called `name`.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "verified" => Some(Self::Verified),
+            "delisted" => Some(Self::Delisted),
+            _ => None,
+        }
+    }
+}
+
+/// One player from a poll.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PollPlayer {
+    /// Name, plain text.
+    pub name: String,
+    /// Score, when the protocol reports one.
+    pub score: Option<i64>,
+}
+
+/// What the last successful poll (or a face that carries state, such as the management
+/// server's stats update) said about a server, as plain data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PollInfo {
+    /// Server name, plain text.
+    pub name: String,
+    /// Map.
+    pub map: String,
+    /// Game type / mode.
+    pub game_type: String,
+    /// Players on the server.
+    pub num_players: u32,
+    /// Player slots.
+    pub max_players: u32,
+    /// Whether a password is needed, when known.
+    pub password: Option<bool>,
+    /// Players.
+    pub players: Vec<PollPlayer>,
+    /// Rules as (key, value), plain text.
+    pub rules: Vec<(String, String)>,
+    /// The game port, when the reply said it (GameSpy `hostport`).
+    pub game_port: Option<u16>,
+}
+
+fn clip(s: &mut String) {
+    if let Some((i, _)) = s.char_indices().nth(MAX_POLL_TEXT) {
+        s.truncate(i);
+    }
+}
+
+impl PollInfo {
+    /// The plain-text view of a query result. Text is clipped to [`MAX_POLL_TEXT`] chars,
+    /// players and rules to [`MAX_POLL_PLAYERS`] / [`MAX_POLL_RULES`]; the game port is read
+    /// from a `hostport` rule when there is one.
+    #[must_use]
+    pub fn from_server_info(info: &ServerInfo) -> Self {
+        let rules: Vec<(String, String)> = info
+            .rules
+            .iter()
+            .take(MAX_POLL_RULES)
+            .map(|r| (r.key.plain.clone(), r.value.plain.clone()))
+            .collect();
+        let game_port = rules
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("hostport"))
+            .and_then(|(_, v)| v.trim().parse().ok());
+        Self {
+            name: info.name.plain.clone(),
+            map: info.map.plain.clone(),
+            game_type: info.game_type.plain.clone(),
+            num_players: info.num_players,
+            max_players: info.max_players,
+            password: info.password,
+            players: info
+                .players
+                .iter()
+                .take(MAX_POLL_PLAYERS)
+                .map(|p| PollPlayer {
+                    name: p.name.plain.clone(),
+                    score: p.score,
+                })
+                .collect(),
+            rules,
+            game_port,
+        }
+        .bounded()
+    }
+
+    /// This info with every text and list clipped to the named limits.
+    #[must_use]
+    pub fn bounded(mut self) -> Self {
+        clip(&mut self.name);
+        clip(&mut self.map);
+        clip(&mut self.game_type);
+        self.players.truncate(MAX_POLL_PLAYERS);
+        for p in &mut self.players {
+            clip(&mut p.name);
+        }
+        self.rules.truncate(MAX_POLL_RULES);
+        for (k, v) in &mut self.rules {
+            clip(k);
+            clip(v);
+        }
+        self
+    }
+
+    /// The value of the rule `key` (ASCII case-insensitive), if there is one.
+    #[must_use]
+    pub fn rule(&self, key: &str) -> Option<&str> {
+        self.rules
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One address (stream) a DDNet server registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DdnetStream {
+    /// The URL as listed in `servers.json` (`tw-0.7+udp://1.2.3.4:8303`).
+    pub url: Arc<str>,
+    /// Its last successful register POST.
+    pub last: Timestamp,
+}
+
+/// What a DDNet server registered at a record's address (`teeworlds-master.md` §3.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DdnetData {
+    /// The server's `Secret`; the addresses of one secret are one `servers.json` entry.
+    pub secret: Arc<str>,
+    /// The `Info-Serial` of `info`.
+    pub serial: i64,
+    /// The info object exactly as registered (compact JSON, at most [`MAX_DDNET_INFO`] bytes).
+    pub info: bytes::Bytes,
+    /// The streams registered at this address, sorted by URL.
+    pub streams: Vec<DdnetStream>,
+}
+
+/// A registration request from a face.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    /// The key.
+    pub key: ServerKey,
+    /// The face registering it.
+    pub face: Face,
+    /// The game port, when the face knows it (all but GameSpy heartbeats).
+    pub game_port: Option<u16>,
+    /// Where the poller queries it, if it can.
+    pub query_addr: Option<SocketAddr>,
+    /// How the poller queries it.
+    pub query_protocol: Option<Protocol>,
+    /// Who registered it, for the per-source cap.
+    pub source: SourceKey,
+}
+
+/// One record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Unique while the process runs (given in creation and load order); the views key by it.
+    pub id: u64,
+    /// The key.
+    pub key: ServerKey,
+    /// The face that registered it (the latest registration wins).
+    pub face: Face,
+    /// The game port, when known.
+    pub game_port: Option<u16>,
+    /// Where the poller queries it.
+    pub query_addr: Option<SocketAddr>,
+    /// How the poller queries it.
+    pub query_protocol: Option<Protocol>,
+    /// Verification state.
+    pub state: Verification,
+    /// When it was first registered (and verified: there is no earlier state); the stable
+    /// list order.
+    pub first_seen: Timestamp,
+    /// The last valid heartbeat (a proof counts as one).
+    pub last_heartbeat: Timestamp,
+    /// The last proof of ownership (registration or re-verification).
+    pub last_proof: Timestamp,
+    /// Re-verification challenges sent since the last proof, without an answer.
+    pub challenges_unanswered: u8,
+    /// When the last of those went out.
+    pub last_challenge: Timestamp,
+    /// The last successful poll.
+    pub last_poll_ok: Option<Timestamp>,
+    /// What the last successful poll (or the registration itself) said.
+    pub info: Option<Arc<PollInfo>>,
+    /// Polls failed in a row since the last success.
+    pub poll_failures: u32,
+    /// The registering source, for the per-source cap.
+    pub source: SourceKey,
+    /// What a DDNet server registered at this address.
+    pub ddnet: Option<Arc<DdnetData>>,
+}
+
+impl Record {
+    /// A fresh listed record for `reg` at `now`.
+    #[must_use]
+    pub fn new(id: u64, reg: Registration, now: Timestamp) -> Self {
+        Self {
+            id,
+            key: reg.key,
+            face: reg.face,
+            game_port: reg.game_port,
+            query_addr: reg.query_addr,
+            query_protocol: reg.query_protocol,
+            state: Verification::Verified,
+            first_seen: now,
+            last_heartbeat: now,
+            last_proof: now,
+            challenges_unanswered: 0,
+            last_challenge: Timestamp::default(),
+            last_poll_ok: None,
+            info: None,
+            poll_failures: 0,
+            source: reg.source,
+            ddnet: None,
+        }
+    }
+
+    /// Whether any list shows it.
+    #[must_use]
+    pub fn is_listed(&self) -> bool {
+        self.state == Verification::Verified
+    }
+
+    /// The game address when the game port is known: the key's host with [`Record::game_port`].
+    #[must_use]
+    pub fn game_addr(&self) -> Option<GameAddr> {
+        let port = self.game_port?;
+        Some(match &self.key.addr {
+            GameAddr::Ip(a) => GameAddr::Ip(SocketAddr::new(a.ip(), port)),
+            GameAddr::Host { host, .. } => GameAddr::Host {
+                host: host.clone(),
+                port,
+            },
+        })
+    }
+
+    /// Players on the server (0 when unknown).
+    #[must_use]
+    pub fn players(&self) -> u32 {
+        self.info.as_ref().map_or(0, |i| i.num_players)
+    }
+
+    /// Player slots (0 when unknown).
+    #[must_use]
+    pub fn max_players(&self) -> u32 {
+        self.info.as_ref().map_or(0, |i| i.max_players)
+    }
+
+    /// The stable list order: first registration, then id.
+    #[must_use]
+    pub fn order_key(&self) -> (Timestamp, u64) {
+        (self.first_seen, self.id)
+    }
+}

@@ -1,0 +1,191 @@
+//! The stored form of the registry's values: serde-derived rows, read and written only here.
+//!
+//! The JSON layout of [`InfoRow`] is the one earlier builds wrote by hand (players and rules as
+//! two-element arrays), so old files read unchanged.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::registry::{DdnetData, DdnetStream, MAX_DDNET_INFO, PollInfo, PollPlayer, Timestamp};
+
+/// [`PollInfo`] as stored in the `info` column.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InfoRow {
+    /// Server name.
+    pub name: String,
+    /// Map.
+    pub map: String,
+    /// Game type.
+    pub game_type: String,
+    /// Players.
+    pub num_players: u32,
+    /// Slots.
+    pub max_players: u32,
+    /// Password needed.
+    pub password: Option<bool>,
+    /// `[name, score]` per player.
+    pub players: Vec<(String, Option<i64>)>,
+    /// `[key, value]` per rule.
+    pub rules: Vec<(String, String)>,
+    /// The game port the poll reported.
+    pub game_port: Option<u16>,
+}
+
+impl From<&PollInfo> for InfoRow {
+    fn from(i: &PollInfo) -> Self {
+        Self {
+            name: i.name.clone(),
+            map: i.map.clone(),
+            game_type: i.game_type.clone(),
+            num_players: i.num_players,
+            max_players: i.max_players,
+            password: i.password,
+            players: i
+                .players
+                .iter()
+                .map(|p| (p.name.clone(), p.score))
+                .collect(),
+            rules: i.rules.clone(),
+            game_port: i.game_port,
+        }
+    }
+}
+
+impl From<InfoRow> for PollInfo {
+    fn from(r: InfoRow) -> Self {
+        Self {
+            name: r.name,
+            map: r.map,
+            game_type: r.game_type,
+            num_players: r.num_players,
+            max_players: r.max_players,
+            password: r.password,
+            players: r
+                .players
+                .into_iter()
+                .map(|(name, score)| PollPlayer { name, score })
+                .collect(),
+            rules: r.rules,
+            game_port: r.game_port,
+        }
+        .bounded()
+    }
+}
+
+/// [`DdnetData`] as stored in the `ddnet` column.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DdnetRow {
+    /// `Secret`.
+    pub secret: String,
+    /// `Info-Serial`.
+    pub serial: i64,
+    /// The info object as registered (compact JSON text).
+    pub info: String,
+    /// `[url, last POST in unix ms]` per stream.
+    pub streams: Vec<(String, u64)>,
+}
+
+impl From<&DdnetData> for DdnetRow {
+    fn from(d: &DdnetData) -> Self {
+        Self {
+            secret: d.secret.to_string(),
+            serial: d.serial,
+            info: String::from_utf8_lossy(&d.info).into_owned(),
+            streams: d
+                .streams
+                .iter()
+                .map(|s| (s.url.to_string(), s.last.0))
+                .collect(),
+        }
+    }
+}
+
+impl DdnetRow {
+    /// The data, or why it cannot be used (an info over the cap, or not a JSON object).
+    pub fn into_data(self) -> Result<DdnetData, &'static str> {
+        if self.info.len() > MAX_DDNET_INFO {
+            return Err("ddnet info over the size cap");
+        }
+        if !self.info.starts_with('{') {
+            return Err("ddnet info is not a JSON object");
+        }
+        Ok(DdnetData {
+            secret: Arc::from(self.secret),
+            serial: self.serial,
+            info: bytes::Bytes::from(self.info),
+            streams: self
+                .streams
+                .into_iter()
+                .map(|(url, last)| DdnetStream {
+                    url: Arc::from(url),
+                    last: Timestamp(last),
+                })
+                .collect(),
+        })
+    }
+}
+
+/// What schema version 2 kept for a DDNet record in its `face_data` column.
+#[derive(Debug, Deserialize)]
+pub struct FaceDataV2 {
+    /// `Secret`.
+    pub secret: String,
+    /// `Info-Serial`.
+    pub serial: i64,
+    /// Stream URLs at the record's address.
+    pub urls: Vec<String>,
+    /// The info object.
+    pub info: serde_json::Value,
+}
+
+impl FaceDataV2 {
+    /// The same data in today's form, every stream last seen at `last`.
+    pub fn into_row(self, last: Timestamp) -> DdnetRow {
+        DdnetRow {
+            secret: self.secret,
+            serial: self.serial,
+            info: self.info.to_string(),
+            streams: self.urls.into_iter().map(|u| (u, last.0)).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_rows_read_the_hand_written_layout() {
+        let old = r#"{"name":"x","map":"m","game_type":"dm","num_players":1,"max_players":8,
+            "password":null,"players":[["p",3],["q",null]],"rules":[["k","v"]],"game_port":7777}"#;
+        let row: InfoRow = serde_json::from_str(old).unwrap();
+        let info = PollInfo::from(row.clone());
+        assert_eq!(info.players.len(), 2);
+        assert_eq!(info.players[1].score, None);
+        assert_eq!(info.game_port, Some(7777));
+        let again: InfoRow = serde_json::from_str(&serde_json::to_string(&row).unwrap()).unwrap();
+        assert_eq!(again, row);
+        let empty: InfoRow = serde_json::from_str("{}").unwrap();
+        assert_eq!(PollInfo::from(empty), PollInfo::default());
+    }
+
+    #[test]
+    fn ddnet_rows_are_checked() {
+        let row = DdnetRow {
+            secret: "s".into(),
+            serial: 1,
+            info: "[]".into(),
+            streams: vec![],
+        };
+        assert!(row.into_data().is_err());
+        let big = DdnetRow {
+            secret: "s".into(),
+            serial: 1,
+            info: format!("{{\"a\":\"{}\"}}", "x".repeat(MAX_DDNET_INFO)),
+            streams: vec![],
+        };
+        assert!(big.into_data().is_err());
+    }
+}

@@ -1,0 +1,297 @@
+//! Store tests: write, drop, reopen; crash without close; migration; damage and repair.
+
+use super::*;
+use crate::registry::{DdnetData, DdnetStream, PollInfo, PollPlayer};
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub(crate) struct TempDir(pub(crate) PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(tag: &str) -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("muster-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn sample(i: u16, face: Face) -> Record {
+    let addr = SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(192, 0, 2, (i % 250) as u8)),
+        7000 + i,
+    );
+    let key = ServerKey::new("ut2", GameAddr::Ip(addr));
+    let mut r = Record::new(
+        0,
+        Registration {
+            key,
+            face,
+            game_port: Some(addr.port()),
+            query_addr: Some(addr),
+            query_protocol: Some(muster_proto::Protocol::GameSpy1),
+            source: SourceKey::of(addr.ip()),
+        },
+        Timestamp(2_000 + u64::from(i)),
+    );
+    r.last_heartbeat = Timestamp(3_000);
+    r.last_proof = Timestamp(2_500);
+    r
+}
+
+fn sorted(mut v: Vec<Record>) -> Vec<Record> {
+    v.sort_by(|a, b| a.key.cmp(&b.key));
+    v
+}
+
+fn put(s: &mut SqliteStore, recs: &[&Record]) {
+    let recs: Vec<Arc<Record>> = recs.iter().map(|r| Arc::new((*r).clone())).collect();
+    s.write(&recs, &[]).unwrap();
+}
+
+fn load(s: &mut SqliteStore) -> Vec<Record> {
+    let l = s.load().unwrap();
+    assert_eq!(l.skipped, 0, "{:?}", l.skipped_reasons);
+    l.records
+}
+
+#[test]
+fn write_drop_reopen_same_contents() {
+    let dir = TempDir::new("store-reopen");
+    let mut a = sample(1, Face::GameSpy);
+    a.info = Some(Arc::new(PollInfo {
+        name: "Ünïcode \"quoted\"".into(),
+        map: "DM-Rankin".into(),
+        game_type: "xDeathMatch".into(),
+        num_players: 2,
+        max_players: 16,
+        password: Some(false),
+        players: vec![
+            PollPlayer {
+                name: "p1".into(),
+                score: Some(-3),
+            },
+            PollPlayer {
+                name: "p2".into(),
+                score: None,
+            },
+        ],
+        rules: vec![("hostport".into(), "7777".into())],
+        game_port: Some(7777),
+    }));
+    a.poll_failures = 2;
+    a.last_poll_ok = Some(Timestamp(2_500));
+    let mut b = sample(2, Face::Mgmt);
+    b.key = ServerKey::new(
+        "bomberman",
+        GameAddr::Host {
+            host: "1.2.3.4".into(),
+            port: 2000,
+        },
+    )
+    .with_instance(7);
+    b.query_addr = None;
+    b.query_protocol = None;
+    let mut c = sample(3, Face::DdnetHttp);
+    c.state = Verification::Delisted;
+    c.ddnet = Some(Arc::new(DdnetData {
+        secret: "s3cret".into(),
+        serial: 4,
+        info: bytes::Bytes::from_static(br#"{"name":"x","b":1,"a":[]}"#),
+        streams: vec![DdnetStream {
+            url: "tw-0.6+udp://192.0.2.3:7003".into(),
+            last: Timestamp(2_900),
+        }],
+    }));
+    {
+        let mut s = SqliteStore::open(&dir.0).unwrap();
+        put(&mut s, &[&a]);
+        put(&mut s, &[&b, &c]);
+        assert_eq!(s.count().unwrap(), 3);
+        assert_eq!(s.counted_rows().unwrap(), 3);
+        put(&mut s, &[&a]);
+        assert_eq!(
+            s.counted_rows().unwrap(),
+            3,
+            "a replaced row is counted once"
+        );
+    }
+    let mut s = SqliteStore::open(&dir.0).unwrap();
+    let got = sorted(load(&mut s));
+    assert_eq!(got, sorted(vec![a.clone(), b.clone(), c.clone()]));
+    // The host-name address stays a host name even though it looks like an IP.
+    assert!(
+        got.iter()
+            .any(|r| matches!(&r.key.addr, GameAddr::Host { host, .. } if host == "1.2.3.4"))
+    );
+    s.write(&[], &[b.key.clone(), c.key.clone(), c.key.clone()])
+        .unwrap();
+    assert_eq!(s.counted_rows().unwrap(), 1);
+    drop(s);
+    let mut s = SqliteStore::open(&dir.0).unwrap();
+    assert_eq!(load(&mut s), vec![a]);
+}
+
+#[test]
+fn crash_keeps_what_was_written() {
+    let dir = TempDir::new("store-crash");
+    let a = sample(1, Face::GameSpy);
+    let mut s = SqliteStore::open(&dir.0).unwrap();
+    put(&mut s, &[&a]);
+    // Simulated crash: the first connection is never closed (no checkpoint, no close); a
+    // second one, as a restarted process would, reads the WAL.
+    std::mem::forget(s);
+    let mut second = SqliteStore::open(&dir.0).unwrap();
+    assert_eq!(load(&mut second), vec![a]);
+}
+
+#[test]
+fn rows_this_build_cannot_read_are_reported_not_hidden() {
+    let dir = TempDir::new("store-bad-row");
+    let mut s = SqliteStore::open(&dir.0).unwrap();
+    put(
+        &mut s,
+        &[&sample(1, Face::GameSpy), &sample(2, Face::GameSpy)],
+    );
+    s.conn
+        .execute(
+            "UPDATE servers SET face = 'martian' WHERE addr_port = 7002",
+            [],
+        )
+        .unwrap();
+    let l = s.load().unwrap();
+    assert_eq!(l.records.len(), 1);
+    assert_eq!(l.skipped, 1);
+    assert_eq!(l.skipped_reasons, ["unknown face \"martian\""]);
+}
+
+#[test]
+fn unknown_schema_version_is_refused() {
+    let dir = TempDir::new("store-schema");
+    {
+        let s = SqliteStore::open(&dir.0).unwrap();
+        s.conn.pragma_update(None, "user_version", 99).unwrap();
+    }
+    assert!(matches!(
+        SqliteStore::open(&dir.0),
+        Err(StoreError::Schema(_, 99))
+    ));
+}
+
+#[test]
+fn version_2_files_are_migrated_with_their_ddnet_data() {
+    let dir = TempDir::new("store-migrate");
+    {
+        // A version-2 file: no last_proof / ddnet columns, DDNet data as a face_data blob and
+        // a pending row (unproven, never listed).
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let conn = Connection::open(dir.0.join(DB_FILE)).unwrap();
+        let v2 = SCHEMA
+            .replace("    last_proof INTEGER,\n", "")
+            .replace("    ddnet TEXT,\n", "");
+        conn.execute_batch(&v2).unwrap();
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.execute(
+            "INSERT INTO servers VALUES ('ddnet', 'ip', '192.0.2.1', 8303, 0, 'ddnet', 8303,
+             '192.0.2.1:8303', 'teeworlds', 'verified', 1, 5000, 2, NULL, 0, '192.0.2.1', NULL,
+             '{\"secret\":\"s\",\"serial\":3,\"urls\":[\"tw-0.6+udp://192.0.2.1:8303\"],\"info\":{\"name\":\"x\"}}')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO servers VALUES ('ut', 'ip', '192.0.2.2', 7778, 0, 'gamespy', NULL,
+             '192.0.2.2:7778', 'gamespy1', 'pending', 1, 2, NULL, NULL, 0, '192.0.2.2', NULL, NULL)",
+            [],
+        )
+        .unwrap();
+    }
+    let mut s = SqliteStore::open(&dir.0).unwrap();
+    let v: i64 = s
+        .conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
+    let l = s.load().unwrap();
+    assert_eq!(l.skipped, 1, "the pending row");
+    assert_eq!(l.records.len(), 1);
+    let d = l.records[0].ddnet.as_ref().unwrap();
+    assert_eq!(&*d.secret, "s");
+    assert_eq!(d.serial, 3);
+    assert_eq!(&d.info[..], br#"{"name":"x"}"#);
+    assert_eq!(d.streams[0].last, Timestamp(5000));
+    assert_eq!(
+        l.records[0].first_seen,
+        Timestamp(2),
+        "first verification kept as order"
+    );
+    assert_eq!(s.counted_rows().unwrap(), 2);
+}
+
+/// Overwrites the middle pages of the database file with garbage.
+fn damage(path: &Path) {
+    use std::io::{Seek as _, SeekFrom, Write as _};
+    let len = std::fs::metadata(path).unwrap().len();
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let page = 4096;
+    let pages = len / page;
+    assert!(
+        pages >= 6,
+        "enough pages to damage one in the middle ({pages})"
+    );
+    f.seek(SeekFrom::Start((pages / 2) * page)).unwrap();
+    f.write_all(&vec![0xA5; page as usize]).unwrap();
+}
+
+#[test]
+fn a_damaged_file_is_refused_and_repaired() {
+    let dir = TempDir::new("store-damage");
+    let recs: Vec<Record> = (0..2000).map(|i| sample(i, Face::GameSpy)).collect();
+    {
+        let mut s = SqliteStore::open(&dir.0).unwrap();
+        let all: Vec<&Record> = recs.iter().collect();
+        put(&mut s, &all);
+    }
+    let path = dir.0.join(DB_FILE);
+    damage(&path);
+    let err = SqliteStore::open(&dir.0).unwrap_err();
+    assert!(err.is_fatal_at_start());
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("--repair"), "{msg}");
+    let report = repair(&dir.0).unwrap();
+    assert!(
+        report.recovered > 0 && report.recovered < 2000,
+        "{report:?}"
+    );
+    assert_eq!(
+        report.lost,
+        Some(2000 - report.recovered - report.unreadable)
+    );
+    assert!(report.moved_to.exists());
+    let mut s = SqliteStore::open(&dir.0).expect("the repaired file opens");
+    assert_eq!(load(&mut s).len(), report.recovered);
+}
+
+#[cfg(unix)]
+#[test]
+fn the_data_directory_and_database_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = TempDir::new("store-private");
+    let data = dir.0.join("data");
+    let store = SqliteStore::open(&data).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700, "a data directory Muster creates");
+    assert_eq!(
+        mode(store.path()),
+        0o600,
+        "the database holds DDNet secrets"
+    );
+}

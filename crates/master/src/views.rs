@@ -1,0 +1,399 @@
+//! Views: immutable snapshots of the listed records, read by every list and the HTTP API
+//! without any lock the registry's writers take.
+//!
+//! ```text
+//!  Registry ──view log (Change)──> Publisher (mirror of listed records, in list order)
+//!                                      │ build, at most every min_gap
+//!                                      v
+//!                          Arc<Snapshot> ──ArcSwap──> faces' lists, API, metrics, poller
+//! ```
+//!
+//! A [`Snapshot`] holds every listed record in the stable list order (first registration,
+//! then id) and a cache of what faces derive from them (encoded GameAgent datagrams, GameSpy
+//! lists per game, `servers.json`, the API's sort orders…), each computed once, on first use,
+//! by the reader that needs it ([`Snapshot::cached`]). A snapshot built after changes that
+//! touched only times no list shows (heartbeats, proofs) keeps the previous snapshot's cache:
+//! membership and order are the same, so cached orders stay valid.
+//!
+//! Every list and the API read the same snapshot, so they never disagree with each other;
+//! a change shows in all of them at once, within one publish interval.
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use crate::registry::{Change, Face, GameAddr, Record, Timestamp};
+
+/// Entries a snapshot's cache keeps at most; a reader asking for more computes without
+/// caching (keys can come from requests, so the cache must not grow with them).
+pub const MAX_CACHE_ENTRIES: usize = 256;
+
+/// What a cached value is: a face's name for it and a parameter (a game name, a query).
+pub type CacheKey = (&'static str, Box<str>);
+
+type Slot = Arc<OnceLock<Arc<dyn Any + Send + Sync>>>;
+
+/// Values derived from a snapshot's records, shared by snapshots with the same membership.
+#[derive(Default)]
+struct Derived {
+    slots: Mutex<HashMap<CacheKey, Slot>>,
+}
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        f.debug_struct("Derived").field("entries", &n).finish()
+    }
+}
+
+/// One immutable view of the listed records. See the module docs.
+#[derive(Debug)]
+pub struct Snapshot {
+    version: u64,
+    built_at: Timestamp,
+    listed: Vec<Arc<Record>>,
+    per_face: [usize; Face::ALL.len()],
+    derived: Arc<Derived>,
+    ddnet_lifetime: Duration,
+}
+
+impl Snapshot {
+    /// An empty snapshot (before the first build).
+    #[must_use]
+    pub fn empty() -> Self {
+        Self {
+            version: 0,
+            built_at: Timestamp::default(),
+            listed: Vec::new(),
+            per_face: [0; Face::ALL.len()],
+            derived: Arc::default(),
+            ddnet_lifetime: Duration::from_secs(30),
+        }
+    }
+
+    /// The registry version it was built from.
+    #[must_use]
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// When it was built.
+    #[must_use]
+    pub fn built_at(&self) -> Timestamp {
+        self.built_at
+    }
+
+    /// Every listed record, in the stable list order.
+    #[must_use]
+    pub fn listed(&self) -> &[Arc<Record>] {
+        &self.listed
+    }
+
+    /// Listed records of `face`.
+    #[must_use]
+    pub fn count(&self, face: Face) -> usize {
+        self.per_face.get(face.index()).copied().unwrap_or(0)
+    }
+
+    /// Listed records per face (all faces, zeros included).
+    #[must_use]
+    pub fn per_face(&self) -> BTreeMap<Face, usize> {
+        Face::ALL.into_iter().map(|f| (f, self.count(f))).collect()
+    }
+
+    /// Records listed in total.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.listed.len()
+    }
+
+    /// Whether nothing is listed.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.listed.is_empty()
+    }
+
+    /// How long a DDNet stream stays in `servers.json` after its last POST.
+    #[must_use]
+    pub fn ddnet_lifetime(&self) -> Duration {
+        self.ddnet_lifetime
+    }
+
+    /// The value cached under `key`, computed by `build` from this snapshot on first use.
+    /// Concurrent readers of one key wait for one computation; other keys are not blocked.
+    /// `build` must depend only on membership, order and listed fields of the records (a
+    /// snapshot after heartbeat-only changes shares the cache).
+    pub fn cached<T, F>(&self, key: CacheKey, build: F) -> Arc<T>
+    where
+        T: Send + Sync + 'static,
+        F: FnOnce(&Self) -> T,
+    {
+        let slot = {
+            let mut slots = self
+                .derived
+                .slots
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match slots.get(&key) {
+                Some(s) => Some(Arc::clone(s)),
+                None if slots.len() < MAX_CACHE_ENTRIES => {
+                    let s = Slot::default();
+                    slots.insert(key, Arc::clone(&s));
+                    Some(s)
+                }
+                None => None,
+            }
+        };
+        let mut build = Some(build);
+        let mut make = || build.take().map(|b| Arc::new(b(self)));
+        let Some(slot) = slot else {
+            return make().unwrap_or_else(|| unreachable_build());
+        };
+        let mut made: Option<Arc<T>> = None;
+        let any = slot.get_or_init(|| {
+            let v = make().unwrap_or_else(|| unreachable_build());
+            made = Some(Arc::clone(&v));
+            v as Arc<dyn Any + Send + Sync>
+        });
+        if let Some(v) = made {
+            return v;
+        }
+        // The key names the type: a key is only ever filled by one call site, so this
+        // downcast succeeds; if it did not, the value is computed without the cache.
+        match Arc::clone(any).downcast::<T>() {
+            Ok(v) => v,
+            Err(_) => make().unwrap_or_else(|| unreachable_build()),
+        }
+    }
+
+    /// Listed records registered under `addr` or whose game address is `addr` (any game, any
+    /// instance), in list order.
+    #[must_use]
+    pub fn find_by_addr(&self, addr: &GameAddr) -> Vec<&Arc<Record>> {
+        let index = self.cached(("by_addr", "".into()), |s| {
+            let mut m: HashMap<GameAddr, Vec<u32>> = HashMap::new();
+            for (i, r) in s.listed.iter().enumerate() {
+                let i = u32::try_from(i).unwrap_or(u32::MAX);
+                m.entry(r.key.addr.clone()).or_default().push(i);
+                if let Some(g) = r.game_addr().filter(|g| *g != r.key.addr) {
+                    m.entry(g).or_default().push(i);
+                }
+            }
+            m
+        });
+        index
+            .get(addr)
+            .map(|v| {
+                v.iter()
+                    .filter_map(|&i| self.listed.get(i as usize))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Only reached if a cache key were filled with two types and `build` already ran, which
+/// the call sites rule out (each key has one call site).
+#[cold]
+fn unreachable_build<T>() -> Arc<T> {
+    unreachable!("a snapshot cache value was built twice")
+}
+
+/// Builds snapshots from the view log: keeps a mirror of the listed records in list order and
+/// turns it into a [`Snapshot`] on demand. Owned by one place (the handle), fed only by the
+/// registry's [`Change`]s.
+#[derive(Debug)]
+pub struct Publisher {
+    mirror: BTreeMap<(Timestamp, u64), Arc<Record>>,
+    order_of: HashMap<u64, (Timestamp, u64)>,
+    structural: bool,
+    dirty: bool,
+    derived: Arc<Derived>,
+    ddnet_lifetime: Duration,
+    version: u64,
+}
+
+impl Publisher {
+    /// An empty mirror.
+    #[must_use]
+    pub fn new(ddnet_lifetime: Duration) -> Self {
+        Self {
+            mirror: BTreeMap::new(),
+            order_of: HashMap::new(),
+            structural: true,
+            dirty: true,
+            derived: Arc::default(),
+            ddnet_lifetime,
+            version: 0,
+        }
+    }
+
+    /// Applies the view log (in order) up to registry version `version`.
+    pub fn apply(&mut self, changes: Vec<Change>, version: u64) {
+        self.version = version;
+        for c in changes {
+            self.dirty = true;
+            self.structural |= c.structural;
+            if let Some(old) = self.order_of.remove(&c.id) {
+                self.mirror.remove(&old);
+            }
+            match c.record {
+                Some(r) if r.is_listed() => {
+                    let k = r.order_key();
+                    self.order_of.insert(c.id, k);
+                    self.mirror.insert(k, r);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether anything changed since the last build.
+    #[must_use]
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Whether a change since the last build may have changed membership, order or listed
+    /// fields.
+    #[must_use]
+    pub fn is_structural(&self) -> bool {
+        self.structural
+    }
+
+    /// A snapshot of the mirror as it is now.
+    pub fn build(&mut self, now: Timestamp) -> Snapshot {
+        if self.structural {
+            self.derived = Arc::default();
+        }
+        self.structural = false;
+        self.dirty = false;
+        let listed: Vec<Arc<Record>> = self.mirror.values().cloned().collect();
+        let mut per_face = [0; Face::ALL.len()];
+        for r in &listed {
+            if let Some(n) = per_face.get_mut(r.face.index()) {
+                *n += 1;
+            }
+        }
+        Snapshot {
+            version: self.version,
+            built_at: now,
+            listed,
+            per_face,
+            derived: Arc::clone(&self.derived),
+            ddnet_lifetime: self.ddnet_lifetime,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Registration, Registry, RegistryConfig, ServerKey};
+    use muster_proto::limit::SourceKey;
+    use std::net::SocketAddr;
+
+    const T0: Timestamp = Timestamp::from_secs(1_700_000_000);
+
+    fn reg(port: u16) -> Registration {
+        let addr: SocketAddr = format!("192.0.2.1:{port}").parse().unwrap();
+        Registration {
+            key: ServerKey::new("ut2", GameAddr::Ip(addr)),
+            face: Face::GameSpy,
+            game_port: None,
+            query_addr: Some(addr),
+            query_protocol: Some(muster_proto::Protocol::GameSpy1),
+            source: SourceKey::of(addr.ip()),
+        }
+    }
+
+    fn publish(r: &mut Registry, p: &mut Publisher) -> Snapshot {
+        let v = r.version();
+        p.apply(r.take_changes(), v);
+        p.build(T0)
+    }
+
+    fn ports(s: &Snapshot) -> Vec<u16> {
+        s.listed().iter().map(|r| r.key.addr.port()).collect()
+    }
+
+    #[test]
+    fn snapshots_follow_the_registry_in_list_order() {
+        let mut r = Registry::new(RegistryConfig::default());
+        let mut p = Publisher::new(Duration::from_secs(30));
+        r.register(reg(3), T0.plus(Duration::from_secs(2)));
+        r.register(reg(1), T0);
+        r.register(reg(2), T0.plus(Duration::from_secs(1)));
+        let s = publish(&mut r, &mut p);
+        assert_eq!(ports(&s), [1, 2, 3]);
+        assert_eq!(s.count(Face::GameSpy), 3);
+        r.delist(&reg(2).key);
+        let s = publish(&mut r, &mut p);
+        assert_eq!(ports(&s), [1, 3], "a de-listed record leaves every list");
+        r.verify(&reg(2).key, T0.plus(Duration::from_secs(9)));
+        r.remove(&reg(1).key);
+        let s = publish(&mut r, &mut p);
+        assert_eq!(ports(&s), [2, 3], "re-verified keeps its place");
+    }
+
+    #[test]
+    fn heartbeat_only_changes_keep_the_cache() {
+        let mut r = Registry::new(RegistryConfig::default());
+        let mut p = Publisher::new(Duration::from_secs(30));
+        r.register(reg(1), T0);
+        let s1 = publish(&mut r, &mut p);
+        let a = s1.cached(("t", "".into()), |s| s.len());
+        r.heartbeat(&reg(1).key, T0.plus(Duration::from_secs(5)));
+        let s2 = publish(&mut r, &mut p);
+        let b = s2.cached(("t", "".into()), |_| 99usize);
+        assert!(Arc::ptr_eq(&a, &b), "same membership, same cache");
+        assert_eq!(
+            s2.listed()[0].last_heartbeat,
+            T0.plus(Duration::from_secs(5))
+        );
+        r.register(reg(2), T0);
+        let s3 = publish(&mut r, &mut p);
+        assert_eq!(*s3.cached(("t", "".into()), |s| s.len()), 2);
+    }
+
+    #[test]
+    fn cache_is_bounded() {
+        let s = Snapshot::empty();
+        for i in 0..MAX_CACHE_ENTRIES + 10 {
+            let v = s.cached(("t", i.to_string().into()), |_| i);
+            assert_eq!(*v, i);
+        }
+        assert_eq!(
+            s.derived.slots.lock().unwrap().len(),
+            MAX_CACHE_ENTRIES,
+            "keys past the cap are computed, not kept"
+        );
+    }
+
+    #[test]
+    fn find_by_addr_matches_key_and_game_address() {
+        let mut r = Registry::new(RegistryConfig::default());
+        let mut p = Publisher::new(Duration::from_secs(30));
+        r.register(reg(7778), T0);
+        let k = reg(7778).key;
+        let info = crate::registry::PollInfo {
+            game_port: Some(7777),
+            ..crate::registry::PollInfo::default()
+        };
+        r.update_poll(&k, Some(info), T0);
+        let s = publish(&mut r, &mut p);
+        let by_key = GameAddr::parse("192.0.2.1:7778").unwrap();
+        let by_game = GameAddr::parse("192.0.2.1:7777").unwrap();
+        assert_eq!(s.find_by_addr(&by_key).len(), 1);
+        assert_eq!(s.find_by_addr(&by_game).len(), 1);
+        assert!(
+            s.find_by_addr(&GameAddr::parse("192.0.2.1:1").unwrap())
+                .is_empty()
+        );
+    }
+}
