@@ -141,10 +141,11 @@ heartbeat_burst = 1000000
 heartbeat_refill = "1us"
 challenge_burst = 1000000
 challenge_refill = "1us"
-list_burst = 1000000
-list_refill = "1us"
+list_bytes_burst = 1099511627776
+list_bytes_per_sec = 1099511627776
 servers_per_source = 1000000
-max_pending = 1000000
+pending_per_ip = 1000000
+pending_per_prefix = 1000000
 egress_bytes_per_sec = 1099511627776
 tcp_max_per_source = 1024
 # Every DDNet server POSTs from 127.0.0.1, each with two streams (0.6, 0.7) that each need a

@@ -32,7 +32,6 @@
 
 mod entry;
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -44,14 +43,14 @@ use muster_proto::mgmt::{
     SessionEvent, Stats,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::MasterHandle;
 use crate::drops::DropReason as Reason;
 use crate::registry::{Face, Outcome, ServerKey, Timestamp};
-use muster_proto::limit::SourceKey;
+use crate::runtime::tcp::{CappedListener, CappedStream, ConnLimits, MetricsSink, SharedCaps};
 
 /// Largest unsent output of one connection before it is closed (§7.2: 1 MiB).
 pub const DEFAULT_MAX_UNSENT: usize = 1 << 20;
@@ -126,12 +125,23 @@ pub async fn run(
     settings: MgmtSettings,
     shutdown: CancellationToken,
 ) {
+    let caps = SharedCaps::new(
+        ConnLimits {
+            max_connections: settings.max_connections,
+            max_per_source: settings.max_per_source,
+            // Registered connections never idle out; the session times out the others.
+            idle_timeout: Duration::ZERO,
+        },
+        settings.keepalive,
+    );
     let shared = Arc::new(Shared::new(handle, settings));
     let mut accepts = JoinSet::new();
     for l in listeners {
         if let Ok(addr) = l.local_addr() {
             tracing::debug!(%addr, "mgmt listening");
         }
+        let l = CappedListener::shared(l, Arc::clone(&caps))
+            .with_metrics(Arc::new(shared.handle.clone()) as Arc<dyn MetricsSink>);
         accepts.spawn(accept_loop(l, Arc::clone(&shared), shutdown.clone()));
     }
     while let Some(res) = accepts.join_next().await {
@@ -146,16 +156,9 @@ pub async fn run(
 struct Shared {
     handle: MasterHandle,
     settings: MgmtSettings,
-    conns: Mutex<ConnCount>,
     limits: Mutex<Limits>,
     log: Mutex<LogGate>,
     unsent_total: AtomicUsize,
-}
-
-#[derive(Debug, Default)]
-struct ConnCount {
-    total: usize,
-    per_source: HashMap<SourceKey, usize>,
 }
 
 #[derive(Debug)]
@@ -191,7 +194,6 @@ impl Shared {
         Self {
             handle,
             settings,
-            conns: Mutex::new(ConnCount::default()),
             limits: Mutex::new(limits),
             unsent_total: AtomicUsize::new(0),
             log: Mutex::new(LogGate {
@@ -199,25 +201,6 @@ impl Shared {
                 suppressed: 0,
             }),
         }
-    }
-
-    /// Takes a connection slot for `ip`, or names the cap that refused it.
-    fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnSlot, Reason> {
-        let mut c = lock(&self.conns);
-        if c.total >= self.settings.max_connections {
-            return Err(Reason::TcpConnCap);
-        }
-        let ip = SourceKey::of(ip);
-        let n = c.per_source.entry(ip).or_insert(0);
-        if *n >= self.settings.max_per_source {
-            return Err(Reason::TcpSourceCap);
-        }
-        *n += 1;
-        c.total += 1;
-        Ok(ConnSlot {
-            shared: Arc::clone(self),
-            ip,
-        })
     }
 
     /// Whether a log line about bad input may be written now (and how many were held back).
@@ -244,59 +227,20 @@ impl Shared {
     }
 }
 
-/// A connection's place under the caps, given back on drop.
-#[derive(Debug)]
-struct ConnSlot {
+async fn accept_loop(
+    mut listener: CappedListener,
     shared: Arc<Shared>,
-    ip: SourceKey,
-}
-
-impl Drop for ConnSlot {
-    fn drop(&mut self) {
-        let mut c = lock(&self.shared.conns);
-        c.total = c.total.saturating_sub(1);
-        if let Some(n) = c.per_source.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                c.per_source.remove(&self.ip);
-            }
-        }
-    }
-}
-
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, shutdown: CancellationToken) {
+    shutdown: CancellationToken,
+) {
     let mut conns = JoinSet::new();
     loop {
-        let res = tokio::select! {
+        // Connections over a cap are closed inside `accept_capped`, without data.
+        let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-            res = listener.accept() => res,
+            c = listener.accept_capped() => c,
         };
-        let (stream, peer) = match res {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "mgmt accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let slot = match shared.admit(peer.ip()) {
-            Ok(slot) => slot,
-            Err(reason) => {
-                // Dropped unread: the peer sees the connection closed without data.
-                shared.handle.metrics().count_drop(reason);
-                tracing::debug!(%peer, reason = reason.name(), "mgmt connection refused");
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        if let Some(time) = shared.settings.keepalive {
-            let ka = socket2::TcpKeepalive::new().with_time(time);
-            if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka) {
-                tracing::debug!(%peer, error = %e, "mgmt keep-alive not set");
-            }
-        }
-        let conn = Conn::new(Arc::clone(&shared), peer, slot);
+        let conn = Conn::new(Arc::clone(&shared), peer);
         conns.spawn(conn.serve(stream, shutdown.clone()));
     }
     drop(listener);
@@ -345,7 +289,6 @@ struct Conn {
     /// name too long): the session then runs no idle timer, so the driver runs it, from the
     /// last complete message.
     orphan_since: Option<std::time::Instant>,
-    _slot: ConnSlot,
 }
 
 impl Drop for Conn {
@@ -357,7 +300,7 @@ impl Drop for Conn {
 }
 
 impl Conn {
-    fn new(shared: Arc<Shared>, peer: SocketAddr, slot: ConnSlot) -> Self {
+    fn new(shared: Arc<Shared>, peer: SocketAddr) -> Self {
         let config = SessionConfig {
             idle_timeout: shared.settings.idle_timeout,
         };
@@ -374,7 +317,6 @@ impl Conn {
             sent: 0,
             accounted: 0,
             orphan_since: None,
-            _slot: slot,
             shared,
         }
     }
@@ -399,8 +341,9 @@ impl Conn {
             || (now_unsent > 0 && total.load(Ordering::Relaxed) > s.max_unsent_total)
     }
 
-    async fn serve(mut self, mut stream: TcpStream, shutdown: CancellationToken) {
+    async fn serve(mut self, stream: CappedStream, shutdown: CancellationToken) {
         let mut buf = vec![0u8; READ_CHUNK];
+        let (mut rd, mut wr) = tokio::io::split(stream);
         let stop = loop {
             if let Some(stop) = self.apply_events(&shutdown).await {
                 break stop;
@@ -419,7 +362,6 @@ impl Conn {
                 .session
                 .poll_timeout()
                 .or_else(|| self.orphan_since.map(|t| t + idle));
-            let (mut rd, mut wr) = stream.split();
             let pending = self.out.get(self.sent..).unwrap_or_default();
             tokio::select! {
                 () = shutdown.cancelled() => self.session.abort(now()),
@@ -455,9 +397,9 @@ impl Conn {
         if matches!(stop, Stop::Done) && self.unsent() > 0 {
             // Best effort: answers already owed go out before the close.
             let pending = self.out.get(self.sent..).unwrap_or_default();
-            let _ = tokio::time::timeout(CLOSE_FLUSH, stream.write_all(pending)).await;
+            let _ = tokio::time::timeout(CLOSE_FLUSH, wr.write_all(pending)).await;
         }
-        let _ = tokio::time::timeout(CLOSE_FLUSH, stream.shutdown()).await;
+        let _ = tokio::time::timeout(CLOSE_FLUSH, wr.shutdown()).await;
     }
 
     fn advance(&mut self, n: usize) {

@@ -34,8 +34,32 @@ pub struct ConnLimits {
     pub max_connections: usize,
     /// Concurrent connections per source (IPv4 address, IPv6 /64).
     pub max_per_source: usize,
-    /// A stream without progress for this long fails with `TimedOut`.
+    /// A stream without progress for this long fails with `TimedOut`; zero: never (a face
+    /// that keeps long-lived connections runs its own timers).
     pub idle_timeout: Duration,
+}
+
+/// The caps one face shares over all its listeners (IPv4 and IPv6).
+#[derive(Debug)]
+pub struct SharedCaps {
+    limits: ConnLimits,
+    total: Arc<Semaphore>,
+    per_source: Arc<PerSource>,
+    keepalive: Option<Duration>,
+}
+
+impl SharedCaps {
+    /// Caps of `limits`; `keepalive`: TCP keep-alive idle time on accepted sockets, so that
+    /// vanished hosts are noticed.
+    #[must_use]
+    pub fn new(limits: ConnLimits, keepalive: Option<Duration>) -> Arc<Self> {
+        Arc::new(Self {
+            limits,
+            total: Arc::new(Semaphore::new(limits.max_connections)),
+            per_source: Arc::new(PerSource::default()),
+            keepalive,
+        })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -68,9 +92,7 @@ impl PerSource {
 #[derive(Debug)]
 pub struct CappedListener {
     inner: TcpListener,
-    limits: ConnLimits,
-    total: Arc<Semaphore>,
-    per_source: Arc<PerSource>,
+    caps: Arc<SharedCaps>,
     metrics: Option<Arc<dyn MetricsSink>>,
 }
 
@@ -87,14 +109,18 @@ impl MetricsSink for crate::MasterHandle {
 }
 
 impl CappedListener {
-    /// Wraps a bound listener.
+    /// Wraps a bound listener with caps of its own.
     #[must_use]
     pub fn new(inner: TcpListener, limits: ConnLimits) -> Self {
+        Self::shared(inner, SharedCaps::new(limits, None))
+    }
+
+    /// Wraps a bound listener with caps shared with the face's other listeners.
+    #[must_use]
+    pub fn shared(inner: TcpListener, caps: Arc<SharedCaps>) -> Self {
         Self {
             inner,
-            limits,
-            total: Arc::new(Semaphore::new(limits.max_connections)),
-            per_source: Arc::new(PerSource::default()),
+            caps,
             metrics: None,
         }
     }
@@ -126,24 +152,35 @@ impl CappedListener {
                     continue;
                 }
             };
-            let Ok(permit) = Arc::clone(&self.total).try_acquire_owned() else {
+            let caps = &self.caps;
+            let Ok(permit) = Arc::clone(&caps.total).try_acquire_owned() else {
                 self.refuse(DropReason::TcpConnCap, peer);
                 continue;
             };
             let ip = SourceKey::of(peer.ip());
-            if !self.per_source.try_take(ip, self.limits.max_per_source) {
+            if !caps.per_source.try_take(ip, caps.limits.max_per_source) {
                 self.refuse(DropReason::TcpSourceCap, peer);
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            let idle = self.limits.idle_timeout;
+            if let Some(time) = caps.keepalive {
+                let ka = socket2::TcpKeepalive::new().with_time(time);
+                if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka) {
+                    tracing::debug!(%peer, error = %e, "keep-alive not set");
+                }
+            }
+            let idle = caps.limits.idle_timeout;
             let s = CappedStream {
                 inner: stream,
                 idle,
-                deadline: Box::pin(tokio::time::sleep(idle)),
+                deadline: Box::pin(tokio::time::sleep(if idle.is_zero() {
+                    Duration::from_secs(86_400 * 365)
+                } else {
+                    idle
+                })),
                 _guard: Guard {
                     _permit: permit,
-                    per_source: Arc::clone(&self.per_source),
+                    per_source: Arc::clone(&caps.per_source),
                     ip,
                 },
             };
@@ -195,11 +232,17 @@ impl CappedStream {
     }
 
     fn progress(&mut self) {
+        if self.idle.is_zero() {
+            return;
+        }
         let next = Instant::now() + self.idle;
         self.deadline.as_mut().reset(next);
     }
 
     fn check_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        if self.idle.is_zero() {
+            return Poll::Pending;
+        }
         match self.deadline.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(io::Error::new(io::ErrorKind::TimedOut, "idle timeout")),
             Poll::Pending => Poll::Pending,
