@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::MAX_REGISTER_BODY;
 use super::http::{
     Action, AddressScheme, ChallengeSecret, ClientInfo, MapInfo, RegisterInfo, RegisterRequest,
     RegisterResponse, ServerAddress,
@@ -438,9 +439,36 @@ impl DdnetHttpRegistrar {
     }
 }
 
-/// The register body DDNet would send for `state` (spec §3.1).
+/// The register body DDNet would send for `state` (spec §3.1). A master refuses bodies over
+/// [`MAX_REGISTER_BODY`] (DDNet's answers 413), so with very many clients only as many as
+/// fit are listed (`max_clients` still counts them all).
 #[must_use]
 pub fn register_info(state: &ServerState, config: &DdnetRegisterConfig) -> RegisterInfo {
+    let mut info = full_register_info(state, config);
+    let mut body = Vec::new();
+    info.encode(&mut body);
+    if body.len() <= MAX_REGISTER_BODY {
+        return info;
+    }
+    // The largest client count that fits, by bisection (the body grows with each client).
+    let (mut fits, mut too_many) = (0, info.clients.len());
+    let all = std::mem::take(&mut info.clients);
+    while too_many - fits > 1 {
+        let mid = fits + (too_many - fits) / 2;
+        info.clients = all.get(..mid).unwrap_or_default().to_vec();
+        body.clear();
+        info.encode(&mut body);
+        if body.len() <= MAX_REGISTER_BODY {
+            fits = mid;
+        } else {
+            too_many = mid;
+        }
+    }
+    info.clients = all.get(..fits).unwrap_or_default().to_vec();
+    info
+}
+
+fn full_register_info(state: &ServerState, config: &DdnetRegisterConfig) -> RegisterInfo {
     let clients: Vec<ClientInfo> = state
         .players
         .iter()

@@ -186,6 +186,18 @@ async fn teeworlds_64_players_read_back_with_reordered_packets() {
     assert_matches(&info, &state);
 }
 
+/// DDNet's extended info has no 64-client limit: an emulated server with 200 clients lists
+/// them all over `iext` + `iex+`.
+#[tokio::test]
+async fn teeworlds_200_clients_read_back_over_extended() {
+    let mut state = state(200);
+    state.max_players = 256;
+    let (addr, _stop) = serve_responder(state.clone(), Impairment::default()).await;
+    let info = query(addr).await;
+    assert_eq!(family(&info), "extended");
+    assert_matches(&info, &state);
+}
+
 #[tokio::test]
 async fn teeworlds_empty_server_reads_back() {
     let state = state(0);

@@ -505,3 +505,35 @@ fn http_register_body_is_byte_exact_with_ddnet() {
     register_info(&state, &config).encode(&mut body);
     assert_eq!(body, fixture(&format!("{HTTP}/01-http-request-body.bin")));
 }
+
+/// A server with more clients than a register body may carry (a master refuses bodies over
+/// 32 KiB) lists as many as fit; `max_clients` still counts them all.
+#[test]
+fn http_register_body_with_very_many_clients_stays_within_the_body_limit() {
+    let (config, mut state) = lab();
+    state.players = (0..1000)
+        .map(|i| PlayerState {
+            name: format!("Player ★ {i:04}"),
+            clan: "Clän★Lab".into(),
+            country: 276,
+            score: i,
+            ..PlayerState::default()
+        })
+        .collect();
+    state.max_players = 1000;
+    let info = register_info(&state, &config);
+    let mut body = Vec::new();
+    info.encode(&mut body);
+    assert!(body.len() <= MAX_REGISTER_BODY);
+    assert!(info.clients.len() > 64 && info.clients.len() < 1000);
+    assert_eq!(info.max_clients, 1000);
+    // One more client would not fit.
+    let mut more = info.clone();
+    more.clients.push(info.clients[0].clone());
+    body.clear();
+    more.encode(&mut body);
+    assert!(body.len() > MAX_REGISTER_BODY);
+    // A small server is unchanged.
+    state.players.truncate(100);
+    assert_eq!(register_info(&state, &config).clients.len(), 100);
+}
