@@ -280,7 +280,6 @@ struct StreamState {
     next_post: Instant,
     last_post: Option<Instant>,
     registered: bool,
-    deleted: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -328,7 +327,6 @@ impl DdnetHttpRegistrar {
                 next_post: now,
                 last_post: None,
                 registered: false,
-                deleted: false,
             })
             .collect();
         Self {
@@ -401,8 +399,9 @@ impl DdnetHttpRegistrar {
 
     fn due_stream(&self, now: Instant) -> Option<usize> {
         if self.shutting_down {
-            // Deletes go out in stream order, as DDNet sends them.
-            return self.streams.iter().position(|s| !s.deleted);
+            // Deletes go out in stream order, and only for streams the master last answered
+            // `success` (DDNet's `SendDeleteIfRegistered`).
+            return self.streams.iter().position(|s| s.registered);
         }
         self.streams
             .iter()
@@ -597,10 +596,9 @@ impl Registrar for DdnetHttpRegistrar {
         let master = self.master_name(stream);
         if sent.delete {
             if let Some(s) = self.streams.get_mut(sent.stream) {
-                s.deleted = true;
                 s.registered = false;
             }
-            if self.streams.iter().all(|s| s.deleted) && !self.unregistered_sent {
+            if !self.streams.iter().any(|s| s.registered) && !self.unregistered_sent {
                 self.unregistered_sent = true;
                 self.events.push_back(RegistrarEvent::Unregistered {
                     master: self.config.url.clone(),
@@ -667,6 +665,11 @@ impl Registrar for DdnetHttpRegistrar {
 
     fn shutdown(&mut self, _now: Instant) {
         self.shutting_down = true;
+    }
+
+    fn goodbye_pending(&self) -> bool {
+        self.shutting_down
+            && (self.in_flight.is_some() || self.streams.iter().any(|s| s.registered))
     }
 }
 
