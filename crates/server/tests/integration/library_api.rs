@@ -170,3 +170,75 @@ async fn query_many_streams_one_result_per_target() {
         &Failure::Query(QueryError::Timeout)
     );
 }
+
+/// A free game port whose + 1 and + 10 are free too (small race accepted).
+fn free_game_port() -> u16 {
+    loop {
+        let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let Some(plus10) = port.checked_add(10) else {
+            continue;
+        };
+        let free = |p| std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok();
+        if free(port + 1) && free(plus10) {
+            return port;
+        }
+    }
+}
+
+/// Seed 002: UT2003 moved GameSpy to game port + 10 and put its native query at + 1. An
+/// emulated `unreal2` server with `gamespy_offset = 10` answers both from one state, and the
+/// UE2 query (which tries + 10, + 12 and + 1 for GameSpy) merges the two answers.
+#[tokio::test]
+async fn emulated_ut2003_server_answers_gamespy_at_plus_10_and_native_at_plus_1() {
+    use muster_server::farm::FarmSpec;
+    use muster_server::{endpoints, run};
+    let port = free_game_port();
+    let farm = FarmSpec::from_toml(&format!(
+        "[[server]]\nprotocol = \"unreal2\"\nstyle = \"ut2003\"\nport = {port}\nname = \"Plus Ten\"\n\
+         map = \"DM-Antalus\"\nplayers = [{{ name = \"Kee\\\\n\", score = 5, ping = 40 }}]\n\
+         gamespy_offset = 10\n"
+    ))
+    .unwrap();
+    let running = run::start(
+        farm.expand().unwrap(),
+        Limits::unlimited(),
+        None,
+        endpoints::endpoint,
+    )
+    .await
+    .unwrap();
+    let ports: Vec<(&str, u16)> = running
+        .listening
+        .iter()
+        .map(|l| (l.protocol.name(), l.addr.port()))
+        .collect();
+    assert_eq!(ports, [("unreal2", port + 1), ("gamespy1", port + 10)]);
+    let game: SocketAddr = ([127, 0, 0, 1], port).into();
+    let answer = query_one(Target::new(game, QueryProtocol::Unreal2), options())
+        .await
+        .expect("answered");
+    assert_eq!(answer.info.protocol, muster_proto::Protocol::Unreal2);
+    assert_eq!(answer.info.name.text, "Plus Ten");
+    assert_eq!(answer.info.players.len(), 1);
+    assert_eq!(
+        answer
+            .info
+            .raw_field(muster_proto::probe::GAMESPY_QUERY_ADDRESS_FIELD),
+        Some(&muster_proto::RawValue::Text(
+            muster_proto::Text::from_utf8_str(&format!("127.0.0.1:{}", port + 10))
+        )),
+        "GameSpy answered at + 10 and was merged"
+    );
+    // GameSpy alone, at + 10.
+    let gs: SocketAddr = ([127, 0, 0, 1], port + 10).into();
+    let answer = query_one(
+        Target::new(gs, QueryProtocol::Gamespy1).given_port_only(),
+        options(),
+    )
+    .await
+    .expect("GameSpy answered");
+    assert_eq!(answer.info.name.text, "Plus Ten");
+    running.stop().await;
+}
