@@ -1220,3 +1220,18 @@ fn ut2003_demo_team_is_reported_empty() {
     );
     assert_eq!(to_server_info(&r.pairs()).players[0].team, Some(1));
 }
+
+/// Seed 002's backslash hack runs in a loop "to handle even cooler players using more than
+/// one backslash in their name": so does the tokenizer (spec §8.2 rules a and b).
+#[test]
+fn seed_002_names_with_several_backslashes() {
+    let (r, p) = reassemble(
+        RequestKind::Status,
+        &[b"\\hostname\\A\\player_0\\a\\/b\\/c\\frags_0\\1\\player_1\\X\\Y\\Z\\frags_1\\2\\queryid\\9.1\\final\\"],
+    );
+    assert_eq!(p, [Push::Finished(Outcome::Complete)]);
+    let info = to_server_info(&r.pairs());
+    let names: Vec<&str> = info.players.iter().map(|p| p.name.text.as_str()).collect();
+    assert_eq!(names, ["a\\/b\\/c", "X\\Y\\Z"]);
+    assert_eq!(info.players[1].score, Some(2));
+}
