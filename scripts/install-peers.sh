@@ -5,6 +5,8 @@
 #   Debian packages  qstat (binary: quakestat), teeworlds-server, ddnet-server, iproute2
 #   npm              gamedig, pinned in scripts/peers/package.json + package-lock.json -> .peers/node/
 #   PyPI             opengsq, pinned in scripts/peers/requirements.txt                -> .peers/venv/
+#   cargo            DDNet's master server (mastersrv), built from the unmodified source in
+#                    ../shared/peers/ddnet-mastersrv (MUSTER_MASTERSRV_SRC overrides)  -> .peers/bin/mastersrv
 #
 # Idempotent: every step checks first and installs only what is missing or at the wrong version, so a
 # second run takes about a second. `apt-get update` runs only when a Debian package must be installed.
@@ -16,6 +18,8 @@ PINS="$ROOT/scripts/peers"
 PEERS="$ROOT/.peers"
 NODE_DIR="$PEERS/node"
 VENV="$PEERS/venv"
+MASTERSRV_SRC="${MUSTER_MASTERSRV_SRC:-$ROOT/../shared/peers/ddnet-mastersrv}"
+MASTERSRV_BIN="$PEERS/bin/mastersrv"
 
 DEB_PACKAGES=(qstat teeworlds-server ddnet-server iproute2)
 
@@ -93,6 +97,29 @@ fi
 OPENGSQ_BIN="$VENV/bin/opengsq"
 [ -x "$OPENGSQ_BIN" ] || die "opengsq installed but $OPENGSQ_BIN is missing"
 
+# --- DDNet's mastersrv (cargo, project-local) ------------------------------------------------------
+# Built from a copy of the source (the shared folder is never written to), with its own lock file
+# (--locked) and target folder. The source's digest marks what is built: a changed source rebuilds.
+[ -f "$MASTERSRV_SRC/Cargo.toml" ] \
+    || die "DDNet mastersrv source not found at $MASTERSRV_SRC (set MUSTER_MASTERSRV_SRC)"
+command -v cargo >/dev/null || die "cargo is not on PATH (needed to build mastersrv)"
+want_mastersrv="$(cd "$MASTERSRV_SRC" && find Cargo.toml Cargo.lock src -type f -print0 | sort -z \
+    | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+have_mastersrv="$(cat "$PEERS/mastersrv.sha256" 2>/dev/null || true)"
+if [ ! -x "$MASTERSRV_BIN" ] || [ "$have_mastersrv" != "$want_mastersrv" ]; then
+    say "building DDNet mastersrv from $MASTERSRV_SRC (about a minute)"
+    rm -rf "$PEERS/mastersrv-src"
+    mkdir -p "$PEERS/mastersrv-src" "$PEERS/bin"
+    cp -R "$MASTERSRV_SRC/Cargo.toml" "$MASTERSRV_SRC/Cargo.lock" "$MASTERSRV_SRC/src" "$PEERS/mastersrv-src/"
+    cargo build --quiet --release --locked \
+        --manifest-path "$PEERS/mastersrv-src/Cargo.toml" \
+        --target-dir "$PEERS/mastersrv-target" \
+        || die "cargo build of mastersrv failed"
+    cp "$PEERS/mastersrv-target/release/mastersrv" "$MASTERSRV_BIN"
+    echo "$want_mastersrv" > "$PEERS/mastersrv.sha256"
+fi
+[ -x "$MASTERSRV_BIN" ] || die "mastersrv built but $MASTERSRV_BIN is missing"
+
 # --- where everything is -----------------------------------------------------------------------------
 deb_version() { dpkg-query -W -f='${Version}' "$1"; }
 deb_path() { dpkg -L "$1" | grep -m1 "/$2\$" || die "package $1 has no file named $2"; }
@@ -108,6 +135,7 @@ printf '%-17s %-22s %s\n' \
     teeworlds-server "$(deb_version teeworlds-server)" "$TW07" \
     DDNet-Server "$(deb_version ddnet-server)" "$DDNET" \
     ip "$(deb_version iproute2)" "$IP" \
+    mastersrv "ddnet@$(cut -c1-12 "$PEERS/mastersrv.sha256")" "$MASTERSRV_BIN" \
     gamedig "$(node -p 'require(process.argv[1]).version' "$NODE_DIR/node_modules/gamedig/package.json")" "$GAMEDIG_BIN" \
     opengsq "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("opengsq"))')" "$OPENGSQ_BIN" \
     node "$(node --version)" "$(command -v node)" \

@@ -14,10 +14,13 @@ const AFTER_HELP: &str = "\
 Examples:
   muster emulate --protocol teeworlds --port 8303 --name 'Jérôme' --players 8
   muster emulate --protocol gamespy1 --port 7777 --style ut99 --master gamespy:127.0.0.1:27900
+  muster emulate --protocol unreal2 --port 7777 --style ut2003 --gamespy-offset 10
   muster emulate --config examples/farm.toml
 
 Query ports follow each protocol's convention: game port + 1 for gameagent, gamespy1 and
-unreal2; the game port itself for teeworlds. One line `listening <protocol> udp <address>` is
+unreal2; the game port itself for teeworlds. --gamespy-offset N puts GameSpy v1 at game port
++ N, as UT2003/UT2004 servers do (+ 10 by default there): instead of + 1 for gamespy1, and
+besides the native query at + 1 for unreal2. One line `listening <protocol> udp <address>` is
 printed per socket before serving starts. SIGINT or SIGTERM stops every server (registered
 servers say goodbye to their masters first). The farm file format is described in
 crates/server/src/farm.rs and shown in examples/farm.toml.";
@@ -55,6 +58,10 @@ pub(crate) struct EmulateArgs {
     /// ddnet:URL. Repeatable.
     #[arg(long = "master", value_name = "PROTOCOL:ADDRESS")]
     pub masters: Vec<String>,
+    /// GameSpy v1 at game port + N (gamespy1: instead of + 1; unreal2: also, besides the
+    /// native query at + 1, as UT2003/UT2004 servers answer at + 10).
+    #[arg(long, value_name = "N")]
+    pub gamespy_offset: Option<u16>,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: IpAddr,
@@ -102,6 +109,7 @@ fn farm_from_flags(args: &EmulateArgs) -> anyhow::Result<FarmSpec> {
             loss: 0.0,
             reorder: 0.0,
             delay: None,
+            gamespy_offset: args.gamespy_offset,
         }],
         generate: Vec::new(),
     })

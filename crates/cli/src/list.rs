@@ -306,6 +306,9 @@ pub(crate) async fn fetch(
             let body = document(source, overall).await?;
             let file = ListFile::decode(&body)
                 .map_err(|e| anyhow::anyhow!("{source}: not a UT2003 list: {e}"))?;
+            if file.invalid > 0 {
+                tracing::warn!("{source}: {}", file.summary());
+            }
             Ok((from_server_list(&file.to_server_list(), kind), None))
         }
     }

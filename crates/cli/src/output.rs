@@ -477,19 +477,71 @@ fn write_details<W: Write>(out: &mut W, r: &ServerResult) -> io::Result<()> {
         }
     }
     if !r.rules.is_empty() {
-        let rules: Vec<String> = r
-            .rules
-            .iter()
-            .map(|(k, v)| format!("{k}={}", printable(&v.to_string())))
-            .collect();
-        writeln!(out, "    rules: {}", rules.join(", "))?;
+        writeln!(out, "    RULE")?;
+        for line in rule_lines(&r.rules) {
+            writeln!(out, "    {line}")?;
+        }
     }
     Ok(())
+}
+
+/// One line per rule for the table's detail view: the English name of the key (the seed's
+/// `Prop2En`, [`muster_proto::display::property_name`]), the key as sent in parentheses when
+/// it differs, and the value. JSON output keeps the keys as sent.
+fn rule_lines(rules: &crate::dto::Fields) -> Vec<String> {
+    let labels: Vec<String> = rules
+        .iter()
+        .map(|(k, _)| {
+            let name = muster_proto::display::property_name(k);
+            if name == k {
+                printable(k)
+            } else {
+                format!("{name} ({})", printable(k))
+            }
+        })
+        .collect();
+    let width = labels.iter().map(|l| cols(l).min(40)).max().unwrap_or(0);
+    labels
+        .iter()
+        .zip(rules.iter())
+        .map(|(label, (_, v))| {
+            let label = fit(label, 40);
+            let pad = width.saturating_sub(cols(&label));
+            format!("{label}{}  {}", " ".repeat(pad), printable(&v.to_string()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_show_english_names_beside_the_keys() {
+        let mut rules = crate::dto::Fields::default();
+        rules.insert(
+            "AdminEMail".into(),
+            crate::dto::Field::Str("hex@example.org".into()),
+        );
+        rules.insert("friendlyfire".into(), crate::dto::Field::Str("0".into()));
+        rules.insert(
+            "Num trader weapons".into(),
+            crate::dto::Field::Str("5".into()),
+        );
+        rules.insert(
+            "Mutator".into(),
+            crate::dto::Field::List(vec!["MutA".into(), "MutB".into()]),
+        );
+        assert_eq!(
+            rule_lines(&rules),
+            [
+                "Admin E-Mail (AdminEMail)     hex@example.org",
+                "Mutator                       MutA,MutB",
+                "Num trader weapons            5",
+                "Friendly Fire (friendlyfire)  0",
+            ]
+        );
+    }
 
     #[test]
     fn fit_marks_cuts() {

@@ -20,10 +20,12 @@
 //! | [`ut2003_list`] | UT2003 plain-text master list |
 //! | [`mgmt`] | the Bomberman management server: length-prefixed JSON over TCP |
 //!
-//! Every query maps into the protocol-neutral [`model::ServerInfo`].
+//! Every query maps into the protocol-neutral [`model::ServerInfo`]; [`display`] gives its rule
+//! keys English names for tables.
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
+pub mod display;
 pub mod limit;
 pub mod model;
 pub mod probe;

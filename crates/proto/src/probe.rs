@@ -6,7 +6,7 @@
 //! when all have ended or a short grace period after the first answer has passed (the ports
 //! that do not answer would otherwise hold the result until their last retry). Then it picks
 //! the first answer in the order the sub-queries were given, or merges a UE2 native answer
-//! with a GameSpy v1 answer as `unreal2.md` §14 says. The address that answered is recorded in
+//! with a GameSpy v1 answer ([`merge_unreal2`] says which source wins for each field). The address that answered is recorded in
 //! the result's raw field `query_address`.
 //!
 //! Pure, like every machine: no sockets, no clock.
@@ -173,42 +173,99 @@ fn set_query_address(info: &mut ServerInfo, addr: SocketAddr) {
     ));
 }
 
-/// Structure from the native reply, live values from GameSpy (`unreal2.md` §14).
-fn merge_unreal2(
+/// The raw field naming the GameSpy query address of a merged UE2 answer.
+pub const GAMESPY_QUERY_ADDRESS_FIELD: &str = "gamespy_query_address";
+
+/// The raw field listing (comma-separated plain names) the native player records a merged UE2
+/// answer left out because the live GameSpy list does not have them.
+pub const NATIVE_ONLY_PLAYERS_FIELD: &str = "native_only_players";
+
+/// The prefix of GameSpy's raw fields in a merged UE2 answer (`gamespy.hostname`, …).
+pub const GAMESPY_RAW_PREFIX: &str = "gamespy.";
+
+/// Merge a UE2 native answer with a GameSpy v1 answer of the same server (`unreal2.md` §10,
+/// §11, §14). The native reply is built from a cache up to 60 s old, GameSpy's per request;
+/// the native reply has the structure GameSpy lacks (UTF-16 names, colour codes, team bits,
+/// mutators, game class). Which source wins, field by field:
+///
+/// | field | winner |
+/// |---|---|
+/// | `name`, `game_type`, `version` | native when it has one (exact string, class name, `ServerVersion`), else GameSpy |
+/// | `map`, `max_players` | GameSpy when it has one (live), else native |
+/// | `password` | GameSpy when it says, else native |
+/// | `num_players` | GameSpy (live) |
+/// | `players` | GameSpy's list decides who is on the server, in its order, with its scores and pings (live); a GameSpy player whose plain name matches a native record takes that record's name (UTF-16, colour codes), and its team when GameSpy has none |
+/// | native-only records | dropped when GameSpy's reply is complete (a player who left, or a spectator: the native list cannot tell them apart), their names kept in raw [`NATIVE_ONLY_PLAYERS_FIELD`]; kept when GameSpy's reply is partial |
+/// | `rules` | native's, then GameSpy's keys the native rules lack |
+/// | `ping` | native's (the `0x00` exchange), else GameSpy's |
+/// | `partial` | GameSpy's, else native's |
+/// | `raw` | native's, then GameSpy's under [`GAMESPY_RAW_PREFIX`] |
+///
+/// The result does not depend on which reply arrived first.
+#[must_use]
+pub fn merge_unreal2(
     native: &ServerInfo,
     native_addr: SocketAddr,
     gamespy: &ServerInfo,
     gamespy_addr: SocketAddr,
 ) -> ServerInfo {
     let mut out = native.clone();
-    set_query_address(&mut out, native_addr);
-    out.raw.push((
-        "gamespy_query_address".to_owned(),
-        RawValue::Text(Text::from_utf8_str(&gamespy_addr.to_string())),
-    ));
-    // GameSpy's count is live; the native info may be up to 60 s old.
-    out.num_players = gamespy.num_players;
+    if out.name.is_empty() {
+        out.name = gamespy.name.clone();
+    }
+    if !gamespy.map.is_empty() {
+        out.map = gamespy.map.clone();
+    }
+    if out.game_type.is_empty() {
+        out.game_type = gamespy.game_type.clone();
+    }
+    if out.version.is_empty() {
+        out.version = gamespy.version.clone();
+    }
     if gamespy.password.is_some() {
         out.password = gamespy.password;
     }
-    let mut matched = vec![false; gamespy.players.len()];
-    for p in &mut out.players {
-        let found = gamespy.players.iter().enumerate().find(|(i, g)| {
-            !matched.get(*i).copied().unwrap_or(true) && g.name.plain == p.name.plain
-        });
-        if let Some((i, g)) = found {
-            if let Some(m) = matched.get_mut(i) {
-                *m = true;
+    out.num_players = gamespy.num_players;
+    if gamespy.max_players > 0 {
+        out.max_players = gamespy.max_players;
+    }
+    out.ping = native.ping.or(gamespy.ping);
+    let mut used = vec![false; native.players.len()];
+    let mut players = Vec::with_capacity(gamespy.players.len());
+    for g in &gamespy.players {
+        let mut p = g.clone();
+        let found =
+            native.players.iter().enumerate().find(|(i, n)| {
+                !used.get(*i).copied().unwrap_or(true) && n.name.plain == g.name.plain
+            });
+        if let Some((i, n)) = found {
+            if let Some(u) = used.get_mut(i) {
+                *u = true;
             }
-            p.score = g.score.or(p.score);
-            p.ping_ms = g.ping_ms.or(p.ping_ms);
+            p.name = n.name.clone();
+            p.team = g.team.or(n.team);
+            p.raw.extend(n.raw.iter().cloned());
+        }
+        players.push(p);
+    }
+    let leftover = native
+        .players
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|(p, _)| p);
+    if gamespy.partial.is_some() {
+        players.extend(leftover.cloned());
+    } else {
+        let names: Vec<&str> = leftover.map(|p| p.name.plain.as_str()).collect();
+        if !names.is_empty() {
+            out.raw.push((
+                NATIVE_ONLY_PLAYERS_FIELD.to_owned(),
+                RawValue::Text(Text::from_utf8_str(&names.join(","))),
+            ));
         }
     }
-    for (g, used) in gamespy.players.iter().zip(&matched) {
-        if !used {
-            out.players.push(g.clone());
-        }
-    }
+    out.players = players;
     for rule in &gamespy.rules {
         if !out
             .rules
@@ -218,12 +275,21 @@ fn merge_unreal2(
             out.rules.push(rule.clone());
         }
     }
-    if out.version.is_empty() {
-        out.version = gamespy.version.clone();
-    }
-    if out.partial.is_none() {
+    if gamespy.partial.is_some() {
         out.partial.clone_from(&gamespy.partial);
     }
+    out.raw.extend(
+        gamespy
+            .raw
+            .iter()
+            .filter(|(k, _)| k != QUERY_ADDRESS_FIELD)
+            .map(|(k, v)| (format!("{GAMESPY_RAW_PREFIX}{k}"), v.clone())),
+    );
+    set_query_address(&mut out, native_addr);
+    out.raw.push((
+        GAMESPY_QUERY_ADDRESS_FIELD.to_owned(),
+        RawValue::Text(Text::from_utf8_str(&gamespy_addr.to_string())),
+    ));
     out
 }
 
@@ -314,7 +380,7 @@ impl QueryMachine for Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Player;
+    use crate::model::{Player, Rule};
 
     /// Answers with `info` to the first datagram from `target`, or never.
     struct Scripted {
@@ -439,32 +505,57 @@ mod tests {
         assert_eq!(p.poll_event(), Some(Event::Failed(QueryError::Timeout)));
     }
 
-    #[test]
-    fn unreal2_merge_takes_structure_from_native_and_live_values_from_gamespy() {
-        let t0 = Instant::now();
+    fn player(name: &str, score: i64, ping: u32, team: Option<i32>) -> Player {
+        Player {
+            name: Text::from_utf8_str(name),
+            score: Some(score),
+            ping_ms: Some(ping),
+            team,
+            ..Player::default()
+        }
+    }
+
+    /// A native answer from the 60-second cache: Alpha and Gone (who has left since), old
+    /// scores, the old map.
+    fn stale_native() -> ServerInfo {
         let mut native = info(Protocol::Unreal2, "Native «name»");
-        native.num_players = 1;
-        native.players.push(Player {
-            name: Text::from_utf8_str("Alpha"),
-            score: Some(1),
-            ping_ms: Some(40),
-            team: Some(1),
-            ..Player::default()
+        native.map = Text::from_utf8_str("DM-Old");
+        native.game_type = Text::from_utf8_str("xDeathMatch");
+        native.num_players = 2;
+        native.max_players = 16;
+        native.players.push(player("Alpha", 1, 40, Some(1)));
+        native.players.push(player("Gone", 9, 80, Some(0)));
+        native.rules.push(Rule {
+            key: Text::from_utf8_str("Mutator"),
+            value: Text::from_utf8_str("MutInstaGib"),
         });
+        native
+    }
+
+    /// The live GameSpy answer: Alpha with a new score, Bravo who just joined, a new map.
+    fn live_gamespy() -> ServerInfo {
         let mut gs = info(Protocol::GameSpy1, "GameSpy name");
+        gs.map = Text::from_utf8_str("DM-New");
+        gs.game_type = Text::from_utf8_str("xDeathMatch");
         gs.num_players = 2;
+        gs.max_players = 16;
         gs.password = Some(true);
-        gs.players.push(Player {
-            name: Text::from_utf8_str("Alpha"),
-            score: Some(7),
-            ping_ms: Some(44),
-            ..Player::default()
+        gs.players.push(player("Alpha", 7, 44, None));
+        gs.players.push(player("Bravo", 3, 60, Some(1)));
+        gs.rules.push(Rule {
+            key: Text::from_utf8_str("AdminName"),
+            value: Text::from_utf8_str("Bob"),
         });
-        gs.players.push(Player {
-            name: Text::from_utf8_str("Bravo"),
-            score: Some(3),
-            ..Player::default()
-        });
+        gs.raw.push((
+            "hostname".to_owned(),
+            RawValue::Text(Text::from_utf8_str("GameSpy name")),
+        ));
+        gs
+    }
+
+    /// Runs a merge probe over `native` and `gamespy`, the replies arriving in `order`.
+    fn merged(native: ServerInfo, gamespy: ServerInfo, gamespy_first: bool) -> ServerInfo {
+        let t0 = Instant::now();
         let mut p = Probe::new(Policy::MergeUnreal2)
             .with(
                 "127.0.0.1:7778".parse().unwrap(),
@@ -472,22 +563,119 @@ mod tests {
             )
             .with(
                 "127.0.0.1:7787".parse().unwrap(),
-                Scripted::boxed("127.0.0.1:7787", Some(gs)),
+                Scripted::boxed("127.0.0.1:7787", Some(gamespy)),
             );
         drain(&mut p, t0);
-        p.handle_datagram(t0, "127.0.0.1:7787".parse().unwrap(), b"x");
-        p.handle_datagram(t0, "127.0.0.1:7778".parse().unwrap(), b"x");
+        let (first, second) = if gamespy_first {
+            ("127.0.0.1:7787", "127.0.0.1:7778")
+        } else {
+            ("127.0.0.1:7778", "127.0.0.1:7787")
+        };
+        p.handle_datagram(t0, first.parse().unwrap(), b"x");
+        p.handle_datagram(
+            t0 + Duration::from_millis(50),
+            second.parse().unwrap(),
+            b"x",
+        );
         let Some(Event::Done(m)) = p.poll_event() else {
             panic!("no result")
         };
-        assert_eq!(m.protocol, Protocol::Unreal2);
-        assert_eq!(m.name.text, "Native «name»");
-        assert_eq!(m.num_players, 2);
-        assert_eq!(m.password, Some(true));
-        assert_eq!(m.players.len(), 2);
-        assert_eq!(m.players[0].score, Some(7));
-        assert_eq!(m.players[0].team, Some(1));
-        assert_eq!(m.players[1].name.text, "Bravo");
+        *m
+    }
+
+    #[test]
+    fn unreal2_merge_takes_structure_from_native_and_live_values_from_gamespy() {
+        for gamespy_first in [false, true] {
+            let m = merged(stale_native(), live_gamespy(), gamespy_first);
+            assert_eq!(m.protocol, Protocol::Unreal2);
+            assert_eq!(m.name.text, "Native «name»");
+            assert_eq!(m.map.text, "DM-New", "the live map wins");
+            assert_eq!(m.game_type.text, "xDeathMatch");
+            assert_eq!(m.num_players, 2);
+            assert_eq!(m.password, Some(true));
+            let names: Vec<&str> = m.players.iter().map(|p| p.name.text.as_str()).collect();
+            assert_eq!(
+                names,
+                ["Alpha", "Bravo"],
+                "Gone left: only the stale list has him"
+            );
+            assert_eq!(m.players[0].score, Some(7));
+            assert_eq!(m.players[0].ping_ms, Some(44));
+            assert_eq!(m.players[0].team, Some(1), "GameSpy has no team: native's");
+            assert_eq!(
+                m.raw_field(NATIVE_ONLY_PLAYERS_FIELD),
+                Some(&RawValue::Text(Text::from_utf8_str("Gone")))
+            );
+            let rules: Vec<&str> = m.rules.iter().map(|r| r.key.text.as_str()).collect();
+            assert_eq!(rules, ["Mutator", "AdminName"]);
+            assert_eq!(
+                m.raw_field("gamespy.hostname"),
+                Some(&RawValue::Text(Text::from_utf8_str("GameSpy name")))
+            );
+            assert_eq!(
+                m.raw_field(QUERY_ADDRESS_FIELD),
+                Some(&RawValue::Text(Text::from_utf8_str("127.0.0.1:7778")))
+            );
+            assert_eq!(
+                m.raw_field(GAMESPY_QUERY_ADDRESS_FIELD),
+                Some(&RawValue::Text(Text::from_utf8_str("127.0.0.1:7787")))
+            );
+        }
+        assert_eq!(
+            merged(stale_native(), live_gamespy(), false),
+            merged(stale_native(), live_gamespy(), true),
+            "the arrival order changes nothing"
+        );
+    }
+
+    #[test]
+    fn unreal2_merge_with_a_larger_live_list_keeps_every_live_player_once() {
+        let mut gs = live_gamespy();
+        for i in 0..6 {
+            gs.players.push(player(&format!("New{i}"), i, 50, None));
+        }
+        gs.num_players = 8;
+        for gamespy_first in [false, true] {
+            let m = merged(stale_native(), gs.clone(), gamespy_first);
+            assert_eq!(m.num_players, 8);
+            assert_eq!(m.players.len(), 8);
+            assert!(!m.players.iter().any(|p| p.name.text == "Gone"));
+        }
+    }
+
+    #[test]
+    fn unreal2_merge_keeps_native_only_records_when_gamespy_is_partial() {
+        let mut gs = live_gamespy();
+        gs.partial = Some(crate::model::Partial {
+            reason: "server went quiet before the final datagram".to_owned(),
+        });
+        for gamespy_first in [false, true] {
+            let m = merged(stale_native(), gs.clone(), gamespy_first);
+            let names: Vec<&str> = m.players.iter().map(|p| p.name.text.as_str()).collect();
+            assert_eq!(names, ["Alpha", "Bravo", "Gone"]);
+            assert_eq!(m.partial, gs.partial);
+            assert!(m.raw_field(NATIVE_ONLY_PLAYERS_FIELD).is_none());
+        }
+    }
+
+    #[test]
+    fn unreal2_merge_takes_native_names_with_colour_codes_and_an_empty_live_list() {
+        let mut native = stale_native();
+        native.players[0].name = Text {
+            raw: b"\x1b\xff\x01\x01Alpha".to_vec(),
+            text: "\u{1b}\u{ff}\u{1}\u{1}Alpha".to_owned(),
+            plain: "Alpha".to_owned(),
+            lossy: false,
+        };
+        let m = merged(native.clone(), live_gamespy(), true);
+        assert_eq!(m.players[0].name, native.players[0].name);
+        // Everybody left: the live answer has nobody, so nobody is listed.
+        let mut empty = live_gamespy();
+        empty.players.clear();
+        empty.num_players = 0;
+        let m = merged(native, empty, false);
+        assert!(m.players.is_empty());
+        assert_eq!(m.num_players, 0);
     }
 
     #[test]

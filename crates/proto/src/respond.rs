@@ -216,4 +216,13 @@ pub trait Registrar {
     fn shutdown(&mut self, now: Instant) {
         let _ = now;
     }
+
+    /// After [`Self::shutdown`]: whether goodbyes are still to be sent or answered. The driver
+    /// keeps serving the registrar (for a bounded grace) until this is false. By default, as
+    /// long as [`Self::poll_timeout`] is set; registrars whose goodbye is an HTTP exchange
+    /// (which sets no timer) say so here.
+    #[must_use]
+    fn goodbye_pending(&self) -> bool {
+        self.poll_timeout().is_some()
+    }
 }

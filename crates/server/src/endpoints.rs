@@ -3,8 +3,8 @@
 //! | protocol | query port | styles | masters |
 //! |---|---|---|---|
 //! | `gameagent` | game + 1 | `x86` (stock: non-ASCII names become the `12` mark), `arm` (names pass) | `gameagent:host:port` |
-//! | `gamespy1` | game + 1 | `ut2003` (default), `ut99`, `unreal`, `serioussam` | `gamespy:host:port` |
-//! | `unreal2` | game + 1 | `ut2004` (default), `ut2003` | — |
+//! | `gamespy1` | game + 1 (or + `gamespy_offset`) | `ut2003` (default), `ut99`, `unreal`, `serioussam` | `gamespy:host:port` |
+//! | `unreal2` | game + 1, and GameSpy v1 at + `gamespy_offset` when set | `ut2004` (default), `ut2003` | `gamespy:host:port` (needs `gamespy_offset`) |
 //! | `teeworlds` | game port | one: 0.6, DDNet extended and 0.7 on one port | `teeworlds07:host:port`, `ddnet:URL` |
 //!
 //! Any server may also name `mgmt:host:port`: it then stays registered with that management
@@ -24,7 +24,7 @@ use muster_proto::teeworlds_master::{
 use muster_proto::unreal2::respond::{Unreal2Responder, Unreal2Settings};
 
 use crate::farm::{FarmProtocol, FarmServer, MasterTarget};
-use crate::run::Endpoint;
+use crate::run::{Endpoint, ExtraSocket};
 use crate::udp::BoxedRegistrar;
 
 fn resolve(master: &MasterTarget, default_port: u16) -> Result<SocketAddr, String> {
@@ -90,6 +90,27 @@ pub fn endpoint(server: &FarmServer) -> Result<Endpoint, String> {
     Ok(ep)
 }
 
+/// GameSpy registrars for `masters` (all must be `gamespy:`), heartbeating query port `port`.
+fn gamespy_registrars(
+    server: &FarmServer,
+    masters: &[&MasterTarget],
+    profile: Profile,
+    port: u16,
+) -> Result<Vec<BoxedRegistrar>, String> {
+    let mut registrars: Vec<BoxedRegistrar> = Vec::new();
+    for m in masters {
+        if m.protocol != "gamespy" {
+            return Err(wrong_master(server.protocol, m));
+        }
+        let addr = resolve(m, 27900)?;
+        registrars.push(Box::new(GameSpyRegistrar::new(
+            GameSpyRegistrarConfig::new(addr, profile, port),
+            Instant::now(),
+        )));
+    }
+    Ok(registrars)
+}
+
 fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<Endpoint, String> {
     let style = server.style.as_deref();
     let game_port = server.state.game_port;
@@ -119,6 +140,7 @@ fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<E
                 registrars,
                 port: query_port(game_port, 1)?,
                 mgmt: Vec::new(),
+                extra: Vec::new(),
             })
         }
         FarmProtocol::Gamespy1 => {
@@ -129,36 +151,41 @@ fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<E
                 Some("serioussam") => Profile::SeriousSam,
                 Some(s) => return Err(unknown_style(server.protocol, s)),
             };
-            let port = query_port(game_port, 1)?;
-            for m in masters {
-                if m.protocol != "gamespy" {
-                    return Err(wrong_master(server.protocol, m));
-                }
-                let addr = resolve(m, 27900)?;
-                registrars.push(Box::new(GameSpyRegistrar::new(
-                    GameSpyRegistrarConfig::new(addr, profile, port),
-                    Instant::now(),
-                )));
-            }
+            let port = query_port(game_port, server.gamespy_offset.unwrap_or(1))?;
             Ok(Endpoint {
                 responder: Box::new(GameSpyResponder::with_profile(profile)),
-                registrars,
+                registrars: gamespy_registrars(server, masters, profile, port)?,
                 port,
                 mgmt: Vec::new(),
+                extra: Vec::new(),
             })
         }
         FarmProtocol::Unreal2 => {
             let settings = Unreal2Settings::for_style_name(style)
                 .ok_or_else(|| unknown_style(server.protocol, style.unwrap_or("")))?;
-            if let Some(m) = masters.first() {
-                // UE2 servers are listed through their GameSpy heartbeats, a gamespy1 server.
-                return Err(wrong_master(server.protocol, m));
-            }
+            // A real UT2003/UT2004 server answers GameSpy v1 as well (usually at game port
+            // + 10) and heartbeats from there; without that port it cannot be listed.
+            let extra = match server.gamespy_offset {
+                Some(offset) => {
+                    let port = query_port(game_port, offset)?;
+                    vec![ExtraSocket {
+                        protocol: FarmProtocol::Gamespy1,
+                        port,
+                        responder: Box::new(GameSpyResponder::with_profile(Profile::Ut2003)),
+                        registrars: gamespy_registrars(server, masters, Profile::Ut2003, port)?,
+                    }]
+                }
+                None => match masters.first() {
+                    Some(m) => return Err(wrong_master(server.protocol, m)),
+                    None => Vec::new(),
+                },
+            };
             Ok(Endpoint {
                 responder: Box::new(Unreal2Responder::new(settings)),
                 registrars,
                 port: query_port(game_port, 1)?,
                 mgmt: Vec::new(),
+                extra,
             })
         }
         FarmProtocol::Teeworlds => {
@@ -203,6 +230,7 @@ fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<E
                 registrars,
                 port: game_port,
                 mgmt: Vec::new(),
+                extra: Vec::new(),
             })
         }
     }

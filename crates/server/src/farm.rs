@@ -15,6 +15,7 @@
 //! rules = { timelimit = "20" }
 //! style = "ut2003"              # protocol-specific reply style (see below)
 //! masters = ["gamespy:127.0.0.1:27900"]
+//! gamespy_offset = 10           # GameSpy v1 at game port + 10 (see below)
 //!
 //! [[generate]]                  # many servers at once
 //! protocol = "teeworlds"
@@ -31,6 +32,12 @@
 //! Styles: gamespy1 `ut2003` (default), `ut99`, `unreal`, `serioussam`; unreal2 `ut2004`
 //! (default), `ut2003`; gameagent and teeworlds have one each. Impairments (`loss`,
 //! `reorder`, `delay`) apply to requests and replies of that server, for testing clients.
+//!
+//! `gamespy_offset = N` puts GameSpy v1 at game port + N, as UT2003 and UT2004 servers do
+//! (their default is + 10; `unreal2.md` §11): a `gamespy1` server then answers there instead
+//! of at + 1; an `unreal2` server answers GameSpy there **besides** its native query at + 1
+//! (so N cannot be 1), from the same state, and heartbeats to `gamespy:` masters from there.
+//! Generated servers with an offset are spaced N + 1 ports apart.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -135,6 +142,16 @@ pub enum FarmError {
     /// A master given as something other than `<protocol>:<host:port>`.
     #[error("bad master {0:?} (expected <protocol>:<host:port>)")]
     Master(String),
+    /// `gamespy_offset` on a protocol without GameSpy, or an offset that cannot be used.
+    #[error("gamespy_offset {offset} is not possible for {protocol} servers ({why})")]
+    GamespyOffset {
+        /// The protocol.
+        protocol: &'static str,
+        /// The offset asked for.
+        offset: u16,
+        /// Why not.
+        why: &'static str,
+    },
 }
 
 /// A player as written in a farm file.
@@ -215,6 +232,8 @@ pub struct ServerSpec {
     pub reorder: f64,
     /// Reply delay.
     pub delay: Option<String>,
+    /// GameSpy v1 at game port + this (gamespy1: instead of + 1; unreal2: besides native).
+    pub gamespy_offset: Option<u16>,
 }
 
 fn default_name() -> String {
@@ -257,6 +276,8 @@ pub struct GenerateSpec {
     pub reorder: f64,
     /// Reply delay.
     pub delay: Option<String>,
+    /// GameSpy v1 at game port + this (see [`ServerSpec::gamespy_offset`]).
+    pub gamespy_offset: Option<u16>,
 }
 
 fn default_players() -> String {
@@ -309,6 +330,31 @@ pub struct FarmServer {
     pub masters: Vec<MasterTarget>,
     /// Deliberate faults.
     pub impairment: Impairment,
+    /// GameSpy v1 at game port + this (checked: only gamespy1 and unreal2, never 0, and not 1
+    /// for unreal2, whose native query holds + 1).
+    pub gamespy_offset: Option<u16>,
+}
+
+/// Checks `offset` for `protocol` (see [`FarmServer::gamespy_offset`]).
+fn gamespy_offset(protocol: FarmProtocol, offset: Option<u16>) -> Result<Option<u16>, FarmError> {
+    let Some(n) = offset else {
+        return Ok(None);
+    };
+    let why = match protocol {
+        _ if n == 0 => Some("the game port itself"),
+        FarmProtocol::Gamespy1 => None,
+        FarmProtocol::Unreal2 if n == 1 => Some("the native query holds game port + 1"),
+        FarmProtocol::Unreal2 => None,
+        FarmProtocol::Gameagent | FarmProtocol::Teeworlds => Some("they answer no GameSpy"),
+    };
+    match why {
+        None => Ok(Some(n)),
+        Some(why) => Err(FarmError::GamespyOffset {
+            protocol: protocol.name(),
+            offset: n,
+            why,
+        }),
+    }
 }
 
 fn range(s: &str) -> Result<(u64, u64), FarmError> {
@@ -537,12 +583,15 @@ impl FarmSpec {
                     delay: duration(s.delay.as_deref())?,
                     seed: rng.random(),
                 },
+                gamespy_offset: gamespy_offset(s.protocol, s.gamespy_offset)?,
             });
         }
         for g in &self.generate {
             let (lo, hi) = range(&g.ports)?;
             let (pmin, pmax) = range(&g.players)?;
-            let step = u64::from(g.protocol.ports_used());
+            let offset = gamespy_offset(g.protocol, g.gamespy_offset)?;
+            // Spaced so that no two servers' sockets (game + 1, game + offset) meet.
+            let step = offset.map_or(u64::from(g.protocol.ports_used()), |n| u64::from(n) + 1);
             let fits = usize::try_from((hi - lo) / step + 1).unwrap_or(usize::MAX);
             if hi > u64::from(u16::MAX) || lo == 0 || fits < g.count {
                 return Err(FarmError::PortsExhausted {
@@ -577,6 +626,7 @@ impl FarmSpec {
                         seed: rng.random(),
                         ..impairment
                     },
+                    gamespy_offset: offset,
                 });
             }
         }
@@ -664,6 +714,34 @@ loss = 0.1
             FarmSpec::from_toml("[[server]]\nprotocol = \"teeworlds\"\nport = 1\nbogus = 1\n")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn gamespy_offsets_are_checked_and_space_generated_servers() {
+        let farm = FarmSpec::from_toml(
+            "[[server]]\nprotocol = \"unreal2\"\nport = 7777\ngamespy_offset = 10\n\
+             [[generate]]\nprotocol = \"unreal2\"\ncount = 3\nports = \"8000-8100\"\ngamespy_offset = 10\n",
+        )
+        .unwrap();
+        let servers = farm.expand().unwrap();
+        assert_eq!(servers[0].gamespy_offset, Some(10));
+        let ports: Vec<u16> = servers[1..].iter().map(|s| s.state.game_port).collect();
+        assert_eq!(ports, [8000, 8011, 8022]);
+        for (protocol, offset) in [
+            ("unreal2", 1),
+            ("gamespy1", 0),
+            ("teeworlds", 10),
+            ("gameagent", 10),
+        ] {
+            let farm = FarmSpec::from_toml(&format!(
+                "[[server]]\nprotocol = \"{protocol}\"\nport = 7777\ngamespy_offset = {offset}\n"
+            ))
+            .unwrap();
+            assert!(
+                matches!(farm.expand(), Err(FarmError::GamespyOffset { .. })),
+                "{protocol} {offset}"
+            );
+        }
     }
 
     #[test]

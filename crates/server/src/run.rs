@@ -24,6 +24,21 @@ pub struct Endpoint {
     pub port: u16,
     /// Management servers to stay registered with (over TCP).
     pub mgmt: Vec<crate::mgmt::MgmtTarget>,
+    /// Further sockets of the same server, answering from the same state (a UE2 server's
+    /// GameSpy v1 port).
+    pub extra: Vec<ExtraSocket>,
+}
+
+/// Another socket of one server: its own protocol, port, responder and registrars.
+pub struct ExtraSocket {
+    /// The protocol it answers.
+    pub protocol: FarmProtocol,
+    /// Its port.
+    pub port: u16,
+    /// Answers queries.
+    pub responder: BoxedResponder,
+    /// Registrars whose masters talk to this socket.
+    pub registrars: Vec<BoxedRegistrar>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -31,6 +46,17 @@ impl std::fmt::Debug for Endpoint {
         f.debug_struct("Endpoint")
             .field("registrars", &self.registrars.len())
             .field("port", &self.port)
+            .field("extra", &self.extra)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for ExtraSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtraSocket")
+            .field("protocol", &self.protocol)
+            .field("port", &self.port)
+            .field("registrars", &self.registrars.len())
             .finish_non_exhaustive()
     }
 }
@@ -74,9 +100,10 @@ pub struct Listening {
 /// A running farm; dropping it (or [`RunningFarm::stop`]) stops every server.
 #[derive(Debug)]
 pub struct RunningFarm {
-    /// Every socket, in the order of the description.
+    /// Every socket, in the order of the description (a server's extra sockets right after
+    /// its first).
     pub listening: Vec<Listening>,
-    /// Counters per server, in the same order.
+    /// Counters per server, in the order of the description (a server's sockets share them).
     pub stats: Vec<Arc<Stats>>,
     /// Change a server's state (same order).
     pub states: Vec<watch::Sender<Arc<muster_proto::respond::ServerState>>>,
@@ -110,6 +137,21 @@ impl RunningFarm {
     }
 }
 
+async fn bind(protocol: FarmProtocol, addr: SocketAddr) -> Result<UdpSocket, FarmRunError> {
+    UdpSocket::bind(addr)
+        .await
+        .map_err(|source| FarmRunError::Bind {
+            protocol: protocol.name(),
+            addr,
+            hint: match source.raw_os_error() {
+                Some(24) => " (too many open files: raise `ulimit -n`)",
+                Some(98) => " (address in use)",
+                _ => "",
+            },
+            source,
+        })
+}
+
 /// Bind every server's socket first (so a port conflict fails before anything runs), then
 /// start them all. `endpoint` builds each server's responder and registrars; `limits` applies
 /// to every socket; registrar events go to `events`.
@@ -124,31 +166,24 @@ where
 {
     let mut bound = Vec::with_capacity(servers.len());
     for server in &servers {
-        let ep = endpoint(server).map_err(|reason| FarmRunError::Endpoint {
+        let mut ep = endpoint(server).map_err(|reason| FarmRunError::Endpoint {
             port: server.state.game_port,
             reason,
         })?;
-        let addr = SocketAddr::new(server.bind, ep.port);
-        let socket = UdpSocket::bind(addr)
-            .await
-            .map_err(|source| FarmRunError::Bind {
-                protocol: server.protocol.name(),
-                addr,
-                hint: match source.raw_os_error() {
-                    Some(24) => " (too many open files: raise `ulimit -n`)",
-                    Some(98) => " (address in use)",
-                    _ => "",
-                },
-                source,
-            })?;
-        bound.push((socket, ep));
+        let socket = bind(server.protocol, SocketAddr::new(server.bind, ep.port)).await?;
+        let mut extra = Vec::with_capacity(ep.extra.len());
+        for x in std::mem::take(&mut ep.extra) {
+            let s = bind(x.protocol, SocketAddr::new(server.bind, x.port)).await?;
+            extra.push((s, x));
+        }
+        bound.push((socket, ep, extra));
     }
     let (stop, stop_rx) = watch::channel(false);
     let mut listening = Vec::with_capacity(bound.len());
     let mut stats = Vec::with_capacity(bound.len());
     let mut states = Vec::with_capacity(bound.len());
     let mut tasks = JoinSet::new();
-    for ((socket, ep), server) in bound.into_iter().zip(servers) {
+    for ((socket, ep, extra), server) in bound.into_iter().zip(servers) {
         let addr = socket
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::new(server.bind, ep.port));
@@ -166,6 +201,26 @@ where
                 state_rx.clone(),
                 stop_rx.clone(),
                 events.clone(),
+            ));
+        }
+        for (x_socket, x) in extra {
+            let addr = x_socket
+                .local_addr()
+                .unwrap_or_else(|_| SocketAddr::new(server.bind, x.port));
+            listening.push(Listening {
+                protocol: x.protocol,
+                addr,
+            });
+            tasks.spawn(serve_registered(
+                x_socket,
+                x.responder,
+                x.registrars,
+                state_rx.clone(),
+                limits,
+                server.impairment,
+                s.clone(),
+                events.clone(),
+                stop_rx.clone(),
             ));
         }
         tasks.spawn(serve_registered(

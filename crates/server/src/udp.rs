@@ -167,7 +167,7 @@ pub async fn serve_registered<R: Responder + Send>(
         let now = tokio::time::Instant::now().into_std();
         pump_registrars(&mut registrars, &socket, now, &http_tx, &mut http, &events).await;
         if let Some(since) = stopping {
-            let busy = registrars.iter().any(|r| r.poll_timeout().is_some());
+            let busy = registrars.iter().any(|r| r.goodbye_pending());
             if !busy || now.duration_since(since) >= SHUTDOWN_GRACE {
                 return Ok(());
             }
@@ -343,6 +343,11 @@ async fn http_request(client: &reqwest::Client, req: HttpRequest) -> Option<(u16
     let mut builder = client.request(method, &req.url);
     for (k, v) in &req.headers {
         builder = builder.header(k.as_str(), v.as_str());
+    }
+    if req.body.is_empty() {
+        // hyper sends no length for an empty body; DDNet's own client sends
+        // `Content-Length: 0`, and DDNet's master answers 411 Length Required without it.
+        builder = builder.header(reqwest::header::CONTENT_LENGTH, "0");
     }
     let response = builder.body(req.body).send().await.ok()?;
     let status = response.status().as_u16();

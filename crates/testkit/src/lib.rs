@@ -23,10 +23,12 @@
 //! | DDNet-Server 16.4 | `dpkg -L ddnet-server`, the file ending in `/DDNet-Server` |
 //! | gamedig 5.x | `<repo>/.peers/node/node_modules/.bin/gamedig` |
 //! | opengsq | `<repo>/.peers/venv/bin/opengsq` |
+//! | DDNet mastersrv | `<repo>/.peers/bin/mastersrv` (built by `install-peers.sh`) |
 //!
 //! `<repo>` is the workspace root; `MUSTER_PEERS_DIR` overrides `<repo>/.peers`.
 
 pub mod clients;
+pub mod mastersrv;
 pub mod net;
 pub mod process;
 pub mod servers;
@@ -36,6 +38,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 pub use clients::{Gamedig, Opengsq, Qstat};
+pub use mastersrv::{HttpResponse, Mastersrv, MastersrvGuard, http_post};
 pub use net::{Capture, free_udp_port};
 pub use process::Output;
 pub use servers::{DdnetServer, TeeworldsServer};

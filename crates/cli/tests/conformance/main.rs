@@ -3,4 +3,5 @@
 
 mod common;
 mod list;
+mod mastersrv;
 mod query;

@@ -508,3 +508,74 @@ fn registry_survives_kill_9() {
     );
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// DDNet's goodbye: `muster emulate` sends `Action: delete` for both streams on SIGTERM and
+/// `muster serve` drops the server at once, from `servers.json` and the API alike (its DDNet
+/// registrations would otherwise stay until they expire).
+#[test]
+fn sigterm_deletes_the_ddnet_registration_and_serve_drops_it_at_once() {
+    use muster_testkit::process::{ChildGuard, ScratchDir};
+    let data = temp_dir("goodbye");
+    let data_s = data.to_string_lossy().to_string();
+    let (_serve, faces) = start(
+        &[
+            "serve",
+            "--data-dir",
+            &data_s,
+            "--gameagent",
+            "off",
+            "--gamespy-udp",
+            "off",
+            "--gamespy-tcp",
+            "off",
+            "--teeworlds07",
+            "off",
+            "--teeworlds06",
+            "off",
+            "--mgmt",
+            "off",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        1,
+    );
+    let http = faces["http"];
+    let scratch = ScratchDir::new("e2e-goodbye");
+    let port = muster_testkit::free_udp_port().to_string();
+    let master = format!("ddnet:http://{http}/ddnet/15/register");
+    let mut emulated = ChildGuard::spawn(
+        "muster emulate",
+        std::path::Path::new(env!("CARGO_BIN_EXE_muster")),
+        &[
+            "emulate",
+            "--protocol",
+            "teeworlds",
+            "--port",
+            &port,
+            "--name",
+            "Goodbye",
+            "--master",
+            &master,
+        ],
+        scratch.path(),
+        &[],
+        scratch.path().join("emulate.log"),
+    )
+    .expect("start muster emulate");
+    wait_listed(http, &["Goodbye"]);
+    // Both streams are in servers.json once both registrations succeeded.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !http_get(http, "/ddnet/15/servers.json")
+        .contains(&format!("tw-0.7+udp://127.0.0.1:{port}"))
+    {
+        assert!(Instant::now() < deadline, "0.7 stream never listed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = emulated.stop().expect("exit status");
+    assert!(status.success(), "{status}\n{}", emulated.log());
+    // No waiting: the deletes were answered before the emulator exited.
+    assert!(addresses(http).is_empty(), "{:?}", addresses(http));
+    let doc = http_get(http, "/ddnet/15/servers.json");
+    assert!(!doc.contains(&format!(":{port}\"")), "{doc}");
+    let _ = std::fs::remove_dir_all(&data);
+}

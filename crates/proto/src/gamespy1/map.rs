@@ -9,6 +9,11 @@
 //! * Every other pair is a [`Rule`]; the first occurrence of a key wins (`minnetver` comes in
 //!   basic and info), except `Mutator`, whose repeats are all kept in order.
 //! * Every non-player pair, mapped or not, is kept in [`ServerInfo::raw`] in wire order.
+//! * `numplayers` is optional (seed 002 relies on it nowhere): without it the player count is
+//!   the number of players decoded. Either way [`NUM_PLAYERS_SOURCE`] in `raw` says where the
+//!   count came from ([`SOURCE_NUMPLAYERS`] or [`SOURCE_PLAYER_LIST`]).
+//! * The UT2003 demo (`gamename` `ut2d`) sent a broken team value: its players' teams are
+//!   reported empty (`team` stays in [`Player::raw`]).
 //!
 //! Numbers are parsed leniently (spaces and trailing junk ignored, spec §12.10).
 
@@ -29,6 +34,16 @@ const MAPPED_KEYS: [&[u8]; 7] = [
     b"numplayers",
     b"maxplayers",
 ];
+
+/// The raw field that says where [`ServerInfo::num_players`] came from.
+pub const NUM_PLAYERS_SOURCE: &str = "num_players_source";
+/// [`NUM_PLAYERS_SOURCE`]: the server's `numplayers` key.
+pub const SOURCE_NUMPLAYERS: &str = "numplayers";
+/// [`NUM_PLAYERS_SOURCE`]: no `numplayers` key; the players decoded were counted.
+pub const SOURCE_PLAYER_LIST: &str = "player list";
+
+/// The `gamename` of the UT2003 demo, whose team values are broken (seed 002).
+const UT2003_DEMO_GAMENAME: &[u8] = b"ut2d";
 
 /// Keys that legitimately repeat and are all kept as rules (Unreal 227 sends one `Mutator`
 /// per mutator).
@@ -63,6 +78,7 @@ pub fn to_server_info<'a>(pairs: impl IntoIterator<Item = &'a Pair>) -> ServerIn
     let mut players: BTreeMap<u32, Player> = BTreeMap::new();
     let mut set = [false; MAPPED_KEYS.len()];
     let mut rule_keys: HashSet<NoCase<'_>> = HashSet::new();
+    let mut ut2003_demo = false;
     for pair in pairs {
         if let Some((field, index)) = player_key(pair.key()) {
             if players.len() >= MAX_PLAYERS && !players.contains_key(&index) {
@@ -74,6 +90,12 @@ pub fn to_server_info<'a>(pairs: impl IntoIterator<Item = &'a Pair>) -> ServerIn
         let key = String::from_utf8_lossy(pair.key()).into_owned();
         let value = decode_text(pair.value());
         info.raw.push((key, RawValue::Text(value.clone())));
+        if pair.key_is(b"gamename") && !rule_keys.contains(&NoCase(b"gamename")) {
+            ut2003_demo = pair
+                .value()
+                .trim_ascii()
+                .eq_ignore_ascii_case(UT2003_DEMO_GAMENAME);
+        }
         let mapped = MAPPED_KEYS
             .iter()
             .position(|k| pair.key().eq_ignore_ascii_case(k));
@@ -108,6 +130,22 @@ pub fn to_server_info<'a>(pairs: impl IntoIterator<Item = &'a Pair>) -> ServerIn
         }
     }
     info.players = players.into_values().collect();
+    if ut2003_demo {
+        for p in &mut info.players {
+            p.team = None;
+        }
+    }
+    let has_numplayers = set.get(5).copied().unwrap_or(false);
+    let source = if has_numplayers {
+        SOURCE_NUMPLAYERS
+    } else {
+        info.num_players = u32::try_from(info.players.len()).unwrap_or(u32::MAX);
+        SOURCE_PLAYER_LIST
+    };
+    info.raw.push((
+        NUM_PLAYERS_SOURCE.to_owned(),
+        RawValue::Text(Text::from_utf8_str(source)),
+    ));
     info
 }
 
@@ -210,6 +248,7 @@ mod tests {
             .map(|r| (r.key.text.as_str(), r.value.text.as_str()))
             .collect();
         assert_eq!(rules, [("Mutator", "X"), ("Mutator", "Y")]);
-        assert_eq!(info.raw.len(), 7);
+        // Seven pairs, then where the player count came from.
+        assert_eq!(info.raw.len(), 8);
     }
 }

@@ -83,7 +83,7 @@ pub struct Reassembler {
     max_y: Option<u32>,
     final_untagged: bool,
     head_seen: bool,
-    final_starts_with_player: bool,
+    final_players_only: bool,
     datagrams: usize,
     bytes: usize,
     malformed: usize,
@@ -108,7 +108,7 @@ impl Reassembler {
             max_y: None,
             final_untagged: false,
             head_seen: false,
-            final_starts_with_player: false,
+            final_players_only: false,
             datagrams: 0,
             bytes: 0,
             malformed: 0,
@@ -158,8 +158,12 @@ impl Reassembler {
             .into_iter()
             .filter(|p| !p.key_is(KEY_QUERYID) && !p.key_is(KEY_FINAL))
             .collect();
-        let starts_with_player = data.first().is_some_and(|p| is_per_player_key(p.key()));
-        let is_head = data.first().is_some_and(|p| !is_per_player_key(p.key()));
+        // A tail: nothing but player keys (a style C continuation). Which key comes first
+        // decides nothing (spec §7.2 step 6).
+        let players_only = !data.is_empty() && data.iter().all(|p| is_per_player_key(p.key()));
+        // Any server key makes this datagram a head, wherever it sits: key order inside a
+        // datagram decides nothing (spec §7.2 step 6).
+        let is_head = data.iter().any(|p| !is_per_player_key(p.key()));
         if let Some(first) = ids.first() {
             match self.locked_x {
                 None => self.locked_x = Some(first.x),
@@ -173,7 +177,7 @@ impl Reassembler {
             let largest = ids.iter().map(|id: &QueryId| id.y).max().unwrap_or(first.y);
             if is_final {
                 self.max_y = Some(largest);
-                self.final_starts_with_player = starts_with_player;
+                self.final_players_only = players_only;
             }
             self.tagged.insert(largest, data);
         } else {
@@ -201,7 +205,7 @@ impl Reassembler {
             return false;
         };
         let all_seen = max == 0 || (1..=max).all(|y| self.seen_y.contains(&y));
-        all_seen && !(self.expects_head && self.final_starts_with_player && !self.head_seen)
+        all_seen && !(self.expects_head && self.final_players_only && !self.head_seen)
     }
 
     fn end(&mut self, outcome: Outcome) -> Push {

@@ -125,14 +125,17 @@ pub enum Answer {
 }
 
 /// Richness of an answer, compared as a tuple (spec §13 decision 1): complete first, then
-/// more records, then more fields.
+/// more records, then the family: DDNet extended over 0.7 over vanilla. DDNet's 0.7 reply is
+/// a translation (its strings cut to 0.7's limits, its version rewritten to `0.7↔…`), so when
+/// a server answers both, its own extended answer wins; the 0.7 answer's own fields (host
+/// name, skill level) are kept in `raw` by the query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Richness {
     /// Records == num_clients.
     pub complete: bool,
     /// Player records collected.
     pub records: usize,
-    /// 0 vanilla, 1 extended (map CRC and size), 2 0.7 (hostname, skill, flags).
+    /// 0 vanilla, 1 0.7 (hostname, skill, flags), 2 extended (DDNet's own, untranslated).
     pub fields: u8,
 }
 
@@ -179,8 +182,8 @@ impl Answer {
             records: self.records(),
             fields: match self {
                 Self::Vanilla(_) => 0,
-                Self::Extended { .. } => 1,
-                Self::Sixup(_) => 2,
+                Self::Sixup(_) => 1,
+                Self::Extended { .. } => 2,
             },
         }
     }

@@ -97,8 +97,11 @@ pub const MAGIC_IEX_MORE: [u8; 8] = *b"\xff\xff\xff\xffiex+";
 
 /// Never preallocate more player records than this, whatever count a server claims.
 pub const MAX_PLAYERS_PREALLOC: usize = 64;
-/// Most clients a DDNet server has, and most a [`reply::ServerDescription`] accepts.
-pub const MAX_CLIENTS: usize = 64;
+/// Most clients a [`reply::ServerDescription`] (and so the responder) accepts. DDNet's
+/// extended info has no client limit of its own (spec §7.2: "no upper limit for
+/// max_clients"); its 64 packets hold about 1,500 of the longest records, so 1024 always fit.
+/// The other families cap what they list themselves (0.6: 16, 0.7: one datagram).
+pub const MAX_CLIENTS: usize = 1024;
 /// Clients a vanilla 0.6 reply lists at most (§5.3).
 pub const VANILLA_MAX_CLIENTS: usize = 16;
 /// Clients per `dtsf` packet (§6).

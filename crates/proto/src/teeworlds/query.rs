@@ -7,9 +7,12 @@
 //! client token and whose browse token matches; everything else (other senders, wrong
 //! tokens, garbage, the 520-byte token request teeworlds sends back, duplicates) is ignored.
 //!
-//! It finishes at once with a complete 0.7 answer (nothing can be richer). A complete
-//! extended or vanilla answer finishes it when the 0.7 family has answered too, or
-//! [`RICHER_ANSWER_GRACE`] later. Otherwise it re-sends what is still missing after each
+//! The richest answer wins ([`Answer::richness`]): complete, then more records, then DDNet
+//! extended over 0.7 over vanilla. A complete answer finishes the query once both requests
+//! have been answered (the `xe` one by `iext` or, from a 0.6 server, `inf3`; the 0.7 one by
+//! its `inf3`), or [`RICHER_ANSWER_GRACE`] after it arrived: a teeworlds 0.7.5 server, which
+//! ignores `xe`, costs that grace. An extended answer keeps the 0.7 answer's host name and
+//! skill level in `raw`. Otherwise it re-sends what is still missing after each
 //! attempt timeout and, when the attempts run out (or on `abort`), returns the richest answer
 //! marked partial, or fails.
 //!
@@ -18,7 +21,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::model::Partial;
+use crate::model::{Partial, RawValue};
 use crate::query::{
     Event, QueryConfig, QueryError, QueryEvent, QueryMachine, RetryAction, RetrySchedule, Transmit,
 };
@@ -152,7 +155,9 @@ impl TeeworldsQuery {
         if !best.is_complete() {
             return;
         }
-        if best.family() == Family::Sixup || self.answered.contains(&Family::Sixup) {
+        let xe_answered =
+            self.answered.contains(&Family::Extended) || self.answered.contains(&Family::Vanilla);
+        if xe_answered && self.answered.contains(&Family::Sixup) {
             self.finish();
         } else if self.grace.is_none() {
             let grace = RICHER_ANSWER_GRACE.min(self.config.attempt_timeout);
@@ -171,6 +176,17 @@ impl TeeworldsQuery {
             Some(best) => {
                 let mut info = best.to_server_info(&self.answered);
                 info.ping = self.ping;
+                if let (Answer::Extended { .. }, Some(sixup)) = (&best, &self.sixup) {
+                    // What only 0.7 says.
+                    info.raw.push((
+                        "hostname".into(),
+                        RawValue::Text(super::decode_text(sixup.hostname.as_bytes())),
+                    ));
+                    info.raw.push((
+                        "skill_level".into(),
+                        RawValue::Int(sixup.skill_level.into()),
+                    ));
+                }
                 let truncated = match &best {
                     Answer::Vanilla(i) => i.truncated,
                     Answer::Extended { truncated, .. } => *truncated,

@@ -356,3 +356,57 @@ impl From<&PlayerRecord> for Client {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::teeworlds::{MAX_EXTENDED_PACKET_NO, MAX_PAYLOAD_06};
+
+    /// [`MAX_CLIENTS`] of the longest records (names and clans at their limits, the widest
+    /// numbers) fit the extended format's 64 packets, each within one 0.6 payload.
+    #[test]
+    fn max_clients_of_the_longest_records_fit_the_extended_packets() {
+        let mut d = ServerDescription {
+            version: TwStr::new(vec![b'v'; MAX_VERSION_LEN]).unwrap(),
+            name: TwStr::new(vec![b'n'; MAX_NAME_LEN_EXTENDED]).unwrap(),
+            map: TwStr::new(vec![b'm'; MAX_MAP_LEN]).unwrap(),
+            game_type: TwStr::new(vec![b'g'; MAX_GAME_TYPE_LEN]).unwrap(),
+            map_crc: u32::MAX,
+            map_size: u32::MAX,
+            max_players: i32::MIN,
+            max_clients: i32::MIN,
+            ..ServerDescription::default()
+        };
+        let longest = Client {
+            name: TwStr::new(vec![b'N'; MAX_PLAYER_NAME_LEN]).unwrap(),
+            clan: TwStr::new(vec![b'C'; MAX_CLAN_LEN]).unwrap(),
+            country: i32::MIN,
+            score: i32::MIN,
+            is_player: true,
+            is_bot: false,
+        };
+        d.set_clients(vec![longest; MAX_CLIENTS]).unwrap();
+        assert_eq!(
+            d.set_clients(vec![Client::default(); MAX_CLIENTS + 1]),
+            Err(BuildError::TooManyClients)
+        );
+        let (main, more) = d.extended(i32::MIN);
+        assert!(more.len() <= usize::try_from(MAX_EXTENDED_PACKET_NO).unwrap());
+        let mut records = main.players.len();
+        let mut buf = Vec::new();
+        main.encode(&mut buf);
+        assert!(buf.len() <= MAX_PAYLOAD_06, "main: {}", buf.len());
+        for m in &more {
+            buf.clear();
+            m.encode(&mut buf);
+            assert!(
+                buf.len() <= MAX_PAYLOAD_06,
+                "iex+ {}: {}",
+                m.packet_no,
+                buf.len()
+            );
+            records += m.players.len();
+        }
+        assert_eq!(records, MAX_CLIENTS);
+    }
+}

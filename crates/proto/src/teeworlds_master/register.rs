@@ -10,7 +10,13 @@
 //! 2. the master with the lowest count wins (the first in the list on a tie); none answered:
 //!    [`RegisterEvent::NoMasters`], new cycle after [`RESTART_DELAY`];
 //! 3. a fresh token handshake with the chosen master (as the captured 0.7.5 server does), then
-//!    `bea2` at once and every [`HEARTBEAT_INTERVAL`];
+//!    `bea2` at once and every [`HEARTBEAT_INTERVAL`]. A master's token is used for at most
+//!    [`TOKEN_LIFETIME`] after it arrived (teeworlds' token cache,
+//!    `NET_TOKENCACHE_ADDRESSEXPIRY`): a heartbeat due later first fetches a new one (token
+//!    request every [`COUNT_RESEND`] until the reply) and goes out with it. Masters derive
+//!    tokens from a seed that changes every 16 s and accept the previous one, so a token is
+//!    good for 16 to 32 s; one kept for the whole cycle got every heartbeat from 32 s on
+//!    refused;
 //! 4. `fw??` from **any port** of any master's IP is answered with `fw!!` to its sender
 //!    (quirk 6); `fwok` from the chosen master's IP means registered
 //!    ([`RegisterEvent::Registered`], once per cycle); `fwer` stops, new cycle after
@@ -37,6 +43,9 @@ pub const COUNT_RESEND: Duration = Duration::from_secs(1);
 pub const COUNT_WINDOW: Duration = Duration::from_secs(3);
 /// Interval between heartbeats.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
+/// How long a token a master handed us is used (teeworlds `NET_TOKENCACHE_ADDRESSEXPIRY`,
+/// equal to its token seed period `NET_SEEDTIME`).
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(16);
 /// How long without `fwok` (or token reply) before switching master.
 pub const MASTER_SILENCE: Duration = Duration::from_secs(60);
 /// Wait after "no master servers" or `fwer` before a new cycle.
@@ -80,7 +89,8 @@ pub enum RegisterEvent {
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     addr: SocketAddr,
-    token: Option<Token>,
+    /// The master's token and when it arrived.
+    token: Option<(Token, Instant)>,
     count: Option<u16>,
 }
 
@@ -101,6 +111,8 @@ enum State {
         unanswered_since: Option<Instant>,
         registered: bool,
         beats: u32,
+        /// A heartbeat waits for a fresh token; the token request is repeated at this time.
+        token_retry: Option<Instant>,
     },
     Waiting {
         until: Instant,
@@ -174,7 +186,7 @@ impl RegisterClient {
     }
 
     fn to_master(&self, slot: &Slot, message: Message) -> Option<(SocketAddr, Packet)> {
-        let token = slot.token?;
+        let (token, _) = slot.token?;
         Some((
             slot.addr,
             Packet::Connless {
@@ -235,12 +247,23 @@ impl RegisterClient {
         }
     }
 
-    fn send_heartbeat(&mut self, master: usize) {
+    /// Send `bea2` to the chosen master when its token is fresh; otherwise ask for a new token
+    /// and return when to ask again (the heartbeat follows the token reply).
+    fn send_heartbeat(&mut self, master: usize, now: Instant) -> Option<Instant> {
         let port = self.port;
-        if let Some(slot) = self.slots.get(master).copied() {
+        let slot = self.slots.get(master).copied()?;
+        let fresh = slot
+            .token
+            .is_some_and(|(_, at)| now.saturating_duration_since(at) < TOKEN_LIFETIME);
+        if fresh {
             if let Some(t) = self.to_master(&slot, Message::Heartbeat { port }) {
                 self.outgoing.push_back(t);
             }
+            None
+        } else {
+            self.outgoing
+                .push_back((slot.addr, Packet::token_request(self.own_token)));
+            Some(now + COUNT_RESEND)
         }
     }
 
@@ -286,7 +309,7 @@ impl RegisterClient {
             return;
         };
         if let Some(slot) = self.slots.get_mut(i) {
-            slot.token = Some(token);
+            slot.token = Some((token, now));
         }
         match self.state {
             State::Counting { .. } => {
@@ -299,14 +322,25 @@ impl RegisterClient {
                 }
             }
             State::Handshake { master, .. } if master == i => {
+                let token_retry = self.send_heartbeat(master, now);
                 self.state = State::Heartbeat {
                     master,
                     next_beat: now + HEARTBEAT_INTERVAL,
                     unanswered_since: Some(now),
                     registered: false,
                     beats: 0,
+                    token_retry,
                 };
-                self.send_heartbeat(master);
+            }
+            State::Heartbeat {
+                master,
+                token_retry: Some(_),
+                ..
+            } if master == i => {
+                let retry = self.send_heartbeat(master, now);
+                if let State::Heartbeat { token_retry, .. } = &mut self.state {
+                    *token_retry = retry;
+                }
             }
             _ => {}
         }
@@ -408,6 +442,7 @@ impl RegisterClient {
                 unanswered_since,
                 registered,
                 beats,
+                token_retry,
             } => {
                 if unanswered_since.is_some_and(|t| now >= t + MASTER_SILENCE) {
                     self.not_responding(now, master);
@@ -418,14 +453,24 @@ impl RegisterClient {
                         self.start_cycle(now);
                         return;
                     }
+                    let token_retry = self.send_heartbeat(master, now);
                     self.state = State::Heartbeat {
                         master,
                         next_beat: now + HEARTBEAT_INTERVAL,
                         unanswered_since: unanswered_since.or(Some(now)),
                         registered,
                         beats,
+                        token_retry,
                     };
-                    self.send_heartbeat(master);
+                } else if token_retry.is_some_and(|t| now >= t) {
+                    // Still waiting for a token for this heartbeat: ask again.
+                    if let Some(slot) = self.slots.get(master) {
+                        self.outgoing
+                            .push_back((slot.addr, Packet::token_request(self.own_token)));
+                    }
+                    if let State::Heartbeat { token_retry, .. } = &mut self.state {
+                        *token_retry = Some(now + COUNT_RESEND);
+                    }
                 }
             }
             State::Waiting { until } => {
@@ -465,8 +510,16 @@ impl RegisterClient {
             State::Heartbeat {
                 next_beat,
                 unanswered_since,
+                token_retry,
                 ..
-            } => unanswered_since.map_or(next_beat, |t| next_beat.min(t + MASTER_SILENCE)),
+            } => {
+                let silence = unanswered_since.map(|t| t + MASTER_SILENCE);
+                [Some(next_beat), silence, token_retry]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or(next_beat)
+            }
             State::Waiting { until } => until,
         })
     }
@@ -684,12 +737,19 @@ mod tests {
         let mut c = RegisterClient::new(&masters(), 18303, OWN, t0);
         register_with_master1(&mut c, t0);
         let _ = events(&mut c);
-        for k in 1..=3 {
-            c.handle_timeout(t0 + S(15 * k));
-            assert_eq!(drain(&mut c, t0 + S(15 * k)).len(), 1, "heartbeat {k}");
+        // Heartbeats at 15 s, then (the token being too old) token requests, none answered.
+        let mut sent = 0;
+        let mut now = t0;
+        while now < t0 + S(60) {
+            now = c.poll_timeout().expect("always a timer");
+            c.handle_timeout(now);
+            if now < t0 + S(60) {
+                sent += drain(&mut c, now).len();
+                assert!(events(&mut c).is_empty(), "{now:?}");
+            }
         }
-        assert_eq!(c.poll_timeout(), Some(t0 + S(60)));
-        c.handle_timeout(t0 + S(60));
+        assert!(sent >= 3, "heartbeats or token requests went out: {sent}");
+        assert_eq!(now, t0 + S(60));
         assert_eq!(
             events(&mut c),
             vec![
@@ -759,6 +819,133 @@ mod tests {
         c.handle_timeout(t0 + S(60));
         let ev = events(&mut c);
         assert!(ev.contains(&RegisterEvent::MasterNotResponding { master: m(1) }));
+    }
+
+    /// A stand-in for a master whose tokens, like teeworlds' (and Muster's), come from a seed
+    /// that changes every 16 s, the current and the previous one accepted: a token lives 16 to
+    /// 32 s. Answers token requests, `cou2` and valid heartbeats (with `fwok`; the firewall
+    /// check itself is left out).
+    struct RotatingMaster {
+        t0: Instant,
+    }
+
+    impl RotatingMaster {
+        fn token_at(&self, now: Instant) -> Token {
+            let epoch = now.duration_since(self.t0).as_secs() / 16;
+            Token([0x4d, 0x53, 0x54, u8::try_from(epoch % 200).expect("small")])
+        }
+
+        fn valid(&self, token: Token, now: Instant) -> bool {
+            let epoch = now.duration_since(self.t0).as_secs() / 16;
+            token == self.token_at(now) || (epoch > 0 && token == self.token_at(now - S(16)))
+        }
+
+        fn answer(&self, now: Instant, datagram: &[u8]) -> Option<Vec<u8>> {
+            let reply = |message| {
+                enc(Packet::Connless {
+                    framing: Framing::V07 {
+                        token: OWN,
+                        response_token: self.token_at(now),
+                    },
+                    message,
+                })
+            };
+            match Packet::decode(datagram).ok()? {
+                Packet::Token { .. } => Some(enc(Packet::token_reply(OWN, self.token_at(now)))),
+                Packet::Connless {
+                    framing: Framing::V07 { token, .. },
+                    message,
+                } if self.valid(token, now) => match message {
+                    Message::CountRequest => Some(reply(Message::CountReply { count: 0 })),
+                    Message::Heartbeat { .. } => Some(reply(Message::FirewallOk)),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+    }
+
+    /// The flap: the registration used the token of its handshake for the whole cycle, so
+    /// every heartbeat from 32 s on carried a token the master no longer accepted, and every
+    /// ~90 s it reported "master not responding" and started over (8 times in 13 minutes
+    /// against Muster's master). Tokens are now refreshed as teeworlds' token cache does:
+    /// a token is used for at most [`TOKEN_LIFETIME`].
+    #[test]
+    fn stays_registered_with_a_master_whose_tokens_rotate() {
+        let t0 = Instant::now();
+        let master = RotatingMaster { t0 };
+        let mut c = RegisterClient::new(&[m(1)], 18303, OWN, t0 + S(5));
+        let mut now = t0 + S(5);
+        let mut flaps = 0;
+        let mut registered = 0;
+        let end = t0 + S(15 * 60);
+        while now < end {
+            // Deliver everything sent now, and the answers, until quiet.
+            loop {
+                let sent = drain(&mut c, now);
+                if sent.is_empty() {
+                    break;
+                }
+                for (_, bytes) in sent {
+                    if let Some(answer) = master.answer(now, &bytes) {
+                        c.handle_datagram(now, m(1), &answer);
+                    }
+                }
+            }
+            for e in events(&mut c) {
+                match e {
+                    RegisterEvent::MasterNotResponding { .. } => flaps += 1,
+                    RegisterEvent::Registered { .. } => registered += 1,
+                    _ => {}
+                }
+            }
+            now = c.poll_timeout().expect("always a timer");
+            c.handle_timeout(now);
+        }
+        assert_eq!(flaps, 0, "master not responding");
+        assert_eq!(registered, 1, "registered once, and stayed");
+        assert!(c.is_registered());
+    }
+
+    #[test]
+    fn heartbeat_with_an_expired_token_fetches_a_new_one_first() {
+        let t0 = Instant::now();
+        let mut c = RegisterClient::new(&masters(), 18303, OWN, t0);
+        register_with_master1(&mut c, t0);
+        c.handle_datagram(t0, m(1), &to_us(Message::FirewallOk));
+        // 15 s: the token is 15 s old, still used.
+        c.handle_timeout(t0 + S(15));
+        assert_eq!(
+            drain(&mut c, t0 + S(15)),
+            vec![(m(1), h("21 4d535452 eac3124c ffffffff 62656132 477f"))]
+        );
+        // 30 s: it is 30 s old; a token request goes first, the heartbeat follows the reply.
+        c.handle_timeout(t0 + S(30));
+        assert_eq!(
+            drain(&mut c, t0 + S(30)),
+            vec![(m(1), token_request_bytes())]
+        );
+        assert_eq!(
+            c.poll_timeout(),
+            Some(t0 + S(31)),
+            "the request is repeated"
+        );
+        c.handle_timeout(t0 + S(31));
+        assert_eq!(
+            drain(&mut c, t0 + S(31)),
+            vec![(m(1), token_request_bytes())]
+        );
+        c.handle_datagram(
+            t0 + S(31),
+            m(1),
+            &enc(Packet::token_reply(OWN, Token(*b"NEW!"))),
+        );
+        assert_eq!(
+            drain(&mut c, t0 + S(31)),
+            vec![(m(1), h("21 4e455721 eac3124c ffffffff 62656132 477f"))]
+        );
+        assert_eq!(c.poll_timeout(), Some(t0 + S(45)));
+        assert!(c.is_registered(), "still registered meanwhile");
     }
 
     proptest! {

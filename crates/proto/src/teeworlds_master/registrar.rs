@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::MAX_REGISTER_BODY;
 use super::http::{
     Action, AddressScheme, ChallengeSecret, ClientInfo, MapInfo, RegisterInfo, RegisterRequest,
     RegisterResponse, ServerAddress,
@@ -279,7 +280,6 @@ struct StreamState {
     next_post: Instant,
     last_post: Option<Instant>,
     registered: bool,
-    deleted: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -327,7 +327,6 @@ impl DdnetHttpRegistrar {
                 next_post: now,
                 last_post: None,
                 registered: false,
-                deleted: false,
             })
             .collect();
         Self {
@@ -400,8 +399,9 @@ impl DdnetHttpRegistrar {
 
     fn due_stream(&self, now: Instant) -> Option<usize> {
         if self.shutting_down {
-            // Deletes go out in stream order, as DDNet sends them.
-            return self.streams.iter().position(|s| !s.deleted);
+            // Deletes go out in stream order, and only for streams the master last answered
+            // `success` (DDNet's `SendDeleteIfRegistered`).
+            return self.streams.iter().position(|s| s.registered);
         }
         self.streams
             .iter()
@@ -438,9 +438,36 @@ impl DdnetHttpRegistrar {
     }
 }
 
-/// The register body DDNet would send for `state` (spec §3.1).
+/// The register body DDNet would send for `state` (spec §3.1). A master refuses bodies over
+/// [`MAX_REGISTER_BODY`] (DDNet's answers 413), so with very many clients only as many as
+/// fit are listed (`max_clients` still counts them all).
 #[must_use]
 pub fn register_info(state: &ServerState, config: &DdnetRegisterConfig) -> RegisterInfo {
+    let mut info = full_register_info(state, config);
+    let mut body = Vec::new();
+    info.encode(&mut body);
+    if body.len() <= MAX_REGISTER_BODY {
+        return info;
+    }
+    // The largest client count that fits, by bisection (the body grows with each client).
+    let (mut fits, mut too_many) = (0, info.clients.len());
+    let all = std::mem::take(&mut info.clients);
+    while too_many - fits > 1 {
+        let mid = fits + (too_many - fits) / 2;
+        info.clients = all.get(..mid).unwrap_or_default().to_vec();
+        body.clear();
+        info.encode(&mut body);
+        if body.len() <= MAX_REGISTER_BODY {
+            fits = mid;
+        } else {
+            too_many = mid;
+        }
+    }
+    info.clients = all.get(..fits).unwrap_or_default().to_vec();
+    info
+}
+
+fn full_register_info(state: &ServerState, config: &DdnetRegisterConfig) -> RegisterInfo {
     let clients: Vec<ClientInfo> = state
         .players
         .iter()
@@ -569,10 +596,9 @@ impl Registrar for DdnetHttpRegistrar {
         let master = self.master_name(stream);
         if sent.delete {
             if let Some(s) = self.streams.get_mut(sent.stream) {
-                s.deleted = true;
                 s.registered = false;
             }
-            if self.streams.iter().all(|s| s.deleted) && !self.unregistered_sent {
+            if !self.streams.iter().any(|s| s.registered) && !self.unregistered_sent {
                 self.unregistered_sent = true;
                 self.events.push_back(RegistrarEvent::Unregistered {
                     master: self.config.url.clone(),
@@ -639,6 +665,11 @@ impl Registrar for DdnetHttpRegistrar {
 
     fn shutdown(&mut self, _now: Instant) {
         self.shutting_down = true;
+    }
+
+    fn goodbye_pending(&self) -> bool {
+        self.shutting_down
+            && (self.in_flight.is_some() || self.streams.iter().any(|s| s.registered))
     }
 }
 

@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::num::NonZeroU16;
 
 use super::{MAX_BODY, MAX_ENTRIES_PREALLOC, MAX_INVALID_KEPT, MAX_LINE, decode_text};
-use crate::model::{ListedServer, ServerList, Text};
+use crate::model::{ListedServer, Partial, ServerList, Text};
 use crate::wire::DecodeError;
 
 /// One server of the list.
@@ -139,8 +139,41 @@ impl ListFile {
         }
     }
 
+    /// What a reader reports about the list (spec §3: "412 servers, 3 invalid lines"):
+    /// `4 servers, 5 invalid lines (6, 7, 8, 9, 11), 1 duplicate`. The line numbers are those
+    /// of the kept invalid lines ([`MAX_INVALID_KEPT`]), `…` marks more.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut out = plural(self.entries.len(), "server", "servers");
+        if self.invalid > 0 {
+            let mut numbers: Vec<String> = self
+                .invalid_lines
+                .iter()
+                .map(|l| l.line.to_string())
+                .collect();
+            if self.invalid > self.invalid_lines.len() {
+                numbers.push("…".to_owned());
+            }
+            out.push_str(&format!(
+                ", {} ({})",
+                plural(self.invalid, "invalid line", "invalid lines"),
+                numbers.join(", ")
+            ));
+        }
+        if self.duplicates > 0 {
+            out.push_str(&format!(
+                ", {}",
+                plural(self.duplicates, "duplicate", "duplicates")
+            ));
+        }
+        out
+    }
+
     /// The entries as a [`ServerList`]: `address` is the game address, `query_address` the
-    /// GameSpy query address.
+    /// GameSpy query address. Invalid lines make it partial, the reason being
+    /// [`Self::summary`]: the file listed servers that could not be read.
     #[must_use]
     pub fn to_server_list(&self) -> ServerList {
         ServerList {
@@ -152,7 +185,9 @@ impl ListFile {
                     query_address: Some(SocketAddr::V4(e.query_address())),
                 })
                 .collect(),
-            partial: None,
+            partial: (self.invalid > 0).then(|| Partial {
+                reason: self.summary(),
+            }),
         }
     }
 }

@@ -10,7 +10,7 @@ use muster_proto::gameagent::packet::{
     PlayerRecords, PlayersDatagram, PlayersReply, ServerRequest, StatusFields, StatusReply,
     encode_list,
 };
-use muster_proto::gameagent::query::{MasterListQuery, ServerQuery, game_address};
+use muster_proto::gameagent::query::{MasterListQuery, ServerQuery, game_address, query_address};
 use muster_proto::gameagent::{NAME_MARK_CONTROL, NAME_MARK_LINE_BREAK, decode_text};
 use muster_proto::{DecodeError, Event, QueryConfig, QueryMachine, ServerInfo};
 
@@ -109,7 +109,7 @@ fn g5_two_servers_computed() {
     assert_eq!(ListReply::decode(&bytes).unwrap().servers(), servers);
     assert_eq!(encode_list(&servers), vec![bytes]);
     // The query ports are the listed game ports + 1.
-    let q = muster_proto::gameagent::query::query_address(SocketAddr::V4(servers[1]));
+    let q = query_address(SocketAddr::V4(servers[1]));
     assert_eq!(q, Some(addr("192.168.0.10:25611")));
 }
 
@@ -646,5 +646,54 @@ fn quirk_full_status_reply_with_dangling_key_reencodes_past_the_limit() {
     assert_eq!(
         StatusReply::decode(&out),
         Err(DecodeError::TooLarge("status reply"))
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// seed 001, its examples byte for byte
+
+/// Seed 001's player example: header count 8, one record `player_0` Angelo, 14 frags, ping 80,
+/// the `04` trailer ("Wait for the last 0x04 byte"). The index after `player_` is the slot.
+#[test]
+fn seed_001_player_example() {
+    let mut bytes = b"\x01players\x028\x03".to_vec();
+    bytes.extend_from_slice(b"player_0\x02Angelo\x03frags_0\x0214\x03ping_0\x0280\x03\x04");
+    let p = players_round_trip(&bytes);
+    assert_eq!(
+        p.count,
+        Some(8),
+        "the header count, not the number of records"
+    );
+    assert!(p.trailer);
+    let PlayerRecords::Stock(records) = &p.records else {
+        panic!("stock records")
+    };
+    let r = records.first().expect("one record");
+    assert_eq!(
+        (r.slot(), r.name(), r.frags(), r.ping()),
+        (0, &b"Angelo"[..], 14, 80)
+    );
+    // The same datagram is what our encoder writes for it.
+    let reply = PlayersReply {
+        count: 8,
+        records: vec![PlayerRecord::new(0, b"Angelo".to_vec(), 14, 80).unwrap()],
+    };
+    assert_eq!(reply.encode_datagrams(), vec![bytes]);
+}
+
+/// Seed 001's master reply example: `s`, the four IP bytes in order (0x7F 0x00 0x00 0x01 is
+/// 127.0.0.1), then a short port; the seed does not say its byte order, the servers and the
+/// reference master send it little-endian (spec §7, `quirk_port_little_endian_address_network_order`).
+#[test]
+fn seed_001_master_reply_example() {
+    let bytes = [0x73, 0x7f, 0x00, 0x00, 0x01, 0x00, 0x64];
+    let MasterPacket::ListReply(list) = master_round_trip(&bytes) else {
+        panic!("a list")
+    };
+    assert_eq!(list.servers(), [v4("127.0.0.1:25600")]);
+    // Seed: "use their enumeration port (server port + 1)".
+    assert_eq!(
+        query_address(addr("127.0.0.1:25600")),
+        Some(addr("127.0.0.1:25601"))
     );
 }

@@ -1132,3 +1132,106 @@ fn ut2003_demo_splits_below_the_style_b_limit() {
     assert_eq!(d1.len(), 769);
     assert!(d1.ends_with(b"\\queryid\\29.1"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// seed 002 and the audit of its statements
+
+/// A single complete datagram (`\final\` and `queryid` N.1) is complete whatever key comes
+/// first: completion depends on `queryid` and `final`, never on key order (spec §7.2 step 6).
+#[test]
+fn single_complete_datagram_starting_with_player_keys_is_complete() {
+    let d = b"\\player_0\\Bob\\frags_0\\3\\ping_0\\40\\hostname\\A\\numplayers\\1\\queryid\\7.1\\final\\";
+    for kind in [RequestKind::Status, RequestKind::Info, RequestKind::Players] {
+        let (r, p) = reassemble(kind.clone(), &[d]);
+        assert_eq!(p, [Push::Finished(Outcome::Complete)], "{kind:?}");
+        let info = to_server_info(&r.pairs());
+        assert_eq!(info.name.text, "A");
+        assert_eq!(info.players.len(), 1);
+    }
+    // The same with `final` before `queryid` (style A and C order).
+    let d = b"\\player_0\\Bob\\frags_0\\3\\hostname\\A\\final\\\\queryid\\7.1";
+    let (_, p) = reassemble(RequestKind::Status, &[d]);
+    assert_eq!(p, [Push::Finished(Outcome::Complete)]);
+}
+
+/// A style C tail that holds nothing but player keys still waits for its untagged head (R6):
+/// the rule above does not turn R6 into an early, head-less answer.
+#[test]
+fn player_only_tail_still_waits_for_the_head() {
+    let (_, p) = reassemble(RequestKind::Status, &[R5_TAIL]);
+    assert_eq!(p, [Push::Accepted]);
+}
+
+/// Seed 002: "I won't rely on the 'numplayers'-property to be there all the time." Without
+/// it, the player count is the number of players decoded, and `raw` says where it came from.
+#[test]
+fn missing_numplayers_counts_the_decoded_players() {
+    let (r, p) = reassemble(
+        RequestKind::Status,
+        &[b"\\hostname\\A\\maxplayers\\8\\player_0\\Bob\\frags_0\\3\\player_1\\Eve\\frags_1\\1\\queryid\\3.1\\final\\"],
+    );
+    assert_eq!(p, [Push::Finished(Outcome::Complete)]);
+    let info = to_server_info(&r.pairs());
+    assert_eq!(info.num_players, 2);
+    assert_eq!(info.players.len(), 2);
+    assert_eq!(
+        info.raw_field("num_players_source"),
+        Some(&muster_proto::RawValue::Text(
+            muster_proto::Text::from_utf8_str("player list")
+        ))
+    );
+    // When the server sends it, its value stands (it may differ from the list, §12 item 16),
+    // and `raw` says so.
+    let (r, _) = reassemble(
+        RequestKind::Status,
+        &[b"\\numplayers\\5\\player_0\\A\\final\\"],
+    );
+    let info = to_server_info(&r.pairs());
+    assert_eq!(info.num_players, 5);
+    assert_eq!(
+        info.raw_field("num_players_source"),
+        Some(&muster_proto::RawValue::Text(
+            muster_proto::Text::from_utf8_str("numplayers")
+        ))
+    );
+    // No numplayers and no players: zero, from the (empty) list.
+    let (r, _) = reassemble(RequestKind::Status, &[b"\\hostname\\A\\final\\"]);
+    assert_eq!(to_server_info(&r.pairs()).num_players, 0);
+}
+
+/// Seed 002: the UT2003 demo (gamename `ut2d`) sent a broken team value, so its teams are
+/// reported empty; the value stays in the player's raw fields. Other games keep their teams.
+#[test]
+fn ut2003_demo_team_is_reported_empty() {
+    let info = status_info(&[
+        "ut2003demo-1077-status-1.bin",
+        "ut2003demo-1077-status-2.bin",
+    ]);
+    assert_eq!(info.players.len(), 11);
+    assert!(info.players.iter().all(|p| p.team.is_none()));
+    assert!(
+        info.players
+            .iter()
+            .all(|p| p.raw.iter().any(|(k, _)| k == "team"))
+    );
+    let (r, _) = reassemble(
+        RequestKind::Status,
+        &[b"\\gamename\\ut2\\player_0\\A\\team_0\\1\\final\\"],
+    );
+    assert_eq!(to_server_info(&r.pairs()).players[0].team, Some(1));
+}
+
+/// Seed 002's backslash hack runs in a loop "to handle even cooler players using more than
+/// one backslash in their name": so does the tokenizer (spec §8.2 rules a and b).
+#[test]
+fn seed_002_names_with_several_backslashes() {
+    let (r, p) = reassemble(
+        RequestKind::Status,
+        &[b"\\hostname\\A\\player_0\\a\\/b\\/c\\frags_0\\1\\player_1\\X\\Y\\Z\\frags_1\\2\\queryid\\9.1\\final\\"],
+    );
+    assert_eq!(p, [Push::Finished(Outcome::Complete)]);
+    let info = to_server_info(&r.pairs());
+    let names: Vec<&str> = info.players.iter().map(|p| p.name.text.as_str()).collect();
+    assert_eq!(names, ["a\\/b\\/c", "X\\Y\\Z"]);
+    assert_eq!(info.players[1].score, Some(2));
+}

@@ -1540,3 +1540,9 @@ fn quirk_client_discards_answer_without_servers_array() {
         Some(ClientEvent::Closed(DecodeError::BadNumber("length prefix")))
     );
 }
+
+/// Seed 004: "Der Verwaltungsserver hört stets auf folgendem Port: 51963."
+#[test]
+fn seed_port_is_51963() {
+    assert_eq!(muster_proto::mgmt::PORT, 51963);
+}

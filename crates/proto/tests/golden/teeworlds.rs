@@ -327,8 +327,13 @@ fn encode_extended_splits_64_max_length_clients_within_1400_bytes() {
     }
     assert!(ra.is_complete());
     assert_eq!(ra.records(), 64);
+    // DDNet's extended info has no 64-client limit; the builder's own limit is MAX_CLIENTS.
+    assert_eq!(desc.set_clients(vec![Client::default(); 65]), Ok(()));
     assert_eq!(
-        desc.set_clients(vec![Client::default(); 65]),
+        desc.set_clients(vec![
+            Client::default();
+            muster_proto::teeworlds::MAX_CLIENTS + 1
+        ]),
         Err(BuildError::TooManyClients)
     );
 }

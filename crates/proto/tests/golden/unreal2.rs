@@ -929,3 +929,16 @@ fn quirk_stale_data_is_reported_as_sent() {
         Some("no players reply".to_owned())
     );
 }
+
+/// Seed 002's server-properties query, `{0x78, 0x00, 0x00, 0x00, 0x01}` (the UT2003 demo's
+/// header, command 1): decoded as a rules request and answered with the rules.
+#[test]
+fn seed_002_properties_request_bytes() {
+    let request = [0x78, 0x00, 0x00, 0x00, 0x01];
+    assert_eq!(
+        Request::decode(&request).map(|r| r.command),
+        Ok(Command::Rules)
+    );
+    let snap = snapshot_12_1(Style::Ut2004);
+    assert_eq!(answer(&snap, &request), vec![unhex(RULES_12_1)]);
+}

@@ -45,3 +45,31 @@ fn written_example_round_trips() {
     assert_eq!(out, body);
     insta::assert_debug_snapshot!("ut2003_written_server_list", list.to_server_list());
 }
+
+/// Seed 002's reader counts the list's lines; Muster reports the invalid ones: the count, their
+/// line numbers, and the list marked partial.
+#[test]
+fn invalid_lines_are_counted_and_reported() {
+    let list = ListFile::decode(&fixture("ut2003_list/spec-3-test-vector.txt")).unwrap();
+    assert_eq!(
+        list.summary(),
+        "4 servers, 5 invalid lines (6, 7, 8, 9, 11), 1 duplicate"
+    );
+    let servers = list.to_server_list();
+    assert_eq!(servers.servers.len(), 4);
+    assert_eq!(
+        servers.partial.map(|p| p.reason).as_deref(),
+        Some("4 servers, 5 invalid lines (6, 7, 8, 9, 11), 1 duplicate")
+    );
+    // More invalid lines than are kept: the count stays exact, `…` marks the rest.
+    let body: String = (0..25).map(|i| format!("bad line {i}\n")).collect();
+    let list = ListFile::decode(body.as_bytes()).unwrap();
+    assert_eq!(
+        list.summary(),
+        "0 servers, 25 invalid lines (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …)"
+    );
+    // A clean list is not partial.
+    let clean = ListFile::decode(&fixture("ut2003_list/spec-2-muster-written.txt")).unwrap();
+    assert_eq!(clean.summary(), "4 servers");
+    assert_eq!(clean.to_server_list().partial, None);
+}

@@ -170,3 +170,101 @@ async fn query_many_streams_one_result_per_target() {
         &Failure::Query(QueryError::Timeout)
     );
 }
+
+/// A free game port whose + 1 and + `offset` are free too (small race accepted).
+fn free_game_port(offset: u16) -> u16 {
+    loop {
+        let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let Some(plus) = port.checked_add(offset) else {
+            continue;
+        };
+        let free = |p| std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok();
+        if free(port + 1) && free(plus) {
+            return port;
+        }
+    }
+}
+
+/// An emulated UT2003 server (native at + 1, GameSpy at + `offset`), running until stopped.
+async fn ut2003_server(offset: u16) -> (u16, muster_server::run::RunningFarm) {
+    use muster_server::farm::FarmSpec;
+    use muster_server::{endpoints, run};
+    let port = free_game_port(offset);
+    let farm = FarmSpec::from_toml(&format!(
+        "[[server]]\nprotocol = \"unreal2\"\nstyle = \"ut2003\"\nport = {port}\nname = \"Plus Ten\"\n\
+         map = \"DM-Antalus\"\nplayers = [{{ name = \"Kee\\\\n\", score = 5, ping = 40 }}]\n\
+         gamespy_offset = {offset}\n"
+    ))
+    .unwrap();
+    let running = run::start(
+        farm.expand().unwrap(),
+        Limits::unlimited(),
+        None,
+        endpoints::endpoint,
+    )
+    .await
+    .unwrap();
+    (port, running)
+}
+
+/// Seed 002: UT2003 moved GameSpy to game port + 10 and put its native query at + 1. An
+/// emulated `unreal2` server with `gamespy_offset = 10` answers both from one state, and the
+/// UE2 query (which tries + 10, + 12 and + 1 for GameSpy) merges the two answers.
+#[tokio::test]
+async fn emulated_ut2003_server_answers_gamespy_at_plus_10_and_native_at_plus_1() {
+    let (port, running) = ut2003_server(10).await;
+    let ports: Vec<(&str, u16)> = running
+        .listening
+        .iter()
+        .map(|l| (l.protocol.name(), l.addr.port()))
+        .collect();
+    assert_eq!(ports, [("unreal2", port + 1), ("gamespy1", port + 10)]);
+    let game: SocketAddr = ([127, 0, 0, 1], port).into();
+    let answer = query_one(Target::new(game, QueryProtocol::Unreal2), options())
+        .await
+        .expect("answered");
+    assert_eq!(answer.info.protocol, muster_proto::Protocol::Unreal2);
+    assert_eq!(answer.info.name.text, "Plus Ten");
+    assert_eq!(answer.info.players.len(), 1);
+    assert_eq!(
+        answer
+            .info
+            .raw_field(muster_proto::probe::GAMESPY_QUERY_ADDRESS_FIELD),
+        Some(&muster_proto::RawValue::Text(
+            muster_proto::Text::from_utf8_str(&format!("127.0.0.1:{}", port + 10))
+        )),
+        "GameSpy answered at + 10 and was merged"
+    );
+    // GameSpy alone, at + 10.
+    let gs: SocketAddr = ([127, 0, 0, 1], port + 10).into();
+    let answer = query_one(
+        Target::new(gs, QueryProtocol::Gamespy1).given_port_only(),
+        options(),
+    )
+    .await
+    .expect("GameSpy answered");
+    assert_eq!(answer.info.name.text, "Plus Ten");
+    running.stop().await;
+}
+
+/// Seed 002 counted 9.8 % of UT2003 servers with GameSpy at game port + 12: the UE2 query
+/// finds it there too.
+#[tokio::test]
+async fn emulated_ut2003_server_with_gamespy_at_plus_12_is_merged() {
+    let (port, running) = ut2003_server(12).await;
+    let game: SocketAddr = ([127, 0, 0, 1], port).into();
+    let answer = query_one(Target::new(game, QueryProtocol::Unreal2), options())
+        .await
+        .expect("answered");
+    assert_eq!(
+        answer
+            .info
+            .raw_field(muster_proto::probe::GAMESPY_QUERY_ADDRESS_FIELD),
+        Some(&muster_proto::RawValue::Text(
+            muster_proto::Text::from_utf8_str(&format!("127.0.0.1:{}", port + 12))
+        ))
+    );
+    running.stop().await;
+}

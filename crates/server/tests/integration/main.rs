@@ -4,6 +4,7 @@
 mod mgmt;
 mod udp;
 
+mod ddnet_http;
 mod library_api;
 
 mod roundtrip_gameagent;

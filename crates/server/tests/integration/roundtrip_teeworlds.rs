@@ -1,8 +1,9 @@
 //! Round trip: muster-query reads the teeworlds responder served by muster-server.
 //!
-//! The query asks every family at once and keeps the richest answer (spec §13.1): with a few
-//! players the complete 0.7 answer wins; with 64 players the 0.7 reply (one datagram) cannot
-//! list everyone, so the complete extended answer (`iext` + `iex+`) wins.
+//! The query asks every family at once and keeps the richest answer (spec §13.1): the
+//! responder answers both the extended and the 0.7 request, and the extended answer wins
+//! (complete in both with a few players; with 64 or more the 0.7 reply, one datagram, cannot
+//! list everyone, while `iext` + `iex+` can).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -149,11 +150,16 @@ fn assert_matches(info: &ServerInfo, state: &ServerState) {
 }
 
 #[tokio::test]
-async fn teeworlds_few_players_read_back_over_0_7() {
+async fn teeworlds_few_players_read_back_over_extended_with_07_fields() {
     let state = state(8);
     let (addr, _stop) = serve_responder(state.clone(), Impairment::default()).await;
     let info = query(addr).await;
-    assert_eq!(family(&info), "0.7");
+    assert_eq!(family(&info), "extended");
+    match raw(&info, "families") {
+        Some(RawValue::Text(t)) => assert_eq!(t.text, "extended,0.7"),
+        other => panic!("families: {other:?}"),
+    }
+    assert!(raw(&info, "skill_level").is_some(), "0.7's own fields kept");
     assert_eq!(info.version.text, state.version);
     assert_matches(&info, &state);
 }
@@ -175,6 +181,18 @@ async fn teeworlds_64_players_read_back_with_reordered_packets() {
         ..Impairment::default()
     };
     let (addr, _stop) = serve_responder(state.clone(), impairment).await;
+    let info = query(addr).await;
+    assert_eq!(family(&info), "extended");
+    assert_matches(&info, &state);
+}
+
+/// DDNet's extended info has no 64-client limit: an emulated server with 200 clients lists
+/// them all over `iext` + `iex+`.
+#[tokio::test]
+async fn teeworlds_200_clients_read_back_over_extended() {
+    let mut state = state(200);
+    state.max_players = 256;
+    let (addr, _stop) = serve_responder(state.clone(), Impairment::default()).await;
     let info = query(addr).await;
     assert_eq!(family(&info), "extended");
     assert_matches(&info, &state);

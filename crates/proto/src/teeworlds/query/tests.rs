@@ -126,7 +126,7 @@ fn ddnet_p64_reassembles_any_order_and_finishes_when_both_families_answered() {
 }
 
 #[test]
-fn teeworlds_07_only_finishes_on_complete_07_answer() {
+fn teeworlds_07_only_answer_wins_after_the_grace() {
     let t0 = Instant::now();
     let mut q = TeeworldsQuery::new(target(), config(2), capture_tokens());
     drain(&mut q, t0);
@@ -144,6 +144,7 @@ fn teeworlds_07_only_finishes_on_complete_07_answer() {
         target(),
         &fixture("serverinfo/tw-0.7.5-p7-info-reply.bin"),
     );
+    q.handle_timeout(t0 + MS(2) + RICHER_ANSWER_GRACE);
     let info = done(&mut q);
     assert_eq!(info.num_players, 6);
     assert_eq!(info.players.len(), 7);
@@ -379,4 +380,77 @@ mod prop {
             prop_assert!(q.poll_event().is_some());
         }
     }
+}
+
+/// DDNet answers both the extended request and the 0.7 one; the extended answer is preferred
+/// (0.7 cuts DDNet's strings and rewrites its version), whichever arrives first, and the 0.7
+/// answer's own fields (host name, skill level) are kept in `raw`.
+#[test]
+fn extended_beats_07_when_both_answer() {
+    for sixup_first in [false, true] {
+        let t0 = Instant::now();
+        let mut q = TeeworldsQuery::new(target(), config(2), capture_tokens());
+        drain(&mut q, t0);
+        q.handle_datagram(
+            t0 + MS(1),
+            target(),
+            &fixture("serverinfo/ddnet-16.4-sixup-p7-token-reply.bin"),
+        );
+        drain(&mut q, t0 + MS(1));
+        let xe = fixture("serverinfo/ddnet-16.4-xe-p7-reply-main.bin");
+        let sixup = fixture("serverinfo/ddnet-16.4-sixup-p7-info-reply.bin");
+        let (a, b) = if sixup_first {
+            (&sixup, &xe)
+        } else {
+            (&xe, &sixup)
+        };
+        q.handle_datagram(t0 + MS(2), target(), a);
+        q.handle_datagram(t0 + MS(3), target(), b);
+        let info = done(&mut q);
+        assert_eq!(
+            info.raw_field("family"),
+            Some(&RawValue::Text(crate::teeworlds::decode_text(b"extended"))),
+            "sixup first: {sixup_first}"
+        );
+        assert_eq!(info.version.text, "0.6.4, 16.4");
+        assert_eq!(
+            info.raw_field("map_crc"),
+            Some(&RawValue::Int(2_370_593_926))
+        );
+        assert_eq!(
+            info.raw_field("hostname"),
+            Some(&RawValue::Text(crate::teeworlds::decode_text(
+                b"lab.invalid"
+            )))
+        );
+        assert_eq!(info.raw_field("skill_level"), Some(&RawValue::Int(1)));
+    }
+}
+
+/// A 0.7-only server (teeworlds 0.7.5 ignores `xe`): its complete answer waits the grace for
+/// an extended one, then wins.
+#[test]
+fn complete_07_answer_waits_the_grace_for_an_extended_one() {
+    let t0 = Instant::now();
+    let mut q = TeeworldsQuery::new(target(), config(2), capture_tokens());
+    drain(&mut q, t0);
+    q.handle_datagram(
+        t0 + MS(1),
+        target(),
+        &fixture("serverinfo/tw-0.7.5-p7-token-reply.bin"),
+    );
+    drain(&mut q, t0 + MS(1));
+    q.handle_datagram(
+        t0 + MS(2),
+        target(),
+        &fixture("serverinfo/tw-0.7.5-p7-info-reply.bin"),
+    );
+    assert_eq!(q.poll_event(), None);
+    assert_eq!(q.poll_timeout(), Some(t0 + MS(2) + RICHER_ANSWER_GRACE));
+    q.handle_timeout(t0 + MS(2) + RICHER_ANSWER_GRACE);
+    let info = done(&mut q);
+    assert_eq!(
+        info.raw_field("family"),
+        Some(&RawValue::Text(crate::teeworlds::decode_text(b"0.7")))
+    );
 }

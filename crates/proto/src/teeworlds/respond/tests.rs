@@ -580,15 +580,22 @@ fn nul_bytes_in_state_strings_are_dropped() {
 }
 
 #[test]
-fn more_than_64_players_lists_the_first_64() {
+fn more_than_64_players_are_all_listed_up_to_max_clients() {
     let state = ServerState {
         max_players: 200,
         players: long_name_players(100),
         ..ServerState::default()
     };
     let d = describe(&state, &ResponderConfig::default(), false);
-    assert_eq!(d.clients().len(), 64);
+    assert_eq!(d.clients().len(), 100);
     assert_eq!(d.max_clients, 200);
+    let state = ServerState {
+        max_players: 2000,
+        players: long_name_players(MAX_CLIENTS + 5),
+        ..ServerState::default()
+    };
+    let d = describe(&state, &ResponderConfig::default(), false);
+    assert_eq!(d.clients().len(), MAX_CLIENTS);
 }
 
 #[test]

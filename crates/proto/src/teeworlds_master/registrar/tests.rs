@@ -505,3 +505,78 @@ fn http_register_body_is_byte_exact_with_ddnet() {
     register_info(&state, &config).encode(&mut body);
     assert_eq!(body, fixture(&format!("{HTTP}/01-http-request-body.bin")));
 }
+
+/// A server with more clients than a register body may carry (a master refuses bodies over
+/// 32 KiB) lists as many as fit; `max_clients` still counts them all.
+#[test]
+fn http_register_body_with_very_many_clients_stays_within_the_body_limit() {
+    let (config, mut state) = lab();
+    state.players = (0..1000)
+        .map(|i| PlayerState {
+            name: format!("Player ★ {i:04}"),
+            clan: "Clän★Lab".into(),
+            country: 276,
+            score: i,
+            ..PlayerState::default()
+        })
+        .collect();
+    state.max_players = 1000;
+    let info = register_info(&state, &config);
+    let mut body = Vec::new();
+    info.encode(&mut body);
+    assert!(body.len() <= MAX_REGISTER_BODY);
+    assert!(info.clients.len() > 64 && info.clients.len() < 1000);
+    assert_eq!(info.max_clients, 1000);
+    // One more client would not fit.
+    let mut more = info.clone();
+    more.clients.push(info.clients[0].clone());
+    body.clear();
+    more.encode(&mut body);
+    assert!(body.len() > MAX_REGISTER_BODY);
+    // A small server is unchanged.
+    state.players.truncate(100);
+    assert_eq!(register_info(&state, &config).clients.len(), 100);
+}
+
+/// On shutdown DDNet deletes exactly the streams its master last answered `success`
+/// (`SendDeleteIfRegistered`); the driver keeps going while a goodbye is pending.
+#[test]
+fn http_registrar_deletes_only_registered_streams_and_says_when_done() {
+    let (config, state) = lab();
+    let t0 = Instant::now();
+    // Nothing registered: no goodbye at all.
+    let mut r = DdnetHttpRegistrar::new(config.clone(), &state, t0);
+    r.shutdown(t0);
+    assert!(r.poll_http(t0).is_none());
+    assert!(!r.goodbye_pending());
+    // 0.6 registered, 0.7 refused: one delete, for 0.6.
+    let mut r = DdnetHttpRegistrar::new(config.clone(), &state, t0);
+    let _ = post(&mut r, t0);
+    r.handle_http_response(t0, Some((200, SUCCESS)));
+    let _ = post(&mut r, t0);
+    r.handle_http_response(t0, Some((400, br#"{"status":"error"}"#)));
+    r.shutdown(t0);
+    assert!(r.goodbye_pending());
+    let delete = post(&mut r, t0);
+    assert_eq!(header(&delete, "Action"), Some("delete"));
+    assert!(
+        header(&delete, "Address")
+            .unwrap()
+            .starts_with("tw-0.6+udp://")
+    );
+    assert!(delete.body.is_empty());
+    assert!(r.goodbye_pending(), "its answer is awaited");
+    r.handle_http_response(t0, Some((200, SUCCESS)));
+    assert!(r.poll_http(t0).is_none());
+    assert!(!r.goodbye_pending());
+    // A register in flight at shutdown that succeeds is deleted too.
+    let mut r = DdnetHttpRegistrar::new(config, &state, t0);
+    let _ = post(&mut r, t0);
+    r.shutdown(t0);
+    assert!(r.goodbye_pending());
+    r.handle_http_response(t0, Some((200, SUCCESS)));
+    let delete = post(&mut r, t0);
+    assert_eq!(header(&delete, "Action"), Some("delete"));
+    r.handle_http_response(t0, None);
+    assert!(!r.goodbye_pending(), "a failed delete is not retried");
+}
