@@ -234,6 +234,7 @@ fn insert_ddnet(handle: &MasterHandle, n: usize) -> anyhow::Result<f64> {
                 .map(|p| PollPlayer {
                     name: format!("tee {p}"),
                     score: Some(-9999),
+                    ..PollPlayer::default()
                 })
                 .collect(),
             rules: Vec::new(),

@@ -46,6 +46,7 @@ fn info(i: u32) -> PollInfo {
             .map(|p| PollPlayer {
                 name: format!("player{p}"),
                 score: Some(i64::from(p)),
+                ..PollPlayer::default()
             })
             .collect(),
         rules: vec![],

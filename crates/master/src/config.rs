@@ -398,6 +398,28 @@ pub struct Config {
     pub gamespy: GameSpyConfig,
     /// Player-count history.
     pub history: HistoryConfig,
+    /// The HTTP face's options.
+    pub http: HttpConfig,
+}
+
+/// HTTP face options.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Origins whose pages may read the API (`Access-Control-Allow-Origin`); `["*"]` allows
+    /// any. Empty (the default): no CORS headers, only same-origin pages.
+    pub cors_origins: Vec<String>,
+    /// Compress API responses (gzip, brotli) for clients that accept it.
+    pub compression: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            cors_origins: Vec::new(),
+            compression: true,
+        }
+    }
 }
 
 /// GameSpy face options (`gamespy-master.md` §13).
@@ -419,6 +441,7 @@ impl Default for Config {
             poller: PollerConfig::default(),
             gamespy: GameSpyConfig::default(),
             history: HistoryConfig::default(),
+            http: HttpConfig::default(),
         }
     }
 }

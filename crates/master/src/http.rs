@@ -1,11 +1,14 @@
 //! The HTTP face: health, metrics and the JSON API, on axum.
 //!
 //! ```text
-//! GET /healthz                      {"status":"ok"|"degraded","records":N,"listed":N,…}
+//! GET /healthz                      {"status":"ok"|"degraded","records":N,"store_error":…}
 //! GET /metrics                      Prometheus text format 0.0.4
-//! GET /api/v1/servers               ?protocol= &game= &non_empty= &not_full= &password= &q=
-//!                                   &sort= &order=asc|desc &page= &per_page= (≤ 500)
-//! GET /api/v1/servers/{address}     one listed server; ?game= picks among several
+//! GET /api/v1/servers               ?protocol= &game= &non_empty= &not_full= &password= &lobby=
+//!                                   &q= &sort= &order=asc|desc &page= &per_page= (1–500)
+//! GET /api/v1/servers/{address}     one listed server (game or registered address); ?game=
+//! GET /api/v1/openapi.json          the OpenAPI 3.1 document of these routes
+//! GET /api/docs                     a page that shows it
+//! anything else                     404 {"error": "no such route"}
 //! ```
 //!
 //! Every route reads the current [`crate::views::Snapshot`]: no request takes a lock a face
@@ -45,7 +48,105 @@ pub fn router(handle: MasterHandle) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/v1/servers", get(list_servers))
         .route("/api/v1/servers/{address}", get(server_detail))
+        .route("/api/v1/openapi.json", get(openapi))
+        .route("/api/docs", get(docs))
         .with_state(handle)
+}
+
+/// The answer to a path no route serves: 404 with a JSON body.
+pub async fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(ErrorDto {
+            error: "no such route",
+        }),
+    )
+        .into_response()
+}
+
+/// The OpenAPI document of the JSON API, generated from the handlers and the DTOs.
+#[derive(Debug, utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Muster master API",
+        description = "Every server listed by this master, whatever face registered it. \
+            `address` is where players connect; see the server object for the others."
+    ),
+    paths(
+        healthz,
+        metrics,
+        list_servers,
+        server_detail,
+        crate::web::server_history
+    ),
+    components(schemas(
+        ServerListDto,
+        ServerSummary,
+        ServerDetail,
+        ErrorDto,
+        HealthDto,
+        crate::api::dto::PlayerDto,
+        crate::api::dto::RuleValue,
+        crate::api::dto::LobbyDto,
+        crate::web::HistoryPointDto
+    ))
+)]
+pub struct ApiDoc;
+
+/// The OpenAPI document as JSON.
+#[must_use]
+pub fn openapi_json() -> String {
+    use utoipa::OpenApi as _;
+    ApiDoc::openapi().to_json().unwrap_or_default()
+}
+
+async fn openapi() -> Response {
+    static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let body = DOC.get_or_init(openapi_json).clone();
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The page that renders the OpenAPI document.
+pub const DOCS_HTML: &str = include_str!("web/api-docs.html");
+
+async fn docs() -> Response {
+    (
+        [(header::CACHE_CONTROL, "no-cache")],
+        axum::response::Html(DOCS_HTML),
+    )
+        .into_response()
+}
+
+/// `app` with response compression and CORS as `config` asks.
+pub fn shared_layers(app: Router, config: &crate::config::HttpConfig) -> Router {
+    use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+    let app = if config.compression {
+        app.layer(
+            tower_http::compression::CompressionLayer::new()
+                .gzip(true)
+                .br(true),
+        )
+    } else {
+        app
+    };
+    if config.cors_origins.is_empty() {
+        return app;
+    }
+    let origin = if config.cors_origins.iter().any(|o| o == "*") {
+        AllowOrigin::from(Any)
+    } else {
+        AllowOrigin::list(
+            config
+                .cors_origins
+                .iter()
+                .filter_map(|o| axum::http::HeaderValue::from_str(o).ok()),
+        )
+    };
+    app.layer(
+        CorsLayer::new()
+            .allow_origin(origin)
+            .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD]),
+    )
 }
 
 /// `app` with the body limit and the whole-request deadline on every route.
@@ -61,6 +162,11 @@ fn bad_request(error: &'static str) -> Response {
     (StatusCode::BAD_REQUEST, axum::Json(ErrorDto { error })).into_response()
 }
 
+/// Health: `ok`, or `degraded` (503) while the store fails.
+#[utoipa::path(get, path = "/healthz", responses(
+    (status = 200, description = "Serving, the store works", body = HealthDto),
+    (status = 503, description = "Serving from memory; the store fails", body = HealthDto)
+))]
 async fn healthz(State(h): State<MasterHandle>) -> Response {
     let view = h.snapshot();
     let dto = HealthDto::of(&view, h.store_error());
@@ -72,6 +178,10 @@ async fn healthz(State(h): State<MasterHandle>) -> Response {
     (status, axum::Json(dto)).into_response()
 }
 
+/// Counters and gauges in the Prometheus text format.
+#[utoipa::path(get, path = "/metrics", responses(
+    (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain")
+))]
 async fn metrics(State(h): State<MasterHandle>) -> Response {
     let listed = h.snapshot().per_face();
     let body = h.metrics().render(&listed);
@@ -85,19 +195,40 @@ async fn metrics(State(h): State<MasterHandle>) -> Response {
         .into_response()
 }
 
-/// The raw query string of `GET /api/v1/servers`; [`ListParams::to_query`] validates it.
-#[derive(Debug, Default, Deserialize)]
+/// The query string of `GET /api/v1/servers`, as sent; [`ListParams::to_query`] validates
+/// it, so a bad value is answered 400 with what was wrong.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(default)]
+#[into_params(parameter_in = Query)]
 struct ListParams {
+    /// Only servers of this face (`gameagent`, `gamespy`, `teeworlds07`, `teeworlds06`,
+    /// `ddnet`, `mgmt`), family (`teeworlds`) or query protocol (`gamespy1`, `unreal2`).
     protocol: Option<String>,
+    /// Only this game (case-insensitive).
     game: Option<String>,
+    /// Only servers with players (`true`/`false`, `1`/`0`).
+    #[param(value_type = Option<bool>)]
     non_empty: Option<String>,
+    /// Only servers with a free slot.
+    #[param(value_type = Option<bool>)]
     not_full: Option<String>,
+    /// Only servers that do (or do not) need a password.
+    #[param(value_type = Option<bool>)]
     password: Option<String>,
+    /// Only management servers whose lobby is `open` or `closed`.
+    lobby: Option<String>,
+    /// A case-insensitive substring of the server name or a player name (at most 256 bytes).
     q: Option<String>,
+    /// Sort column: `order` (first registration, the default), `name`, `map`, `game`,
+    /// `game_type`, `players`, `max_players`, `address`, `protocol`, `last_seen`.
     sort: Option<String>,
+    /// `asc` (default) or `desc`.
     order: Option<String>,
+    /// Page, from 1.
+    #[param(value_type = Option<u32>, minimum = 1)]
     page: Option<String>,
+    /// Servers per page, 1 to 500 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
     per_page: Option<String>,
 }
 
@@ -110,10 +241,18 @@ fn flag(v: Option<&str>, what: &'static str) -> Result<Option<bool>, &'static st
     }
 }
 
-fn number(v: Option<&str>, what: &'static str) -> Result<usize, &'static str> {
+/// A number from `lo` to `hi`, or 0 when absent.
+fn number(
+    v: Option<&str>,
+    (lo, hi): (usize, usize),
+    what: &'static str,
+) -> Result<usize, &'static str> {
     match v {
         None | Some("") => Ok(0),
-        Some(s) => s.parse().map_err(|_| what),
+        Some(s) => match s.parse() {
+            Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+            _ => Err(what),
+        },
     }
 }
 
@@ -140,15 +279,35 @@ impl ListParams {
             not_full: flag(self.not_full.as_deref(), "not_full must be a boolean")?
                 .unwrap_or(false),
             password: flag(self.password.as_deref(), "password must be a boolean")?,
+            lobby: match self.lobby.as_deref() {
+                None | Some("") => None,
+                Some("open") => Some(true),
+                Some("closed") => Some(false),
+                Some(_) => return Err("lobby must be open or closed"),
+            },
             text: q,
             sort,
             descending,
-            page: number(self.page.as_deref(), "page must be a number")?,
-            per_page: number(self.per_page.as_deref(), "per_page must be a number")?,
+            page: number(
+                self.page.as_deref(),
+                (1, usize::MAX),
+                "page must be a number from 1",
+            )?,
+            per_page: number(
+                self.per_page.as_deref(),
+                (1, crate::api::list::MAX_PER_PAGE),
+                "per_page must be a number from 1 to 500",
+            )?,
         })
     }
 }
 
+/// One page of the listed servers, filtered and sorted.
+#[utoipa::path(get, path = "/api/v1/servers", params(ListParams), responses(
+    (status = 200, description = "One page", body = ServerListDto),
+    (status = 400, description = "A parameter is not valid", body = ErrorDto),
+    (status = 429, description = "Too many list requests from this source")
+))]
 async fn list_servers(
     State(h): State<MasterHandle>,
     params: Result<Query<ListParams>, QueryRejection>,
@@ -176,12 +335,22 @@ async fn list_servers(
     axum::Json(dto).into_response()
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(default)]
+#[into_params(parameter_in = Query)]
 struct DetailParams {
+    /// The game, when several games are listed at one address.
     game: Option<String>,
 }
 
+/// One listed server with its players and rules.
+#[utoipa::path(get, path = "/api/v1/servers/{address}",
+    params(("address" = String, Path, description = "The game address or the registered address, `host:port` (`[v6]:port`)"), DetailParams),
+    responses(
+        (status = 200, description = "The server", body = ServerDetail),
+        (status = 400, description = "Not an address", body = ErrorDto),
+        (status = 404, description = "No listed server there", body = ErrorDto)
+    ))]
 async fn server_detail(
     State(h): State<MasterHandle>,
     Path(address): Path<String>,
@@ -261,7 +430,23 @@ mod tests {
     fn list_params_reject() {
         assert_eq!(params(&[("sort", "bogus")]), Err("unknown sort column"));
         assert_eq!(params(&[("order", "up")]), Err("order must be asc or desc"));
-        assert_eq!(params(&[("page", "-1")]), Err("page must be a number"));
+        assert_eq!(
+            params(&[("page", "-1")]),
+            Err("page must be a number from 1")
+        );
+        assert_eq!(
+            params(&[("per_page", "0")]),
+            Err("per_page must be a number from 1 to 500")
+        );
+        assert_eq!(
+            params(&[("per_page", "501")]),
+            Err("per_page must be a number from 1 to 500")
+        );
+        assert_eq!(
+            params(&[("lobby", "ajar")]),
+            Err("lobby must be open or closed")
+        );
+        assert_eq!(params(&[("lobby", "open")]).unwrap().lobby, Some(true));
         assert_eq!(
             params(&[("non_empty", "maybe")]),
             Err("non_empty must be a boolean")

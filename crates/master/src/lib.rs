@@ -501,7 +501,7 @@ impl Master {
         };
         for l in listeners.http {
             let app = http::router(handle.clone())
-                .merge(web::router(history.clone()))
+                .merge(web::router(history.clone(), handle.clone()))
                 .merge(faces::gamespy::router(handle.clone()))
                 .merge(faces::teeworlds::ddnet::router(
                     handle.clone(),
@@ -512,8 +512,10 @@ impl Master {
                     Arc::clone(&list_limit),
                     http_limit::limit,
                 ))
+                .fallback(http::not_found)
                 .layer(axum::middleware::from_fn(web::etag));
             let app = http::limited(app, http_limits);
+            let app = http::shared_layers(app, &self.config.http);
             tasks.spawn(runtime::http::serve(
                 l,
                 app,

@@ -1,22 +1,65 @@
-//! The JSON shapes of the HTTP API (`/api/v1`). The only types of the crate that derive
-//! `Serialize`: the registry's types can change without changing the API, and nothing
-//! internal leaks into it by accident.
+//! The JSON shapes of the HTTP API (`/api/v1`). With the store's rows, the only types of the
+//! crate that derive `Serialize`: the registry's types can change without changing the API,
+//! and nothing internal leaks into it by accident. Each also derives its OpenAPI schema
+//! (`GET /api/v1/openapi.json`).
 //!
 //! Times are unix seconds. Addresses are strings in the form `GameAddr` displays
 //! (`1.2.3.4:7777`, `[2001:db8::1]:8303`, `host.example:2000`).
+//!
+//! # One address model
+//! `address` is always what a player connects to (the game address) when it is known; the
+//! address the server was registered under (for GameSpy, its heartbeat's query address) is
+//! `registered_address`, and `query_address` is where it is polled. Players and rules have the
+//! shape of the command line's JSON (`muster query -f json`): players are objects with `name`,
+//! `score`, `ping_ms` and `team`; rules are one object, a repeated key mapping to a list.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
-use crate::registry::Record;
+use crate::registry::{PollInfo, Record};
 use crate::views::Snapshot;
 
+/// The state of a management-server game (the seed's lobby and gameplay fields).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct LobbyDto {
+    /// Whether the lobby accepts players (`isLobbyOpen`).
+    pub open: bool,
+    /// The gameplay mode: `Standard A` or `Standard A+B`.
+    pub mode: String,
+}
+
+impl LobbyDto {
+    /// The lobby state of a management record, read from its info.
+    #[must_use]
+    pub fn of(info: &PollInfo) -> Option<Self> {
+        let open = match info.rule("isLobbyOpen")? {
+            "true" => true,
+            "false" => false,
+            _ => return None,
+        };
+        Some(Self {
+            open,
+            mode: info.game_type.clone(),
+        })
+    }
+}
+
 /// One server in a list.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ServerSummary {
-    /// The address it was registered under.
+    /// Where players connect (the game address) when the game port is known, else the address
+    /// it was registered under.
     pub address: String,
-    /// The address players connect to, when the game port is known.
-    pub game_address: Option<String>,
+    /// Whether `address` is the game address (false while a GameSpy server's game port is
+    /// not known yet).
+    pub address_is_game: bool,
+    /// The address it was registered under, exactly as the server gave it (a management
+    /// server's host name is kept as registered, never resolved here).
+    pub registered_address: String,
+    /// Where it is queried, if it can be.
+    pub query_address: Option<String>,
     /// Game name.
     pub game: String,
     /// The face that registered it (`gameagent`, `gamespy`, `teeworlds07`, `teeworlds06`,
@@ -24,8 +67,6 @@ pub struct ServerSummary {
     pub protocol: &'static str,
     /// The face's protocol family (`gameagent`, `gamespy`, `teeworlds`, `mgmt`).
     pub family: &'static str,
-    /// Where it is queried, if it can be.
-    pub query_address: Option<String>,
     /// How it is queried (`gameagent`, `gamespy1`, `unreal2`, `teeworlds`).
     pub query_protocol: Option<&'static str>,
     /// Server name (empty until the first poll).
@@ -40,12 +81,12 @@ pub struct ServerSummary {
     pub max_players: u32,
     /// Password needed, when known.
     pub password: Option<bool>,
+    /// A management server's lobby state.
+    pub lobby: Option<LobbyDto>,
     /// First registered.
     pub first_seen: u64,
     /// Last valid heartbeat.
     pub last_heartbeat: u64,
-    /// First verified.
-    pub first_verified: Option<u64>,
     /// Last successful poll.
     pub last_poll: Option<u64>,
     /// Failed polls in a row.
@@ -56,14 +97,18 @@ impl ServerSummary {
     /// The summary of `r`.
     #[must_use]
     pub fn from_record(r: &Record) -> Self {
-        let info = r.info.as_ref();
+        let info = r.info.as_deref();
+        let game = r.game_addr();
         Self {
-            address: r.key.addr.to_string(),
-            game_address: r.game_addr().map(|a| a.to_string()),
+            address: game
+                .as_ref()
+                .map_or_else(|| r.key.addr.to_string(), ToString::to_string),
+            address_is_game: game.is_some(),
+            registered_address: r.key.addr.to_string(),
+            query_address: r.query_addr.map(|a| a.to_string()),
             game: r.key.game.clone(),
             protocol: r.face.name(),
             family: r.face.family(),
-            query_address: r.query_addr.map(|a| a.to_string()),
             query_protocol: r.query_protocol.map(muster_proto::Protocol::name),
             name: info.map(|i| i.name.clone()).unwrap_or_default(),
             map: info.map(|i| i.map.clone()).unwrap_or_default(),
@@ -71,50 +116,73 @@ impl ServerSummary {
             num_players: info.map_or(0, |i| i.num_players),
             max_players: info.map_or(0, |i| i.max_players),
             password: info.and_then(|i| i.password),
+            lobby: info
+                .filter(|_| r.face == crate::registry::Face::Mgmt)
+                .and_then(LobbyDto::of),
             first_seen: r.first_seen.as_secs(),
             last_heartbeat: r.last_heartbeat.as_secs(),
-            first_verified: Some(r.first_seen.as_secs()),
             last_poll: r.last_poll_ok.map(|t| t.as_secs()),
             poll_failures: r.poll_failures,
         }
     }
 }
 
-/// A player.
-#[derive(Debug, Clone, Serialize)]
+/// A player, in the shape of the command line's JSON.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct PlayerDto {
-    /// Name.
+    /// Name (colour codes removed).
     pub name: String,
     /// Score, when reported.
     pub score: Option<i64>,
+    /// Ping in milliseconds, when reported.
+    pub ping_ms: Option<u32>,
+    /// Team, when reported.
+    pub team: Option<i32>,
+    /// Whether the player only watches, when the protocol says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spectator: Option<bool>,
 }
 
-/// A rule.
-#[derive(Debug, Clone, Serialize)]
-pub struct RuleDto {
-    /// Key.
-    pub key: String,
-    /// Value.
-    pub value: String,
+/// A rule's value: a string, or a list of strings for a key sent several times.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum RuleValue {
+    /// One value.
+    One(String),
+    /// Every value of a repeated key, in wire order.
+    Many(Vec<String>),
 }
 
 /// `GET /api/v1/servers/{address}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ServerDetail {
     /// The summary fields.
     #[serde(flatten)]
     pub summary: ServerSummary,
     /// Players from the last poll.
     pub players: Vec<PlayerDto>,
-    /// Rules from the last poll.
-    pub rules: Vec<RuleDto>,
+    /// Rules from the last poll: key → value (a repeated key → its values).
+    pub rules: BTreeMap<String, RuleValue>,
 }
 
 impl ServerDetail {
     /// The detail view of `r`.
     #[must_use]
     pub fn from_record(r: &Record) -> Self {
-        let info = r.info.as_ref();
+        let info = r.info.as_deref();
+        let mut rules: BTreeMap<String, RuleValue> = BTreeMap::new();
+        for (k, v) in info.map(|i| i.rules.as_slice()).unwrap_or_default() {
+            match rules.get_mut(k) {
+                None => {
+                    rules.insert(k.clone(), RuleValue::One(v.clone()));
+                }
+                Some(RuleValue::One(first)) => {
+                    let first = std::mem::take(first);
+                    rules.insert(k.clone(), RuleValue::Many(vec![first, v.clone()]));
+                }
+                Some(RuleValue::Many(all)) => all.push(v.clone()),
+            }
+        }
         Self {
             summary: ServerSummary::from_record(r),
             players: info
@@ -124,27 +192,20 @@ impl ServerDetail {
                         .map(|p| PlayerDto {
                             name: p.name.clone(),
                             score: p.score,
+                            ping_ms: p.ping_ms,
+                            team: p.team,
+                            spectator: p.spectator,
                         })
                         .collect()
                 })
                 .unwrap_or_default(),
-            rules: info
-                .map(|i| {
-                    i.rules
-                        .iter()
-                        .map(|(k, v)| RuleDto {
-                            key: k.clone(),
-                            value: v.clone(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            rules,
         }
     }
 }
 
 /// `GET /api/v1/servers`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ServerListDto {
     /// Matches over all pages.
     pub total: usize,
@@ -157,14 +218,14 @@ pub struct ServerListDto {
 }
 
 /// An error body.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ErrorDto {
     /// What was wrong, e.g. `unknown sort column`.
     pub error: &'static str,
 }
 
 /// `GET /healthz`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct HealthDto {
     /// `"ok"`, or `"degraded"` while the store fails (lists are served from memory, changes
     /// are kept and written when it works again).

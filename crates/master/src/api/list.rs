@@ -91,6 +91,8 @@ pub struct ListQuery {
     pub not_full: bool,
     /// Only servers whose password flag is this (unknown never matches).
     pub password: Option<bool>,
+    /// Only management servers whose lobby is open (`true`) or closed (`false`).
+    pub lobby: Option<bool>,
     /// Case-insensitive substring of the server name or a player name.
     pub text: Option<String>,
     /// Sort column.
@@ -127,6 +129,7 @@ impl ListQuery {
             || self.non_empty
             || self.not_full
             || self.password.is_some()
+            || self.lobby.is_some()
             || self.text.is_some()
     }
 
@@ -157,6 +160,16 @@ impl ListQuery {
         {
             return false;
         }
+        if let Some(want) = self.lobby {
+            let open = r
+                .info
+                .as_deref()
+                .filter(|_| r.face == crate::registry::Face::Mgmt)
+                .and_then(|i| i.rule("isLobbyOpen"));
+            if open != Some(if want { "true" } else { "false" }) {
+                return false;
+            }
+        }
         if let Some(t) = text_lower {
             let Some(info) = &r.info else { return false };
             let hit = info.name.to_lowercase().contains(t)
@@ -183,8 +196,14 @@ impl ListQuery {
     /// The cache key of the filters (not sort, not page).
     fn filter_key(&self) -> String {
         format!(
-            "{:?}|{:?}|{}|{}|{:?}|{:?}",
-            self.game, self.protocol, self.non_empty, self.not_full, self.password, self.text
+            "{:?}|{:?}|{}|{}|{:?}|{:?}|{:?}",
+            self.game,
+            self.protocol,
+            self.non_empty,
+            self.not_full,
+            self.password,
+            self.lobby,
+            self.text
         )
     }
 }

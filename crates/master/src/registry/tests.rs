@@ -55,6 +55,7 @@ fn info(name: &str, num: u32, max: u32, players: &[&str]) -> PollInfo {
             .map(|p| PollPlayer {
                 name: (*p).to_owned(),
                 score: Some(1),
+                ..PollPlayer::default()
             })
             .collect(),
         rules: vec![],

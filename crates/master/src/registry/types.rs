@@ -282,6 +282,12 @@ pub struct PollPlayer {
     pub name: String,
     /// Score, when the protocol reports one.
     pub score: Option<i64>,
+    /// Ping in milliseconds, when the protocol reports one.
+    pub ping_ms: Option<u32>,
+    /// Team number, when the protocol reports one.
+    pub team: Option<i32>,
+    /// Whether the player only watches, when the protocol tells.
+    pub spectator: Option<bool>,
 }
 
 /// What the last successful poll (or a face that carries state, such as the management
@@ -344,6 +350,9 @@ impl PollInfo {
                 .map(|p| PollPlayer {
                     name: p.name.plain.clone(),
                     score: p.score,
+                    ping_ms: p.ping_ms,
+                    team: p.team,
+                    spectator: p.spectator,
                 })
                 .collect(),
             rules,

@@ -25,8 +25,8 @@ pub struct InfoRow {
     pub max_players: u32,
     /// Password needed.
     pub password: Option<bool>,
-    /// `[name, score]` per player.
-    pub players: Vec<(String, Option<i64>)>,
+    /// Per player: `[name, score]` (the layout of earlier builds) or an object.
+    pub players: Vec<PlayerRow>,
     /// `[key, value]` per rule.
     pub rules: Vec<(String, String)>,
     /// The game port the poll reported.
@@ -45,7 +45,13 @@ impl From<&PollInfo> for InfoRow {
             players: i
                 .players
                 .iter()
-                .map(|p| (p.name.clone(), p.score))
+                .map(|p| PlayerRow::Full {
+                    name: p.name.clone(),
+                    score: p.score,
+                    ping_ms: p.ping_ms,
+                    team: p.team,
+                    spectator: p.spectator,
+                })
                 .collect(),
             rules: i.rules.clone(),
             game_port: i.game_port,
@@ -65,13 +71,58 @@ impl From<InfoRow> for PollInfo {
             players: r
                 .players
                 .into_iter()
-                .map(|(name, score)| PollPlayer { name, score })
+                .map(|p| match p {
+                    PlayerRow::Pair(name, score) => PollPlayer {
+                        name,
+                        score,
+                        ..PollPlayer::default()
+                    },
+                    PlayerRow::Full {
+                        name,
+                        score,
+                        ping_ms,
+                        team,
+                        spectator,
+                    } => PollPlayer {
+                        name,
+                        score,
+                        ping_ms,
+                        team,
+                        spectator,
+                    },
+                })
                 .collect(),
             rules: r.rules,
             game_port: r.game_port,
         }
         .bounded()
     }
+}
+
+/// One player as stored: the two-element array earlier builds wrote, or an object with
+/// every field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PlayerRow {
+    /// `{"name": …, "score": …, "ping_ms": …, "team": …, "spectator": …}`.
+    Full {
+        /// Name.
+        name: String,
+        /// Score.
+        #[serde(default)]
+        score: Option<i64>,
+        /// Ping.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ping_ms: Option<u32>,
+        /// Team.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        team: Option<i32>,
+        /// Spectator.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spectator: Option<bool>,
+    },
+    /// `[name, score]`.
+    Pair(String, Option<i64>),
 }
 
 /// [`DdnetData`] as stored in the `ddnet` column.

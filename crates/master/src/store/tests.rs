@@ -78,10 +78,12 @@ fn write_drop_reopen_same_contents() {
             PollPlayer {
                 name: "p1".into(),
                 score: Some(-3),
+                ..PollPlayer::default()
             },
             PollPlayer {
                 name: "p2".into(),
                 score: None,
+                ..PollPlayer::default()
             },
         ],
         rules: vec![("hostport".into(), "7777".into())],

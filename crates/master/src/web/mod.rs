@@ -40,7 +40,7 @@ pub const INDEX_HTML: &str = include_str!("index.html");
 pub const MAX_ETAG_BODY: usize = 64 << 20;
 
 /// One point of `GET /api/v1/servers/{address}/history`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HistoryPointDto {
     /// When the poll result arrived, unix seconds.
     pub at: u64,
@@ -52,12 +52,20 @@ pub struct HistoryPointDto {
     pub ok: bool,
 }
 
-/// The page and the history route over `history`.
-pub fn router(history: History) -> Router {
+/// What the history route reads.
+#[derive(Debug, Clone)]
+pub(crate) struct HistoryState {
+    history: History,
+    handle: crate::MasterHandle,
+}
+
+/// The page and the history route over `history`; `handle` maps the address the list shows
+/// (a game address) to the record the samples are kept under.
+pub fn router(history: History, handle: crate::MasterHandle) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/api/v1/servers/{address}/history", get(server_history))
-        .with_state(history)
+        .with_state(HistoryState { history, handle })
 }
 
 async fn index() -> Response {
@@ -66,7 +74,7 @@ async fn index() -> Response {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct HistoryParams {
+pub(crate) struct HistoryParams {
     game: Option<String>,
 }
 
@@ -79,8 +87,18 @@ fn error(status: StatusCode, error: &'static str) -> Response {
     (status, axum::Json(ErrorBody { error })).into_response()
 }
 
-async fn server_history(
-    State(history): State<History>,
+/// Player counts of the last 24 hours (the retention), oldest first, from the poller's samples.
+#[utoipa::path(get, path = "/api/v1/servers/{address}/history",
+    params(
+        ("address" = String, Path, description = "The address the list shows (game address) or the registered address"),
+        ("game" = Option<String>, Query, description = "The game, when several are listed at one address")
+    ),
+    responses(
+        (status = 200, description = "Samples, oldest first", body = [HistoryPointDto]),
+        (status = 400, description = "Not an address")
+    ))]
+pub(crate) async fn server_history(
+    State(st): State<HistoryState>,
     Path(address): Path<String>,
     params: Result<Query<HistoryParams>, QueryRejection>,
 ) -> Response {
@@ -93,7 +111,19 @@ async fn server_history(
     let game = game
         .filter(|g| !g.is_empty())
         .map(|g| g.to_ascii_lowercase());
-    let addr = addr.to_string();
+    // Samples are kept under the registered address; the list shows the game address.
+    let registered = st
+        .handle
+        .snapshot()
+        .find_by_addr(&addr)
+        .into_iter()
+        .find(|r| {
+            game.as_deref()
+                .is_none_or(|g| g.eq_ignore_ascii_case(&r.key.game))
+        })
+        .map(|r| r.key.addr.to_string());
+    let addr = registered.unwrap_or_else(|| addr.to_string());
+    let history = st.history;
     let now = Timestamp::now();
     let res =
         tokio::task::spawn_blocking(move || history.recent(&addr, game.as_deref(), now)).await;

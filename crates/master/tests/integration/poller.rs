@@ -139,12 +139,13 @@ fn fast_settings() -> PollerSettings {
     }
 }
 
+/// The server registered under `address` (its `address` is its game address once known).
 fn server<'a>(list: &'a Value, address: &str) -> Option<&'a Value> {
     list["servers"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["address"] == address)
+        .find(|s| s["registered_address"] == address)
 }
 
 fn state_of(h: &MasterHandle, key: &ServerKey) -> Option<Verification> {

@@ -70,6 +70,7 @@ fn fill(h: &MasterHandle) {
             players: vec![PollPlayer {
                 name: "nameless tee".into(),
                 score: Some(5),
+                ..PollPlayer::default()
             }],
             rules: vec![],
             game_port: None,
@@ -139,8 +140,12 @@ async fn serve_fill_restart_same_list() {
         (f["page"].as_u64(), f["per_page"].as_u64()),
         (Some(1), Some(2))
     );
-    let f = get_json(r.http(), "/api/v1/servers?per_page=100000", 200).await;
-    assert_eq!(f["per_page"], 500, "per_page is capped");
+    let f = get_json(r.http(), "/api/v1/servers?per_page=100000", 400).await;
+    assert_eq!(f["error"], "per_page must be a number from 1 to 500");
+    let f = get_json(r.http(), "/api/v1/servers?per_page=0", 400).await;
+    assert_eq!(f["error"], "per_page must be a number from 1 to 500");
+    let f = get_json(r.http(), "/no/such/route", 404).await;
+    assert_eq!(f["error"], "no such route");
 
     let d = get_json(r.http(), "/api/v1/servers/192.0.2.2:8303", 200).await;
     assert_eq!(d["players"][0]["name"], "nameless tee");
@@ -151,8 +156,11 @@ async fn serve_fill_restart_same_list() {
     get_json(r.http(), "/api/v1/servers/not-an-address", 400).await;
     let e = get_json(r.http(), "/api/v1/servers?sort=nope", 400).await;
     assert_eq!(e["error"], "unknown sort column");
-    let (status, _) = get(r.http(), "/no/such/page").await;
-    assert_eq!(status, 404);
+    let (status, body) = get(r.http(), "/no/such/page").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (404, r#"{"error":"no such route"}"#)
+    );
 
     let (status, metrics) = get(r.http(), "/metrics").await;
     assert_eq!(status, 200);
@@ -161,7 +169,7 @@ async fn serve_fill_restart_same_list() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("muster_list_requests_total{face=\"http\"} 6\n"),
+        metrics.contains("muster_list_requests_total{face=\"http\"} 7\n"),
         "{metrics}"
     );
     assert!(

@@ -225,11 +225,10 @@ async fn gameagent_heartbeat_fields_show_before_any_poll() {
         (Some(3), Some(16))
     );
     assert_eq!(d["last_poll"], serde_json::Value::Null, "not a poll");
-    let rules = d["rules"].to_string();
-    assert!(
-        rules.contains(r#"{"key":"version","value":"1.10"}"#)
-            && rules.contains(r#"{"key":"product","value":"serioussam"}"#),
-        "{rules}"
+    assert_eq!(
+        d["rules"],
+        serde_json::json!({"product": "serioussam", "version": "1.10"}),
+        "rules have the command line's shape"
     );
 
     // A periodic heartbeat (echo 0) updates the fields.

@@ -501,9 +501,9 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
         h.insert(header::ETAG, v);
     }
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if gzip {
-        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    }
+    // Compressed once per document here; the HTTP layer must not compress it per request.
+    let encoding = if gzip { "gzip" } else { "identity" };
+    h.insert(header::CONTENT_ENCODING, HeaderValue::from_static(encoding));
     res
 }
 
@@ -703,6 +703,7 @@ mod tests {
                 .map(|i| crate::registry::PollPlayer {
                     name: format!("p{i}"),
                     score: Some(i),
+                    ..crate::registry::PollPlayer::default()
                 })
                 .collect(),
             ..PollInfo::default()
