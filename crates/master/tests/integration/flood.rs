@@ -372,28 +372,15 @@ fn metric(text: &str, prefix: &str) -> u64 {
         .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[allow(clippy::too_many_lines)] // one scenario, read top to bottom
-async fn the_daemon_keeps_serving_through_a_flood_of_every_face() {
-    if std::net::UdpSocket::bind((GOOD, 0)).is_err() {
-        let _ = writeln!(std::io::stderr(), "skipped: no 127.0.0.2 on this host");
-        return;
-    }
-    let dir = TempDir::new("flood");
-    let d = start(&dir);
+/// Registers 3 GameAgent servers (through the face), 3 GameSpy `ut`, 3 DDNet (with an info,
+/// so that `servers.json` shows them) and 2 management servers: 11 in all. Returns the
+/// tasks that keep the servers alive.
+async fn populate(d: &Daemon) -> Vec<JoinHandle<()>> {
     let h = d.handle.clone();
-    let (ga, gs_tcp, gs_udp) = (
-        d.addr("gameagent"),
-        d.addr("gamespy-tcp"),
-        d.addr("gamespy-udp"),
-    );
-    let (tw07, tw06) = (d.addr("teeworlds07"), d.addr("teeworlds06"));
-    let (http, mgmt) = (d.addr("http"), d.addr("mgmt"));
-
-    // Servers: 3 GameAgent (through the face), 3 GameSpy `ut`, 3 DDNet, 2 management.
-    let mut ga_servers = Vec::new();
+    let (ga, mgmt) = (d.addr("gameagent"), d.addr("mgmt"));
+    let mut alive = Vec::new();
     for _ in 0..3 {
-        ga_servers.push(gameagent_server(ga).await);
+        alive.push(gameagent_server(ga).await.1);
     }
     for i in 0..3u8 {
         let a = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10 + i)), 7778);
@@ -421,8 +408,14 @@ async fn the_daemon_keeps_serving_through_a_flood_of_every_face() {
         };
         h.update_poll(&key, Some(info), Timestamp::now());
     }
-    let _m1 = mgmt_server(mgmt, "Flood A", 20_000).await;
-    let _m2 = mgmt_server(mgmt, "Flood B", 20_001).await;
+    // The management servers stay registered while their connections are open.
+    for (name, port) in [("Flood A", 20_000), ("Flood B", 20_001)] {
+        let s = mgmt_server(mgmt, name, port).await;
+        alive.push(tokio::spawn(async move {
+            let _keep = s;
+            std::future::pending::<()>().await;
+        }));
+    }
     let count = |face: Face| {
         h.with_registry(|r| r.iter().filter(|x| x.is_listed() && x.face == face).count())
     };
@@ -437,6 +430,28 @@ async fn the_daemon_keeps_serving_through_a_flood_of_every_face() {
     }
     let total = h.with_registry(|r| r.iter().filter(|x| x.is_listed()).count());
     assert_eq!(total, 11);
+    alive
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)] // one scenario, read top to bottom
+async fn the_daemon_keeps_serving_through_a_flood_of_every_face() {
+    if std::net::UdpSocket::bind((GOOD, 0)).is_err() {
+        let _ = writeln!(std::io::stderr(), "skipped: no 127.0.0.2 on this host");
+        return;
+    }
+    let dir = TempDir::new("flood");
+    let d = start(&dir);
+    let h = d.handle.clone();
+    let ga_servers = populate(&d).await;
+    let (ga, gs_tcp, gs_udp) = (
+        d.addr("gameagent"),
+        d.addr("gamespy-tcp"),
+        d.addr("gamespy-udp"),
+    );
+    let (tw07, tw06) = (d.addr("teeworlds07"), d.addr("teeworlds06"));
+    let (http, mgmt) = (d.addr("http"), d.addr("mgmt"));
+
     let metrics_before = h.metrics().render(&Default::default());
 
     // The flood.
@@ -599,7 +614,78 @@ async fn the_daemon_keeps_serving_through_a_flood_of_every_face() {
         .collect();
     let _ = writeln!(err, "counters after the flood: {drops:?}");
     drop(err);
-    for (_, t) in ga_servers {
+    for t in ga_servers {
+        t.abort();
+    }
+    d.stop().await;
+}
+
+/// A few players behind one address (CGNAT): four list requests within 5 s from one IP, at the
+/// default limits, all get the whole list on every list face, each at the first ask. What
+/// bounds a source is its byte budget, not a burst of requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_players_behind_one_address_get_every_list() {
+    if std::net::UdpSocket::bind((GOOD, 0)).is_err() {
+        let _ = writeln!(std::io::stderr(), "skipped: no 127.0.0.2 on this host");
+        return;
+    }
+    let dir = TempDir::new("cgnat");
+    let d = start(&dir);
+    let alive = populate(&d).await;
+    // And one UT2004 server for the plain-text list.
+    let a = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 40)), 7778);
+    listed(
+        &d.handle,
+        Registration {
+            key: ServerKey::new("ut2004", GameAddr::Ip(a)),
+            face: Face::GameSpy,
+            game_port: Some(7777),
+            query_addr: Some(a),
+            query_protocol: Some(Protocol::GameSpy1),
+            source: SourceKey::of(a.ip()),
+        },
+    );
+    let (ga, gs_tcp) = (d.addr("gameagent"), d.addr("gamespy-tcp"));
+    let (tw07, tw06) = (d.addr("teeworlds07"), d.addr("teeworlds06"));
+    let (http, mgmt) = (d.addr("http"), d.addr("mgmt"));
+    let player = move |player: usize| async move {
+        let ut2003 = match http_get(http, "/serverlist/ut2004.txt").await {
+            Some((200, body)) => body.lines().filter(|l| !l.trim().is_empty()).count(),
+            _ => 0,
+        };
+        let api = http_json_len(http, "/api/v1/servers?per_page=500", "servers").await;
+        let json = http_json_len(http, "/ddnet/15/servers.json", "servers").await;
+        vec![
+            (player, "gameagent e", gameagent_list(ga).await, 3),
+            (player, "teeworlds 0.6", teeworlds06_list(tw06).await, 3),
+            (player, "teeworlds 0.7", teeworlds07_list(tw07).await, 3),
+            (player, "gamespy tcp", gamespy_list(gs_tcp).await, 3),
+            (player, "mgmt", mgmt_list(mgmt).await, 2),
+            (player, "/api/v1/servers", api, 12),
+            (player, "servers.json", json, 3),
+            (player, "ut2003 text list", ut2003, 1),
+        ]
+    };
+
+    // The four players ask at once, each from its own port of the one address.
+    let t = Instant::now();
+    let mut players = JoinSet::new();
+    for p in 0..4 {
+        players.spawn(player(p));
+    }
+    let mut got = Vec::new();
+    while let Some(lists) = players.join_next().await {
+        got.extend(lists.unwrap());
+    }
+    let took = t.elapsed();
+    let short: Vec<_> = got.iter().filter(|(_, _, n, want)| n != want).collect();
+    assert!(short.is_empty(), "lists short of their servers: {short:?}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "32 list requests from one address in {took:?}"
+    );
+    assert_eq!(d.handle.metrics().rate_limited_sources(), 0);
+    for t in alive {
         t.abort();
     }
     d.stop().await;
