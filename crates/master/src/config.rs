@@ -400,7 +400,55 @@ pub struct Config {
     pub history: HistoryConfig,
     /// The HTTP face's options.
     pub http: HttpConfig,
+    /// Live events (`GET /api/v1/events`).
+    pub events: EventsConfig,
 }
+
+/// Live events: `GET /api/v1/events` (Server-Sent Events).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EventsConfig {
+    /// Events kept so that a stream can resume after `Last-Event-ID`.
+    pub backlog: usize,
+    /// Events one stream may fall behind before it is dropped.
+    pub max_lag: usize,
+    /// Streams open at once, in total.
+    pub max_streams: usize,
+    /// Streams open at once from one source (an IPv4 address, an IPv6 /64).
+    pub max_streams_per_source: usize,
+    /// Time between keep-alive comments on a stream.
+    pub keep_alive: HumanDuration,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        let d = crate::events::EventLimits::default();
+        Self {
+            backlog: d.backlog,
+            max_lag: d.lag,
+            max_streams: d.max_subscribers,
+            max_streams_per_source: d.max_per_source,
+            keep_alive: HumanDuration(d.keep_alive),
+        }
+    }
+}
+
+impl EventsConfig {
+    /// The hub's limits.
+    #[must_use]
+    pub fn limits(&self) -> crate::events::EventLimits {
+        crate::events::EventLimits {
+            backlog: self.backlog,
+            lag: self.max_lag,
+            max_subscribers: self.max_streams,
+            max_per_source: self.max_streams_per_source,
+            keep_alive: self.keep_alive.0,
+        }
+    }
+}
+
+/// Default of `http.server_metrics_max`.
+pub const DEFAULT_SERVER_METRICS_MAX: usize = 10_000;
 
 /// HTTP face options.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -411,6 +459,9 @@ pub struct HttpConfig {
     pub cors_origins: Vec<String>,
     /// Compress API responses (gzip, brotli) for clients that accept it.
     pub compression: bool,
+    /// Most per-server series (`muster_server_players`, `muster_server_up`, one each per
+    /// listed server) `/metrics` shows; the rest are left out (0: none).
+    pub server_metrics_max: usize,
 }
 
 impl Default for HttpConfig {
@@ -418,6 +469,7 @@ impl Default for HttpConfig {
         Self {
             cors_origins: Vec::new(),
             compression: true,
+            server_metrics_max: DEFAULT_SERVER_METRICS_MAX,
         }
     }
 }
@@ -442,6 +494,7 @@ impl Default for Config {
             gamespy: GameSpyConfig::default(),
             history: HistoryConfig::default(),
             http: HttpConfig::default(),
+            events: EventsConfig::default(),
         }
     }
 }
@@ -472,7 +525,8 @@ impl Config {
     /// Checks values the types cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
-        let checks: [(bool, &'static str); 16] = [
+        let e = &self.events;
+        let checks: [(bool, &'static str); 18] = [
             (l.list_bytes_burst >= 1, "limits.list_bytes_burst"),
             (l.tcp_list_burst >= 1, "limits.tcp_list_burst"),
             (l.challenge_burst >= 1, "limits.challenge_burst"),
@@ -492,6 +546,8 @@ impl Config {
                 !l.http_header_timeout.0.is_zero(),
                 "limits.http_header_timeout",
             ),
+            (e.max_lag >= 1, "events.max_lag"),
+            (!e.keep_alive.0.is_zero(), "events.keep_alive"),
         ];
         if self
             .lifetimes

@@ -136,6 +136,10 @@ drops! {
     MgmtOutputOverflow = "mgmt_output_overflow",
     /// Management: an answer cut to fit the frame limit.
     MgmtAnswerTruncated = "mgmt_answer_truncated",
+    /// HTTP: an event stream refused by the subscriber caps.
+    EventStreamCap = "event_stream_cap",
+    /// HTTP: an event stream dropped for falling behind.
+    EventStreamLagged = "event_stream_lagged",
 }
 
 impl DropReason {

@@ -28,6 +28,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::drops::DropReason;
+use crate::events::{EventHub, EventLimits};
 use crate::metrics::Metrics;
 use crate::registry::{
     DdnetOutcome, DdnetRegister, DelistOutcome, HeartbeatOutcome, Outcome, PollInfo, PollOutcome,
@@ -64,6 +65,8 @@ struct Inner {
     poll_soon: OnceLock<mpsc::Sender<ServerKey>>,
     /// The last publish took this long (the publisher spaces builds by a multiple of it).
     build_cost: Mutex<Duration>,
+    /// Live events of the list (`GET /api/v1/events`).
+    events: EventHub,
 }
 
 /// A cheap, cloneable handle on the registry and its views. See the module docs.
@@ -135,8 +138,11 @@ impl MasterHandle {
                 structural: true,
             })
             .collect();
-        publisher.apply(changes, registry.version());
-        let first = publisher.build(now);
+        // Restored records are the starting state, not events.
+        let _ = publisher.apply(changes, registry.version());
+        let events = EventHub::new(EventLimits::default());
+        let first = publisher.build(now).with_last_event_id(events.last_id());
+        events.start();
         let version = registry.version();
         let handle = Self {
             inner: Arc::new(Inner {
@@ -151,6 +157,7 @@ impl MasterHandle {
                 metrics: Metrics::default(),
                 poll_soon: OnceLock::new(),
                 build_cost: Mutex::new(Duration::ZERO),
+                events,
             }),
         };
         Ok((handle, report))
@@ -167,6 +174,12 @@ impl MasterHandle {
     #[must_use]
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// The live events of the list.
+    #[must_use]
+    pub fn events(&self) -> &EventHub {
+        &self.inner.events
     }
 
     /// The current view: every list and the API read this. Never blocks.
@@ -343,12 +356,15 @@ impl MasterHandle {
             let mut r = self.lock();
             (r.take_changes(), r.version())
         };
-        p.apply(changes, version);
+        let deltas = p.apply(changes, version);
         if !p.is_dirty() {
             return self.snapshot();
         }
         let t = Instant::now();
-        let snap = Arc::new(p.build(Timestamp::now()));
+        // Events first, under the publisher's lock: a snapshot shows exactly the events up to
+        // its `last_event_id`, so a reader of the list can subscribe after it without a gap.
+        let last_event = self.inner.events.emit(&deltas);
+        let snap = Arc::new(p.build(Timestamp::now()).with_last_event_id(last_event));
         self.inner.view.store(Arc::clone(&snap));
         *self
             .inner

@@ -6,6 +6,7 @@
 //! GET /api/v1/servers               ?protocol= &game= &non_empty= &not_full= &password= &lobby=
 //!                                   &q= &sort= &order=asc|desc &page= &per_page= (1–500)
 //! GET /api/v1/servers/{address}     one listed server (game or registered address); ?game=
+//! GET /api/v1/events                what changes, as Server-Sent Events ([`crate::api::sse`])
 //! GET /api/v1/openapi.json          the OpenAPI 3.1 document of these routes
 //! GET /api/docs                     a page that shows it
 //! anything else                     404 {"error": "no such route"}
@@ -23,6 +24,8 @@
 //! Does not: serve the DDNet register, `servers.json`, the UT2003 text list or the web page;
 //! those are added to [`router`] by their faces. Only `api::dto` types are serialized here.
 
+use std::fmt::Write as _;
+
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -35,6 +38,7 @@ use tower_http::timeout::TimeoutLayer;
 use crate::MasterHandle;
 use crate::api::dto::{ErrorDto, HealthDto, ServerDetail, ServerListDto, ServerSummary};
 use crate::api::list::{ListQuery, SortKey};
+use crate::metrics::{ServerSeries, render_servers};
 use crate::registry::GameAddr;
 use crate::runtime::http::HttpLimits;
 
@@ -48,6 +52,7 @@ pub fn router(handle: MasterHandle) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/v1/servers", get(list_servers))
         .route("/api/v1/servers/{address}", get(server_detail))
+        .route("/api/v1/events", get(crate::api::sse::events))
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/docs", get(docs))
         .with_state(handle)
@@ -77,6 +82,7 @@ pub async fn not_found() -> Response {
         metrics,
         list_servers,
         server_detail,
+        crate::api::sse::events,
         crate::web::server_history
     ),
     components(schemas(
@@ -183,8 +189,22 @@ async fn healthz(State(h): State<MasterHandle>) -> Response {
     (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain")
 ))]
 async fn metrics(State(h): State<MasterHandle>) -> Response {
-    let listed = h.snapshot().per_face();
-    let body = h.metrics().render(&listed);
+    let view = h.snapshot();
+    let mut body = h.metrics().render(&view.per_face());
+    let _ = write!(
+        body,
+        "# HELP muster_event_streams Open event streams (GET /api/v1/events).\n\
+         # TYPE muster_event_streams gauge\nmuster_event_streams {}\n",
+        h.events().subscribers()
+    );
+    let servers = view.listed().iter().map(|r| ServerSeries {
+        address: r.shown_addr(),
+        protocol: r.face.name(),
+        game: &r.key.game,
+        players: r.players(),
+        up: r.poll_failures == 0,
+    });
+    body.push_str(&render_servers(servers, h.metrics().server_series_max()));
     (
         [(
             header::CONTENT_TYPE,
@@ -323,6 +343,7 @@ async fn list_servers(
     let view = h.snapshot();
     let page = crate::api::list::list(&view, &q);
     let dto = ServerListDto {
+        last_event_id: view.last_event_id(),
         total: page.total,
         page: page.page,
         per_page: page.per_page,

@@ -40,6 +40,7 @@
 pub mod api;
 pub mod config;
 pub mod drops;
+pub mod events;
 pub mod faces;
 pub mod handle;
 pub mod http;
@@ -259,6 +260,10 @@ impl Master {
     pub fn open(config: Config, now: Timestamp) -> Result<Self, MasterError> {
         let store = SqliteStore::open(&config.data_dir)?;
         let (handle, report) = MasterHandle::open(config.registry_config(), Box::new(store), now)?;
+        handle.events().configure(config.events.limits());
+        handle
+            .metrics()
+            .set_server_series_max(config.http.server_metrics_max);
         tracing::info!(
             restored = report.restored,
             expired = report.expired,
@@ -540,6 +545,8 @@ impl Master {
 
         shutdown.await;
         tracing::info!("shutting down");
+        // Event streams end first, so that their connections close with the rest.
+        handle.events().close();
         stop.cancel();
         while let Some(res) = tasks.join_next().await {
             if let Err(e) = res {

@@ -66,6 +66,19 @@ pub struct Metrics {
     limited_sources: Mutex<LimitedSources>,
     list_requests: Mutex<BTreeMap<&'static str, u64>>,
     drops: Drops,
+    server_series_max: SeriesMax,
+}
+
+/// `http.server_metrics_max`, settable after the handle exists.
+#[derive(Debug)]
+struct SeriesMax(std::sync::atomic::AtomicUsize);
+
+impl Default for SeriesMax {
+    fn default() -> Self {
+        Self(std::sync::atomic::AtomicUsize::new(
+            crate::config::DEFAULT_SERVER_METRICS_MAX,
+        ))
+    }
 }
 
 /// One counter per [`Drop`] reason.
@@ -165,6 +178,17 @@ impl Metrics {
             .collect()
     }
 
+    /// Sets how many servers get per-server series (`http.server_metrics_max`).
+    pub fn set_server_series_max(&self, max: usize) {
+        self.server_series_max.0.store(max, Ordering::Relaxed);
+    }
+
+    /// How many servers get per-server series.
+    #[must_use]
+    pub fn server_series_max(&self) -> usize {
+        self.server_series_max.0.load(Ordering::Relaxed)
+    }
+
     /// The Prometheus text exposition (format 0.0.4), with `listed` as the per-face gauge.
     #[must_use]
     pub fn render(&self, listed: &BTreeMap<Face, usize>) -> String {
@@ -233,6 +257,80 @@ impl Metrics {
     }
 }
 
+/// One listed server's per-server gauges (see [`render_servers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSeries<'a> {
+    /// The address the list shows.
+    pub address: String,
+    /// The registering face.
+    pub protocol: &'static str,
+    /// The game.
+    pub game: &'a str,
+    /// Players now.
+    pub players: u32,
+    /// Whether its polls succeed.
+    pub up: bool,
+}
+
+/// A label value in the text format: backslash, double quote and newline escaped.
+fn label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The per-server gauges `muster_server_players` and `muster_server_up` of the first `max`
+/// of `servers` (list order, so the set is stable), and `muster_server_series_omitted`: how
+/// many servers were left out to keep the number of series bounded.
+#[must_use]
+pub fn render_servers<'a>(
+    servers: impl ExactSizeIterator<Item = ServerSeries<'a>>,
+    max: usize,
+) -> String {
+    let total = servers.len();
+    let shown: Vec<ServerSeries<'a>> = servers.take(max).collect();
+    let mut s = String::new();
+    let labels = |x: &ServerSeries<'_>| {
+        format!(
+            "address=\"{}\",protocol=\"{}\",game=\"{}\"",
+            label(&x.address),
+            x.protocol,
+            label(x.game)
+        )
+    };
+    let _ = write!(
+        s,
+        "# HELP muster_server_players Players on a listed server, from its last poll or report.\n\
+         # TYPE muster_server_players gauge\n"
+    );
+    for x in &shown {
+        let _ = writeln!(s, "muster_server_players{{{}}} {}", labels(x), x.players);
+    }
+    let _ = write!(
+        s,
+        "# HELP muster_server_up Whether a listed server answers its polls (0 while they fail).\n\
+         # TYPE muster_server_up gauge\n"
+    );
+    for x in &shown {
+        let _ = writeln!(s, "muster_server_up{{{}}} {}", labels(x), u8::from(x.up));
+    }
+    let _ = write!(
+        s,
+        "# HELP muster_server_series_omitted Listed servers without per-server series \
+         (over http.server_metrics_max).\n# TYPE muster_server_series_omitted gauge\n\
+         muster_server_series_omitted {}\n",
+        total - shown.len()
+    );
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +375,43 @@ muster_servers{protocol=\"mgmt\"} 0
 ";
         assert_eq!(text, expect);
         assert_eq!(m.drops("malformed"), 1);
+    }
+
+    #[test]
+    fn per_server_series_are_escaped_and_capped() {
+        let servers = vec![
+            ServerSeries {
+                address: "192.0.2.1:7777".into(),
+                protocol: "gamespy",
+                game: "ut",
+                players: 5,
+                up: true,
+            },
+            ServerSeries {
+                address: "host\"x\\y\n:1".into(),
+                protocol: "mgmt",
+                game: "bomberman",
+                players: 0,
+                up: false,
+            },
+            ServerSeries {
+                address: "192.0.2.3:7777".into(),
+                protocol: "gamespy",
+                game: "ut",
+                players: 1,
+                up: true,
+            },
+        ];
+        let text = render_servers(servers.into_iter(), 2);
+        assert!(text.contains(
+            "muster_server_players{address=\"192.0.2.1:7777\",protocol=\"gamespy\",game=\"ut\"} 5\n"
+        ), "{text}");
+        assert!(text.contains(
+            "muster_server_up{address=\"host\\\"x\\\\y\\n:1\",protocol=\"mgmt\",game=\"bomberman\"} 0\n"
+        ), "{text}");
+        assert!(!text.contains("192.0.2.3"), "capped at 2: {text}");
+        assert!(text.contains("muster_server_series_omitted 1\n"), "{text}");
+        assert_eq!(render_servers(Vec::new().into_iter(), 0).lines().count(), 7);
     }
 
     #[test]

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+use crate::events::{Delta, EventKind};
 use crate::registry::{Change, Face, GameAddr, Record, Timestamp};
 
 /// Entries a snapshot's cache keeps at most; a reader asking for more computes without
@@ -60,6 +61,7 @@ pub struct Snapshot {
     per_face: [usize; Face::ALL.len()],
     derived: Arc<Derived>,
     ddnet_lifetime: Duration,
+    last_event_id: u64,
 }
 
 impl Snapshot {
@@ -73,7 +75,21 @@ impl Snapshot {
             per_face: [0; Face::ALL.len()],
             derived: Arc::default(),
             ddnet_lifetime: Duration::from_secs(30),
+            last_event_id: 0,
         }
+    }
+
+    /// The last live event this snapshot shows (see [`crate::events`]).
+    #[must_use]
+    pub fn last_event_id(&self) -> u64 {
+        self.last_event_id
+    }
+
+    /// This snapshot, marked as showing events up to `id`.
+    #[must_use]
+    pub fn with_last_event_id(mut self, id: u64) -> Self {
+        self.last_event_id = id;
+        self
     }
 
     /// The registry version it was built from.
@@ -233,14 +249,33 @@ impl Publisher {
         }
     }
 
-    /// Applies the view log (in order) up to registry version `version`.
-    pub fn apply(&mut self, changes: Vec<Change>, version: u64) {
+    /// Applies the view log (in order) up to registry version `version`. Returns what changed
+    /// for the API's eyes, one [`Delta`] per record whatever happened to it in between: added
+    /// (listed now, not before), removed (listed before, not now) or changed (listed before and
+    /// after, and a change touched what lists show).
+    pub fn apply(&mut self, changes: Vec<Change>, version: u64) -> Vec<Delta> {
         self.version = version;
+        // Per record: whether it was listed before this batch (and as what), whether a
+        // structural change touched it, in first-change order.
+        let mut seen: HashMap<u64, usize> = HashMap::new();
+        let mut touched: Vec<(u64, Option<Arc<Record>>, bool)> = Vec::new();
         for c in changes {
             self.dirty = true;
             self.structural |= c.structural;
-            if let Some(old) = self.order_of.remove(&c.id) {
-                self.mirror.remove(&old);
+            let before = self
+                .order_of
+                .remove(&c.id)
+                .and_then(|k| self.mirror.remove(&k));
+            match seen.get(&c.id) {
+                Some(&i) => {
+                    if let Some(t) = touched.get_mut(i) {
+                        t.2 |= c.structural;
+                    }
+                }
+                None => {
+                    seen.insert(c.id, touched.len());
+                    touched.push((c.id, before, c.structural));
+                }
             }
             match c.record {
                 Some(r) if r.is_listed() => {
@@ -251,6 +286,27 @@ impl Publisher {
                 _ => {}
             }
         }
+        touched
+            .into_iter()
+            .filter_map(|(id, before, structural)| {
+                let now = self.order_of.get(&id).and_then(|k| self.mirror.get(k));
+                match (before, now) {
+                    (None, Some(now)) => Some(Delta {
+                        kind: EventKind::Added,
+                        record: Arc::clone(now),
+                    }),
+                    (Some(before), None) => Some(Delta {
+                        kind: EventKind::Removed,
+                        record: before,
+                    }),
+                    (Some(_), Some(now)) if structural => Some(Delta {
+                        kind: EventKind::Changed,
+                        record: Arc::clone(now),
+                    }),
+                    _ => None,
+                }
+            })
+            .collect()
     }
 
     /// Whether anything changed since the last build.
@@ -287,6 +343,7 @@ impl Publisher {
             per_face,
             derived: Arc::clone(&self.derived),
             ddnet_lifetime: self.ddnet_lifetime,
+            last_event_id: 0,
         }
     }
 }

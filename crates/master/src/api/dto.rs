@@ -100,9 +100,7 @@ impl ServerSummary {
         let info = r.info.as_deref();
         let game = r.game_addr();
         Self {
-            address: game
-                .as_ref()
-                .map_or_else(|| r.key.addr.to_string(), ToString::to_string),
+            address: r.shown_addr(),
             address_is_game: game.is_some(),
             registered_address: r.key.addr.to_string(),
             query_address: r.query_addr.map(|a| a.to_string()),
@@ -207,6 +205,9 @@ impl ServerDetail {
 /// `GET /api/v1/servers`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ServerListDto {
+    /// The last live event this list shows: `GET /api/v1/events?last_event_id=` this value
+    /// streams exactly what changes after it.
+    pub last_event_id: u64,
     /// Matches over all pages.
     pub total: usize,
     /// This page (from 1).

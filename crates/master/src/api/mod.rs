@@ -2,3 +2,4 @@
 
 pub mod dto;
 pub mod list;
+pub mod sse;

@@ -512,6 +512,14 @@ impl Record {
         })
     }
 
+    /// The address lists and the API show: the game address when known, else the registered
+    /// one.
+    #[must_use]
+    pub fn shown_addr(&self) -> String {
+        self.game_addr()
+            .map_or_else(|| self.key.addr.to_string(), |a| a.to_string())
+    }
+
     /// Players on the server (0 when unknown).
     #[must_use]
     pub fn players(&self) -> u32 {

@@ -9,7 +9,9 @@
 //!   previous response, however it trickles the bytes (hyper's `header_read_timeout`);
 //! * **a whole-request deadline** on every route, body reading included
 //!   ([`HttpLimits::request_timeout`], answered 408);
-//! * **an idle timeout** on the socket for responses a client does not read.
+//! * **an idle timeout** on the socket for responses a client does not read; a route that
+//!   streams (Server-Sent Events) marks its connection [`super::tcp::LongLived`], so that only
+//!   a stalled write times it out.
 //!
 //! Shutdown: on cancel the listener stops accepting, every connection finishes its request in
 //! flight ([`hyper::server::conn::http1::Connection::graceful_shutdown`]) and the server
@@ -49,7 +51,7 @@ pub struct HttpLimits {
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Serves `app` on `listener` until `stop` is cancelled. Each request carries the peer's
-/// address as [`ConnectInfo<SocketAddr>`].
+/// address as [`ConnectInfo<SocketAddr>`] and its connection's [`super::tcp::LongLived`].
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -65,8 +67,10 @@ pub async fn serve(
             c = listener.accept_capped() => c,
         };
         let router = app.clone();
+        let long_lived = stream.long_lived();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
+            req.extensions_mut().insert(long_lived.clone());
             let router = router.clone();
             async move {
                 let res = router.oneshot(req.map(axum::body::Body::new)).await;

@@ -173,6 +173,8 @@ impl CappedListener {
             let s = CappedStream {
                 inner: stream,
                 idle,
+                long_lived: LongLived::default(),
+                write_stalled: false,
                 deadline: Box::pin(tokio::time::sleep(if idle.is_zero() {
                     Duration::from_secs(86_400 * 365)
                 } else {
@@ -215,12 +217,34 @@ impl Drop for Guard {
     }
 }
 
+/// Marks a connection as a long-lived stream (Server-Sent Events): from then on the idle
+/// timeout no longer applies to reading (the client of a stream has nothing to send), only to
+/// writing: a write that cannot make progress for [`ConnLimits::idle_timeout`] (the client
+/// stopped reading) fails the connection.
+#[derive(Debug, Clone, Default)]
+pub struct LongLived(Arc<std::sync::atomic::AtomicBool>);
+
+impl LongLived {
+    /// Marks the connection.
+    pub fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// An accepted stream that holds its cap slots until dropped and fails with `TimedOut` after
-/// [`ConnLimits::idle_timeout`] without progress.
+/// [`ConnLimits::idle_timeout`] without progress (for a [`LongLived`] one: without progress of
+/// a write it has to make).
 #[derive(Debug)]
 pub struct CappedStream {
     inner: TcpStream,
     idle: Duration,
+    long_lived: LongLived,
+    /// A write is pending (long-lived streams time that, from when it started).
+    write_stalled: bool,
     deadline: Pin<Box<Sleep>>,
     _guard: Guard,
 }
@@ -229,6 +253,12 @@ impl CappedStream {
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.inner.peer_addr()
+    }
+
+    /// The handle that marks this connection long-lived.
+    #[must_use]
+    pub fn long_lived(&self) -> LongLived {
+        self.long_lived.clone()
     }
 
     fn progress(&mut self) {
@@ -265,6 +295,7 @@ impl AsyncRead for CappedStream {
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending if self.long_lived.is_set() => Poll::Pending,
             Poll::Pending => self.check_idle(cx).map(Err),
         }
     }
@@ -278,13 +309,21 @@ impl AsyncWrite for CappedStream {
     ) -> Poll<io::Result<usize>> {
         match Pin::new(&mut self.inner).poll_write(cx, buf) {
             Poll::Ready(Ok(n)) => {
+                self.write_stalled = false;
                 if n > 0 {
                     self.progress();
                 }
                 Poll::Ready(Ok(n))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => self.check_idle(cx).map(Err),
+            Poll::Pending => {
+                if self.long_lived.is_set() && !self.write_stalled {
+                    // The stall is timed from now, not from the last write.
+                    self.write_stalled = true;
+                    self.progress();
+                }
+                self.check_idle(cx).map(Err)
+            }
         }
     }
 

@@ -175,7 +175,15 @@ pub async fn etag(req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let res = next.run(req).await;
-    if !is_get || res.status() != StatusCode::OK || res.headers().contains_key(header::ETAG) {
+    let streaming = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !is_get
+        || streaming
+        || res.status() != StatusCode::OK
+        || res.headers().contains_key(header::ETAG)
+    {
         return res;
     }
     let (mut parts, body) = res.into_parts();

@@ -5,6 +5,7 @@ mod api;
 mod limits;
 mod restart;
 
+mod events;
 mod face_gameagent;
 mod face_gamespy;
 mod face_mgmt;

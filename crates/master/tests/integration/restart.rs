@@ -196,7 +196,7 @@ async fn serve_fill_restart_same_list() {
         "poll results survive"
     );
     let after = get_json(r.http(), "/api/v1/servers?protocol=gamespy1", 200).await;
-    assert_eq!(before, after);
+    assert_eq!(servers_of(before), servers_of(after));
     let h = get_json(r.http(), "/healthz", 200).await;
     assert_eq!(h["records"], 3);
     r.stop().await;
@@ -367,8 +367,15 @@ async fn ddnet_registrations_survive_a_restart_as_they_were_listed() {
     );
     let api_after = get_json(r.http(), "/api/v1/servers", 200).await;
     assert_eq!(
-        api_after, api_before,
+        servers_of(api_after),
+        servers_of(api_before),
         "the API is the same after the restart"
     );
     r.stop().await;
+}
+
+/// A list answer without its `last_event_id` (event ids are of one run).
+fn servers_of(mut list: Value) -> Value {
+    list.as_object_mut().map(|o| o.remove("last_event_id"));
+    list
 }

@@ -1,0 +1,598 @@
+//! Live events: what changed in the list, as the API shows it, for `GET /api/v1/events`
+//! (Server-Sent Events).
+//!
+//! ```text
+//!  publish (views::Publisher::apply → Delta per record)
+//!      │ EventHub::emit: number, serialise once, append to the backlog, broadcast
+//!      v
+//!  backlog (last `events.backlog`)      broadcast channel (bounded)
+//!      │ replay after Last-Event-ID          │ live
+//!      └──────────────> one Subscription per stream <──┘
+//! ```
+//!
+//! An event is made once per publish and per record, coalescing whatever happened to the
+//! record since the previous publish: `server_added` (now listed, was not), `server_removed`
+//! (was listed, is not) or `server_changed` (listed before and after, and something the API
+//! shows changed; a heartbeat that only refreshes times is no event). Its data is one JSON
+//! object: for added and changed, the server as `GET /api/v1/servers/{address}` returns it;
+//! for removed, its `address`, `registered_address`, `game` and `protocol`.
+//!
+//! Event ids count up over the daemon's life, from the start time in seconds times 2^20, so
+//! that an id from an earlier run is never mistaken for one of this run. A subscriber that
+//! gives the id of the last event it saw gets every later event still in the backlog first; if
+//! some are gone (or the id is not of this run), it gets a `resync` event first (refetch the
+//! list). Subscribers are capped per source and in total. The
+//! registry never waits for a subscriber: a subscriber more than the channel's capacity behind
+//! is dropped with a final `dropped` event.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use muster_proto::limit::SourceKey;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::dto::ServerDetail;
+use crate::registry::Record;
+
+/// Default events kept for `Last-Event-ID` resumption.
+pub const DEFAULT_BACKLOG: usize = 4096;
+/// Default events one subscriber may fall behind before it is dropped.
+pub const DEFAULT_LAG: usize = 4096;
+/// Default subscribers in total.
+pub const DEFAULT_MAX_SUBSCRIBERS: usize = 1024;
+/// Default subscribers per source (an IPv4 address, an IPv6 /64).
+pub const DEFAULT_MAX_PER_SOURCE: usize = 8;
+/// Default time between keep-alive comments.
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// What happened to a listed server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// It is listed now and was not at the previous publish.
+    Added,
+    /// It was listed and still is, and something the API shows changed.
+    Changed,
+    /// It was listed and is not any more.
+    Removed,
+}
+
+impl EventKind {
+    /// The SSE event name.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Added => "server_added",
+            Self::Changed => "server_changed",
+            Self::Removed => "server_removed",
+        }
+    }
+}
+
+/// One change of one record between two publishes (made by the view publisher).
+#[derive(Debug, Clone)]
+pub struct Delta {
+    /// What happened.
+    pub kind: EventKind,
+    /// The record as it is now (as it was last listed, for a removal).
+    pub record: Arc<Record>,
+}
+
+/// One numbered event, serialised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerEvent {
+    /// Its number (from 1, never reused while the daemon runs).
+    pub id: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// The one-line JSON of its `data:` field.
+    pub data: Arc<str>,
+}
+
+/// The data of a removal.
+#[derive(Debug, serde::Serialize)]
+struct Removed<'a> {
+    address: String,
+    registered_address: String,
+    game: &'a str,
+    protocol: &'static str,
+}
+
+impl ServerEvent {
+    fn data_of(d: &Delta) -> String {
+        let r = &d.record;
+        let json = match d.kind {
+            EventKind::Added | EventKind::Changed => {
+                serde_json::to_string(&ServerDetail::from_record(r))
+            }
+            EventKind::Removed => serde_json::to_string(&Removed {
+                address: r.shown_addr(),
+                registered_address: r.key.addr.to_string(),
+                game: &r.key.game,
+                protocol: r.face.name(),
+            }),
+        };
+        // These types serialise to strings and maps only; an error cannot happen.
+        json.unwrap_or_else(|_| String::from("{}"))
+    }
+}
+
+/// The hub's limits (config `[events]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventLimits {
+    /// Events kept for resumption.
+    pub backlog: usize,
+    /// Events a subscriber may fall behind.
+    pub lag: usize,
+    /// Subscribers in total.
+    pub max_subscribers: usize,
+    /// Subscribers per source.
+    pub max_per_source: usize,
+    /// Time between keep-alive comments on a stream.
+    pub keep_alive: Duration,
+}
+
+impl Default for EventLimits {
+    fn default() -> Self {
+        Self {
+            backlog: DEFAULT_BACKLOG,
+            lag: DEFAULT_LAG,
+            max_subscribers: DEFAULT_MAX_SUBSCRIBERS,
+            max_per_source: DEFAULT_MAX_PER_SOURCE,
+            keep_alive: DEFAULT_KEEP_ALIVE,
+        }
+    }
+}
+
+/// Why a subscription was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// `max_subscribers` streams are open.
+    #[error("too many event streams are open")]
+    Total,
+    /// The source has `max_per_source` streams open.
+    #[error("too many event streams from this address")]
+    PerSource,
+}
+
+#[derive(Debug)]
+struct Log {
+    limits: EventLimits,
+    backlog: VecDeque<Arc<ServerEvent>>,
+    next_id: u64,
+    tx: broadcast::Sender<Arc<ServerEvent>>,
+}
+
+#[derive(Debug)]
+struct Subscribers {
+    total: usize,
+    per_source: HashMap<SourceKey, usize>,
+}
+
+/// The event hub: owned by the master handle, fed by the publisher, read by streams.
+#[derive(Debug)]
+pub struct EventHub {
+    log: Mutex<Log>,
+    subscribers: Arc<Mutex<Subscribers>>,
+    /// Off while the registry is loaded from the store (a restart is not a change).
+    on: AtomicBool,
+    /// Cancelled when the daemon stops: every stream ends.
+    closed: CancellationToken,
+}
+
+impl EventHub {
+    /// An empty hub with `limits`, numbering from the current time (see the module docs).
+    #[must_use]
+    pub fn new(limits: EventLimits) -> Self {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Self::numbered_from(limits, (secs << 20).max(1))
+    }
+
+    /// An empty hub whose first event is `first_id` (at least 1).
+    #[must_use]
+    pub fn numbered_from(limits: EventLimits, first_id: u64) -> Self {
+        let (tx, _) = broadcast::channel(limits.lag.max(1));
+        Self {
+            log: Mutex::new(Log {
+                limits,
+                backlog: VecDeque::new(),
+                next_id: first_id.max(1),
+                tx,
+            }),
+            subscribers: Arc::new(Mutex::new(Subscribers {
+                total: 0,
+                per_source: HashMap::new(),
+            })),
+            on: AtomicBool::new(false),
+            closed: CancellationToken::new(),
+        }
+    }
+
+    /// Sets the limits (before any subscriber: the daemon configures the hub it opened with
+    /// the defaults).
+    pub fn configure(&self, limits: EventLimits) {
+        let mut log = self.lock_log();
+        log.limits = limits;
+        log.tx = broadcast::channel(limits.lag.max(1)).0;
+        while log.backlog.len() > limits.backlog {
+            log.backlog.pop_front();
+        }
+    }
+
+    /// Time between keep-alive comments on a stream.
+    #[must_use]
+    pub fn keep_alive(&self) -> Duration {
+        self.lock_log().limits.keep_alive
+    }
+
+    /// Ends every subscription (the daemon stops); later ones end at once.
+    pub fn close(&self) {
+        self.closed.cancel();
+    }
+
+    /// Starts emitting (after the registry was loaded).
+    pub fn start(&self) {
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// The id of the last event emitted (one less than the first before any).
+    #[must_use]
+    pub fn last_id(&self) -> u64 {
+        self.lock_log().next_id - 1
+    }
+
+    fn lock_log(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Numbers, serialises and sends the events of `deltas`; returns the last id. Never waits
+    /// for a subscriber.
+    pub fn emit(&self, deltas: &[Delta]) -> u64 {
+        if deltas.is_empty() || !self.on.load(Ordering::Acquire) {
+            return self.last_id();
+        }
+        // Serialise outside the lock: readers of the backlog never wait for JSON.
+        let data: Vec<(EventKind, Arc<str>)> = deltas
+            .iter()
+            .map(|d| (d.kind, Arc::from(ServerEvent::data_of(d))))
+            .collect();
+        let mut log = self.lock_log();
+        for (kind, data) in data {
+            let e = Arc::new(ServerEvent {
+                id: log.next_id,
+                kind,
+                data,
+            });
+            log.next_id += 1;
+            if log.backlog.len() >= log.limits.backlog {
+                log.backlog.pop_front();
+            }
+            if log.limits.backlog > 0 {
+                log.backlog.push_back(Arc::clone(&e));
+            }
+            // No receiver is not an error here.
+            let _ = log.tx.send(e);
+        }
+        log.next_id - 1
+    }
+
+    /// Opens a subscription for `source`, resuming after event `after` when given.
+    pub fn subscribe(
+        &self,
+        source: SourceKey,
+        after: Option<u64>,
+    ) -> Result<Subscription, Refused> {
+        let log = self.lock_log();
+        let slot = Slot::take(&self.subscribers, source, log.limits)?;
+        let rx = log.tx.subscribe();
+        let last = log.next_id - 1;
+        let (replay, gap) = match after {
+            None => (Vec::new(), false),
+            Some(after) if after == last => (Vec::new(), false),
+            // Not an id of this run.
+            Some(after) if after > last => (Vec::new(), true),
+            Some(after) => {
+                let oldest = log.backlog.front().map_or(log.next_id, |e| e.id);
+                let replay: Vec<_> = log
+                    .backlog
+                    .iter()
+                    .filter(|e| e.id > after)
+                    .cloned()
+                    .collect();
+                (replay, after.saturating_add(1) < oldest)
+            }
+        };
+        drop(log);
+        Ok(Subscription {
+            replay: replay.into(),
+            gap,
+            rx,
+            last_id: last,
+            closed: self.closed.clone(),
+            _slot: slot,
+        })
+    }
+
+    /// Open subscriptions.
+    #[must_use]
+    pub fn subscribers(&self) -> usize {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .total
+    }
+}
+
+/// A subscriber's place in the caps, given back when its stream ends.
+#[derive(Debug)]
+struct Slot {
+    subscribers: Arc<Mutex<Subscribers>>,
+    source: SourceKey,
+}
+
+impl Slot {
+    fn take(
+        subscribers: &Arc<Mutex<Subscribers>>,
+        source: SourceKey,
+        limits: EventLimits,
+    ) -> Result<Self, Refused> {
+        let mut s = subscribers.lock().unwrap_or_else(PoisonError::into_inner);
+        if s.total >= limits.max_subscribers {
+            return Err(Refused::Total);
+        }
+        let n = s.per_source.entry(source).or_insert(0);
+        if *n >= limits.max_per_source {
+            return Err(Refused::PerSource);
+        }
+        *n += 1;
+        s.total += 1;
+        Ok(Self {
+            subscribers: Arc::clone(subscribers),
+            source,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut s = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        s.total = s.total.saturating_sub(1);
+        if let Some(n) = s.per_source.get_mut(&self.source) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                s.per_source.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// What a subscriber receives next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Events it missed are gone from the backlog: refetch the list.
+    Resync,
+    /// An event.
+    Event(Arc<ServerEvent>),
+    /// It fell too far behind and is dropped; this is its last item.
+    Dropped,
+    /// The hub is gone (the daemon stops).
+    Closed,
+}
+
+/// One subscriber's stream of events. See the module docs.
+#[derive(Debug)]
+pub struct Subscription {
+    replay: VecDeque<Arc<ServerEvent>>,
+    gap: bool,
+    rx: broadcast::Receiver<Arc<ServerEvent>>,
+    /// Events up to this id were replayed or are older than the subscription.
+    last_id: u64,
+    closed: CancellationToken,
+    _slot: Slot,
+}
+
+impl Subscription {
+    /// The id of the last event before the subscription started (what a list fetched now
+    /// already shows).
+    #[must_use]
+    pub fn start_id(&self) -> u64 {
+        self.last_id
+    }
+
+    /// The next item; waits for one.
+    pub async fn next(&mut self) -> Next {
+        if std::mem::take(&mut self.gap) {
+            return Next::Resync;
+        }
+        if let Some(e) = self.replay.pop_front() {
+            return Next::Event(e);
+        }
+        loop {
+            let got = tokio::select! {
+                () = self.closed.cancelled() => return Next::Closed,
+                got = self.rx.recv() => got,
+            };
+            match got {
+                Ok(e) if e.id <= self.last_id => {}
+                Ok(e) => return Next::Event(e),
+                Err(broadcast::error::RecvError::Lagged(_)) => return Next::Dropped,
+                Err(broadcast::error::RecvError::Closed) => return Next::Closed,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{
+        Face, GameAddr, Registration, Registry, RegistryConfig, ServerKey, Timestamp,
+    };
+
+    fn record(port: u16) -> Arc<Record> {
+        let addr: std::net::SocketAddr = format!("192.0.2.1:{port}").parse().unwrap();
+        let mut r = Registry::new(RegistryConfig::default());
+        r.register(
+            Registration {
+                key: ServerKey::new("ut", GameAddr::Ip(addr)),
+                face: Face::GameSpy,
+                game_port: None,
+                query_addr: Some(addr),
+                query_protocol: Some(muster_proto::Protocol::GameSpy1),
+                source: SourceKey::of(addr.ip()),
+            },
+            Timestamp::from_secs(1_700_000_000),
+        );
+        r.iter_shared().next().cloned().unwrap()
+    }
+
+    fn hub(limits: EventLimits) -> EventHub {
+        let h = EventHub::numbered_from(limits, 1);
+        h.start();
+        h
+    }
+
+    fn delta(kind: EventKind, port: u16) -> Delta {
+        Delta {
+            kind,
+            record: record(port),
+        }
+    }
+
+    fn src(last: u8) -> SourceKey {
+        SourceKey::of(std::net::IpAddr::from([198, 51, 100, last]))
+    }
+
+    async fn ids(s: &mut Subscription, n: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            match s.next().await {
+                Next::Event(e) => out.push(e.id),
+                other => panic!("{other:?}"),
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn events_are_numbered_and_carry_the_api_shape() {
+        let h = hub(EventLimits::default());
+        let mut s = h.subscribe(src(1), None).unwrap();
+        assert_eq!(
+            h.emit(&[delta(EventKind::Added, 1), delta(EventKind::Removed, 2)]),
+            2
+        );
+        let Next::Event(a) = s.next().await else {
+            panic!()
+        };
+        assert_eq!((a.id, a.kind), (1, EventKind::Added));
+        let v: serde_json::Value = serde_json::from_str(&a.data).unwrap();
+        assert_eq!(v["address"], "192.0.2.1:1");
+        assert!(v["players"].is_array(), "{v}");
+        let Next::Event(r) = s.next().await else {
+            panic!()
+        };
+        let v: serde_json::Value = serde_json::from_str(&r.data).unwrap();
+        assert_eq!(
+            (r.kind, v["address"].as_str()),
+            (EventKind::Removed, Some("192.0.2.1:2"))
+        );
+        assert_eq!(v["game"], "ut");
+    }
+
+    #[tokio::test]
+    async fn nothing_is_emitted_before_start() {
+        let h = EventHub::numbered_from(EventLimits::default(), 1);
+        assert_eq!(h.emit(&[delta(EventKind::Added, 1)]), 0);
+        h.start();
+        assert_eq!(h.emit(&[delta(EventKind::Added, 1)]), 1);
+    }
+
+    #[tokio::test]
+    async fn resume_replays_the_backlog_then_continues_live() {
+        let h = hub(EventLimits {
+            backlog: 3,
+            ..EventLimits::default()
+        });
+        for p in 1..=5 {
+            h.emit(&[delta(EventKind::Added, p)]);
+        }
+        // Backlog holds 3, 4, 5. After 3: 4, 5, then live.
+        let mut s = h.subscribe(src(1), Some(3)).unwrap();
+        h.emit(&[delta(EventKind::Changed, 1)]);
+        assert_eq!(ids(&mut s, 3).await, [4, 5, 6]);
+        // After 1: 2 is gone, so resync first, then 3…
+        let mut s = h.subscribe(src(1), Some(1)).unwrap();
+        assert_eq!(s.next().await, Next::Resync);
+        assert_eq!(ids(&mut s, 1).await, [4]);
+        // After 3, with 4, 5, 6 kept: nothing is missing.
+        let mut s = h.subscribe(src(1), Some(3)).unwrap();
+        assert_eq!(ids(&mut s, 3).await, [4, 5, 6]);
+        // An id this run never gave (an earlier run's): resync, then live.
+        let mut s = h.subscribe(src(1), Some(99)).unwrap();
+        h.emit(&[delta(EventKind::Changed, 2)]);
+        assert_eq!(s.next().await, Next::Resync);
+        assert_eq!(ids(&mut s, 1).await, [7]);
+        // The last id: nothing to replay.
+        let mut s = h.subscribe(src(1), Some(7)).unwrap();
+        h.emit(&[delta(EventKind::Changed, 3)]);
+        assert_eq!(ids(&mut s, 1).await, [8]);
+    }
+
+    #[tokio::test]
+    async fn a_lagging_subscriber_is_dropped_and_others_keep_going() {
+        let h = hub(EventLimits {
+            lag: 4,
+            ..EventLimits::default()
+        });
+        let mut slow = h.subscribe(src(1), None).unwrap();
+        let mut fast = h.subscribe(src(2), None).unwrap();
+        for p in 1..=3 {
+            h.emit(&[delta(EventKind::Added, p)]);
+            assert_eq!(ids(&mut fast, 1).await, [u64::from(p)]);
+        }
+        for p in 4..=10 {
+            h.emit(&[delta(EventKind::Added, p)]);
+            assert_eq!(ids(&mut fast, 1).await, [u64::from(p)]);
+        }
+        assert_eq!(slow.next().await, Next::Dropped);
+    }
+
+    #[tokio::test]
+    async fn closing_ends_every_subscription() {
+        let h = hub(EventLimits::default());
+        let mut s = h.subscribe(src(1), None).unwrap();
+        h.close();
+        assert_eq!(s.next().await, Next::Closed);
+    }
+
+    #[test]
+    fn ids_of_a_later_run_are_larger() {
+        let a = EventHub::new(EventLimits::default());
+        assert!(a.last_id() > 1 << 40, "{}", a.last_id());
+    }
+
+    #[test]
+    fn subscribers_are_capped_per_source_and_in_total() {
+        let h = hub(EventLimits {
+            max_subscribers: 3,
+            max_per_source: 2,
+            ..EventLimits::default()
+        });
+        let a = h.subscribe(src(1), None).unwrap();
+        let _b = h.subscribe(src(1), None).unwrap();
+        assert_eq!(h.subscribe(src(1), None).unwrap_err(), Refused::PerSource);
+        let _c = h.subscribe(src(2), None).unwrap();
+        assert_eq!(h.subscribe(src(3), None).unwrap_err(), Refused::Total);
+        drop(a);
+        assert_eq!(h.subscribers(), 2);
+        assert!(h.subscribe(src(1), None).is_ok());
+    }
+}
