@@ -1072,6 +1072,20 @@ fn print_vs(v: &VsResult) {
     println!("nginx: {}", peers::NGINX_GZIP);
 }
 
+/// A list's name without its parenthesised counts (which differ between sizes).
+fn without_counts(name: &str) -> String {
+    match name.find(" (") {
+        Some(a) => {
+            let rest = name.get(a..).unwrap_or_default();
+            let after = rest
+                .find(')')
+                .map_or("", |b| rest.get(b + 1..).unwrap_or_default());
+            format!("{}{after}", name.get(..a).unwrap_or_default())
+        }
+        None => name.to_owned(),
+    }
+}
+
 fn pass(ok: bool) -> String {
     if ok { "pass" } else { "FAIL" }.to_owned()
 }
@@ -1082,16 +1096,25 @@ fn print_goals(sizes: &[SizeResult], vs: Option<&VsResult>) {
     let small = sizes.iter().min_by_key(|s| s.n);
     if let Some(b) = big {
         let at = format!("at {}", b.n);
-        let listed_ok = b.listed.iter().chain(&b.listed_end).all(|(_, g, w)| g >= w);
+        let listed_ok = b.listed.iter().all(|(_, g, w)| g >= w);
         rows.push(vec![
-            format!("every server listed ({at})"),
+            format!("every server listed after registration ({at})"),
             b.listed
                 .iter()
-                .chain(&b.listed_end)
                 .map(|(f, g, w)| format!("{f} {g}/{w}"))
                 .collect::<Vec<_>>()
                 .join(", "),
             pass(listed_ok),
+        ]);
+        let end_ok = b.listed_end.iter().all(|(_, g, w)| g >= w);
+        rows.push(vec![
+            format!("  … and at the end, probe servers included ({at})"),
+            b.listed_end
+                .iter()
+                .map(|(f, g, w)| format!("{f} {g}/{w}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            pass(end_ok),
         ]);
         let reg = b.reg_ok as f64 / b.reg_secs.max(1e-9);
         rows.push(vec![
@@ -1153,7 +1176,7 @@ fn print_goals(sizes: &[SizeResult], vs: Option<&VsResult>) {
             ]);
             for (ls, lb) in s.lists.iter().zip(&b.lists) {
                 let (a, z) = (ls.cpu_ns_per_byte(), lb.cpu_ns_per_byte());
-                let name = lb.name.split(" (").next().unwrap_or(&lb.name);
+                let name = without_counts(&lb.name);
                 rows.push(vec![
                     format!("CPU per list byte flat, {name} (≤ 1.5×)"),
                     format!("{a:.2} → {z:.2} ns ({:.2}×)", z / a.max(1e-9)),
