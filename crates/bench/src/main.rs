@@ -31,8 +31,12 @@ struct Cli {
 enum Command {
     /// Time Muster, qstat and GameDig on one farm of emulated GameSpy v1 servers.
     Scan(scan::ScanArgs),
-    /// Measure the master: heartbeat ingestion, list requests per second, memory per server.
+    /// Measure the master: registrations, list requests per second, API latency under load,
+    /// memory per server; optionally side by side with DDNet's mastersrv + nginx.
     Master(master::MasterArgs),
+    /// The master under test, driven by `master` over stdin/stdout (internal).
+    #[command(hide = true)]
+    MasterChild(master::ChildArgs),
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -49,5 +53,6 @@ fn main() -> anyhow::Result<()> {
                 .build()?;
             rt.block_on(master::run(&args))
         }
+        Command::MasterChild(args) => master::run_child(&args),
     }
 }

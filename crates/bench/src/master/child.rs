@@ -1,0 +1,399 @@
+//! The master under test, in its own process (`muster-bench master-child`), so that its CPU
+//! time and resident set are its own and the bench clients do not share its runtime.
+//!
+//! The child binds loopback port 0 on every face the bench uses, prints one JSON line
+//! `{"ready":{face:address,…},"pid":N}`, then answers one JSON line per command read from
+//! stdin:
+//!
+//! ```text
+//! count              {"listed":{face:n,…},"total":n,"records":n}
+//! ddnet FIRST N      N DDNet records through MasterHandle::ddnet_register   {"secs":s,"ok":n}
+//! gamespy FIRST N    N GameSpy records through MasterHandle::register       {"secs":s,"ok":n}
+//! flush              publish and write the store                             {"ok":true}
+//! quit               stop the master, flush, exit                            {"bye":true}
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use muster_master::config::{Config, HumanDuration, Listen, ListenConfig};
+use muster_master::faces::teeworlds::ddnet::ddnet_registration;
+use muster_master::registry::{
+    DdnetOutcome, DdnetRegister, Face, GameAddr, PollInfo, PollPlayer, Registration, ServerKey,
+    Timestamp,
+};
+use muster_master::{Listeners, Master, MasterHandle};
+use muster_proto::Protocol;
+use muster_proto::limit::SourceKey;
+use serde_json::{Value, json};
+
+use super::ddnet;
+
+/// Flags of the hidden `muster-bench master-child`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ChildArgs {
+    /// Where the store lives.
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Servers the run registers per face (raises the per-source caps to fit).
+    #[arg(long)]
+    servers: usize,
+    /// Only the HTTP face (DDNet register and servers.json), default lifetimes: the side by
+    /// side run against mastersrv.
+    #[arg(long)]
+    ddnet_only: bool,
+}
+
+/// The GameSpy game the bench lists (Unreal Tournament).
+pub(crate) const GAMESPY_GAME: &str = "ut";
+
+/// The bench's config: loopback port 0, poller off, abuse limits raised so that a few
+/// clients may ask as fast as they can, lifetimes long enough for the run (except in the
+/// side-by-side run, which keeps DDNet's 30 s like mastersrv and refreshes every 15 s).
+pub(crate) fn config(dir: &Path, servers: usize, ddnet_only: bool) -> Config {
+    let mut c = Config {
+        data_dir: dir.to_path_buf(),
+        listen: ListenConfig::off(),
+        ..Config::default()
+    };
+    let lo = Listen(vec![SocketAddr::from(([127, 0, 0, 1], 0))]);
+    c.listen.http = lo.clone();
+    if !ddnet_only {
+        c.listen.gameagent = lo.clone();
+        c.listen.gamespy_tcp = lo.clone();
+        c.listen.teeworlds06 = lo.clone();
+        c.listen.teeworlds07 = lo;
+        let day = HumanDuration(Duration::from_secs(24 * 3600));
+        c.lifetimes.gameagent = day;
+        c.lifetimes.gamespy = day;
+        c.lifetimes.teeworlds = day;
+        c.lifetimes.ddnet = day;
+        c.lifetimes.games.clear();
+    }
+    c.poller.enabled = false;
+    let fast = HumanDuration(Duration::from_micros(1));
+    let l = &mut c.limits;
+    l.list_bytes_burst = 1 << 40;
+    l.list_bytes_per_sec = 1 << 40;
+    l.egress_bytes_per_sec = 1 << 40;
+    l.heartbeat_burst = 1_000_000;
+    l.heartbeat_refill = fast;
+    l.challenge_burst = 1_000_000;
+    l.challenge_refill = fast;
+    l.tcp_list_burst = 1_000_000;
+    l.tcp_list_refill = fast;
+    l.http_list_burst = 1_000_000;
+    l.http_list_refill = fast;
+    l.ddnet_register_burst = 1_000_000;
+    l.ddnet_register_refill = fast;
+    l.ddnet_challenge_burst = 1_000_000;
+    l.ddnet_challenge_refill = fast;
+    l.servers_per_source = servers.max(ddnet::SERVERS_PER_IP).max(64);
+    l.max_records = (servers * 4).max(l.max_records);
+    l.max_tracked_sources = (servers * 2).max(l.max_tracked_sources);
+    l.pending_per_ip = 1 << 20;
+    l.pending_per_prefix = 1 << 20;
+    l.pending_per_face = servers.max(16_384) * 2;
+    l.tcp_max_connections = 16_384;
+    l.tcp_max_per_source = 1024;
+    c
+}
+
+/// What the bench changes from the defaults, for the output.
+pub(crate) const RAISED: &str = "per-source buckets (heartbeats, challenges, TCP/HTTP lists, \
+DDNet POSTs and challenges) 1e6 burst, 1 µs refill; list byte budgets and egress 1 TiB/s; \
+servers per source = N; pending proofs 1M; TCP caps 16384 / 1024 per source; poller off; \
+lifetimes 24 h (side-by-side run: defaults, DDNet 30 s like mastersrv)";
+
+/// The address of emulated GameSpy server `i` (query port 7778).
+fn gamespy_addr(i: usize) -> SocketAddr {
+    let group = i / 100;
+    let ip = Ipv4Addr::new(
+        127,
+        50 + (group / 62_500) as u8,
+        ((group / 250) % 250) as u8,
+        (group % 250) as u8 + 1,
+    );
+    SocketAddr::new(IpAddr::V4(ip), 7778 + 10 * (i % 100) as u16)
+}
+
+fn insert_gamespy(handle: &MasterHandle, first: usize, n: usize) -> Value {
+    let start = Instant::now();
+    let mut ok = 0;
+    for i in first..first + n {
+        let addr = gamespy_addr(i);
+        let key = ServerKey::new(GAMESPY_GAME, GameAddr::Ip(addr));
+        let reg = Registration {
+            key: key.clone(),
+            face: Face::GameSpy,
+            game_port: Some(addr.port() - 1),
+            query_addr: Some(addr),
+            query_protocol: Some(Protocol::GameSpy1),
+            source: SourceKey::of(addr.ip()),
+        };
+        let now = Timestamp::now();
+        let mut listed = handle.register(reg, now).is_listed();
+        if !listed {
+            handle.verify(&key, now);
+            listed = handle.with_registry(|r| r.get(&key).is_some_and(|rec| rec.is_listed()));
+        }
+        // What the poller leaves on a record (names and maps for the API's sorts).
+        let info = PollInfo {
+            name: format!("UT bench server {i}"),
+            map: ["DM-Deck16][", "CTF-Face", "DM-Morpheus", "AS-Frigate"][i % 4].to_owned(),
+            game_type: "DeathMatchPlus".to_owned(),
+            num_players: (i % 9) as u32,
+            max_players: 16,
+            password: Some(false),
+            players: (0..(i % 9))
+                .map(|p| PollPlayer {
+                    name: format!("Player{p}"),
+                    score: Some(p as i64),
+                    ..PollPlayer::default()
+                })
+                .collect(),
+            rules: Vec::new(),
+            game_port: Some(addr.port() - 1),
+        };
+        handle.update_poll(&key, Some(info), now);
+        ok += usize::from(listed);
+    }
+    json!({"secs": start.elapsed().as_secs_f64(), "ok": ok})
+}
+
+fn insert_ddnet(handle: &MasterHandle, first: usize, n: usize) -> anyhow::Result<Value> {
+    let start = Instant::now();
+    let mut ok = 0;
+    for i in first..first + n {
+        let server = ddnet::Server::new(i, 1);
+        let info = ddnet::info(i)?;
+        let mut body = Vec::with_capacity(1200);
+        info.encode(&mut body);
+        let d = DdnetRegister {
+            addr: server.addr,
+            secret: Arc::from(server.secret()),
+            serial: 0,
+            info: Some(bytes::Bytes::from(body)),
+            poll_info: Some(PollInfo::from_server_info(&info.to_server_info())),
+            url: Arc::from(format!("tw-0.6+udp://{}", server.addr).as_str()),
+        };
+        let out = handle.ddnet_register(d, ddnet_registration(server.addr), Timestamp::now());
+        ok += usize::from(out == DdnetOutcome::Success);
+    }
+    Ok(json!({"secs": start.elapsed().as_secs_f64(), "ok": ok}))
+}
+
+fn count(handle: &MasterHandle) -> Value {
+    let view = handle.snapshot();
+    let listed: BTreeMap<&str, usize> = view
+        .per_face()
+        .into_iter()
+        .map(|(f, n)| (f.name(), n))
+        .collect();
+    let records = handle.with_registry(|r| r.len());
+    json!({"listed": listed, "total": view.len(), "records": records})
+}
+
+/// `muster-bench master-child`: serves until `quit` (or stdin closes).
+pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(serve(args))
+}
+
+async fn serve(args: &ChildArgs) -> anyhow::Result<()> {
+    let config = config(&args.data_dir, args.servers, args.ddnet_only);
+    let listeners = Listeners::bind(&config)?;
+    let bound: BTreeMap<String, String> = listeners
+        .bound()?
+        .into_iter()
+        .map(|b| (b.face.to_owned(), b.addr.to_string()))
+        .collect();
+    let master = Master::open(config, Timestamp::now())?;
+    let handle = master.handle();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(master.run(listeners, async move {
+        let _ = stop_rx.await;
+    }));
+    let say = |v: Value| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    };
+    say(json!({"ready": bound, "pid": std::process::id()}));
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(4);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    while let Some(line) = rx.recv().await {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let num = |k: usize| {
+            words
+                .get(k)
+                .and_then(|w| w.parse::<usize>().ok())
+                .unwrap_or(0)
+        };
+        let h = handle.clone();
+        let reply = match words.first().copied() {
+            Some("count") => count(&handle),
+            Some("ddnet") => {
+                let (first, n) = (num(1), num(2));
+                tokio::task::spawn_blocking(move || insert_ddnet(&h, first, n)).await??
+            }
+            Some("gamespy") => {
+                let (first, n) = (num(1), num(2));
+                tokio::task::spawn_blocking(move || insert_gamespy(&h, first, n)).await?
+            }
+            Some("flush") => {
+                tokio::task::spawn_blocking(move || {
+                    h.publish();
+                    h.flush().map(|n| json!({"ok": true, "written": n}))
+                })
+                .await??
+            }
+            Some("quit") => break,
+            _ => json!({"error": format!("unknown command {line:?}")}),
+        };
+        say(reply);
+    }
+    let _ = stop_tx.send(());
+    match tokio::time::timeout(Duration::from_secs(20), server).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => bail!("master stopped with an error: {e}"),
+        Ok(Err(e)) => bail!("master task failed: {e}"),
+        Err(_) => bail!("master did not stop within 20 s"),
+    }
+    say(json!({"bye": true}));
+    Ok(())
+}
+
+/// The parent's side: the child process and its command pipe.
+#[derive(Debug)]
+pub(crate) struct ChildMaster {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    pub pid: u32,
+    pub addrs: BTreeMap<String, SocketAddr>,
+    dir: PathBuf,
+}
+
+impl ChildMaster {
+    /// Starts `muster-bench master-child` and waits for its addresses.
+    pub(crate) fn spawn(servers: usize, ddnet_only: bool) -> anyhow::Result<Self> {
+        let dir = std::env::temp_dir().join(format!(
+            "muster-bench-master-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let exe = std::env::current_exe()?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("master-child")
+            .arg("--data-dir")
+            .arg(&dir)
+            .arg("--servers")
+            .arg(servers.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if ddnet_only {
+            cmd.arg("--ddnet-only");
+        }
+        let mut child = cmd.spawn().context("starting the master child")?;
+        let stdin = child.stdin.take().context("child stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("child stdout")?);
+        let pid = child.id();
+        let mut me = Self {
+            child,
+            stdin,
+            stdout,
+            pid,
+            addrs: BTreeMap::new(),
+            dir,
+        };
+        let ready = me.read()?;
+        let map = ready
+            .get("ready")
+            .and_then(Value::as_object)
+            .context("the child did not say ready")?;
+        for (face, addr) in map {
+            if let Some(a) = addr.as_str().and_then(|a| a.parse().ok()) {
+                me.addrs.insert(face.clone(), a);
+            }
+        }
+        Ok(me)
+    }
+
+    fn read(&mut self) -> anyhow::Result<Value> {
+        let mut line = String::new();
+        let n = tokio::task::block_in_place(|| self.stdout.read_line(&mut line))?;
+        if n == 0 {
+            bail!("the master child exited");
+        }
+        Ok(serde_json::from_str(&line)?)
+    }
+
+    /// Sends one command and reads its answer.
+    pub(crate) fn call(&mut self, cmd: &str) -> anyhow::Result<Value> {
+        writeln!(self.stdin, "{cmd}")?;
+        self.stdin.flush()?;
+        let v = self.read()?;
+        if let Some(e) = v.get("error") {
+            bail!("child: {e}");
+        }
+        Ok(v)
+    }
+
+    /// The address of `face`.
+    pub(crate) fn addr(&self, face: &str) -> anyhow::Result<SocketAddr> {
+        self.addrs
+            .get(face)
+            .copied()
+            .with_context(|| format!("no {face} listener"))
+    }
+
+    /// Listed records of `face` (its API name) and in total.
+    pub(crate) fn listed(&mut self, face: &str) -> anyhow::Result<usize> {
+        let v = self.call("count")?;
+        Ok(v.get("listed")
+            .and_then(|l| l.get(face))
+            .and_then(Value::as_u64)
+            .unwrap_or(0) as usize)
+    }
+
+    /// Stops the child (flushing its store) and removes its data.
+    pub(crate) fn quit(mut self) -> anyhow::Result<()> {
+        let _ = writeln!(self.stdin, "quit");
+        let _ = self.stdin.flush();
+        let _ = self.read();
+        let status = crate::procs::wait_bounded(&mut self.child, Duration::from_secs(30))?;
+        if status.is_none() {
+            eprintln!("the master child did not exit within 30 s; killed");
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        Ok(())
+    }
+}
+
+impl Drop for ChildMaster {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
