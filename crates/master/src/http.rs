@@ -341,19 +341,28 @@ async fn list_servers(
         Err(e) => return bad_request(e),
     };
     let view = h.snapshot();
-    let page = crate::api::list::list(&view, &q);
-    let dto = ServerListDto {
-        last_event_id: view.last_event_id(),
-        total: page.total,
-        page: page.page,
-        per_page: page.per_page,
-        servers: page
-            .records
-            .iter()
-            .map(|r| ServerSummary::from_record(r))
-            .collect(),
-    };
-    axum::Json(dto).into_response()
+    // Filtering, a first sort of a column and serialising are CPU work: off the reactor, so
+    // that no face waits for a listing.
+    let body = tokio::task::spawn_blocking(move || {
+        let page = crate::api::list::list(&view, &q);
+        let dto = ServerListDto {
+            last_event_id: view.last_event_id(),
+            total: page.total,
+            page: page.page,
+            per_page: page.per_page,
+            servers: page
+                .records
+                .iter()
+                .map(|r| ServerSummary::from_record(r))
+                .collect(),
+        };
+        serde_json::to_vec(&dto)
+    })
+    .await;
+    match body {
+        Ok(Ok(body)) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        _ => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -384,14 +393,19 @@ async fn server_detail(
         return bad_request("malformed query string");
     };
     let view = h.snapshot();
-    let found = view
-        .find_by_addr(&addr)
-        .into_iter()
-        .find(|rec| {
-            game.as_deref()
-                .is_none_or(|g| g.eq_ignore_ascii_case(&rec.key.game))
-        })
-        .map(|r| ServerDetail::from_record(r));
+    // The address index is built once per snapshot: off the reactor.
+    let found = tokio::task::spawn_blocking(move || {
+        view.find_by_addr(&addr)
+            .into_iter()
+            .find(|rec| {
+                game.as_deref()
+                    .is_none_or(|g| g.eq_ignore_ascii_case(&rec.key.game))
+            })
+            .map(|r| ServerDetail::from_record(r))
+    })
+    .await
+    .ok()
+    .flatten();
     match found {
         Some(d) => axum::Json(d).into_response(),
         None => (

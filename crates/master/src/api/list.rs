@@ -1,15 +1,15 @@
 //! Listing for the HTTP API over a [`Snapshot`]: filters, sort orders and pages, computed off
 //! every lock.
 //!
-//! Sort keys are case-folded once per snapshot and column (not on every comparison), and a
-//! column's order is kept in the snapshot's cache, so paging through a sorted list costs the
-//! page, not a sort. A filtered query's matching positions are cached per snapshot too (up to
+//! Sort orders come from the snapshot ([`Snapshot::order`]): the publisher keeps the orders
+//! readers ask for up to date from one snapshot to the next, so paging through a sorted list
+//! costs the page, not a sort, even while the list changes. A filtered query's matching positions are cached per snapshot too (up to
 //! the cache's bound), so a client paging through a filtered list pays the scan once.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::registry::{PollInfo, Record};
+use crate::registry::Record;
 use crate::views::Snapshot;
 
 /// Most records one [`ListQuery`] page returns.
@@ -17,66 +17,7 @@ pub const MAX_PER_PAGE: usize = 500;
 /// Records per page when the query does not say.
 pub const DEFAULT_PER_PAGE: usize = 100;
 
-/// Column to sort a listing by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum SortKey {
-    /// First registration (the stable list order).
-    #[default]
-    Order,
-    /// Server name (case-insensitive).
-    Name,
-    /// Map (case-insensitive).
-    Map,
-    /// Game name.
-    Game,
-    /// Game type.
-    GameType,
-    /// Players on the server.
-    Players,
-    /// Player slots.
-    MaxPlayers,
-    /// Address.
-    Address,
-    /// Face / protocol.
-    Protocol,
-    /// Last valid heartbeat.
-    LastSeen,
-}
-
-impl SortKey {
-    /// Parses a column name as the HTTP API spells it.
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<Self> {
-        Some(match s {
-            "order" | "first_verified" | "first_seen" => Self::Order,
-            "name" => Self::Name,
-            "map" => Self::Map,
-            "game" => Self::Game,
-            "game_type" | "gametype" => Self::GameType,
-            "players" | "num_players" => Self::Players,
-            "max_players" => Self::MaxPlayers,
-            "address" => Self::Address,
-            "protocol" | "face" => Self::Protocol,
-            "last_seen" | "last_heartbeat" => Self::LastSeen,
-            _ => return None,
-        })
-    }
-
-    const fn name(self) -> &'static str {
-        match self {
-            Self::Order => "order",
-            Self::Name => "name",
-            Self::Map => "map",
-            Self::Game => "game",
-            Self::GameType => "game_type",
-            Self::Players => "players",
-            Self::MaxPlayers => "max_players",
-            Self::Address => "address",
-            Self::Protocol => "protocol",
-            Self::LastSeen => "last_seen",
-        }
-    }
-}
+pub use crate::views::orders::SortKey;
 
 /// Filters, order and page of a listing. `Default` lists everything in stable order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -116,10 +57,6 @@ pub struct ListPage {
     pub per_page: usize,
     /// The records of this page.
     pub records: Vec<Arc<Record>>,
-}
-
-fn text_of(r: &Record, f: fn(&PollInfo) -> &str) -> String {
-    r.info.as_deref().map(f).unwrap_or_default().to_lowercase()
 }
 
 impl ListQuery {
@@ -208,43 +145,6 @@ impl ListQuery {
     }
 }
 
-/// Positions in `view.listed()` in ascending order of `key` (ties in list order), computed
-/// once per snapshot and column.
-fn order(view: &Snapshot, key: SortKey) -> Arc<Vec<u32>> {
-    view.cached(("api_sort", key.name().into()), |s| {
-        let listed = s.listed();
-        let mut idx: Vec<u32> = (0..u32::try_from(listed.len()).unwrap_or(u32::MAX)).collect();
-        let rec = |i: u32| listed.get(i as usize);
-        match key {
-            SortKey::Order => {}
-            SortKey::Name | SortKey::Map | SortKey::GameType => {
-                let f: fn(&PollInfo) -> &str = match key {
-                    SortKey::Name => |i| &i.name,
-                    SortKey::Map => |i| &i.map,
-                    _ => |i| &i.game_type,
-                };
-                let folded: Vec<String> = listed.iter().map(|r| text_of(r, f)).collect();
-                idx.sort_by(|a, b| folded.get(*a as usize).cmp(&folded.get(*b as usize)));
-            }
-            SortKey::Game => idx.sort_by(|a, b| {
-                rec(*a)
-                    .map(|r| &r.key.game)
-                    .cmp(&rec(*b).map(|r| &r.key.game))
-            }),
-            SortKey::Players => idx.sort_by_key(|i| rec(*i).map(|r| r.players())),
-            SortKey::MaxPlayers => idx.sort_by_key(|i| rec(*i).map(|r| r.max_players())),
-            SortKey::Address => idx.sort_by(|a, b| {
-                rec(*a)
-                    .map(|r| &r.key.addr)
-                    .cmp(&rec(*b).map(|r| &r.key.addr))
-            }),
-            SortKey::Protocol => idx.sort_by_key(|i| rec(*i).map(|r| r.face.name())),
-            SortKey::LastSeen => idx.sort_by_key(|i| rec(*i).map(|r| r.last_heartbeat)),
-        }
-        idx
-    })
-}
-
 /// Positions (in `view.listed()` order) of the records matching `q`'s filters.
 fn matching(view: &Snapshot, q: &ListQuery) -> Arc<Vec<bool>> {
     view.cached(("api_filter", q.filter_key().into()), |s| {
@@ -267,29 +167,37 @@ pub fn list(view: &Snapshot, q: &ListQuery) -> ListPage {
     let page = q.page.max(1);
     let skip = per_page.saturating_mul(page - 1);
     let listed = view.listed();
-    let order = order(view, q.sort);
-    let positions: Box<dyn Iterator<Item = &u32>> = if q.descending {
-        Box::new(order.iter().rev())
-    } else {
-        Box::new(order.iter())
+    let n = listed.len();
+    // The list order itself needs no index.
+    let order = (q.sort != SortKey::Order).then(|| view.order(q.sort));
+    // Where the record at `rank` of the requested order is in `listed`.
+    let position = |rank: usize| -> Option<usize> {
+        let r = if q.descending {
+            n.checked_sub(rank + 1)?
+        } else {
+            rank
+        };
+        match &order {
+            Some(o) => o.get(r).map(|p| *p as usize),
+            None => Some(r),
+        }
     };
     let (total, records) = if q.has_filter() {
         let hits = matching(view, q);
         let total = hits.iter().filter(|h| **h).count();
-        let records = positions
-            .filter(|i| hits.get(**i as usize).copied().unwrap_or(false))
+        let records = (0..n)
+            .filter_map(position)
+            .filter(|p| hits.get(*p).copied().unwrap_or(false))
             .skip(skip)
             .take(per_page)
-            .filter_map(|i| listed.get(*i as usize).cloned())
+            .filter_map(|p| listed.get(p).cloned())
             .collect();
         (total, records)
     } else {
-        let records = positions
-            .skip(skip)
-            .take(per_page)
-            .filter_map(|i| listed.get(*i as usize).cloned())
+        let records = (skip..skip.saturating_add(per_page).min(n))
+            .filter_map(|rank| listed.get(position(rank)?).cloned())
             .collect();
-        (listed.len(), records)
+        (n, records)
     };
     ListPage {
         total,
@@ -302,18 +210,7 @@ pub fn list(view: &Snapshot, q: &ListQuery) -> ListPage {
 /// Orders two records as `q` sorts (for tests comparing with a plain sort).
 #[must_use]
 pub fn compare(q: &ListQuery, a: &Record, b: &Record) -> Ordering {
-    let primary = match q.sort {
-        SortKey::Order => Ordering::Equal,
-        SortKey::Name => text_of(a, |i| &i.name).cmp(&text_of(b, |i| &i.name)),
-        SortKey::Map => text_of(a, |i| &i.map).cmp(&text_of(b, |i| &i.map)),
-        SortKey::GameType => text_of(a, |i| &i.game_type).cmp(&text_of(b, |i| &i.game_type)),
-        SortKey::Game => a.key.game.cmp(&b.key.game),
-        SortKey::Players => a.players().cmp(&b.players()),
-        SortKey::MaxPlayers => a.max_players().cmp(&b.max_players()),
-        SortKey::Address => a.key.addr.cmp(&b.key.addr),
-        SortKey::Protocol => a.face.name().cmp(b.face.name()),
-        SortKey::LastSeen => a.last_heartbeat.cmp(&b.last_heartbeat),
-    };
-    let ord = primary.then_with(|| a.order_key().cmp(&b.order_key()));
+    let ord = crate::views::orders::compare_by(q.sort, a, b)
+        .then_with(|| a.order_key().cmp(&b.order_key()));
     if q.descending { ord.reverse() } else { ord }
 }

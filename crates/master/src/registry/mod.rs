@@ -683,20 +683,25 @@ impl Registry {
             return DdnetOutcome::NeedInfo;
         };
         let rec = Arc::make_mut(rec);
+        let same_secret = rec.ddnet.as_ref().is_some_and(|d| d.secret == r.secret);
         let mut streams = match &rec.ddnet {
-            Some(d) if d.secret == r.secret => d.streams.clone(),
+            Some(d) if same_secret => d.streams.clone(),
             _ => Vec::new(),
         };
-        match streams.iter_mut().find(|s| s.url == r.url) {
-            Some(s) => s.last = s.last.max(now),
+        let new_stream = match streams.iter_mut().find(|s| s.url == r.url) {
+            Some(s) => {
+                s.last = s.last.max(now);
+                false
+            }
             None => {
                 streams.push(DdnetStream {
                     url: Arc::clone(&r.url),
                     last: now,
                 });
                 streams.sort_by(|a, b| a.url.cmp(&b.url));
+                true
             }
-        }
+        };
         let changed_info = rec
             .ddnet
             .as_ref()
@@ -707,14 +712,21 @@ impl Registry {
             info: info.clone(),
             streams,
         }));
+        let mut changed_poll_info = false;
         if let Some(p) = r.poll_info.filter(|_| fresh) {
-            rec.info = Some(Arc::new(p.bounded()));
+            let p = p.bounded();
+            if rec.info.as_deref() != Some(&p) {
+                rec.info = Some(Arc::new(p));
+                changed_poll_info = true;
+            }
         }
         let keys = self.secrets.entry(Arc::clone(&r.secret)).or_default();
         if !keys.contains(&key) {
             keys.push(key.clone());
         }
-        self.log(&key, true);
+        // A refresh that only moves a stream's time changes nothing a list shows.
+        let structural = !same_secret || new_stream || changed_info || changed_poll_info;
+        self.log(&key, structural);
         if fresh && changed_info {
             // The other addresses of the server show the newer info too.
             let siblings: Vec<ServerKey> = self

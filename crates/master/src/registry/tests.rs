@@ -656,3 +656,77 @@ proptest! {
         let _ = GameAddr::parse(&s);
     }
 }
+
+/// One step of the sort-order property test.
+#[derive(Debug, Clone)]
+enum Step {
+    Add(u8, String, u32),
+    Poll(u8, String, u32),
+    Beat(u8, u64),
+    Remove(u8),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let name = prop::sample::select(vec![
+        "alpha",
+        "Beta",
+        "beta",
+        "ÄRGER",
+        "ärger",
+        "",
+        "Σίσυφος",
+        "zeta",
+    ])
+    .prop_map(str::to_owned);
+    prop_oneof![
+        (0u8..24, name.clone(), 0u32..5).prop_map(|(a, n, p)| Step::Add(a, n, p)),
+        (0u8..24, name, 0u32..5).prop_map(|(a, n, p)| Step::Poll(a, n, p)),
+        (0u8..24, 1u64..100).prop_map(|(a, s)| Step::Beat(a, s)),
+        (0u8..24).prop_map(Step::Remove),
+    ]
+}
+
+proptest! {
+    /// The publisher's patched orders equal a sort from scratch after any changes, for every
+    /// column, with changes across several publishes.
+    #[test]
+    fn patched_orders_equal_a_full_sort(batches in prop::collection::vec(prop::collection::vec(step(), 0..12), 1..8)) {
+        use crate::views::orders::{full, SortKey as K};
+        let mut r = Registry::new(RegistryConfig::default());
+        let mut p = Publisher::new(Duration::from_secs(30));
+        // Every column wanted from the start.
+        let first = p.build(T0);
+        for k in K::INDEXED {
+            let _ = first.order(k);
+        }
+        let mut t = 1;
+        for batch in batches {
+            for s in batch {
+                t += 1;
+                let key = |a: u8| ServerKey::new("ut2", GameAddr::Ip(v4(a, 7777)));
+                match s {
+                    Step::Add(a, name, n) => {
+                        let _ = r.register(reg("ut2", v4(a, 7777), Face::GameAgent), at(t));
+                        r.update_poll(&key(a), Some(info(&name, n, 8, &[])), at(t));
+                    }
+                    Step::Poll(a, name, n) => {
+                        r.update_poll(&key(a), Some(info(&name, n, 8, &[])), at(t));
+                    }
+                    Step::Beat(a, secs) => {
+                        let _ = r.heartbeat(&key(a), at(t + secs));
+                    }
+                    Step::Remove(a) => {
+                        let _ = r.remove(&key(a));
+                    }
+                }
+            }
+            let v = r.version();
+            let _ = p.apply(r.take_changes(), v);
+            let snap = p.build(at(t));
+            for k in K::INDEXED {
+                let kept = snap.order(k);
+                prop_assert_eq!(&*kept, &full(snap.listed(), k), "column {:?}", k);
+            }
+        }
+    }
+}

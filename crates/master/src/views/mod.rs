@@ -19,12 +19,15 @@
 //! a change shows in all of them at once, within one publish interval.
 
 use std::any::Any;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+pub mod orders;
+
 use crate::events::{Delta, EventKind};
 use crate::registry::{Change, Face, GameAddr, Record, Timestamp};
+use orders::{Order, SortKey, Wanted};
 
 /// Entries a snapshot's cache keeps at most; a reader asking for more computes without
 /// caching (keys can come from requests, so the cache must not grow with them).
@@ -57,11 +60,14 @@ impl std::fmt::Debug for Derived {
 pub struct Snapshot {
     version: u64,
     built_at: Timestamp,
-    listed: Vec<Arc<Record>>,
+    listed: Arc<Vec<Arc<Record>>>,
     per_face: [usize; Face::ALL.len()],
     derived: Arc<Derived>,
     ddnet_lifetime: Duration,
     last_event_id: u64,
+    /// Sort orders the publisher keeps (see [`orders`]).
+    orders: HashMap<SortKey, Order>,
+    wanted: Arc<Wanted>,
 }
 
 impl Snapshot {
@@ -71,11 +77,13 @@ impl Snapshot {
         Self {
             version: 0,
             built_at: Timestamp::default(),
-            listed: Vec::new(),
+            listed: Arc::default(),
             per_face: [0; Face::ALL.len()],
             derived: Arc::default(),
             ddnet_lifetime: Duration::from_secs(30),
             last_event_id: 0,
+            orders: HashMap::new(),
+            wanted: Arc::default(),
         }
     }
 
@@ -138,6 +146,22 @@ impl Snapshot {
     #[must_use]
     pub fn ddnet_lifetime(&self) -> Duration {
         self.ddnet_lifetime
+    }
+
+    /// The order of the listed records by `key` (ties in list order): the one the publisher
+    /// keeps, or, for a column nobody asked for lately, sorted now (once per snapshot) and
+    /// kept by the publisher from the next snapshot on.
+    #[must_use]
+    pub fn order(&self, key: SortKey) -> Order {
+        if let Some(o) = self.orders.get(&key) {
+            return Arc::clone(o);
+        }
+        if key != SortKey::Order {
+            self.wanted.mark(key);
+        }
+        self.cached(("sort", key.name().into()), |s| {
+            orders::full(s.listed(), key)
+        })
     }
 
     /// The value cached under `key`, computed by `build` from this snapshot on first use.
@@ -232,6 +256,14 @@ pub struct Publisher {
     derived: Arc<Derived>,
     ddnet_lifetime: Duration,
     version: u64,
+    /// Ids of records changed since the last build.
+    touched: HashSet<u64>,
+    /// The listed records of the last build (what `orders` index).
+    last_listed: Arc<Vec<Arc<Record>>>,
+    /// Sort orders kept, and when each column was last asked for.
+    orders: HashMap<SortKey, Order>,
+    wanted_at: HashMap<SortKey, std::time::Instant>,
+    wanted: Arc<Wanted>,
 }
 
 impl Publisher {
@@ -246,6 +278,11 @@ impl Publisher {
             derived: Arc::default(),
             ddnet_lifetime,
             version: 0,
+            touched: HashSet::new(),
+            last_listed: Arc::default(),
+            orders: HashMap::new(),
+            wanted_at: HashMap::new(),
+            wanted: Arc::default(),
         }
     }
 
@@ -262,6 +299,7 @@ impl Publisher {
         for c in changes {
             self.dirty = true;
             self.structural |= c.structural;
+            self.touched.insert(c.id);
             let before = self
                 .order_of
                 .remove(&c.id)
@@ -324,18 +362,20 @@ impl Publisher {
 
     /// A snapshot of the mirror as it is now.
     pub fn build(&mut self, now: Timestamp) -> Snapshot {
-        if self.structural {
+        let structural = self.structural;
+        if structural {
             self.derived = Arc::default();
         }
         self.structural = false;
         self.dirty = false;
-        let listed: Vec<Arc<Record>> = self.mirror.values().cloned().collect();
+        let listed: Arc<Vec<Arc<Record>>> = Arc::new(self.mirror.values().cloned().collect());
         let mut per_face = [0; Face::ALL.len()];
-        for r in &listed {
+        for r in listed.iter() {
             if let Some(n) = per_face.get_mut(r.face.index()) {
                 *n += 1;
             }
         }
+        self.update_orders(&listed, structural);
         Snapshot {
             version: self.version,
             built_at: now,
@@ -344,7 +384,41 @@ impl Publisher {
             derived: Arc::clone(&self.derived),
             ddnet_lifetime: self.ddnet_lifetime,
             last_event_id: 0,
+            orders: self.orders.clone(),
+            wanted: Arc::clone(&self.wanted),
         }
+    }
+
+    /// Carries the wanted sort orders over to `listed` (see [`orders`]).
+    fn update_orders(&mut self, listed: &Arc<Vec<Arc<Record>>>, structural: bool) {
+        let t = std::time::Instant::now();
+        for k in self.wanted.take() {
+            self.wanted_at.insert(k, t);
+        }
+        self.wanted_at
+            .retain(|_, at| t.saturating_duration_since(*at) < orders::WANTED_FOR);
+        let wanted_at = &self.wanted_at;
+        self.orders.retain(|k, _| wanted_at.contains_key(k));
+        let touched = std::mem::take(&mut self.touched);
+        for (key, order) in &mut self.orders {
+            // Without a structural change only times changed: only the last-seen order moves.
+            if !touched.is_empty() && (structural || *key == SortKey::LastSeen) {
+                *order = Arc::new(orders::patch(
+                    &self.last_listed,
+                    order,
+                    listed,
+                    &touched,
+                    *key,
+                ));
+            }
+        }
+        for key in self.wanted_at.keys() {
+            if !self.orders.contains_key(key) {
+                self.orders
+                    .insert(*key, Arc::new(orders::full(listed, *key)));
+            }
+        }
+        self.last_listed = Arc::clone(listed);
     }
 }
 
