@@ -35,9 +35,13 @@ pub mod engine;
 pub mod error;
 pub mod lists;
 pub mod machines;
+pub mod rto;
+pub mod scheduler;
+mod socket;
 pub mod target;
 
 pub use client::{Answer, Outcome, QueryProtocol, Target, query_many, query_one};
 pub use engine::{Completed, Job, Options, spawn};
 pub use error::Failure;
+pub use scheduler::Scheduler;
 pub use target::{AddressError, HostPort, ResolveError, resolve_input, resolve_inputs};

@@ -1,0 +1,258 @@
+//! Retransmission timeouts in the manner of TCP's RTO (RFC 6298), for a scanner: one estimate
+//! per server once it has answered, and one for the whole population of servers that sets the
+//! first attempt of servers not heard from yet.
+//!
+//! * [`RttEstimate`] is RFC 6298 §2 as written: `SRTT`, `RTTVAR`, `RTO = SRTT + max(G, 4·RTTVAR)`.
+//! * [`Population`] keeps the same smoothed estimate over the samples of *all* servers (so its
+//!   `RTTVAR` is the spread across servers) and a log-scale histogram of them. A server not
+//!   heard from yet is given `max(SRTT + 4·RTTVAR, 5/4 · p99)`: longer than all but the slowest
+//!   hundredth of the servers that did answer took.
+//! * [`backed_off`]: every retransmission doubles the timeout (RFC 6298 §5.5), up to the cap.
+//!
+//! Samples follow Karn's rule: only a reply to an attempt that was sent once counts, since a
+//! reply after a retransmission may answer either copy. Nothing here reads a clock.
+
+use std::time::Duration;
+
+/// Clock granularity `G` of RFC 6298 §2: the variance term is never less than this.
+pub const GRANULARITY: Duration = Duration::from_millis(1);
+/// Samples the population needs before its estimate is used: fewer could come from the few
+/// nearest servers only.
+pub const MIN_POPULATION_SAMPLES: u64 = 4;
+
+/// One server's smoothed round-trip time (RFC 6298 §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RttEstimate {
+    /// Smoothed round-trip time.
+    pub srtt: Duration,
+    /// Round-trip time variation.
+    pub rttvar: Duration,
+}
+
+impl RttEstimate {
+    /// The estimate after the first sample `r`: `SRTT = R`, `RTTVAR = R/2` (§2.2).
+    #[must_use]
+    pub fn first(r: Duration) -> Self {
+        Self {
+            srtt: r,
+            rttvar: r / 2,
+        }
+    }
+
+    /// Take a later sample `r` (§2.3, α = 1/8, β = 1/4).
+    pub fn update(&mut self, r: Duration) {
+        let diff = self.srtt.abs_diff(r);
+        self.rttvar = (self.rttvar * 3 + diff) / 4;
+        self.srtt = (self.srtt * 7 + r) / 8;
+    }
+
+    /// `SRTT + max(G, 4·RTTVAR)`, before any clamping.
+    #[must_use]
+    pub fn rto(&self) -> Duration {
+        self.srtt
+            .saturating_add(self.rttvar.saturating_mul(4).max(GRANULARITY))
+    }
+}
+
+/// Sub-buckets per power of two in [`Population`]'s histogram (about 6 % resolution).
+const SUB_BUCKETS: usize = 16;
+/// Powers of two covered above the linear range: 16 µs · 2^23 ≈ 134 s.
+const OCTAVES: usize = 23;
+const BUCKETS: usize = SUB_BUCKETS * (OCTAVES + 1);
+
+/// Round-trip samples of every server of a batch.
+#[derive(Debug, Clone)]
+pub struct Population {
+    smoothed: Option<RttEstimate>,
+    counts: Box<[u32; BUCKETS]>,
+    samples: u64,
+    cached: Option<(u64, Duration)>,
+}
+
+impl Default for Population {
+    fn default() -> Self {
+        Self {
+            smoothed: None,
+            counts: Box::new([0; BUCKETS]),
+            samples: 0,
+            cached: None,
+        }
+    }
+}
+
+/// Histogram bucket of `us` microseconds: linear below 16 µs, then 16 per octave.
+fn bucket(us: u64) -> usize {
+    let sub = SUB_BUCKETS as u64;
+    if us < sub {
+        return usize::try_from(us).unwrap_or(0);
+    }
+    // us is in [2^(octave+3), 2^(octave+4)); its top five bits pick the sub-bucket.
+    let octave = u64::from(63 - us.leading_zeros()) - 3;
+    let mantissa = (us >> (octave - 1)) - sub;
+    let index = octave * sub + mantissa;
+    usize::try_from(index)
+        .unwrap_or(usize::MAX)
+        .min(BUCKETS - 1)
+}
+
+/// The largest value (µs) that falls into bucket `i`.
+fn bucket_top(i: usize) -> u64 {
+    let sub = SUB_BUCKETS as u64;
+    let i = i as u64;
+    if i < sub {
+        return i;
+    }
+    let octave = i / sub;
+    let mantissa = i % sub;
+    ((sub + mantissa + 1) << (octave - 1)) - 1
+}
+
+impl Population {
+    /// Add one server's round-trip sample.
+    pub fn add(&mut self, r: Duration) {
+        match &mut self.smoothed {
+            Some(s) => s.update(r),
+            None => self.smoothed = Some(RttEstimate::first(r)),
+        }
+        let us = u64::try_from(r.as_micros()).unwrap_or(u64::MAX);
+        if let Some(c) = self.counts.get_mut(bucket(us)) {
+            *c = c.saturating_add(1);
+        }
+        self.samples += 1;
+    }
+
+    /// Samples so far.
+    #[must_use]
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// The smoothed estimate over all servers, if any sample came.
+    #[must_use]
+    pub fn smoothed(&self) -> Option<RttEstimate> {
+        self.smoothed
+    }
+
+    /// The `q` quantile (0–1) of the samples, rounded up to its histogram bucket.
+    #[must_use]
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        if self.samples == 0 {
+            return None;
+        }
+        // The rank of the quantile, 1-based: at least 1, at most every sample.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let rank = ((self.samples as f64 * q.clamp(0.0, 1.0)).ceil() as u64).clamp(1, self.samples);
+        let mut seen = 0u64;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += u64::from(c);
+            if seen >= rank {
+                return Some(Duration::from_micros(bucket_top(i)));
+            }
+        }
+        None
+    }
+
+    /// The first-attempt timeout for a server not heard from yet, before clamping: `None` until
+    /// [`MIN_POPULATION_SAMPLES`] samples came.
+    pub fn rto(&mut self) -> Option<Duration> {
+        if self.samples < MIN_POPULATION_SAMPLES {
+            return None;
+        }
+        if let Some((n, rto)) = self.cached {
+            if n == self.samples {
+                return Some(rto);
+            }
+        }
+        let smoothed = self.smoothed?.rto();
+        let tail = self.quantile(0.99)?.saturating_mul(5) / 4;
+        let rto = smoothed.max(tail);
+        self.cached = Some((self.samples, rto));
+        Some(rto)
+    }
+}
+
+/// `base` doubled `n` times, at most `max`.
+#[must_use]
+pub fn backed_off(base: Duration, n: u32, max: Duration) -> Duration {
+    base.checked_mul(1u32.checked_shl(n.min(16)).unwrap_or(u32::MAX))
+        .unwrap_or(max)
+        .min(max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn first_sample_gives_three_times_it() {
+        let r = RttEstimate::first(ms(100));
+        assert_eq!(r.rto(), ms(300));
+    }
+
+    #[test]
+    fn estimate_follows_samples_down() {
+        let mut r = RttEstimate::first(ms(100));
+        for _ in 0..50 {
+            r.update(ms(10));
+        }
+        assert!(r.rto() < ms(40), "{:?}", r.rto());
+        assert!(r.rto() >= ms(10) + GRANULARITY, "{:?}", r.rto());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        assert_eq!(backed_off(ms(10), 0, ms(100)), ms(10));
+        assert_eq!(backed_off(ms(10), 1, ms(100)), ms(20));
+        assert_eq!(backed_off(ms(10), 3, ms(100)), ms(80));
+        assert_eq!(backed_off(ms(10), 4, ms(100)), ms(100));
+        assert_eq!(backed_off(ms(10), u32::MAX, ms(100)), ms(100));
+        assert_eq!(backed_off(Duration::MAX, 2, ms(100)), ms(100));
+    }
+
+    #[test]
+    fn buckets_are_ordered_and_contain_their_values() {
+        let mut last = 0;
+        for us in (0..200_000u64).step_by(7).chain([u64::MAX / 2, u64::MAX]) {
+            let b = bucket(us);
+            assert!(b >= last, "{us}");
+            last = b;
+            if b < BUCKETS - 1 {
+                assert!(bucket_top(b) >= us, "{us} in {b} tops at {}", bucket_top(b));
+                assert!(b == 0 || bucket_top(b - 1) < us, "{us}");
+            }
+        }
+    }
+
+    #[test]
+    fn quantile_of_a_spread() {
+        let mut p = Population::default();
+        for i in 1..=100 {
+            p.add(ms(i));
+        }
+        let q50 = p.quantile(0.5).unwrap();
+        assert!(q50 >= ms(50) && q50 <= ms(54), "{q50:?}");
+        let q99 = p.quantile(0.99).unwrap();
+        assert!(q99 >= ms(99) && q99 <= ms(104), "{q99:?}");
+        assert_eq!(p.quantile(1.0), p.quantile(0.999));
+    }
+
+    #[test]
+    fn population_needs_a_few_samples_then_covers_the_tail() {
+        let mut p = Population::default();
+        for _ in 0..MIN_POPULATION_SAMPLES - 1 {
+            p.add(ms(5));
+        }
+        assert_eq!(p.rto(), None);
+        // One slow server among many fast ones: the tail, not the mean, decides.
+        for i in 0..200 {
+            p.add(if i % 50 == 0 { ms(80) } else { ms(5) });
+        }
+        let rto = p.rto().unwrap();
+        assert!(rto >= ms(100), "{rto:?}");
+        assert!(rto <= ms(110), "{rto:?}");
+    }
+}
