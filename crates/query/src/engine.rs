@@ -223,6 +223,9 @@ where
                 unrouted = stats.unrouted,
                 retransmissions = stats.retransmissions,
                 samples = stats.samples,
+                rtt_p50 = ?sched.population().quantile(0.5),
+                rtt_p99 = ?sched.population().quantile(0.99),
+                srtt = ?sched.population().smoothed(),
                 seconds = now().saturating_duration_since(started).as_secs_f64(),
                 "query engine finished"
             );

@@ -1,16 +1,22 @@
 //! Retransmission timeouts in the manner of TCP's RTO (RFC 6298), for a scanner: one estimate
 //! per server once it has answered, and one for the whole population of servers that sets the
-//! first attempt of servers not heard from yet.
+//! attempts of servers not heard from yet.
 //!
 //! * [`RttEstimate`] is RFC 6298 §2 as written: `SRTT`, `RTTVAR`, `RTO = SRTT + max(G, 4·RTTVAR)`.
-//! * [`Population`] keeps the same smoothed estimate over the samples of *all* servers (so its
-//!   `RTTVAR` is the spread across servers) and a log-scale histogram of them. A server not
-//!   heard from yet is given `max(SRTT + 4·RTTVAR, 5/4 · p99)`: longer than all but the slowest
-//!   hundredth of the servers that did answer took.
+//! * [`Population`] runs the same estimator over the samples of *all* servers in the order they
+//!   arrive, so its `RTTVAR` is the spread across servers and its `SRTT` follows the latest
+//!   replies. That recency is the point: when a scan's first burst queues at the servers, the
+//!   replies arriving at instant t took about t, so `SRTT` grows with t and no first attempt
+//!   expires while replies as old as it still come in; when the queue has drained, later
+//!   attempts see short round trips and the estimate falls with them. A log-scale histogram
+//!   keeps the quantiles of the samples for reports.
 //! * [`backed_off`]: every retransmission doubles the timeout (RFC 6298 §5.5), up to the cap.
 //!
-//! Samples follow Karn's rule: only a reply to an attempt that was sent once counts, since a
-//! reply after a retransmission may answer either copy. Nothing here reads a clock.
+//! Samples follow Karn's rule for a server's own estimate: only a reply to an attempt sent
+//! once counts, since a reply after a retransmission may answer either copy. The population
+//! also takes a reply that came back within half the time the previous attempt had waited:
+//! for it to answer the earlier copy, that copy's round trip would have to exceed the
+//! timeout the population chose by half again. Nothing here reads a clock.
 
 use std::time::Duration;
 
@@ -66,7 +72,6 @@ pub struct Population {
     smoothed: Option<RttEstimate>,
     counts: Box<[u32; BUCKETS]>,
     samples: u64,
-    cached: Option<(u64, Duration)>,
 }
 
 impl Default for Population {
@@ -75,7 +80,6 @@ impl Default for Population {
             smoothed: None,
             counts: Box::new([0; BUCKETS]),
             samples: 0,
-            cached: None,
         }
     }
 }
@@ -152,22 +156,14 @@ impl Population {
         None
     }
 
-    /// The first-attempt timeout for a server not heard from yet, before clamping: `None` until
-    /// [`MIN_POPULATION_SAMPLES`] samples came.
-    pub fn rto(&mut self) -> Option<Duration> {
+    /// The timeout for a server not heard from yet, before clamping: `SRTT + max(G, 4·RTTVAR)`
+    /// over all servers, `None` until [`MIN_POPULATION_SAMPLES`] samples came.
+    #[must_use]
+    pub fn rto(&self) -> Option<Duration> {
         if self.samples < MIN_POPULATION_SAMPLES {
             return None;
         }
-        if let Some((n, rto)) = self.cached {
-            if n == self.samples {
-                return Some(rto);
-            }
-        }
-        let smoothed = self.smoothed?.rto();
-        let tail = self.quantile(0.99)?.saturating_mul(5) / 4;
-        let rto = smoothed.max(tail);
-        self.cached = Some((self.samples, rto));
-        Some(rto)
+        self.smoothed.map(|s| s.rto())
     }
 }
 
@@ -241,18 +237,26 @@ mod tests {
     }
 
     #[test]
-    fn population_needs_a_few_samples_then_covers_the_tail() {
+    fn population_needs_a_few_samples_then_follows_the_latest() {
         let mut p = Population::default();
         for _ in 0..MIN_POPULATION_SAMPLES - 1 {
             p.add(ms(5));
         }
         assert_eq!(p.rto(), None);
-        // One slow server among many fast ones: the tail, not the mean, decides.
-        for i in 0..200 {
-            p.add(if i % 50 == 0 { ms(80) } else { ms(5) });
+        // Replies of a burst that queued at the servers: each took as long as it is late.
+        for t in 5..=120 {
+            p.add(ms(t));
         }
         let rto = p.rto().unwrap();
-        assert!(rto >= ms(100), "{rto:?}");
-        assert!(rto <= ms(110), "{rto:?}");
+        // SRTT lags the ramp by a few samples; 4·RTTVAR more than makes up for it.
+        assert!(rto >= ms(120) && rto <= ms(160), "{rto:?}");
+        // The queue drained: retransmissions come back at once, and the estimate follows.
+        for _ in 0..60 {
+            p.add(ms(1));
+        }
+        let rto = p.rto().unwrap();
+        assert!(rto <= ms(3), "{rto:?}");
+        // The quantiles still describe every sample.
+        assert!(p.quantile(0.99).unwrap() >= ms(115));
     }
 }

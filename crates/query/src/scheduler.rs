@@ -33,10 +33,10 @@
 //! # Timing
 //!
 //! With `adaptive` on, each attempt's timeout is an RTO (see [`crate::rto`]): the server's own
-//! estimate once it has answered, otherwise the population's, which also shortens first
-//! attempts already on their way (they wait in send order in one queue, so a shorter estimate
-//! applies at once). Each retransmission doubles it; `attempt_timeout` caps it and is used
-//! until anything is known.
+//! estimate once it has answered, otherwise the population's, which also applies to attempts
+//! already on their way (those of servers not heard from wait in send order in one queue, so
+//! a new estimate applies at once). Each retransmission doubles it; `attempt_timeout` caps it
+//! and is used until anything is known.
 //!
 //! # Backlog
 //!
@@ -161,6 +161,8 @@ struct Slot<T, M> {
     /// When the last burst went out, whether it was a first attempt or follow-up (not a
     /// retransmission) and whether a reply to it was sampled already.
     burst_at: Option<Instant>,
+    /// The burst before it (for population samples of retransmissions).
+    prev_burst_at: Option<Instant>,
     burst_clean: bool,
     sampled: bool,
     /// Retransmissions since the last valid sample: each doubles the timeout.
@@ -417,6 +419,7 @@ where
             queued: false,
             fired: false,
             burst_at: None,
+            prev_burst_at: None,
             burst_clean: false,
             sampled: false,
             backoff: 0,
@@ -486,6 +489,7 @@ where
             slot.backoff = backoff;
             slot.burst_clean = !fired;
             slot.fired = false;
+            slot.prev_burst_at = slot.burst_at;
             slot.burst_at = Some(now);
             slot.sampled = false;
             if adaptive {
@@ -599,15 +603,22 @@ where
         if !slot.sampled {
             if let Some(at) = slot.burst_at {
                 slot.sampled = true;
-                // Karn: a reply after a retransmission may answer either copy.
+                let r = now.saturating_duration_since(at);
                 if slot.burst_clean {
-                    let r = now.saturating_duration_since(at);
                     sample = Some(r);
                     match &mut slot.own {
                         Some(e) => e.update(r),
                         None => slot.own = Some(RttEstimate::first(r)),
                     }
                     slot.backoff = 0;
+                } else if slot
+                    .prev_burst_at
+                    .is_some_and(|prev| r < at.saturating_duration_since(prev) / 2)
+                {
+                    // A retransmission answered within half the previous attempt's wait: the
+                    // population takes it (see `crate::rto`); the server's own estimate, by
+                    // Karn's rule, does not.
+                    sample = Some(r);
                 }
             }
         }
