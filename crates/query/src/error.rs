@@ -33,6 +33,9 @@ pub enum Failure {
     /// An HTTP request failed (0: no status, the request itself failed).
     #[error("http status {0}")]
     Http(u16),
+    /// A local file could not be read.
+    #[error("cannot read: {}", kind_text(*.0))]
+    Read(io::ErrorKind),
     /// The answer exceeded Muster's size limit.
     #[error("answer too large")]
     TooLarge,
