@@ -55,7 +55,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             attempt_timeout: Duration::from_millis(1500),
-            min_attempt_timeout: Duration::from_millis(10),
+            min_attempt_timeout: Duration::from_millis(100),
             retries: 3,
             deadline: None,
             rate: None,
