@@ -8,15 +8,18 @@
 //!   replies. That recency is the point: when a scan's first burst queues at the servers, the
 //!   replies arriving at instant t took about t, so `SRTT` grows with t and no first attempt
 //!   expires while replies as old as it still come in; when the queue has drained, later
-//!   attempts see short round trips and the estimate falls with them. A log-scale histogram
-//!   keeps the quantiles of the samples for reports.
+//!   attempts see short round trips and the estimate falls with them. Samples arriving in
+//!   batches are alike, so `RTTVAR` alone underrates the spread: the RTO is also at least half
+//!   again the largest of the latest [`RECENT_SAMPLES`]. A log-scale histogram keeps the
+//!   quantiles of all samples for reports.
 //! * [`backed_off`]: every retransmission doubles the timeout (RFC 6298 §5.5), up to the cap.
 //!
 //! Samples follow Karn's rule for a server's own estimate: only a reply to an attempt sent
 //! once counts, since a reply after a retransmission may answer either copy. The population
-//! also takes a reply that came back within half the time the previous attempt had waited:
-//! for it to answer the earlier copy, that copy's round trip would have to exceed the
-//! timeout the population chose by half again. Nothing here reads a clock.
+//! also takes a reply that came back within half the time the previous attempt had waited
+//! (for it to answer the earlier copy, that copy's round trip would have to exceed the
+//! timeout the population chose by half again), until replies for queries already over show
+//! that retransmissions were spurious. Nothing here reads a clock.
 
 use std::time::Duration;
 
@@ -25,6 +28,8 @@ pub const GRANULARITY: Duration = Duration::from_millis(1);
 /// Samples the population needs before its estimate is used: fewer could come from the few
 /// nearest servers only.
 pub const MIN_POPULATION_SAMPLES: u64 = 4;
+/// The latest samples whose largest, with a quarter more, is a floor of the population's RTO.
+pub const RECENT_SAMPLES: usize = 128;
 
 /// One server's smoothed round-trip time (RFC 6298 §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +77,8 @@ pub struct Population {
     smoothed: Option<RttEstimate>,
     counts: Box<[u32; BUCKETS]>,
     samples: u64,
+    recent: [Duration; RECENT_SAMPLES],
+    recent_max: Duration,
 }
 
 impl Default for Population {
@@ -80,6 +87,8 @@ impl Default for Population {
             smoothed: None,
             counts: Box::new([0; BUCKETS]),
             samples: 0,
+            recent: [Duration::ZERO; RECENT_SAMPLES],
+            recent_max: Duration::ZERO,
         }
     }
 }
@@ -122,7 +131,22 @@ impl Population {
         if let Some(c) = self.counts.get_mut(bucket(us)) {
             *c = c.saturating_add(1);
         }
+        let slot = usize::try_from(self.samples % RECENT_SAMPLES as u64).unwrap_or(0);
+        if let Some(old) = self.recent.get_mut(slot) {
+            let evicted = std::mem::replace(old, r);
+            if r >= self.recent_max {
+                self.recent_max = r;
+            } else if evicted >= self.recent_max {
+                self.recent_max = self.recent.iter().copied().max().unwrap_or(r);
+            }
+        }
         self.samples += 1;
+    }
+
+    /// The largest of the latest [`RECENT_SAMPLES`] samples.
+    #[must_use]
+    pub fn recent_max(&self) -> Duration {
+        self.recent_max
     }
 
     /// Samples so far.
@@ -157,13 +181,15 @@ impl Population {
     }
 
     /// The timeout for a server not heard from yet, before clamping: `SRTT + max(G, 4·RTTVAR)`
-    /// over all servers, `None` until [`MIN_POPULATION_SAMPLES`] samples came.
+    /// over all servers, and at least 5/4 of the largest of the latest [`RECENT_SAMPLES`];
+    /// `None` until [`MIN_POPULATION_SAMPLES`] samples came.
     #[must_use]
     pub fn rto(&self) -> Option<Duration> {
         if self.samples < MIN_POPULATION_SAMPLES {
             return None;
         }
-        self.smoothed.map(|s| s.rto())
+        let recent = self.recent_max.saturating_mul(3) / 2;
+        self.smoothed.map(|s| s.rto().max(recent))
     }
 }
 
@@ -247,11 +273,13 @@ mod tests {
         for t in 5..=120 {
             p.add(ms(t));
         }
-        let rto = p.rto().unwrap();
-        // SRTT lags the ramp by a few samples; 4·RTTVAR more than makes up for it.
-        assert!(rto >= ms(120) && rto <= ms(160), "{rto:?}");
-        // The queue drained: retransmissions come back at once, and the estimate follows.
-        for _ in 0..60 {
+        // At least half again the largest recent sample: replies as old as the oldest unheard
+        // request may still come, and the servers may pause.
+        assert_eq!(p.recent_max(), ms(120));
+        assert_eq!(p.rto().unwrap(), ms(180));
+        // The queue drained: retransmissions come back at once, and the estimate follows once
+        // they fill the recent samples.
+        for _ in 0..RECENT_SAMPLES {
             p.add(ms(1));
         }
         let rto = p.rto().unwrap();

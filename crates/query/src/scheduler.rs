@@ -62,6 +62,10 @@ fn burst(rate: u32) -> f64 {
     (f64::from(rate) / 20.0).clamp(1.0, 64.0)
 }
 
+/// Datagrams from addresses no query waits on (late or duplicate replies) after which the
+/// population stops taking samples from retransmissions: a few may be strays.
+const SPURIOUS_EVIDENCE: u64 = 8;
+
 /// Rounding slack of the token bucket's arithmetic.
 const TOKEN_EPSILON: f64 = 1e-6;
 
@@ -611,13 +615,16 @@ where
                         None => slot.own = Some(RttEstimate::first(r)),
                     }
                     slot.backoff = 0;
-                } else if slot
-                    .prev_burst_at
-                    .is_some_and(|prev| r < at.saturating_duration_since(prev) / 2)
+                } else if self.stats.unrouted < SPURIOUS_EVIDENCE
+                    && slot
+                        .prev_burst_at
+                        .is_some_and(|prev| r < at.saturating_duration_since(prev) / 2)
                 {
                     // A retransmission answered within half the previous attempt's wait: the
                     // population takes it (see `crate::rto`); the server's own estimate, by
-                    // Karn's rule, does not.
+                    // Karn's rule, does not. Not once replies came for queries already over:
+                    // those say that retransmissions were spurious, and their quick "answers"
+                    // were the first copies' replies.
                     sample = Some(r);
                 }
             }
