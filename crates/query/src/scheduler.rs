@@ -228,6 +228,9 @@ pub struct Scheduler<T, M: QueryMachine, I> {
     draining: Option<usize>,
     results: VecDeque<Completed<T, M::Output>>,
     population: Population,
+    /// The latest send instant of a burst that was answered (a sample was taken from it): the
+    /// path worked for what was sent until then.
+    answered_through: Option<Instant>,
     bucket: Option<Bucket>,
     backlog: Backlog,
     scratch: Vec<usize>,
@@ -265,6 +268,7 @@ where
             draining: None,
             results: VecDeque::new(),
             population: Population::default(),
+            answered_through: None,
             bucket: options.rate.map(|r| Bucket::new(r, now)),
             backlog: Backlog::None,
             scratch: Vec::new(),
@@ -632,6 +636,9 @@ where
         if let Some(r) = sample {
             self.stats.samples += 1;
             self.population.add(r);
+            if let Some(at) = slot.burst_at {
+                self.answered_through = Some(self.answered_through.map_or(at, |a| a.max(at)));
+            }
         }
         self.after_event(idx, now);
     }
@@ -765,6 +772,9 @@ where
                 self.unheard.pop_front();
                 continue;
             }
+            // Only once something sent as late as this was answered: until then the servers
+            // may be pausing, not losing (the machine's own timer still runs, at twice the
+            // RTO; see `fire`).
             if sent + rto > now {
                 break;
             }
@@ -780,11 +790,22 @@ where
             Some(Some(s)) => (s.own, s.backoff),
             _ => return,
         };
-        let rto = self.rto_for(own, backoff);
+        let mut rto = self.rto_for(own, backoff);
         let adaptive = self.timing.adaptive;
         let Some(Some(slot)) = self.slots.get_mut(idx) else {
             return;
         };
+        if own.is_none()
+            && backoff == 0
+            && self
+                .answered_through
+                .is_none_or(|a| slot.burst_at.is_some_and(|b| a < b))
+        {
+            // A first attempt, and nothing sent since it went out has been answered: a pause
+            // at the servers looks the same as a loss, so wait twice as long before re-sending.
+            // (Retransmissions back off already.)
+            rto = rto.saturating_mul(2).min(self.timing.max);
+        }
         slot.timer = None;
         if adaptive {
             slot.machine.set_attempt_timeout(rto);

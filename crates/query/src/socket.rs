@@ -112,11 +112,15 @@ impl Family {
             Domain::IPV6
         };
         let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
-        if addr.is_ipv6() {
+        // Best effort: without the error queue a closed port is only slower to report.
+        let recverr = if addr.is_ipv6() {
             socket.set_only_v6(true)?;
-            setsockopt(&socket, sockopt::Ipv6RecvErr, &true).map_err(io::Error::from)?;
+            setsockopt(&socket, sockopt::Ipv6RecvErr, &true)
         } else {
-            setsockopt(&socket, sockopt::Ipv4RecvErr, &true).map_err(io::Error::from)?;
+            setsockopt(&socket, sockopt::Ipv4RecvErr, &true)
+        };
+        if let Err(e) = recverr {
+            tracing::debug!(error = %e, "no ICMP error queue on the query socket");
         }
         // Best effort: a smaller buffer only means fewer queries in flight.
         let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
