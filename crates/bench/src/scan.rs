@@ -249,7 +249,14 @@ fn failed_note(f: &Finished) -> String {
         None => format!("killed after {} s", TOOL_LIMIT.as_secs()),
         Some(s) if !s.success() => {
             let err = String::from_utf8_lossy(&f.stderr);
-            let last = err.lines().last().unwrap_or("").trim().to_owned();
+            // Muster's engine counters are a debug line, not the error.
+            let last = err
+                .lines()
+                .rev()
+                .find(|l| !l.contains(" DEBUG "))
+                .unwrap_or("")
+                .trim()
+                .to_owned();
             format!("exit {s}: {last}")
         }
         Some(_) => String::new(),
