@@ -1,7 +1,8 @@
 //! `muster-bench`: measured comparisons.
 //!
 //! * `muster-bench scan`: starts a loopback farm of GameSpy v1 servers with the release `muster`
-//!   binary (`muster emulate`), then times Muster, qstat and GameDig on it, one after another.
+//!   binary (`muster emulate`), then times Muster, qstat and GameDig on it, one after another,
+//!   and Muster's datagrams per second against the loopback limit of this machine.
 //! * `muster-bench master`: runs the master in-process and measures heartbeat ingestion, list
 //!   requests served per second and memory per registered server.
 //!
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod loopback;
 mod master;
 mod procs;
 mod scan;

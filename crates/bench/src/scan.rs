@@ -21,6 +21,8 @@ use crate::table;
 
 /// Longest time any one tool may run.
 const TOOL_LIMIT: Duration = Duration::from_secs(120);
+/// How long the loopback limit is measured.
+const LOOPBACK_MEASURE: Duration = Duration::from_secs(1);
 /// Longest time the farm may take to bind.
 const FARM_START_LIMIT: Duration = Duration::from_secs(60);
 /// Latin-1 syllables the generated names are built from.
@@ -43,13 +45,16 @@ pub(crate) struct ScanArgs {
     /// Tools to time, comma-separated: muster, qstat, gamedig.
     #[arg(long, value_delimiter = ',', default_value = "muster,qstat,gamedig")]
     peers: Vec<String>,
-    /// Muster's per-attempt timeout (`--timeout`). The CLI never retransmits sooner than
-    /// min(this, 100 ms) even when the measured loopback round trip is far shorter.
-    #[arg(long, default_value = "100ms", value_parser = crate::parse_duration)]
-    muster_timeout: Duration,
-    /// Muster's retries.
-    #[arg(long, default_value_t = 4)]
-    muster_retries: u32,
+    /// Muster's `--timeout`; default: Muster's own default.
+    #[arg(long, value_parser = crate::parse_duration)]
+    muster_timeout: Option<Duration>,
+    /// Muster's `--retries`; default: Muster's own default.
+    #[arg(long)]
+    muster_retries: Option<u32>,
+    /// Muster's `--rate` in packets per second (`0` = unlimited), or `default` for Muster's own
+    /// default (paced).
+    #[arg(long, default_value = "0")]
+    muster_rate: String,
     /// First game port of the farm; server i uses BASE + 2i (game) and BASE + 2i + 1 (query).
     /// Keep the range below the ephemeral ports (32768+).
     #[arg(long, default_value_t = 10_000)]
@@ -76,6 +81,44 @@ struct Outcome {
     answered: usize,
     full: usize,
     note: String,
+    /// Muster's own count: datagrams sent and received, and the engine's run time.
+    datagrams: Option<EngineStats>,
+}
+
+/// The counters of Muster's query engine, from its debug log line.
+#[derive(Debug, Clone, Copy)]
+struct EngineStats {
+    sent: u64,
+    received: u64,
+    seconds: f64,
+}
+
+impl EngineStats {
+    /// Parses `query engine finished sent=… received=… … seconds=…` from Muster's log.
+    fn parse(log: &str) -> Option<Self> {
+        let line = log
+            .lines()
+            .rev()
+            .find(|l| l.contains("query engine finished"))?;
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+                .map(str::to_owned)
+        };
+        Some(Self {
+            sent: field("sent")?.parse().ok()?,
+            received: field("received")?.parse().ok()?,
+            seconds: field("seconds")?.parse().ok()?,
+        })
+    }
+
+    fn per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            (self.sent + self.received) as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
 }
 
 fn latin1_name(seed: usize, chars: usize) -> String {
@@ -206,7 +249,14 @@ fn failed_note(f: &Finished) -> String {
         None => format!("killed after {} s", TOOL_LIMIT.as_secs()),
         Some(s) if !s.success() => {
             let err = String::from_utf8_lossy(&f.stderr);
-            let last = err.lines().last().unwrap_or("").trim().to_owned();
+            // Muster's engine counters are a debug line, not the error.
+            let last = err
+                .lines()
+                .rev()
+                .find(|l| !l.contains(" DEBUG "))
+                .unwrap_or("")
+                .trim()
+                .to_owned();
             format!("exit {s}: {last}")
         }
         Some(_) => String::new(),
@@ -223,12 +273,20 @@ fn run_muster(
     cmd.arg("scan")
         .arg("--servers")
         .arg(game_file)
-        .args(["--protocol", "gamespy1", "-f", "ndjson", "--rate", "0"])
-        .arg("--timeout")
-        .arg(humantime::format_duration(args.muster_timeout).to_string())
-        .arg("--retries")
-        .arg(args.muster_retries.to_string())
-        .args(["--deadline", "60s"]);
+        .args(["--protocol", "gamespy1", "-f", "ndjson"])
+        // The engine's counters, for datagrams per second.
+        .env("RUST_LOG", "muster_query=debug")
+        .env("NO_COLOR", "1");
+    if args.muster_rate != "default" {
+        cmd.arg("--rate").arg(&args.muster_rate);
+    }
+    if let Some(t) = args.muster_timeout {
+        cmd.arg("--timeout")
+            .arg(humantime::format_duration(t).to_string());
+    }
+    if let Some(r) = args.muster_retries {
+        cmd.arg("--retries").arg(r.to_string());
+    }
     let f = procs::run_bounded(cmd, dir, "muster", TOOL_LIMIT)?;
     let (mut answered, mut full) = (0, 0);
     for line in String::from_utf8_lossy(&f.stdout).lines() {
@@ -249,6 +307,7 @@ fn run_muster(
         answered,
         full,
         note: failed_note(&f),
+        datagrams: EngineStats::parse(&String::from_utf8_lossy(&f.stderr)),
     })
 }
 
@@ -299,6 +358,7 @@ fn run_qstat(
         answered,
         full,
         note,
+        datagrams: None,
     })
 }
 
@@ -337,6 +397,7 @@ fn run_gamedig(
         answered,
         full,
         note: failed_note(&f),
+        datagrams: None,
     })
 }
 
@@ -503,7 +564,14 @@ fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Re
         }
     }
     let outcomes: Vec<Summary> = runs.into_iter().filter_map(Summary::of).collect();
-    print_table(args, &outcomes);
+    let limit = if wants("muster") {
+        let limit = crate::loopback::measure(LOOPBACK_MEASURE)?;
+        eprintln!("loopback limit: {limit:.0} datagrams/s");
+        Some(limit)
+    } else {
+        None
+    };
+    print_table(args, &outcomes, limit);
     for s in skipped {
         println!("skipped {s}");
     }
@@ -535,7 +603,7 @@ impl Summary {
     }
 }
 
-fn print_table(args: &ScanArgs, summaries: &[Summary]) {
+fn print_table(args: &ScanArgs, summaries: &[Summary], limit: Option<f64>) {
     let base = summaries
         .iter()
         .map(|s| &s.median)
@@ -549,6 +617,7 @@ fn print_table(args: &ScanArgs, summaries: &[Summary]) {
         "with all players",
         "time vs muster",
         "full lists vs muster",
+        "datagrams/s (vs loopback limit)",
         "note",
     ];
     let rows: Vec<Vec<String>> = summaries
@@ -560,6 +629,13 @@ fn print_table(args: &ScanArgs, summaries: &[Summary]) {
                     ratio(o.wall.as_secs_f64(), b.wall.as_secs_f64()),
                     ratio(o.full as f64, b.full as f64),
                 )
+            });
+            let rate = o.datagrams.map_or("-".to_owned(), |d| {
+                let per_s = d.per_second();
+                match limit {
+                    Some(l) => format!("{per_s:.0} ({})", ratio(per_s, l)),
+                    None => format!("{per_s:.0}"),
+                }
             });
             vec![
                 o.tool.to_owned(),
@@ -578,17 +654,44 @@ fn print_table(args: &ScanArgs, summaries: &[Summary]) {
                 format!("{}/{}", o.full, args.servers),
                 t,
                 a,
+                rate,
                 o.note.clone(),
             ]
         })
         .collect();
+    let flags = format!(
+        "muster flags: --rate {}{}{}",
+        args.muster_rate,
+        args.muster_timeout
+            .map(|t| format!(" --timeout {}", humantime::format_duration(t)))
+            .unwrap_or_default(),
+        args.muster_retries
+            .map(|r| format!(" --retries {r}"))
+            .unwrap_or_default(),
+    );
     println!(
-        "scan: {} servers, {} players each, loss {:.0} %, reorder 50 %",
+        "scan: {} servers, {} players each, loss {:.0} %, reorder 50 %; {flags}",
         args.servers,
         args.players,
         args.loss * 100.0
     );
     print!("{}", table::render(&header, &rows));
+    if let Some(l) = limit {
+        println!("loopback limit (sendmmsg/recvmmsg echo, one socket): {l:.0} datagrams/s");
+    }
+    let fastest_peer = summaries
+        .iter()
+        .filter(|s| s.median.tool != "muster")
+        .min_by_key(|s| s.median.wall);
+    if let (Some(m), Some(p)) = (base, fastest_peer) {
+        println!(
+            "muster is {}x as fast as the faster peer ({}), with {} vs {} full lists",
+            ratio(p.median.wall.as_secs_f64(), m.wall.as_secs_f64()),
+            p.median.tool,
+            m.full,
+            p.median.full
+        );
+    }
 }
 
 #[cfg(test)]
@@ -609,8 +712,9 @@ mod tests {
             loss: 0.1,
             players: 4,
             peers: Vec::new(),
-            muster_timeout: Duration::from_millis(500),
-            muster_retries: 4,
+            muster_timeout: None,
+            muster_retries: None,
+            muster_rate: "0".to_owned(),
             base_port: 10_000,
             seed: 1,
             runs: 1,

@@ -1,17 +1,11 @@
-//! `muster list`: a master server's list, and the list sources `scan` shares.
+//! `muster list`: a master server's list, and the list sources `scan` shares. The library's
+//! [`muster_query::list_one`] fetches; this module maps flags to a source and renders.
 
 use std::net::SocketAddr;
-use std::path::Path;
-use std::time::Duration;
 
-use anyhow::Context as _;
-use muster_proto::gamespy_master::conversation::ListClientConfig;
-use muster_proto::gamespy_master::packet::{Key, ListForm};
-use muster_proto::model::ServerList;
-use muster_proto::query::QueryMachine;
-use muster_proto::teeworlds_master::{MasterListQuery as TwListQuery, ServersJson, Token};
-use muster_proto::ut2003_list::packet::ListFile;
-use muster_query::{Completed, HostPort, Job, Options, ResolveError, resolve_input};
+use muster_proto::gamespy_master::packet::Key;
+use muster_proto::query::QueryError;
+use muster_query::{Document, Failure, MasterEntry, MasterSource, ResolveError, resolve_input};
 use serde::Serialize;
 
 use crate::exit;
@@ -111,18 +105,17 @@ pub(crate) struct Listed {
     pub max_players: Option<u32>,
 }
 
-fn from_server_list(list: &ServerList, kind: MasterKind) -> Vec<Listed> {
-    list.servers
-        .iter()
-        .map(|s| Listed {
-            address: s.address,
-            query_address: s.query_address,
+impl Listed {
+    fn of(entry: MasterEntry, kind: MasterKind) -> Self {
+        Self {
+            address: entry.address,
+            query_address: entry.query_address,
             master_protocol: kind.name(),
-            name: None,
-            num_players: None,
-            max_players: None,
-        })
-        .collect()
+            name: entry.name,
+            num_players: entry.num_players,
+            max_players: entry.max_players,
+        }
+    }
 }
 
 async fn resolve_one(input: &str, default_port: Option<u16>) -> anyhow::Result<SocketAddr> {
@@ -136,181 +129,68 @@ async fn resolve_one(input: &str, default_port: Option<u16>) -> anyhow::Result<S
     })
 }
 
-async fn document(source: &str, timeout: Duration) -> anyhow::Result<Vec<u8>> {
-    if source.starts_with("http://") || source.starts_with("https://") {
-        muster_query::lists::http_get(source, timeout)
-            .await
-            .with_context(|| source.to_owned())
-    } else {
-        let path = Path::new(source);
-        std::fs::read(path).with_context(|| format!("reading {}", path.display()))
-    }
-}
-
-async fn udp_lists<M, F>(
-    machines: Vec<F>,
-    options: Options,
-) -> anyhow::Result<(ServerList, Option<String>)>
-where
-    M: QueryMachine<Output = ServerList> + Send + 'static,
-    F: FnOnce(muster_proto::QueryConfig) -> M + Send + 'static,
-{
-    let jobs: Vec<_> = machines
-        .into_iter()
-        .enumerate()
-        .map(|(tag, build)| Job { tag, build })
-        .collect();
-    let mut rx = muster_query::spawn(jobs, options);
-    let mut merged = ServerList::default();
-    let mut error = None;
-    let mut any_ok = false;
-    while let Some(Completed { outcome, .. }) = rx.recv().await {
-        match outcome {
-            Ok(list) => {
-                any_ok = true;
-                for s in list.servers {
-                    if !merged.servers.contains(&s) {
-                        merged.servers.push(s);
-                    }
-                }
-                if merged.partial.is_none() {
-                    merged.partial = list.partial;
-                }
-            }
-            Err(e) => error = Some(e.to_string()),
-        }
-    }
-    if any_ok {
-        Ok((merged, None))
-    } else {
-        Ok((merged, Some(error.unwrap_or_else(|| "no reply".to_owned()))))
-    }
-}
-
-/// Fetch one master's list. `Ok((list, Some(error)))` when the master did not answer.
-pub(crate) async fn fetch(
+/// The library's source for `--protocol KIND SOURCE` (usage errors: exit code 2).
+async fn master_source(
     kind: MasterKind,
     source: &str,
     game: Option<&str>,
-    timing: &TimingArgs,
-) -> anyhow::Result<(Vec<Listed>, Option<String>)> {
-    let overall = timing
-        .deadline
-        .unwrap_or(timing.timeout * (timing.retries + 1) + Duration::from_secs(2));
-    match kind {
-        MasterKind::Gameagent => {
-            let addr = resolve_one(source, kind.default_port()).await?;
-            let (list, err) = udp_lists(
-                vec![move |cfg| muster_proto::gameagent::query::MasterListQuery::new(addr, cfg)],
-                timing.options(),
-            )
-            .await?;
-            Ok((
-                from_server_list(&list, kind),
-                err.map(|e| format!("{addr}: {e}")),
-            ))
-        }
-        MasterKind::Teeworlds => {
-            let addr = resolve_one(source, kind.default_port()).await?;
-            let token = Token(rand::random());
-            let v06 = move |cfg| TwListQuery::new_06(addr, cfg, false);
-            let v07 = move |cfg| TwListQuery::new_07(addr, cfg, token);
-            type Build = Box<dyn FnOnce(muster_proto::QueryConfig) -> TwListQuery + Send>;
-            let builds: Vec<Build> = vec![Box::new(v06), Box::new(v07)];
-            let (list, err) = udp_lists(builds, timing.options()).await?;
-            Ok((
-                from_server_list(&list, kind),
-                err.map(|e| format!("{addr}: {e}")),
-            ))
-        }
+) -> anyhow::Result<MasterSource> {
+    let addr = || resolve_one(source, kind.default_port());
+    Ok(match kind {
+        MasterKind::Gameagent => MasterSource::GameAgent(addr().await?),
+        MasterKind::Teeworlds => MasterSource::Teeworlds(addr().await?),
         MasterKind::Gamespy => {
             let game = game.ok_or_else(|| {
                 UsageError("--game is required for GameSpy lists (e.g. ut2, serioussamse)".into())
             })?;
             let key = Key::new(game.as_bytes().to_vec())
                 .map_err(|_| UsageError(format!("bad game name {game:?}")))?;
-            let addr = resolve_one(source, kind.default_port()).await?;
-            let mut config = ListClientConfig::new(key, ListForm::Cmp);
-            config.timeout = overall;
-            match muster_query::lists::gamespy_list(addr, config).await {
-                Ok(list) => Ok((from_server_list(&list, kind), None)),
-                Err(e) => Ok((Vec::new(), Some(format!("{addr}: {e}")))),
-            }
+            MasterSource::Gamespy(addr().await?, key)
         }
-        MasterKind::Mgmt => {
-            let addr = resolve_one(source, kind.default_port()).await?;
-            match muster_query::lists::mgmt_list(addr, overall).await {
-                Ok(answer) => {
-                    let mut out = Vec::new();
-                    for s in answer.servers() {
-                        let port = s.server.port().get();
-                        let host = HostPort {
-                            host: s.server.address().as_str().to_owned(),
-                            port: Some(port),
-                        };
-                        // Registered host names are resolved here; one that does not resolve
-                        // is left out of the list (and logged).
-                        let Some(address) = host
-                            .resolve(port)
-                            .await
-                            .ok()
-                            .and_then(|a| a.first().copied())
-                        else {
-                            tracing::warn!(host = %host, "listed host name does not resolve");
-                            continue;
-                        };
-                        out.push(Listed {
-                            address,
-                            query_address: None,
-                            master_protocol: kind.name(),
-                            name: Some(s.server.name().to_owned()),
-                            num_players: Some(s.stats.current.get()),
-                            max_players: Some(u32::from(s.stats.max.get())),
-                        });
-                    }
-                    Ok((out, None))
-                }
-                Err(e) => Ok((Vec::new(), Some(format!("{addr}: {e}")))),
+        MasterKind::Mgmt => MasterSource::Mgmt(addr().await?),
+        MasterKind::Ddnet => MasterSource::Ddnet(Document::parse(source)),
+        MasterKind::Ut2003Text => MasterSource::Ut2003Text(Document::parse(source)),
+    })
+}
+
+/// Fetch one master's list. `Ok((list, Some(error)))` when the master did not answer; an error
+/// when the input is wrong (exit code 2) or a document is unreadable or not a list.
+pub(crate) async fn fetch(
+    kind: MasterKind,
+    source: &str,
+    game: Option<&str>,
+    timing: &TimingArgs,
+) -> anyhow::Result<(Vec<Listed>, Option<String>)> {
+    let master = master_source(kind, source, game).await?;
+    match muster_query::list_one(&master, &timing.options()).await {
+        Ok(list) => Ok((
+            list.into_iter().map(|e| Listed::of(e, kind)).collect(),
+            None,
+        )),
+        Err(failure) => match (&master, failure) {
+            (MasterSource::Ddnet(_), Failure::Query(QueryError::Decode(e))) => Err(
+                anyhow::anyhow!("{source}: not a servers.json document: {e}"),
+            ),
+            (MasterSource::Ut2003Text(_), Failure::Query(QueryError::Decode(e))) => {
+                Err(anyhow::anyhow!("{source}: not a UT2003 list: {e}"))
             }
-        }
-        MasterKind::Ddnet => {
-            let body = document(source, overall).await?;
-            let doc = ServersJson::decode(&body)
-                .map_err(|e| anyhow::anyhow!("{source}: not a servers.json document: {e}"))?;
-            // One row per server (its first UDP address), with what the document says of it.
-            let mut out = Vec::new();
-            for entry in &doc.servers {
-                let Some(address) = entry
-                    .parsed_addresses()
-                    .iter()
-                    .find_map(muster_proto::teeworlds_master::ServerAddress::socket_addr)
-                else {
-                    continue;
-                };
-                if out.iter().any(|l: &Listed| l.address == address) {
-                    continue;
-                }
-                let info = entry.server_info().ok();
-                out.push(Listed {
-                    address,
-                    query_address: None,
-                    master_protocol: kind.name(),
-                    name: info.as_ref().map(|i| i.name.plain.clone()),
-                    num_players: info.as_ref().map(|i| i.num_players),
-                    max_players: info.as_ref().map(|i| i.max_players),
-                });
+            (
+                MasterSource::Ddnet(Document::File(path))
+                | MasterSource::Ut2003Text(Document::File(path)),
+                f,
+            ) => Err(anyhow::anyhow!("reading {}: {f}", path.display())),
+            (MasterSource::Ddnet(_) | MasterSource::Ut2003Text(_), f) => {
+                Err(anyhow::anyhow!("{source}: {f}"))
             }
-            Ok((out, None))
-        }
-        MasterKind::Ut2003Text => {
-            let body = document(source, overall).await?;
-            let file = ListFile::decode(&body)
-                .map_err(|e| anyhow::anyhow!("{source}: not a UT2003 list: {e}"))?;
-            if file.invalid > 0 {
-                tracing::warn!("{source}: {}", file.summary());
-            }
-            Ok((from_server_list(&file.to_server_list(), kind), None))
-        }
+            (
+                MasterSource::GameAgent(addr)
+                | MasterSource::Teeworlds(addr)
+                | MasterSource::Gamespy(addr, _)
+                | MasterSource::Mgmt(addr),
+                f,
+            ) => Ok((Vec::new(), Some(format!("{addr}: {f}")))),
+            (_, f) => Ok((Vec::new(), Some(f.to_string()))),
+        },
     }
 }
 

@@ -139,7 +139,7 @@ pub(crate) async fn run_targets<W: std::io::Write>(
             Err(failure) => {
                 all_ok = false;
                 let status = match failure {
-                    Failure::Query(QueryError::Timeout) => Status::Timeout,
+                    Failure::Query(QueryError::Timeout) | Failure::Unsent => Status::Timeout,
                     _ => Status::Error,
                 };
                 let error = format!("{}: {failure}", tag.query_address);

@@ -14,18 +14,21 @@ fn duration(s: &str) -> Result<Duration, String> {
 /// `--timeout`, `--retries`, `--deadline`, `--rate`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct TimingArgs {
-    /// Longest wait for one attempt before re-sending (e.g. 500ms, 2s). Re-sends come sooner
-    /// once the measured round-trip time shows the servers answer faster.
+    /// Longest wait for one attempt before re-sending (e.g. 500ms, 2s): the upper bound. Once
+    /// replies come, attempts wait the measured retransmission timeout instead (round trip
+    /// plus four times its variation, from all servers until a server has answered itself),
+    /// doubled after each re-send.
     #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = duration)]
     pub timeout: Duration,
     /// How many times to re-send a request that got no answer (0 = send once).
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    #[arg(long, value_name = "N", default_value_t = 3)]
     pub retries: u32,
     /// Give up on everything still running after this long (e.g. 10s); partial results are
     /// printed. Default: no overall deadline (each query still ends after its retries).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub deadline: Option<Duration>,
-    /// Send at most this many packets per second in total (0 = unlimited).
+    /// Send at most this many packets per second in total (0 = unlimited). A request's
+    /// timer starts when it is sent, so a slow rate makes a scan longer, never less complete.
     #[arg(long, value_name = "PPS", default_value_t = 1000)]
     pub rate: u32,
 }

@@ -357,9 +357,10 @@ fn record(
     let now = Timestamp::now();
     let info = match c.outcome {
         Ok(info) => Some(info),
-        Err(Failure::Send(kind)) => {
-            // Our side could not send (no IPv6 route, …): says nothing about the server.
-            tracing::debug!(server = %key.addr, ?kind, "poll not sent");
+        Err(e @ (Failure::Send(_) | Failure::Unsent)) => {
+            // Our side could not send (no IPv6 route, the round's deadline came first): says
+            // nothing about the server.
+            tracing::debug!(server = %key.addr, error = %e, "poll not sent");
             handle.metrics().count_drop(DropReason::PollNotSent);
             return;
         }

@@ -14,6 +14,13 @@ pub enum Failure {
     /// The datagram could not be sent (no IPv6, unreachable network, …).
     #[error("send failed: {}", kind_text(*.0))]
     Send(io::ErrorKind),
+    /// The server's host answered with ICMP port unreachable: nothing listens there.
+    #[error("connection refused (ICMP port unreachable)")]
+    Refused,
+    /// The overall deadline passed before the query's request was sent (a rate budget that
+    /// the deadline leaves too little time for).
+    #[error("deadline passed before the request was sent")]
+    Unsent,
     /// The host name did not resolve.
     #[error("cannot resolve host name")]
     Resolve,
@@ -26,6 +33,9 @@ pub enum Failure {
     /// An HTTP request failed (0: no status, the request itself failed).
     #[error("http status {0}")]
     Http(u16),
+    /// A local file could not be read.
+    #[error("cannot read: {}", kind_text(*.0))]
+    Read(io::ErrorKind),
     /// The answer exceeded Muster's size limit.
     #[error("answer too large")]
     TooLarge,

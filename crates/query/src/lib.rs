@@ -7,7 +7,9 @@
 //!
 //! Most callers want [`query_one`] or [`query_many`] ([`client`]): a [`Target`] is a game
 //! address and a [`QueryProtocol`], and the answer is the protocol-neutral
-//! [`muster_proto::ServerInfo`]. Below them, [`spawn`] runs any [`muster_proto::QueryMachine`]:
+//! [`muster_proto::ServerInfo`]. [`list_one`] and [`list_many`] ([`lists`]) fetch master
+//! lists. Below them, [`spawn`] runs any [`muster_proto::QueryMachine`] through the sans-IO
+//! [`Scheduler`] ([`scheduler`], with the RTO estimates of [`rto`]):
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -35,9 +37,14 @@ pub mod engine;
 pub mod error;
 pub mod lists;
 pub mod machines;
+pub mod rto;
+pub mod scheduler;
+mod socket;
 pub mod target;
 
 pub use client::{Answer, Outcome, QueryProtocol, Target, query_many, query_one};
 pub use engine::{Completed, Job, Options, spawn};
 pub use error::Failure;
+pub use lists::{Document, MasterEntry, MasterSource, list_many, list_one};
+pub use scheduler::Scheduler;
 pub use target::{AddressError, HostPort, ResolveError, resolve_input, resolve_inputs};

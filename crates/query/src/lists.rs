@@ -1,22 +1,317 @@
-//! Fetching master lists that do not go over UDP: the GameSpy TCP list, the management
-//! server's `msQueryGameServers`, and HTTP documents (DDNet's `servers.json`, the UT2003 text
-//! list). UDP master lists (GameAgent, Teeworlds) are query machines and run through
-//! [`crate::spawn`] like any query.
+//! Master lists: [`list_one`] and [`list_many`] fetch what a [`MasterSource`] lists, whatever
+//! its protocol: the GameAgent and Teeworlds UDP masters (query machines run through
+//! [`crate::spawn`] like any query), the GameSpy TCP list, the management server's
+//! `msQueryGameServers`, and documents over HTTP or from a file (DDNet's `servers.json`, the
+//! UT2003 text list).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), muster_query::Failure> {
+//! use muster_query::lists::{MasterSource, list_one};
+//! use muster_query::Options;
+//!
+//! let master = MasterSource::Teeworlds("127.0.0.1:8300".parse().unwrap());
+//! for server in list_one(&master, &Options::default()).await? {
+//!     println!("{}", server.address);
+//! }
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! Every function here is bounded: a connect timeout, an overall deadline and a byte cap.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use muster_proto::gamespy_master::conversation::{ListClient, ListClientConfig};
+use muster_proto::gamespy_master::packet::{Key, ListForm};
 use muster_proto::mgmt::client::{ClientConnection, ClientEvent, encode_query};
 use muster_proto::mgmt::messages::ServerListAnswer;
 use muster_proto::model::ServerList;
-use muster_proto::query::{Event, QueryError};
+use muster_proto::query::{Event, QueryConfig, QueryError, QueryMachine};
+use muster_proto::teeworlds_master::{MasterListQuery as TwListQuery, ServersJson, Token};
+use muster_proto::ut2003_list::packet::ListFile;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
 
+use crate::engine::{Completed, Job, Options, spawn};
 use crate::error::Failure;
+use crate::target::HostPort;
+
+/// Slack beyond the UDP attempts that a TCP or HTTP list gets when no deadline is set.
+const LIST_SLACK: Duration = Duration::from_secs(2);
+
+/// A document: an `http(s)` URL or a local file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Document {
+    /// Fetched with GET (at most [`MAX_HTTP_BODY`] bytes).
+    Url(String),
+    /// Read from disk.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for Document {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Url(u) => f.write_str(u),
+            Self::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+impl Document {
+    /// A URL when `source` starts with `http://` or `https://`, otherwise a file path.
+    #[must_use]
+    pub fn parse(source: &str) -> Self {
+        if source.starts_with("http://") || source.starts_with("https://") {
+            Self::Url(source.to_owned())
+        } else {
+            Self::File(PathBuf::from(source))
+        }
+    }
+
+    async fn load(&self, timeout: Duration) -> Result<Vec<u8>, Failure> {
+        match self {
+            Self::Url(url) => http_get(url, timeout).await,
+            // A list file is read once and at most a few MiB: not worth a blocking-pool task.
+            Self::File(path) => std::fs::read(path).map_err(|e| Failure::Read(e.kind())),
+        }
+    }
+}
+
+/// A master server (or list document) to ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MasterSource {
+    /// Serious Sam GameAgent master, UDP.
+    GameAgent(SocketAddr),
+    /// Teeworlds UDP master: 0.6 (`req2`) and 0.7 (token handshake) at once, lists merged.
+    Teeworlds(SocketAddr),
+    /// GameSpy master's TCP list for the game whose key is given.
+    Gamespy(SocketAddr, Key),
+    /// The management server's game-server list, TCP.
+    Mgmt(SocketAddr),
+    /// DDNet's HTTP master document (`servers.json`).
+    Ddnet(Document),
+    /// The UT2003 plain-text list.
+    Ut2003Text(Document),
+}
+
+/// One server a master listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MasterEntry {
+    /// The game address (for GameSpy lists, which carry only the query port, the listed
+    /// address).
+    pub address: SocketAddr,
+    /// The query address, when the list says it.
+    pub query_address: Option<SocketAddr>,
+    /// The name, when the list carries one (DDNet, management server).
+    pub name: Option<String>,
+    /// Players, when the list carries them.
+    pub num_players: Option<u32>,
+    /// Slots, when the list carries them.
+    pub max_players: Option<u32>,
+}
+
+impl MasterEntry {
+    fn listed(address: SocketAddr, query_address: Option<SocketAddr>) -> Self {
+        Self {
+            address,
+            query_address,
+            name: None,
+            num_players: None,
+            max_players: None,
+        }
+    }
+}
+
+fn entries(list: &ServerList) -> Vec<MasterEntry> {
+    list.servers
+        .iter()
+        .map(|s| MasterEntry::listed(s.address, s.query_address))
+        .collect()
+}
+
+/// The time a TCP or HTTP list may take: the deadline, or every UDP attempt plus slack.
+fn overall(options: &Options) -> Duration {
+    options.deadline.unwrap_or_else(|| {
+        options
+            .attempt_timeout
+            .saturating_mul(options.retries.saturating_add(1))
+            .saturating_add(LIST_SLACK)
+    })
+}
+
+/// The servers `source` lists, asked with `options` (UDP masters: the engine's timing; TCP and
+/// HTTP: bounded by the deadline, or by every UDP attempt's time plus two seconds).
+///
+/// # Errors
+///
+/// [`Failure`] when the master did not answer, answered what cannot be decoded (a document
+/// that is not a `servers.json` or a UT2003 list: [`QueryError::Decode`]), or a file could
+/// not be read.
+pub async fn list_one(
+    source: &MasterSource,
+    options: &Options,
+) -> Result<Vec<MasterEntry>, Failure> {
+    let within = overall(options);
+    match source {
+        MasterSource::GameAgent(addr) => {
+            let addr = *addr;
+            let list = udp_lists(
+                vec![move |cfg| muster_proto::gameagent::query::MasterListQuery::new(addr, cfg)],
+                options.clone(),
+            )
+            .await?;
+            Ok(entries(&list))
+        }
+        MasterSource::Teeworlds(addr) => {
+            let addr = *addr;
+            let token = Token(rand::random());
+            type Build = Box<dyn FnOnce(QueryConfig) -> TwListQuery + Send>;
+            let builds: Vec<Build> = vec![
+                Box::new(move |cfg| TwListQuery::new_06(addr, cfg, false)),
+                Box::new(move |cfg| TwListQuery::new_07(addr, cfg, token)),
+            ];
+            let list = udp_lists(builds, options.clone()).await?;
+            Ok(entries(&list))
+        }
+        MasterSource::Gamespy(addr, key) => {
+            let mut config = ListClientConfig::new(key.clone(), ListForm::Cmp);
+            config.timeout = within;
+            Ok(entries(&gamespy_list(*addr, config).await?))
+        }
+        MasterSource::Mgmt(addr) => {
+            let answer = mgmt_list(*addr, within).await?;
+            let mut out = Vec::new();
+            for s in answer.servers() {
+                let port = s.server.port().get();
+                let host = HostPort {
+                    host: s.server.address().as_str().to_owned(),
+                    port: Some(port),
+                };
+                // Registered host names are resolved here; one that does not resolve is left
+                // out of the list (and logged).
+                let Some(address) = host
+                    .resolve(port)
+                    .await
+                    .ok()
+                    .and_then(|a| a.first().copied())
+                else {
+                    tracing::warn!(host = %host, "listed host name does not resolve");
+                    continue;
+                };
+                out.push(MasterEntry {
+                    address,
+                    query_address: None,
+                    name: Some(s.server.name().to_owned()),
+                    num_players: Some(s.stats.current.get()),
+                    max_players: Some(u32::from(s.stats.max.get())),
+                });
+            }
+            Ok(out)
+        }
+        MasterSource::Ddnet(doc) => {
+            let body = doc.load(within).await?;
+            let doc =
+                ServersJson::decode(&body).map_err(|e| Failure::Query(QueryError::Decode(e)))?;
+            // One row per server (its first UDP address), with what the document says of it.
+            let mut out: Vec<MasterEntry> = Vec::new();
+            for entry in &doc.servers {
+                let Some(address) = entry
+                    .parsed_addresses()
+                    .iter()
+                    .find_map(muster_proto::teeworlds_master::ServerAddress::socket_addr)
+                else {
+                    continue;
+                };
+                if out.iter().any(|l| l.address == address) {
+                    continue;
+                }
+                let info = entry.server_info().ok();
+                out.push(MasterEntry {
+                    address,
+                    query_address: None,
+                    name: info.as_ref().map(|i| i.name.plain.clone()),
+                    num_players: info.as_ref().map(|i| i.num_players),
+                    max_players: info.as_ref().map(|i| i.max_players),
+                });
+            }
+            Ok(out)
+        }
+        MasterSource::Ut2003Text(doc) => {
+            let body = doc.load(within).await?;
+            let file =
+                ListFile::decode(&body).map_err(|e| Failure::Query(QueryError::Decode(e)))?;
+            if file.invalid > 0 {
+                // Lines the format cannot hold are skipped, and said so.
+                tracing::warn!("{doc}: {}", file.summary());
+            }
+            Ok(entries(&file.to_server_list()))
+        }
+    }
+}
+
+/// Ask every master of `sources` at once; each result comes as soon as that master is done,
+/// with its index in `sources`. The stream yields exactly one item per source, then ends.
+/// Must be called within a tokio runtime; dropping the stream stops nothing already asked.
+pub fn list_many(
+    sources: Vec<MasterSource>,
+    options: &Options,
+) -> impl Stream<Item = (usize, Result<Vec<MasterEntry>, Failure>)> + Send + Unpin + use<> {
+    let (tx, rx) = tokio::sync::mpsc::channel(sources.len().max(1));
+    for (i, source) in sources.into_iter().enumerate() {
+        let tx = tx.clone();
+        let options = options.clone();
+        tokio::spawn(async move {
+            let result = list_one(&source, &options).await;
+            let _ = tx.send((i, result)).await;
+        });
+    }
+    ReceiverStream::new(rx)
+}
+
+/// UDP list machines of one master through the engine, their lists merged; the last failure
+/// when none answered.
+async fn udp_lists<M, F>(machines: Vec<F>, options: Options) -> Result<ServerList, Failure>
+where
+    M: QueryMachine<Output = ServerList> + Send + 'static,
+    F: FnOnce(QueryConfig) -> M + Send + 'static,
+{
+    let jobs: Vec<_> = machines
+        .into_iter()
+        .enumerate()
+        .map(|(tag, build)| Job { tag, build })
+        .collect();
+    let mut rx = spawn(jobs, options);
+    let mut merged = ServerList::default();
+    let mut error = None;
+    let mut any_ok = false;
+    while let Some(Completed { outcome, .. }) = rx.recv().await {
+        match outcome {
+            Ok(list) => {
+                any_ok = true;
+                for s in list.servers {
+                    if !merged.servers.contains(&s) {
+                        merged.servers.push(s);
+                    }
+                }
+                if merged.partial.is_none() {
+                    merged.partial = list.partial;
+                }
+            }
+            Err(e) => error = Some(e),
+        }
+    }
+    if any_ok {
+        Ok(merged)
+    } else {
+        Err(error.unwrap_or(Failure::Query(QueryError::Timeout)))
+    }
+}
 
 /// The most bytes an HTTP list document may have (DDNet's full `servers.json` is a few MiB).
 pub const MAX_HTTP_BODY: usize = 32 << 20;
