@@ -466,6 +466,10 @@ pub struct Record {
     pub source: SourceKey,
     /// What a DDNet server registered at this address.
     pub ddnet: Option<Arc<DdnetData>>,
+    /// When the registry must look at it next (its expiry, or its oldest DDNet stream going
+    /// stale), kept by the registry on every change so that pruning compares one time per
+    /// record instead of computing lifetimes. `None`: never.
+    pub deadline: Option<Timestamp>,
 }
 
 impl Record {
@@ -490,6 +494,7 @@ impl Record {
             poll_failures: 0,
             source: reg.source,
             ddnet: None,
+            deadline: None,
         }
     }
 
