@@ -21,7 +21,7 @@
 //!   info not an object                 400 register info must be an object
 //!   no info at this serial             200 need_info                 (+ chal if token stale)
 //!   else                               200 success (once stored)     (+ chal if token stale)
-//! GET /ddnet/15/servers.json  {"servers":[{"addresses":[…],"info":{…}}]}   (gzip when asked)
+//! GET /ddnet/15/servers.json  {"servers":[{"addresses":[…],"info":{…}}]}\n  (gzip when asked)
 //! ```
 //!
 //! The registry keeps what a server registered ([`crate::registry::DdnetData`]): its `Secret`,
@@ -31,9 +31,10 @@
 //! key order kept. A success is answered only once it is in the store. The listed address is
 //! the HTTP peer's IP with the port of `Address`; an IPv4-mapped peer becomes IPv4.
 //!
-//! `servers.json` is built from the view, once per snapshot (a concatenation of the stored
-//! infos), and its gzip form at most once per [`GZIP_EVERY`], so serving it costs a copy of
-//! shared bytes however many clients ask.
+//! `servers.json` is built from the view, once per snapshot, sorted as the reference master
+//! sorts it (by address list; an address by IP, port, protocol), and its gzip form at most
+//! once per [`GZIP_EVERY`], so serving it costs a copy of shared bytes however many clients
+//! ask.
 //!
 //! Abuse limits beyond the reference master's (they answer only past normal use): per-source
 //! buckets on POSTs (429) and on UDP challenges (not sent); a global egress budget for
@@ -565,45 +566,70 @@ async fn gzipped(face: &DdnetFace, plain: &Bytes) -> Bytes {
     gz
 }
 
+/// Where an address sorts in `servers.json`: IP, port, protocol (as the reference master
+/// orders them; a stored scheme it does not know sorts before the known ones), then the URL.
+type AddrKey = (IpAddr, u16, Option<StreamProtocol>, Arc<str>);
+
+fn addr_key(addr: SocketAddr, url: &Arc<str>) -> AddrKey {
+    let protocol = url
+        .split_once("://")
+        .and_then(|(scheme, _)| StreamProtocol::from_scheme(scheme));
+    (addr.ip(), addr.port(), protocol, Arc::clone(url))
+}
+
+/// One `servers.json` entry: its addresses, and the info as registered (with its serial) or
+/// as made from a poll.
+enum EntryInfo {
+    Registered(i64, Bytes),
+    Made(Value),
+}
+
 /// `servers.json` of `view` (built once per snapshot): every listed Teeworlds or DDNet server
 /// with an IP address. Addresses registered by one DDNet `Secret` are one entry with the info
-/// as registered; servers of the Teeworlds UDP faces get an info made from their last poll.
+/// as registered. Servers of the Teeworlds UDP faces (not at an address a DDNet server
+/// registered) get an info made from their last poll, one address each; they are sorted in
+/// with the others, as the reference master sorts the entries it imports from the old UDP
+/// masters with its own. Entries are ordered by their sorted address lists, so with DDNet
+/// registrations only the document is the reference master's, byte for byte.
 #[must_use]
 pub fn document(view: &Snapshot) -> Arc<Bytes> {
     view.cached(("servers.json", "".into()), |s| {
-        // Per entry: its addresses, and the info as registered or as made from a poll.
-        type Entry = (Vec<Arc<str>>, Option<Bytes>, Option<Value>);
-        let mut groups: Vec<Entry> = Vec::new();
+        let mut entries: Vec<(Vec<AddrKey>, EntryInfo)> = Vec::new();
         let mut by_secret: std::collections::HashMap<&str, usize> =
             std::collections::HashMap::new();
         let mut seen = std::collections::HashSet::new();
-        for r in s.listed() {
-            if !TEEWORLDS_GAMES.contains(&r.key.game.as_str()) {
+        let teeworlds =
+            |r: &&Arc<crate::registry::Record>| TEEWORLDS_GAMES.contains(&r.key.game.as_str());
+        for r in s.listed().iter().filter(teeworlds) {
+            let (GameAddr::Ip(addr), Some(d)) = (&r.key.addr, &r.ddnet) else {
+                continue;
+            };
+            if d.streams.is_empty() {
                 continue;
             }
+            let addr = *addr;
+            seen.insert(addr);
+            let keys = d.streams.iter().map(|st| addr_key(addr, &st.url));
+            let fresh = || EntryInfo::Registered(d.serial, d.info.clone());
+            match by_secret.get(&*d.secret).and_then(|&i| entries.get_mut(i)) {
+                Some((addrs, info)) => {
+                    addrs.extend(keys);
+                    if matches!(info, EntryInfo::Registered(serial, _) if *serial < d.serial) {
+                        *info = fresh();
+                    }
+                }
+                None => {
+                    by_secret.insert(&d.secret, entries.len());
+                    entries.push((keys.collect(), fresh()));
+                }
+            }
+        }
+        for r in s.listed().iter().filter(teeworlds) {
             let GameAddr::Ip(addr) = r.key.addr else {
                 continue;
             };
-            if let Some(d) = &r.ddnet {
-                if d.streams.is_empty() {
-                    continue;
-                }
-                let urls = d.streams.iter().map(|st| Arc::clone(&st.url));
-                match by_secret.get(&*d.secret) {
-                    Some(&i) => {
-                        if let Some(g) = groups.get_mut(i) {
-                            g.0.extend(urls);
-                        }
-                    }
-                    None => {
-                        by_secret.insert(&d.secret, groups.len());
-                        groups.push((urls.collect(), Some(d.info.clone()), None));
-                    }
-                }
-                seen.insert(addr);
-                continue;
-            }
-            if !LISTED_BY_07.contains(&r.face) && r.face != Face::Teeworlds06 {
+            if r.ddnet.is_some() || (!LISTED_BY_07.contains(&r.face) && r.face != Face::Teeworlds06)
+            {
                 continue;
             }
             let Some(info) = &r.info else { continue };
@@ -615,34 +641,36 @@ pub fn document(view: &Snapshot) -> Arc<Bytes> {
             } else {
                 StreamProtocol::V6
             };
-            groups.push((
-                vec![Arc::from(stream_url(protocol, addr))],
-                None,
-                Some(synthesized_info(info)),
+            let url: Arc<str> = Arc::from(stream_url(protocol, addr));
+            entries.push((
+                vec![addr_key(addr, &url)],
+                EntryInfo::Made(synthesized_info(info)),
             ));
         }
-        let mut out = Vec::with_capacity(64 + groups.len() * 512);
+        for (addrs, _) in &mut entries {
+            addrs.sort();
+            addrs.dedup();
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = Vec::with_capacity(64 + entries.len() * 512);
         out.extend_from_slice(b"{\"servers\":[");
-        for (i, (mut urls, raw, made)) in groups.into_iter().enumerate() {
+        for (i, (addrs, info)) in entries.into_iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            urls.sort();
-            urls.dedup();
             out.extend_from_slice(b"{\"addresses\":");
-            let urls: Vec<&str> = urls.iter().map(|u| &**u).collect();
+            let urls: Vec<&str> = addrs.iter().map(|k| &*k.3).collect();
             let _ = serde_json::to_writer(&mut out, &urls);
             out.extend_from_slice(b",\"info\":");
-            match (raw, made) {
-                (Some(raw), _) => out.extend_from_slice(&raw),
-                (None, Some(v)) => {
+            match info {
+                EntryInfo::Registered(_, raw) => out.extend_from_slice(&raw),
+                EntryInfo::Made(v) => {
                     let _ = serde_json::to_writer(&mut out, &v);
                 }
-                (None, None) => out.extend_from_slice(b"{}"),
             }
             out.push(b'}');
         }
-        out.extend_from_slice(b"]}");
+        out.extend_from_slice(b"]}\n");
         Bytes::from(out)
     })
 }
@@ -690,6 +718,28 @@ mod tests {
             br#"{"b":1,"a":["x y","q\" z"],"c":{}}"#.to_vec()
         );
         assert_eq!(normalized_info(b"{nope"), None);
+    }
+
+    #[test]
+    fn addresses_sort_by_ip_port_protocol() {
+        let a: SocketAddr = "10.0.0.2:8303".parse().unwrap();
+        let b: SocketAddr = "10.0.0.10:8300".parse().unwrap();
+        let mut keys = [
+            addr_key(b, &Arc::from(stream_url(StreamProtocol::V6, b))),
+            addr_key(a, &Arc::from(stream_url(StreamProtocol::V7, a))),
+            addr_key(a, &Arc::from(stream_url(StreamProtocol::V6, a))),
+        ];
+        keys.sort();
+        let urls: Vec<&str> = keys.iter().map(|k| &*k.3).collect();
+        // Not the URLs' text order ("10.0.0.10" < "10.0.0.2", "tw-0.6" < "tw-0.7").
+        assert_eq!(
+            urls,
+            [
+                "tw-0.6+udp://10.0.0.2:8303",
+                "tw-0.7+udp://10.0.0.2:8303",
+                "tw-0.6+udp://10.0.0.10:8300"
+            ]
+        );
     }
 
     #[test]
