@@ -461,9 +461,13 @@ async fn delete(face: &DdnetFace, ip: IpAddr, d: &DeleteHeaders<'_>) -> Response
             error(StatusCode::BAD_REQUEST, request::NOT_FOUND)
         }
         Some(_) => {
-            if let Err(e) = face.handle.durable(face.handle.version()).await {
+            let version = face.handle.version();
+            if let Err(e) = face.handle.durable(version).await {
                 tracing::warn!(error = %crate::error_chain(&e), "ddnet deletion not stored");
             }
+            // Read-your-writes: once the goodbye is answered, no list shows the stream (a
+            // server deletes only when it stops, so this rarely costs a publish).
+            face.handle.snapshot_since(version);
             json_response(StatusCode::OK, &RegisterResponse::Success)
         }
     }
