@@ -638,7 +638,9 @@ impl Registry {
     /// server `secret` is kept with the info of the highest serial seen, shared by all its
     /// addresses; the stream `url` at `addr` is refreshed or added; the record at `addr` is
     /// listed. A POST without a body succeeds when info at `serial` or newer is known
-    /// (the second stream of a server, quirk 7), else asks for it (`NeedInfo`).
+    /// (the second stream of a server, quirk 7), else asks for it (`NeedInfo`). Only a higher
+    /// serial replaces the info: a body at the known serial or an older one is ignored, as
+    /// DDNet's master ignores it.
     pub fn ddnet_register(
         &mut self,
         r: DdnetRegister,
@@ -647,7 +649,7 @@ impl Registry {
     ) -> DdnetOutcome {
         let known = self.ddnet_info(&r.secret).map(|(s, i)| (s, i.clone()));
         let (serial, info, fresh) = match (&r.info, known) {
-            (Some(new), Some((have, _))) if r.serial >= have => (r.serial, new.clone(), true),
+            (Some(new), Some((have, _))) if r.serial > have => (r.serial, new.clone(), true),
             (Some(new), None) => (r.serial, new.clone(), true),
             (_, Some((have, info))) if have >= r.serial => (have, info, false),
             (Some(_), Some((have, info))) => (have, info, false),

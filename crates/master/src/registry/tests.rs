@@ -369,8 +369,10 @@ fn ddnet_info_is_per_secret_and_only_newer_serials_replace_it() {
         DdnetOutcome::Success
     );
     assert_eq!(r.ddnet_info("s").map(|(s, _)| s), Some(1));
-    // An older serial does not replace the info; a newer one does.
+    // An older or the same serial does not replace the info; a newer one does.
     r.ddnet_register(d(a4, 0, Some(b"{\"n\":0}"), u6), dr(a4), T0);
+    assert_eq!(&r.ddnet_info("s").unwrap().1[..], b"{\"n\":1}");
+    r.ddnet_register(d(a4, 1, Some(b"{\"n\":9}"), u6), dr(a4), T0);
     assert_eq!(&r.ddnet_info("s").unwrap().1[..], b"{\"n\":1}");
     let a6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 8303);
     r.ddnet_register(

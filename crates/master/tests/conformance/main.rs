@@ -1,7 +1,9 @@
 //! Conformance of the master's faces with real third-party peers: game servers registering
-//! (teeworlds-server 0.7.5 over UDP, DDNet-Server 16.4 over HTTP) and clients listing (qstat
-//! `-gsm`, `-teem`). Peer discovery and the skip-or-fail rule are `muster_testkit`'s.
+//! (teeworlds-server 0.7.5 over UDP, DDNet-Server 16.4 over HTTP), clients listing (qstat
+//! `-gsm`, `-teem`), and DDNet's own master (mastersrv) answering the same requests. Peer
+//! discovery and the skip-or-fail rule are `muster_testkit`'s.
 
+mod ddnet_parity;
 mod gameagent;
 mod gamespy;
 mod mgmt;

@@ -673,7 +673,7 @@ async fn ddnet_register_flow_with_challenge_delete_and_servers_json() {
              Secret: 4ae14cf1-eb35-4068-89eb-7967b754451e\nContent-Length: 0\n\n"
         );
         let (s, text) = request(http, &head, b"").await;
-        assert_eq!((s, text.as_str()), (200, r#"{"status":"success"}"#));
+        assert_eq!((s, text.as_str()), (200, "{\"status\":\"success\"}\n"));
     }
     let (s, v) = post(http, "tw-0.6+udp", port, del, None).await;
     assert_eq!(s, 400);

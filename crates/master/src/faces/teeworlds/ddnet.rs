@@ -1,36 +1,53 @@
 //! DDNet's HTTP master face: `POST /ddnet/15/register` and `GET /ddnet/15/servers.json`
-//! (`teeworlds-master.md` §3).
+//! (`teeworlds-master.md` §3), answering every request as DDNet's own master (`mastersrv`)
+//! does: same checks in the same order, same status, same JSON body (with its trailing
+//! newline).
 //!
 //! ```text
-//! POST /ddnet/15/register   Address: tw-0.6+udp://connecting-address.invalid:<port>
-//!                           Secret, Challenge-Secret, [Challenge-Token], Info-Serial,
-//!                           [Connless-Token (0.7)], [Action: delete], [JSON body]
-//!   no / stale token  -> UDP chal to (peer IP, port) from an ephemeral socket
-//!   no valid token    -> 200 {"status":"need_challenge"}
-//!   no info at serial -> 200 {"status":"need_info"}
-//!   else              -> registry (game "ddnet", Face::DdnetHttp), written, {"status":"success"}
-//!   bad header / JSON -> 400 {"status":"error","message":…}; body without JSON type -> 415
-//!   body > limit      -> 413
-//! GET /ddnet/15/servers.json  {"servers":[{"addresses":[…],"info":{…}}]}   (gzip when asked)
+//! POST /ddnet/15/register, checked in this order (the first failing check answers):
+//!   no Content-Length                  411 A content-length header is required
+//!   Content-Length > body limit        413 The request payload is too large
+//!   Action other than "delete"         400 Unknown Action header value …
+//!   Action: delete   Address, Secret   400 invalid / missing header …
+//!                    unknown address   400 could not find registered server
+//!                    else              200 success
+//!   Address, Secret, Connless-Token, Challenge-Secret, Challenge-Token, Community-Token,
+//!   Info-Serial (request.rs)           400 invalid header … / missing required header …
+//!   body without a JSON Content-Type   415 The request's Content-Type is not supported
+//!   body not JSON                      400 Request body deserialize error: <serde_json>
+//!   tw-0.7+udp without Connless-Token  400, bad hex in it 400
+//!   Community-Token malformed          400
+//!   no valid Challenge-Token           200 need_challenge            + UDP chal
+//!   info not an object                 400 register info must be an object
+//!   no info at this serial             200 need_info                 (+ chal if token stale)
+//!   else                               200 success (once stored)     (+ chal if token stale)
+//! GET /ddnet/15/servers.json  {"servers":[{"addresses":[…],"info":{…}}]}\n  (gzip when asked)
 //! ```
 //!
 //! The registry keeps what a server registered ([`crate::registry::DdnetData`]): its `Secret`,
 //! the info of the highest `Info-Serial` seen, shared by all its addresses (§3.6; so a
 //! body-less POST from a second stream is `success`, quirk 7), and the streams with their last
-//! POST. The info is kept as registered, whitespace removed and key order kept, as DDNet's own
-//! master normalises it. A success is answered only once it is in the store. The listed
-//! address is the HTTP peer's IP with the port of `Address`; an IPv4-mapped peer becomes IPv4.
+//! POST. The info is kept as the reference master keeps it: parsed and written back compact,
+//! key order kept. A success is answered only once it is in the store. The listed address is
+//! the HTTP peer's IP with the port of `Address`; an IPv4-mapped peer becomes IPv4.
 //!
-//! `servers.json` is built from the view, once per snapshot (a concatenation of the stored
-//! infos), and its gzip form at most once per [`GZIP_EVERY`], so serving it costs a copy of
-//! shared bytes however many clients ask.
+//! `servers.json` is built from the view, once per snapshot, sorted as the reference master
+//! sorts it (by address list; an address by IP, port, protocol), and its gzip form at most
+//! once per [`GZIP_EVERY`], so serving it costs a copy of shared bytes however many clients
+//! ask.
 //!
-//! Abuse limits: per-source buckets on POSTs and on UDP challenges; a global egress budget
-//! for challenges; the registry's caps (per source, addresses per server). A challenge goes
-//! only to the IP that opened the TCP connection.
+//! Abuse limits beyond the reference master's (they answer only past normal use): per-source
+//! buckets on POSTs (429) and on UDP challenges (not sent); a global egress budget for
+//! challenges; the registry's caps (per source, addresses per server: 429); an info that
+//! grows past [`MAX_DDNET_INFO`] when re-written (413). A challenge goes only to the IP that
+//! opened the TCP connection.
 //!
-//! Does not: read the peer IP from a reverse-proxy header or add `location`. The HTTP server
-//! must put the peer address in each request ([`crate::runtime::http::serve`] does).
+//! Does not: read the peer IP from a reverse-proxy header, ban, keep communities, or add
+//! `location`. The HTTP server must put the peer address in each request
+//! ([`crate::runtime::http::serve`] does).
+
+mod info;
+mod request;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -46,17 +63,18 @@ use muster_proto::Protocol;
 use muster_proto::limit::{BucketConfig, ByteBudget, SourceKey, SourceLimiter};
 use muster_proto::teeworlds_master::packet::Challenge;
 use muster_proto::teeworlds_master::{
-    Action, AddressScheme, Framing, MAX_REGISTER_BODY, Message, Packet, RegisterInfo,
-    RegisterRequest, RegisterResponse, ServerAddress, Token,
+    Framing, MAX_REGISTER_BODY, Message, Packet, RegisterInfo, RegisterResponse, Token,
 };
-use serde::Deserialize as _;
 use serde_json::{Value, json};
 use tokio::net::UdpSocket;
 
+use self::info::OrderedJson;
+use self::request::{DeleteHeaders, RegisterHeaders, StreamProtocol};
 use super::LISTED_BY_07;
 use super::tokens::{ChallengeCheck, Tokens};
 use crate::MasterHandle;
 use crate::drops::DropReason;
+use crate::metrics::Metrics;
 use crate::registry::{
     DdnetOutcome, DdnetRegister, Face, GameAddr, MAX_DDNET_INFO, PollInfo, Registration, ServerKey,
     TEEWORLDS_GAMES, Timestamp,
@@ -166,7 +184,12 @@ pub fn router(
         gzipped: Mutex::new(None),
     });
     Router::new()
-        .route(REGISTER_PATH, post(register))
+        .route(
+            REGISTER_PATH,
+            post(register).fallback(|| async {
+                error(StatusCode::METHOD_NOT_ALLOWED, request::METHOD_NOT_ALLOWED)
+            }),
+        )
         .route(SERVERS_JSON_PATH, get(servers_json))
         .with_state(face)
 }
@@ -175,9 +198,11 @@ fn now_instant() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// A register answer: the JSON body and the newline the reference master ends it with.
 fn json_response(status: StatusCode, r: &RegisterResponse) -> Response {
-    let mut body = Vec::new();
+    let mut body = Vec::with_capacity(64);
     r.encode(&mut body);
+    body.push(b'\n');
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -190,6 +215,12 @@ fn error(status: StatusCode, message: &str) -> Response {
     )
 }
 
+/// A 400 the reference master gives too, counted as malformed.
+fn bad_request(m: &Metrics, message: &str) -> Response {
+    m.count_drop(DropReason::Malformed);
+    error(StatusCode::BAD_REQUEST, message)
+}
+
 fn peer_ip(req: &Request) -> Option<IpAddr> {
     let ConnectInfo(addr) = req.extensions().get::<ConnectInfo<SocketAddr>>()?;
     Some(match addr.ip() {
@@ -198,12 +229,10 @@ fn peer_ip(req: &Request) -> Option<IpAddr> {
     })
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+/// The URL a stream is listed under (`tw-0.6+udp://1.2.3.4:8303`, IPv6 in brackets), also
+/// the subject of its challenge token.
+fn stream_url(protocol: StreamProtocol, addr: SocketAddr) -> String {
+    format!("{}://{addr}", protocol.as_str())
 }
 
 /// The registration of a DDNet server listed at `addr`.
@@ -219,37 +248,20 @@ pub fn ddnet_registration(addr: SocketAddr) -> Registration {
     }
 }
 
-/// `json` (which must be valid JSON) without the whitespace outside strings: DDNet's master
-/// stores infos normalised this way, keeping the key order.
+/// The info as DDNet's master stores it: `json` (which must be valid JSON) parsed and written
+/// back compact, the key order kept (a repeated key: first place, last value). `None` when it
+/// is not JSON.
 #[must_use]
-pub fn compact_json(json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(json.len());
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in json {
-        if in_string {
-            out.push(b);
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if b == b'"' {
-            in_string = true;
-            out.push(b);
-        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-            out.push(b);
-        }
-    }
-    out
+pub fn normalized_info(json: &[u8]) -> Option<Vec<u8>> {
+    serde_json::from_slice::<OrderedJson>(json)
+        .ok()
+        .map(|v| v.to_compact())
 }
 
 /// The registry's view of a registered info (name, map, players, …), when it has the schema
 /// DDNet sends.
-fn poll_info_of(v: &Value) -> Option<PollInfo> {
-    let info = RegisterInfo::deserialize(v).ok()?;
+fn poll_info_of(raw: &[u8]) -> Option<PollInfo> {
+    let info: RegisterInfo = serde_json::from_slice(raw).ok()?;
     Some(PollInfo::from_server_info(&info.to_server_info()))
 }
 
@@ -264,104 +276,116 @@ async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response 
         return error(StatusCode::TOO_MANY_REQUESTS, "rate limited");
     }
     let (parts, body) = req.into_parts();
-    let Ok(body) = axum::body::to_bytes(Body::new(body), face.settings.body_limit).await else {
+    // The body limit goes by Content-Length, which must be there (as warp's
+    // `content_length_limit` in the reference master), before anything else is looked at.
+    let Some(length) = request::content_length(&parts.headers) else {
+        m.count_drop(DropReason::Malformed);
+        return error(StatusCode::LENGTH_REQUIRED, request::LENGTH_REQUIRED);
+    };
+    let limit = face.settings.body_limit;
+    let too_large = || {
         m.count_drop(DropReason::TooLarge);
-        return error(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
+        error(StatusCode::PAYLOAD_TOO_LARGE, request::PAYLOAD_TOO_LARGE)
     };
-    let mut headers = Vec::with_capacity(parts.headers.len());
-    for (k, v) in &parts.headers {
-        let Ok(v) = v.to_str() else {
-            m.count_drop(DropReason::Malformed);
-            return error(StatusCode::BAD_REQUEST, "header value is not ASCII");
-        };
-        headers.push((k.as_str(), v));
+    if usize::try_from(length).map_or(true, |n| n > limit) {
+        return too_large();
     }
-    let request = match RegisterRequest::from_headers(&headers) {
-        Ok(r) => r,
-        Err(e) => {
-            m.count_drop(DropReason::Malformed);
-            return error(StatusCode::BAD_REQUEST, &e.to_string());
-        }
+    let Ok(body) = axum::body::to_bytes(Body::new(body), limit).await else {
+        return too_large();
     };
-    if request.address.host != ServerAddress::CONNECTING_HOST {
-        m.count_drop(DropReason::Malformed);
-        return error(
-            StatusCode::BAD_REQUEST,
-            "address must use the host connecting-address.invalid",
-        );
+    let headers = &parts.headers;
+    match headers.get("Action").map(HeaderValue::as_bytes) {
+        None => match request::register_headers(headers) {
+            Ok(h) => register_post(&face, ip, &h, headers, &body).await,
+            Err(e) => bad_request(m, &e),
+        },
+        Some(v) if v == request::ACTION_DELETE => match request::delete_headers(headers) {
+            Ok(d) => delete(&face, ip, &d).await,
+            Err(e) => bad_request(m, &e),
+        },
+        Some(other) => bad_request(m, &request::unknown_action(other)),
     }
-    let listed = request.address.with_ip(ip);
-    let url = listed.to_string();
-    match &request.action {
-        Action::Delete => return delete(&face, &request.secret, &url).await,
-        Action::Unknown(_) => {
-            m.count_drop(DropReason::Malformed);
-            return error(StatusCode::BAD_REQUEST, "unknown action");
-        }
-        Action::Register => {}
-    }
-    if matches!(request.address.scheme, AddressScheme::Unknown(_)) {
-        m.count_drop(DropReason::Malformed);
-        return error(StatusCode::BAD_REQUEST, "unknown address scheme");
-    }
-    if request.address.port == 0 {
-        m.count_drop(DropReason::PortZero);
-        return error(
-            StatusCode::BAD_REQUEST,
-            "the port of Address must be between 1 and 65535",
-        );
-    }
-    let addr = SocketAddr::new(ip, request.address.port);
+}
+
+/// A registration whose headers passed: the body, the 0.7 token, the community token, the
+/// challenge, then the registry; a challenge goes out unless the answer is an error.
+async fn register_post(
+    face: &DdnetFace,
+    ip: IpAddr,
+    h: &RegisterHeaders<'_>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let m = face.handle.metrics();
     let info = if body.is_empty() {
         None
-    } else if !is_json(&parts.headers) {
+    } else if !request::is_json(headers) {
         m.count_drop(DropReason::Malformed);
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "expected Content-Type: application/json",
+            request::UNSUPPORTED_MEDIA_TYPE,
         );
     } else {
-        match serde_json::from_slice::<Value>(&body) {
-            Ok(v @ Value::Object(_)) => Some(v),
-            _ => {
-                m.count_drop(DropReason::Malformed);
-                return error(StatusCode::BAD_REQUEST, "body is not a JSON object");
-            }
+        match serde_json::from_slice::<OrderedJson>(body) {
+            Ok(v) => Some(v),
+            Err(e) => return bad_request(m, &format!("Request body deserialize error: {e}")),
         }
     };
+    let token07 = match request::connless_token(h.address.protocol, h.connless_token) {
+        Ok(t) => t,
+        Err(e) => return bad_request(m, &e),
+    };
+    let addr = SocketAddr::new(ip, h.address.port);
+    let url = stream_url(h.address.protocol, addr);
     let now = Timestamp::now();
-    let check = request
-        .challenge_token
-        .as_deref()
-        .map_or(ChallengeCheck::Invalid, |t| {
-            face.tokens.check_challenge(&url, t, now)
-        });
-    if check != ChallengeCheck::Current {
-        if let Err(r) = send_challenge(&face, &request, &url, addr, now).await {
-            return r;
-        }
+    let check = h.challenge_token.map_or(ChallengeCheck::Invalid, |t| {
+        face.tokens.check_challenge(&url, t, now)
+    });
+    if let Some(e) = h.community_token.and_then(request::community_token_error) {
+        return bad_request(m, &e);
     }
-    if check == ChallengeCheck::Invalid {
-        if request.challenge_token.is_some() {
+    let response = if check == ChallengeCheck::Invalid {
+        if h.challenge_token.is_some() {
             m.count_verification_failed();
         }
-        return json_response(StatusCode::OK, &RegisterResponse::NeedChallenge);
+        json_response(StatusCode::OK, &RegisterResponse::NeedChallenge)
+    } else {
+        if info.as_ref().is_some_and(|v| !v.is_object()) {
+            return bad_request(m, request::NOT_AN_OBJECT);
+        }
+        list(face, h, addr, &url, info.as_ref(), now).await
+    };
+    if check != ChallengeCheck::Current {
+        send_challenge(face, h.challenge_secret, token07, &url, addr, now).await;
     }
-    let raw = info.as_ref().map(|_| Bytes::from(compact_json(&body)));
+    response
+}
+
+/// A registration with a valid challenge token: into the registry, and acknowledged once
+/// stored.
+async fn list(
+    face: &DdnetFace,
+    h: &RegisterHeaders<'_>,
+    addr: SocketAddr,
+    url: &str,
+    info: Option<&OrderedJson>,
+    now: Timestamp,
+) -> Response {
+    let m = face.handle.metrics();
+    let raw = info.map(|v| Bytes::from(v.to_compact()));
     if raw.as_ref().is_some_and(|r| r.len() > MAX_DDNET_INFO) {
         m.count_drop(DropReason::TooLarge);
         return error(StatusCode::PAYLOAD_TOO_LARGE, "info too large");
     }
     let d = DdnetRegister {
         addr,
-        secret: Arc::from(request.secret.as_str()),
-        serial: request.info_serial.unwrap_or(0),
-        poll_info: info.as_ref().and_then(poll_info_of),
+        secret: Arc::from(h.secret),
+        serial: h.info_serial,
+        poll_info: raw.as_deref().and_then(poll_info_of),
         info: raw,
-        url: Arc::from(url.as_str()),
+        url: Arc::from(url),
     };
-    let out = face.handle.ddnet_register(d, ddnet_registration(addr), now);
-    match out {
+    match face.handle.ddnet_register(d, ddnet_registration(addr), now) {
         DdnetOutcome::NeedInfo => json_response(StatusCode::OK, &RegisterResponse::NeedInfo),
         DdnetOutcome::Rejected(why) => error(StatusCode::TOO_MANY_REQUESTS, why.name()),
         DdnetOutcome::Success => {
@@ -375,30 +399,29 @@ async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response 
     }
 }
 
+/// Sends the UDP `chal` for `url` to `to` (0.7 framing with the request's token), within the
+/// per-source bucket and the egress budget.
 async fn send_challenge(
     face: &DdnetFace,
-    request: &RegisterRequest,
+    challenge_secret: &str,
+    token07: Option<[u8; 4]>,
     url: &str,
     to: SocketAddr,
     now: Timestamp,
-) -> Result<(), Response> {
+) {
     let m = face.handle.metrics();
-    let secret = request
-        .challenge_secret
-        .as_ref()
-        .map(|s| s.0.as_bytes())
-        .unwrap_or_default();
     let token = face.tokens.challenge(url, now);
-    let Ok(chal) = Challenge::new(secret, token.as_bytes()) else {
+    let Ok(chal) = Challenge::new(challenge_secret.as_bytes(), token.as_bytes()) else {
+        // Cannot happen: both are short visible ASCII.
         m.count_drop(DropReason::Malformed);
-        return Err(error(StatusCode::BAD_REQUEST, "invalid Challenge-Secret"));
+        return;
     };
-    let framing = match (&request.address.scheme, request.connless_token) {
-        (AddressScheme::Tw07, Some(t)) => Framing::V07 {
-            token: t,
+    let framing = match token07 {
+        Some(t) => Framing::V07 {
+            token: Token(t),
             response_token: Token::NONE,
         },
-        _ => Framing::STANDARD_06,
+        None => Framing::STANDARD_06,
     };
     let p = Packet::Connless {
         framing,
@@ -414,7 +437,7 @@ async fn send_challenge(
     if !ok {
         m.count_rate_limited(to.ip());
         m.count_drop(DropReason::RateLimited);
-        return Ok(());
+        return;
     }
     let Some(socket) = face
         .sockets
@@ -422,24 +445,29 @@ async fn send_challenge(
         .find(|s| s.local_addr().is_ok_and(|a| a.is_ipv4() == to.is_ipv4()))
     else {
         m.count_drop(DropReason::NoChallengeSocket);
-        return Ok(());
+        return;
     };
     if let Err(e) = socket.send_to(&bytes, to).await {
         tracing::debug!(%to, error = %e, "challenge send failed");
     }
-    Ok(())
 }
 
-async fn delete(face: &DdnetFace, secret: &str, url: &str) -> Response {
-    match face.handle.write(|r| r.ddnet_delete(secret, url)) {
+/// `Action: delete`: the stream goes if it is registered at the peer's IP under this secret.
+async fn delete(face: &DdnetFace, ip: IpAddr, d: &DeleteHeaders<'_>) -> Response {
+    let url = stream_url(d.address.protocol, SocketAddr::new(ip, d.address.port));
+    match face.handle.write(|r| r.ddnet_delete(d.secret, &url)) {
         None => {
             face.handle.metrics().count_drop(DropReason::UnknownServer);
-            error(StatusCode::BAD_REQUEST, "could not find registered server")
+            error(StatusCode::BAD_REQUEST, request::NOT_FOUND)
         }
         Some(_) => {
-            if let Err(e) = face.handle.durable(face.handle.version()).await {
+            let version = face.handle.version();
+            if let Err(e) = face.handle.durable(version).await {
                 tracing::warn!(error = %crate::error_chain(&e), "ddnet deletion not stored");
             }
+            // Read-your-writes: once the goodbye is answered, no list shows the stream (a
+            // server deletes only when it stops, so this rarely costs a publish).
+            face.handle.snapshot_since(version);
             json_response(StatusCode::OK, &RegisterResponse::Success)
         }
     }
@@ -542,89 +570,111 @@ async fn gzipped(face: &DdnetFace, plain: &Bytes) -> Bytes {
     gz
 }
 
+/// Where an address sorts in `servers.json`: IP, port, protocol (as the reference master
+/// orders them; a stored scheme it does not know sorts before the known ones), then the URL.
+type AddrKey = (IpAddr, u16, Option<StreamProtocol>, Arc<str>);
+
+fn addr_key(addr: SocketAddr, url: &Arc<str>) -> AddrKey {
+    let protocol = url
+        .split_once("://")
+        .and_then(|(scheme, _)| StreamProtocol::from_scheme(scheme));
+    (addr.ip(), addr.port(), protocol, Arc::clone(url))
+}
+
+/// One `servers.json` entry: its addresses, and the info as registered (with its serial) or
+/// as made from a poll.
+enum EntryInfo {
+    Registered(i64, Bytes),
+    Made(Value),
+}
+
 /// `servers.json` of `view` (built once per snapshot): every listed Teeworlds or DDNet server
 /// with an IP address. Addresses registered by one DDNet `Secret` are one entry with the info
-/// as registered; servers of the Teeworlds UDP faces get an info made from their last poll.
+/// as registered. Servers of the Teeworlds UDP faces (not at an address a DDNet server
+/// registered) get an info made from their last poll, one address each; they are sorted in
+/// with the others, as the reference master sorts the entries it imports from the old UDP
+/// masters with its own. Entries are ordered by their sorted address lists, so with DDNet
+/// registrations only the document is the reference master's, byte for byte.
 #[must_use]
 pub fn document(view: &Snapshot) -> Arc<Bytes> {
     view.cached(("servers.json", "".into()), |s| {
-        // Per entry: its addresses, and the info as registered or as made from a poll.
-        type Entry = (Vec<Arc<str>>, Option<Bytes>, Option<Value>);
-        let mut groups: Vec<Entry> = Vec::new();
+        let mut entries: Vec<(Vec<AddrKey>, EntryInfo)> = Vec::new();
         let mut by_secret: std::collections::HashMap<&str, usize> =
             std::collections::HashMap::new();
         let mut seen = std::collections::HashSet::new();
-        for r in s.listed() {
-            if !TEEWORLDS_GAMES.contains(&r.key.game.as_str()) {
+        let teeworlds =
+            |r: &&Arc<crate::registry::Record>| TEEWORLDS_GAMES.contains(&r.key.game.as_str());
+        for r in s.listed().iter().filter(teeworlds) {
+            let (GameAddr::Ip(addr), Some(d)) = (&r.key.addr, &r.ddnet) else {
+                continue;
+            };
+            if d.streams.is_empty() {
                 continue;
             }
+            let addr = *addr;
+            seen.insert(addr);
+            let keys = d.streams.iter().map(|st| addr_key(addr, &st.url));
+            let fresh = || EntryInfo::Registered(d.serial, d.info.clone());
+            match by_secret.get(&*d.secret).and_then(|&i| entries.get_mut(i)) {
+                Some((addrs, info)) => {
+                    addrs.extend(keys);
+                    if matches!(info, EntryInfo::Registered(serial, _) if *serial < d.serial) {
+                        *info = fresh();
+                    }
+                }
+                None => {
+                    by_secret.insert(&d.secret, entries.len());
+                    entries.push((keys.collect(), fresh()));
+                }
+            }
+        }
+        for r in s.listed().iter().filter(teeworlds) {
             let GameAddr::Ip(addr) = r.key.addr else {
                 continue;
             };
-            if let Some(d) = &r.ddnet {
-                if d.streams.is_empty() {
-                    continue;
-                }
-                let urls = d.streams.iter().map(|st| Arc::clone(&st.url));
-                match by_secret.get(&*d.secret) {
-                    Some(&i) => {
-                        if let Some(g) = groups.get_mut(i) {
-                            g.0.extend(urls);
-                        }
-                    }
-                    None => {
-                        by_secret.insert(&d.secret, groups.len());
-                        groups.push((urls.collect(), Some(d.info.clone()), None));
-                    }
-                }
-                seen.insert(addr);
-                continue;
-            }
-            if !LISTED_BY_07.contains(&r.face) && r.face != Face::Teeworlds06 {
+            if r.ddnet.is_some() || (!LISTED_BY_07.contains(&r.face) && r.face != Face::Teeworlds06)
+            {
                 continue;
             }
             let Some(info) = &r.info else { continue };
             if !seen.insert(addr) {
                 continue;
             }
-            let scheme = if r.face == Face::Teeworlds07 {
-                AddressScheme::Tw07
+            let protocol = if r.face == Face::Teeworlds07 {
+                StreamProtocol::V7
             } else {
-                AddressScheme::Tw06
+                StreamProtocol::V6
             };
-            let url = ServerAddress {
-                scheme,
-                host: addr.ip().to_string(),
-                port: addr.port(),
-            };
-            groups.push((
-                vec![Arc::from(url.to_string())],
-                None,
-                Some(synthesized_info(info)),
+            let url: Arc<str> = Arc::from(stream_url(protocol, addr));
+            entries.push((
+                vec![addr_key(addr, &url)],
+                EntryInfo::Made(synthesized_info(info)),
             ));
         }
-        let mut out = Vec::with_capacity(64 + groups.len() * 512);
+        for (addrs, _) in &mut entries {
+            addrs.sort();
+            addrs.dedup();
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = Vec::with_capacity(64 + entries.len() * 512);
         out.extend_from_slice(b"{\"servers\":[");
-        for (i, (mut urls, raw, made)) in groups.into_iter().enumerate() {
+        for (i, (addrs, info)) in entries.into_iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            urls.sort();
-            urls.dedup();
             out.extend_from_slice(b"{\"addresses\":");
-            let urls: Vec<&str> = urls.iter().map(|u| &**u).collect();
+            let urls: Vec<&str> = addrs.iter().map(|k| &*k.3).collect();
             let _ = serde_json::to_writer(&mut out, &urls);
             out.extend_from_slice(b",\"info\":");
-            match (raw, made) {
-                (Some(raw), _) => out.extend_from_slice(&raw),
-                (None, Some(v)) => {
+            match info {
+                EntryInfo::Registered(_, raw) => out.extend_from_slice(&raw),
+                EntryInfo::Made(v) => {
                     let _ = serde_json::to_writer(&mut out, &v);
                 }
-                (None, None) => out.extend_from_slice(b"{}"),
             }
             out.push(b'}');
         }
-        out.extend_from_slice(b"]}");
+        out.extend_from_slice(b"]}\n");
         Bytes::from(out)
     })
 }
@@ -665,14 +715,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn compact_json_keeps_strings_and_order() {
+    fn normalized_info_is_compact_and_keeps_order() {
         let raw = br#" { "b" : 1 , "a" : [ "x y" , "q\" z" ] , "c":{ } } "#;
         assert_eq!(
-            compact_json(raw),
+            normalized_info(raw).unwrap(),
             br#"{"b":1,"a":["x y","q\" z"],"c":{}}"#.to_vec()
         );
-        let escaped = br#"{"k":"back\\" , "m" : 2}"#;
-        assert_eq!(compact_json(escaped), br#"{"k":"back\\","m":2}"#.to_vec());
+        assert_eq!(normalized_info(b"{nope"), None);
+    }
+
+    #[test]
+    fn addresses_sort_by_ip_port_protocol() {
+        let a: SocketAddr = "10.0.0.2:8303".parse().unwrap();
+        let b: SocketAddr = "10.0.0.10:8300".parse().unwrap();
+        let mut keys = [
+            addr_key(b, &Arc::from(stream_url(StreamProtocol::V6, b))),
+            addr_key(a, &Arc::from(stream_url(StreamProtocol::V7, a))),
+            addr_key(a, &Arc::from(stream_url(StreamProtocol::V6, a))),
+        ];
+        keys.sort();
+        let urls: Vec<&str> = keys.iter().map(|k| &*k.3).collect();
+        // Not the URLs' text order ("10.0.0.10" < "10.0.0.2", "tw-0.6" < "tw-0.7").
+        assert_eq!(
+            urls,
+            [
+                "tw-0.6+udp://10.0.0.2:8303",
+                "tw-0.7+udp://10.0.0.2:8303",
+                "tw-0.6+udp://10.0.0.10:8300"
+            ]
+        );
     }
 
     #[test]
