@@ -31,10 +31,14 @@
 //! key order kept. A success is answered only once it is in the store. The listed address is
 //! the HTTP peer's IP with the port of `Address`; an IPv4-mapped peer becomes IPv4.
 //!
-//! `servers.json` is built from the view, once per snapshot, sorted as the reference master
-//! sorts it (by address list; an address by IP, port, protocol), and its gzip form at most
-//! once per [`GZIP_EVERY`], so serving it costs a copy of shared bytes however many clients
-//! ask.
+//! `servers.json` is built from the view off the reactor, one build at a time, sorted as the
+//! reference master sorts it (by address list; an address by IP, port, protocol); its gzip
+//! form is made once per document, on the first request that accepts gzip. Serving either
+//! costs a copy of shared bytes however many clients ask. A document that is cheap to build
+//! ([`FRESH_BUILD`]) follows every snapshot (a request waits for the rebuild); a costly one is
+//! rebuilt at most once per four times its cost (while the rebuild runs, requests get the
+//! previous document), so a busy master spends at most a quarter of a core on it whatever
+//! its churn, as the reference master writes its file once a second.
 //!
 //! Abuse limits beyond the reference master's (they answer only past normal use): per-source
 //! buckets on POSTs (429) and on UDP challenges (not sent); a global egress budget for
@@ -87,9 +91,9 @@ pub const GAME_DDNET: &str = "ddnet";
 pub const REGISTER_PATH: &str = "/ddnet/15/register";
 /// The list path.
 pub const SERVERS_JSON_PATH: &str = "/ddnet/15/servers.json";
-/// The gzip form of `servers.json` is rebuilt at most this often (the plain one follows every
-/// snapshot).
-pub const GZIP_EVERY: Duration = Duration::from_secs(1);
+/// A `servers.json` build at most this costly follows every snapshot; a costlier one is
+/// refreshed in the background at most once per four times its cost.
+pub const FRESH_BUILD: Duration = Duration::from_millis(50);
 
 /// Knobs of the DDNet HTTP face, with the spec defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,12 +136,22 @@ struct Limits {
     budget: ByteBudget,
 }
 
-/// The gzip form of a `servers.json` document, and when it was made.
+/// One built `servers.json`: the snapshot version it shows, when it was built and what the
+/// build cost; its gzip form once a request asked for it.
 #[derive(Debug)]
-struct Gzipped {
-    at: Instant,
+struct Doc {
+    version: u64,
+    built: Instant,
+    cost: Duration,
     plain: Bytes,
-    gz: Bytes,
+    gz: tokio::sync::OnceCell<Bytes>,
+}
+
+/// The current document and whether a rebuild runs.
+#[derive(Debug, Default)]
+struct Docs {
+    doc: Option<Arc<Doc>>,
+    building: bool,
 }
 
 /// The shared state behind the routes.
@@ -148,7 +162,9 @@ struct DdnetFace {
     sockets: Vec<Arc<UdpSocket>>,
     tokens: Tokens,
     limits: Mutex<Limits>,
-    gzipped: Mutex<Option<Arc<Gzipped>>>,
+    docs: Mutex<Docs>,
+    /// Woken when a rebuild ends.
+    built: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -181,7 +197,8 @@ pub fn router(
         sockets: challenge_sockets,
         tokens: Tokens::random(super::tokens::CHALLENGE_SEED_PERIOD),
         limits: Mutex::new(limits),
-        gzipped: Mutex::new(None),
+        docs: Mutex::new(Docs::default()),
+        built: tokio::sync::Notify::new(),
     });
     Router::new()
         .route(
@@ -489,15 +506,14 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 
 async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Response {
     face.handle.metrics().count_list_request("ddnet");
-    let view = face.handle.snapshot();
-    let plain = document(&view);
+    let doc = current_document(&face).await;
     // The ETag names this build of the document (its bytes live as long as any response or
     // cache holds them), so the middleware that hashes other bodies skips this one.
     let gzip = accepts_gzip(req.headers());
     let tag = format!(
         "\"sj-{:x}-{:x}{}\"",
-        process_nonce() ^ plain.as_ptr() as u64,
-        plain.len(),
+        process_nonce() ^ doc.plain.as_ptr() as u64,
+        doc.plain.len(),
         if gzip { "-gz" } else { "" }
     );
     let not_modified = req
@@ -514,9 +530,9 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
         return res;
     }
     let body = if gzip {
-        gzipped(&face, &plain).await
+        gzipped(&doc).await
     } else {
-        (*plain).clone()
+        doc.plain.clone()
     };
     let mut res = Response::new(Body::from(body));
     let h = res.headers_mut();
@@ -535,39 +551,109 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
     res
 }
 
+/// The document to serve now (see the module docs): the current one when it shows the latest
+/// snapshot, or when it is costly and was built less than four of its costs ago, or while a
+/// background rebuild of a costly one runs; else the one a rebuild makes (one at a time).
+async fn current_document(face: &Arc<DdnetFace>) -> Arc<Doc> {
+    loop {
+        let view = face.handle.snapshot();
+        // Registered before looking, so that a rebuild ending in between is not missed.
+        let built = face.built.notified();
+        tokio::pin!(built);
+        built.as_mut().enable();
+        let next = {
+            let mut docs = lock(&face.docs);
+            let costly = docs.doc.as_ref().is_some_and(|d| d.cost > FRESH_BUILD);
+            let fresh = docs.doc.as_ref().is_some_and(|d| {
+                d.version == view.version()
+                    || (costly
+                        && now_instant().saturating_duration_since(d.built)
+                            < d.cost.saturating_mul(4))
+            });
+            match docs.doc.clone() {
+                Some(d) if fresh || (costly && docs.building) => Next::Serve(d),
+                _ if docs.building => Next::Wait,
+                stale => {
+                    docs.building = true;
+                    let f = Arc::clone(face);
+                    let job = tokio::spawn(async move { rebuild(&f, view).await });
+                    match stale.filter(|_| costly) {
+                        Some(d) => Next::Serve(d),
+                        None => Next::Join(job),
+                    }
+                }
+            }
+        };
+        match next {
+            Next::Serve(d) => return d,
+            Next::Join(job) => match job.await {
+                Ok(d) => return d,
+                Err(_) => {
+                    // The rebuild task died: let the next request try again.
+                    lock(&face.docs).building = false;
+                    face.built.notify_waiters();
+                }
+            },
+            Next::Wait => built.await,
+        }
+    }
+}
+
+/// What a request does about the document.
+enum Next {
+    Serve(Arc<Doc>),
+    Join(tokio::task::JoinHandle<Arc<Doc>>),
+    Wait,
+}
+
+/// Builds the document of `view` off the reactor and makes it current.
+async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
+    let t = now_instant();
+    let version = view.version();
+    let plain = tokio::task::spawn_blocking(move || (*document(&view)).clone())
+        .await
+        .unwrap_or_default();
+    let doc = Arc::new(Doc {
+        version,
+        built: now_instant(),
+        cost: now_instant().saturating_duration_since(t),
+        plain,
+        gz: tokio::sync::OnceCell::new(),
+    });
+    {
+        let mut docs = lock(&face.docs);
+        docs.doc = Some(Arc::clone(&doc));
+        docs.building = false;
+    }
+    face.built.notify_waiters();
+    doc
+}
+
+/// The gzip form of `doc`, made once (off the reactor) by the first request that asks.
+async fn gzipped(doc: &Doc) -> Bytes {
+    doc.gz
+        .get_or_init(|| async {
+            let src = doc.plain.clone();
+            tokio::task::spawn_blocking(move || {
+                use std::io::Write as _;
+                let mut e = flate2::write::GzEncoder::new(
+                    Vec::with_capacity(src.len() / 4),
+                    flate2::Compression::fast(),
+                );
+                let _ = e.write_all(&src);
+                e.finish().map(Bytes::from).unwrap_or_default()
+            })
+            .await
+            .unwrap_or_default()
+        })
+        .await
+        .clone()
+}
+
 /// A random number drawn once per process, so ETags of two processes never collide.
 fn process_nonce() -> u64 {
     static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *NONCE.get_or_init(rand::random)
-}
-
-/// The gzip form of `plain`: the cached one when it is of this document or younger than
-/// [`GZIP_EVERY`], else made now (off the reactor).
-async fn gzipped(face: &DdnetFace, plain: &Bytes) -> Bytes {
-    let t = now_instant();
-    if let Some(g) = lock(&face.gzipped).clone() {
-        if g.plain.as_ptr() == plain.as_ptr() || t.saturating_duration_since(g.at) < GZIP_EVERY {
-            return g.gz.clone();
-        }
-    }
-    let src = plain.clone();
-    let gz = tokio::task::spawn_blocking(move || {
-        use std::io::Write as _;
-        let mut e = flate2::write::GzEncoder::new(
-            Vec::with_capacity(src.len() / 4),
-            flate2::Compression::fast(),
-        );
-        let _ = e.write_all(&src);
-        e.finish().map(Bytes::from).unwrap_or_default()
-    })
-    .await
-    .unwrap_or_default();
-    *lock(&face.gzipped) = Some(Arc::new(Gzipped {
-        at: t,
-        plain: plain.clone(),
-        gz: gz.clone(),
-    }));
-    gz
 }
 
 /// Where an address sorts in `servers.json`: IP, port, protocol (as the reference master
