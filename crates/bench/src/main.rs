@@ -3,8 +3,9 @@
 //! * `muster-bench scan`: starts a loopback farm of GameSpy v1 servers with the release `muster`
 //!   binary (`muster emulate`), then times Muster, qstat and GameDig on it, one after another,
 //!   and Muster's datagrams per second against the loopback limit of this machine.
-//! * `muster-bench master`: runs the master in-process and measures heartbeat ingestion, list
-//!   requests served per second and memory per registered server.
+//! * `muster-bench master`: runs the master in a child process and measures registrations, list
+//!   requests served per second, the API under load and memory per registered server.
+//! * `muster-bench events`: the master's live event streams while its servers change.
 //!
 //! This is a bench, not a test: missing peers are reported and skipped. Every child process
 //! and every wait is bounded.
@@ -36,6 +37,9 @@ enum Command {
     /// Measure the master: registrations, list requests per second, API latency under load,
     /// memory per server; optionally side by side with DDNet's mastersrv + nginx.
     Master(master::MasterArgs),
+    /// Measure the master's live events: event streams while servers change, the latency
+    /// from a change to its event, and what a browser page downloads.
+    Events(master::EventsArgs),
     /// The master under test, driven by `master` over stdin/stdout (internal).
     #[command(hide = true)]
     MasterChild(master::ChildArgs),
@@ -54,6 +58,12 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()?;
             rt.block_on(master::run(&args))
+        }
+        Command::Events(args) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(master::run_events(&args))
         }
         Command::MasterChild(args) => master::run_child(&args),
     }

@@ -10,6 +10,9 @@
 //! ddnet FIRST N      N DDNet records through MasterHandle::ddnet_register   {"secs":s,"ok":n}
 //! gamespy FIRST N    N GameSpy records through MasterHandle::register       {"secs":s,"ok":n}
 //! flush              publish and write the store                             {"ok":true}
+//! churn N RATE SECS  in the background, RATE poll results per second for SECS seconds on the
+//!                    GameSpy records 0..N, each with a new map `t<unix ns>` (the change's
+//!                    time, for the events bench's latency) and player count {"ok":true}
 //! quit               stop the master, flush, exit                            {"bye":true}
 //! ```
 
@@ -77,6 +80,9 @@ pub(crate) fn config(dir: &Path, servers: usize, ddnet_only: bool) -> Config {
         c.lifetimes.games.clear();
     }
     c.poller.enabled = false;
+    // The events bench opens its streams from one address.
+    c.events.max_streams_per_source = 4096;
+    c.events.max_streams = 4096;
     let fast = HumanDuration(Duration::from_micros(1));
     let l = &mut c.limits;
     l.list_bytes_burst = 1 << 40;
@@ -189,6 +195,49 @@ fn insert_ddnet(handle: &MasterHandle, first: usize, n: usize) -> anyhow::Result
     Ok(json!({"secs": start.elapsed().as_secs_f64(), "ok": ok}))
 }
 
+/// `churn`: `rate` poll results per second on the GameSpy records `0..n` for `secs` seconds,
+/// in 10 ms steps, each changing the map to `t<unix ns>` and the player count.
+fn churn(handle: &MasterHandle, n: usize, rate: usize, secs: usize) {
+    if n == 0 {
+        return;
+    }
+    let step = Duration::from_millis(10);
+    let start = Instant::now();
+    let mut done = 0usize;
+    let mut i = 0usize;
+    while start.elapsed() < Duration::from_secs(secs as u64) {
+        let due = (start.elapsed().as_secs_f64() * rate as f64) as usize;
+        while done < due {
+            let addr = gamespy_addr(i % n);
+            let key = ServerKey::new(GAMESPY_GAME, GameAddr::Ip(addr));
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let info = PollInfo {
+                name: format!("UT bench server {}", i % n),
+                map: format!("t{nanos}"),
+                game_type: "DeathMatchPlus".to_owned(),
+                num_players: (done % 9) as u32,
+                max_players: 16,
+                password: Some(false),
+                players: (0..(done % 9))
+                    .map(|p| PollPlayer {
+                        name: format!("Player{p}"),
+                        score: Some(p as i64),
+                        ..PollPlayer::default()
+                    })
+                    .collect(),
+                rules: Vec::new(),
+                game_port: Some(addr.port() - 1),
+            };
+            handle.update_poll(&key, Some(info), Timestamp::now());
+            done += 1;
+            i = i.wrapping_add(7919);
+        }
+        std::thread::sleep(step);
+    }
+}
+
 fn count(handle: &MasterHandle) -> Value {
     let view = handle.snapshot();
     let listed: BTreeMap<&str, usize> = view
@@ -262,6 +311,11 @@ async fn serve(args: &ChildArgs) -> anyhow::Result<()> {
                     h.flush().map(|n| json!({"ok": true, "written": n}))
                 })
                 .await??
+            }
+            Some("churn") => {
+                let (n, rate, secs) = (num(1), num(2), num(3));
+                std::thread::spawn(move || churn(&h, n, rate, secs));
+                json!({"ok": true})
             }
             Some("quit") => break,
             _ => json!({"error": format!("unknown command {line:?}")}),

@@ -31,6 +31,7 @@
 
 mod child;
 mod ddnet;
+mod events;
 mod http;
 mod peers;
 mod stats;
@@ -49,6 +50,7 @@ use rand::{Rng as _, SeedableRng as _};
 use serde_json::Value;
 
 pub(crate) use child::{ChildArgs, run as run_child};
+pub(crate) use events::{EventsArgs, run as run_events};
 use child::{ChildMaster, GAMESPY_GAME, RAISED};
 use ddnet::SERVERS_JSON_PATH;
 use http::Conn;
