@@ -50,9 +50,9 @@ use rand::{Rng as _, SeedableRng as _};
 use serde_json::Value;
 
 pub(crate) use child::{ChildArgs, run as run_child};
-pub(crate) use events::{EventsArgs, run as run_events};
 use child::{ChildMaster, GAMESPY_GAME, RAISED};
 use ddnet::SERVERS_JSON_PATH;
+pub(crate) use events::{EventsArgs, run as run_events};
 use http::Conn;
 use stats::{Client, Latencies, Phase, Rate, Request, Spent, StopFlag, measure, rss_kib};
 use wire::{GameAgentList, GameSpyList, TeeworldsList, register_gameagent, source_ip};
