@@ -67,6 +67,10 @@ struct Inner {
     build_cost: Mutex<Duration>,
     /// Live events of the list (`GET /api/v1/events`).
     events: EventHub,
+    /// The version of the latest published snapshot.
+    published: watch::Sender<u64>,
+    /// Whether a publisher task runs (else [`MasterHandle::visible`] publishes itself).
+    publisher_running: std::sync::atomic::AtomicBool,
 }
 
 /// A cheap, cloneable handle on the registry and its views. See the module docs.
@@ -134,6 +138,7 @@ impl MasterHandle {
             .iter_shared()
             .map(|r| crate::registry::Change {
                 id: r.id,
+                order: r.order_key(),
                 record: Some(Arc::clone(r)),
                 structural: true,
             })
@@ -158,6 +163,8 @@ impl MasterHandle {
                 poll_soon: OnceLock::new(),
                 build_cost: Mutex::new(Duration::ZERO),
                 events,
+                published: watch::Sender::new(version),
+                publisher_running: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         Ok((handle, report))
@@ -366,6 +373,12 @@ impl MasterHandle {
         let last_event = self.inner.events.emit(&deltas);
         let snap = Arc::new(p.build(Timestamp::now()).with_last_event_id(last_event));
         self.inner.view.store(Arc::clone(&snap));
+        let v = snap.version();
+        self.inner.published.send_if_modified(|p| {
+            let newer = *p < v;
+            *p = (*p).max(v);
+            newer
+        });
         *self
             .inner
             .build_cost
@@ -463,6 +476,33 @@ impl MasterHandle {
         }
     }
 
+    /// Waits until the published snapshot shows every change up to registry version `version`
+    /// (read-your-writes for an answer that says "listed"), without forcing a publish while
+    /// the publisher runs: at most one publish interval. Without a publisher task (or if it
+    /// does not publish within a second), publishes itself.
+    pub async fn visible(&self, version: u64) {
+        if self.snapshot().version() >= version {
+            return;
+        }
+        if self
+            .inner
+            .publisher_running
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            let mut rx = self.inner.published.subscribe();
+            self.inner.changed.notify_one();
+            let wait = rx.wait_for(|v| *v >= version);
+            if tokio::time::timeout(Duration::from_secs(1), wait)
+                .await
+                .is_ok()
+            {
+                return;
+            }
+        }
+        let h = self.clone();
+        let _ = tokio::task::spawn_blocking(move || h.snapshot_since(version)).await;
+    }
+
     /// Records waiting for the next flush.
     #[must_use]
     pub fn dirty(&self) -> usize {
@@ -473,6 +513,9 @@ impl MasterHandle {
     /// [`PUBLISH_INTERVAL`] (or four times the last build's cost, if that is longer) while
     /// changes keep coming, until `stop` is cancelled.
     pub async fn run_publisher(self, stop: tokio_util::sync::CancellationToken) {
+        self.inner
+            .publisher_running
+            .store(true, std::sync::atomic::Ordering::Release);
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,

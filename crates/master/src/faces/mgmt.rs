@@ -572,10 +572,11 @@ impl Conn {
         let handle = &self.shared.handle;
         handle.metrics().count_list_request(Face::Mgmt.name());
         // Answers are linearizable: a query sees every change made before it (a client that
-        // registers and then queries sees its own server). Management queries are few and
-        // rate-limited, so publishing for one now and then is cheap.
+        // registers and then queries sees its own server); it waits for the publish that
+        // shows them (at most one publish interval), never publishes on the reactor.
+        handle.visible(handle.version()).await;
         let entries: Vec<_> = handle
-            .snapshot_since(handle.version())
+            .snapshot()
             .listed()
             .iter()
             .filter_map(|r| entry::listed(r))

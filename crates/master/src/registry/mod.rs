@@ -44,6 +44,7 @@
 //! `muster_proto::limit` owns rate limits, [`crate::store`] owns persistence. The per-source
 //! cap here counts records, not requests.
 
+mod table;
 mod types;
 
 use std::collections::{HashMap, HashSet};
@@ -251,6 +252,8 @@ pub const TEEWORLDS_GAMES: [&str; 2] = ["teeworlds", "ddnet"];
 pub struct Change {
     /// [`Record::id`] of the record.
     pub id: u64,
+    /// Its place in the list order ([`Record::order_key`]; never changes for an id).
+    pub order: (Timestamp, u64),
     /// The record as it is now; `None` when it was removed.
     pub record: Option<Arc<Record>>,
     /// Whether list membership, order or a listed field may have changed (false for a plain
@@ -262,7 +265,7 @@ pub struct Change {
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     config: RegistryConfig,
-    records: HashMap<ServerKey, Arc<Record>>,
+    records: table::RecordTable,
     per_source: HashMap<SourceKey, u32>,
     /// DDNet secret → the records (addresses) it registered.
     secrets: HashMap<Arc<str>, Vec<ServerKey>>,
@@ -383,6 +386,7 @@ impl Registry {
         if let Some(rec) = self.records.get(key) {
             self.changes.push(Change {
                 id: rec.id,
+                order: rec.order_key(),
                 record: Some(Arc::clone(rec)),
                 structural,
             });
@@ -395,6 +399,7 @@ impl Registry {
         self.structural_dirty = true;
         self.changes.push(Change {
             id: rec.id,
+            order: rec.order_key(),
             record: None,
             structural: true,
         });
@@ -425,7 +430,7 @@ impl Registry {
         self.next_id = self.next_id.wrapping_add(1);
         let rec = Record::new(id, reg, now);
         let key = rec.key.clone();
-        self.records.insert(key.clone(), Arc::new(rec));
+        self.records.insert(Arc::new(rec));
         self.log(&key, true);
         Ok(())
     }
@@ -882,7 +887,7 @@ impl Registry {
                 keys.push(rec.key.clone());
             }
         }
-        self.records.insert(rec.key.clone(), Arc::new(rec));
+        self.records.insert(Arc::new(rec));
     }
 }
 

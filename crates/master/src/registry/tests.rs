@@ -76,6 +76,7 @@ fn snapshot(r: &mut Registry) -> Snapshot {
         .iter_shared()
         .map(|rec| Change {
             id: rec.id,
+            order: rec.order_key(),
             record: Some(Arc::clone(rec)),
             structural: true,
         })

@@ -27,6 +27,9 @@ pub mod orders;
 
 use crate::events::{Delta, EventKind};
 use crate::registry::{Change, Face, GameAddr, Record, Timestamp};
+
+/// A record's place in the list order ([`Record::order_key`]).
+type OrderKey = (Timestamp, u64);
 use orders::{Order, SortKey, Wanted};
 
 /// Entries a snapshot's cache keeps at most; a reader asking for more computes without
@@ -249,8 +252,7 @@ fn unreachable_build<T>() -> Arc<T> {
 /// registry's [`Change`]s.
 #[derive(Debug)]
 pub struct Publisher {
-    mirror: BTreeMap<(Timestamp, u64), Arc<Record>>,
-    order_of: HashMap<u64, (Timestamp, u64)>,
+    mirror: BTreeMap<OrderKey, Arc<Record>>,
     structural: bool,
     dirty: bool,
     derived: Arc<Derived>,
@@ -272,7 +274,6 @@ impl Publisher {
     pub fn new(ddnet_lifetime: Duration) -> Self {
         Self {
             mirror: BTreeMap::new(),
-            order_of: HashMap::new(),
             structural: true,
             dirty: true,
             derived: Arc::default(),
@@ -295,15 +296,13 @@ impl Publisher {
         // Per record: whether it was listed before this batch (and as what), whether a
         // structural change touched it, in first-change order.
         let mut seen: HashMap<u64, usize> = HashMap::new();
-        let mut touched: Vec<(u64, Option<Arc<Record>>, bool)> = Vec::new();
+        let mut touched: Vec<(OrderKey, Option<Arc<Record>>, bool)> = Vec::new();
         for c in changes {
             self.dirty = true;
             self.structural |= c.structural;
             self.touched.insert(c.id);
-            let before = self
-                .order_of
-                .remove(&c.id)
-                .and_then(|k| self.mirror.remove(&k));
+            // A record's place in the list never changes (first registration, id).
+            let before = self.mirror.remove(&c.order);
             match seen.get(&c.id) {
                 Some(&i) => {
                     if let Some(t) = touched.get_mut(i) {
@@ -312,22 +311,20 @@ impl Publisher {
                 }
                 None => {
                     seen.insert(c.id, touched.len());
-                    touched.push((c.id, before, c.structural));
+                    touched.push((c.order, before, c.structural));
                 }
             }
             match c.record {
                 Some(r) if r.is_listed() => {
-                    let k = r.order_key();
-                    self.order_of.insert(c.id, k);
-                    self.mirror.insert(k, r);
+                    self.mirror.insert(c.order, r);
                 }
                 _ => {}
             }
         }
         touched
             .into_iter()
-            .filter_map(|(id, before, structural)| {
-                let now = self.order_of.get(&id).and_then(|k| self.mirror.get(k));
+            .filter_map(|(order, before, structural)| {
+                let now = self.mirror.get(&order);
                 match (before, now) {
                     (None, Some(now)) => Some(Delta {
                         kind: EventKind::Added,

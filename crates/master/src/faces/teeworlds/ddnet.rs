@@ -406,11 +406,13 @@ async fn list(
         DdnetOutcome::NeedInfo => json_response(StatusCode::OK, &RegisterResponse::NeedInfo),
         DdnetOutcome::Rejected(why) => error(StatusCode::TOO_MANY_REQUESTS, why.name()),
         DdnetOutcome::Success => {
-            // Acknowledged only once it survives a crash.
-            if let Err(e) = face.handle.durable(face.handle.version()).await {
+            // Acknowledged only once it survives a crash, and once the lists show it.
+            let version = face.handle.version();
+            if let Err(e) = face.handle.durable(version).await {
                 tracing::warn!(error = %crate::error_chain(&e), "ddnet registration not stored");
                 return error(StatusCode::SERVICE_UNAVAILABLE, "storage failed");
             }
+            face.handle.visible(version).await;
             json_response(StatusCode::OK, &RegisterResponse::Success)
         }
     }
@@ -482,9 +484,8 @@ async fn delete(face: &DdnetFace, ip: IpAddr, d: &DeleteHeaders<'_>) -> Response
             if let Err(e) = face.handle.durable(version).await {
                 tracing::warn!(error = %crate::error_chain(&e), "ddnet deletion not stored");
             }
-            // Read-your-writes: once the goodbye is answered, no list shows the stream (a
-            // server deletes only when it stops, so this rarely costs a publish).
-            face.handle.snapshot_since(version);
+            // Read-your-writes: once the goodbye is answered, no list shows the stream.
+            face.handle.visible(version).await;
             json_response(StatusCode::OK, &RegisterResponse::Success)
         }
     }
