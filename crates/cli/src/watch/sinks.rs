@@ -346,7 +346,11 @@ async fn run_command(cmd: &str, d: &Delivery) {
     match tokio::time::timeout(EXEC_TIME_LIMIT, run).await {
         Ok(Ok(status)) if status.success() => {}
         Ok(Ok(status)) => {
-            tracing::warn!("--exec: command for {} at {} {status}", d.kind, d.address);
+            tracing::warn!(
+                "--exec: command for {} at {} failed: {status}",
+                d.kind,
+                d.address
+            );
         }
         Ok(Err(e)) => tracing::warn!("--exec: waiting for the command failed: {e}"),
         Err(_) => {
@@ -371,6 +375,18 @@ fn stdout_for_commands() -> std::process::Stdio {
         }
     }
     std::process::Stdio::null()
+}
+
+/// An error and its causes on one line (reqwest's own message does not name the cause).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// Whether a webhook answer is worth another attempt.
@@ -403,7 +419,7 @@ async fn post(client: &reqwest::Client, url: &reqwest::Url, d: &Delivery) {
                 return;
             }
             Ok(r) => r.status().to_string(),
-            Err(e) => format!("{e:#}"),
+            Err(e) => chain(&e),
         };
         if attempt == WEBHOOK_ATTEMPTS {
             tracing::warn!(
