@@ -46,6 +46,7 @@ one running for 60 s is killed. --webhook POSTs the JSON (application/json), one
 time in order; a failure (no answer, 5xx, 408, 429) is retried 4 times, waiting 0.5, 1, 2
 then 4 s; 256 events may wait, then the oldest is dropped (logged). On SIGINT or SIGTERM
 watching stops, deliveries get 2 s to finish, and the exit code is 0 (2: bad command line).
+The timing flags apply to each poll (--deadline bounds one poll of every server).
 
 Examples:
   muster watch -p teeworlds 127.0.0.1:8303 --friend nameless --interval 10s -f text
@@ -72,8 +73,9 @@ pub(crate) struct WatchArgs {
     #[arg(long = "servers", value_name = "FILE")]
     pub servers_file: Option<PathBuf>,
     /// A master whose servers to watch, as PROTOCOL:SOURCE: `teeworlds:HOST:PORT`,
-    /// `gameagent:HOST:PORT`, `ddnet:URL-or-FILE`, `ut2003-text:URL-or-FILE`. Listed again
-    /// at every interval; a master that fails keeps its last list. Repeatable.
+    /// `gameagent:HOST:PORT`, `ddnet:URL-or-FILE`, `ut2003-text:URL-or-FILE` (GameSpy lists
+    /// need a game name: use `muster list` and --servers). Listed again at every interval; a
+    /// master that fails keeps its last list. Repeatable.
     #[arg(long = "master", value_name = "PROTOCOL:SOURCE")]
     pub masters: Vec<String>,
     /// Report only servers matching EXPR (repeatable, all must hold): an event is printed
