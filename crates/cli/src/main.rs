@@ -11,6 +11,7 @@ mod scan;
 mod serve;
 mod signal;
 mod timing;
+mod watch;
 
 /// The allocator: a scan makes and frees many small strings per reply, and glibc's malloc
 /// spends a third of a fast scan's time on them (measured with perf, issue 4).
@@ -71,6 +72,9 @@ enum Command {
     Emulate(emulate::EmulateArgs),
     /// Run the master daemon: every master protocol behind one persistent registry.
     Serve(serve::ServeArgs),
+    /// Poll servers at an interval and report what changes: servers up and down, players,
+    /// friends, maps, names, full servers.
+    Watch(watch::WatchArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -102,7 +106,7 @@ fn main() -> ExitCode {
     // Querying runs one engine task (one socket per family, one timer heap): a single thread
     // does it best, without handing every allocation across threads. The daemons use all cores.
     let builder = match cli.command {
-        Command::Query(_) | Command::List(_) | Command::Scan(_) => {
+        Command::Query(_) | Command::List(_) | Command::Scan(_) | Command::Watch(_) => {
             tokio::runtime::Builder::new_current_thread()
         }
         Command::Emulate(_) | Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
             Command::Scan(args) => scan::run(args).await,
             Command::Emulate(args) => emulate::run(args).await,
             Command::Serve(args) => serve::run(args).await,
+            Command::Watch(args) => watch::run(args).await,
         }
     });
     match result {

@@ -335,7 +335,7 @@ fn fit(s: &str, width: usize) -> String {
 }
 
 /// Replace control characters so a hostile name cannot move the cursor or clear the screen.
-fn printable(s: &str) -> String {
+pub(crate) fn printable(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { '\u{fffd}' } else { c })
         .collect()

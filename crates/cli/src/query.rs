@@ -54,29 +54,35 @@ pub(crate) struct Target {
     pub gamespy_address: Option<SocketAddr>,
 }
 
-pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
+/// Resolve game addresses given on the command line into targets (`index`: the position in
+/// `servers`), with one message per host name that did not resolve. An unparseable address, or
+/// none resolving at all, is a [`UsageError`].
+pub(crate) async fn resolve_targets(
+    servers: &[String],
+    protocol: ProtocolArg,
+    given_port_only: bool,
+) -> anyhow::Result<(Vec<Target>, Vec<String>)> {
     let mut targets = Vec::new();
     let mut failed_early = Vec::new();
-    let inputs: Vec<(String, Option<u16>)> = args
-        .servers
+    let inputs: Vec<(String, Option<u16>)> = servers
         .iter()
-        .map(|s| (s.clone(), args.protocol.default_game_port()))
+        .map(|s| (s.clone(), protocol.default_game_port()))
         .collect();
     let resolved = resolve_inputs(&inputs).await;
-    for (index, (input, result)) in args.servers.iter().zip(resolved).enumerate() {
+    for (index, (input, result)) in servers.iter().zip(resolved).enumerate() {
         match result {
             Ok(address) => {
-                let query_address = if args.given_port_only {
+                let query_address = if given_port_only {
                     address
                 } else {
-                    args.protocol.query_address(address)
+                    protocol.query_address(address)
                 };
                 targets.push(Target {
                     index,
                     address,
                     query_address,
-                    protocol: args.protocol,
-                    given_port_only: args.given_port_only,
+                    protocol,
+                    given_port_only,
                     gamespy_address: None,
                 });
             }
@@ -84,21 +90,22 @@ pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
                 return Err(UsageError(format!("{input}: {e}")).into());
             }
             Err(ResolveError::NoAddress) => {
-                failed_early.push((index, input.clone(), "host name has no address"));
+                failed_early.push(format!("{input}: host name has no address"));
             }
-            Err(_) => failed_early.push((index, input.clone(), "cannot resolve host name")),
+            Err(_) => failed_early.push(format!("{input}: cannot resolve host name")),
         }
     }
     if targets.is_empty() && !failed_early.is_empty() {
-        let msgs: Vec<String> = failed_early
-            .iter()
-            .map(|(_, input, why)| format!("{input}: {why}"))
-            .collect();
-        return Err(UsageError(msgs.join("; ")).into());
+        return Err(UsageError(failed_early.join("; ")).into());
     }
+    Ok((targets, failed_early))
+}
 
-    for (_, input, why) in &failed_early {
-        tracing::warn!("{input}: {why}");
+pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
+    let (targets, failed_early) =
+        resolve_targets(&args.servers, args.protocol, args.given_port_only).await?;
+    for why in &failed_early {
+        tracing::warn!("{why}");
     }
     let stdout = std::io::stdout().lock();
     let mut sink = Sink::new(args.format, stdout, true);

@@ -9,7 +9,7 @@ use muster_query::{AddressError, ResolveError, resolve_inputs};
 
 use crate::dto::{ServerResult, Status};
 use crate::exit;
-use crate::list::{self, MasterKind};
+use crate::list::{self, Listed, MasterKind};
 use crate::output::{Filter, Format, Sink, SortSpec};
 use crate::protocols::ProtocolArg;
 use crate::query::{self, Target, UsageError};
@@ -57,7 +57,7 @@ fn parse_sort(s: &str) -> Result<SortSpec, String> {
     SortSpec::parse(s)
 }
 
-fn parse_master(s: &str) -> anyhow::Result<(MasterKind, String)> {
+pub(crate) fn parse_master(s: &str) -> anyhow::Result<(MasterKind, String)> {
     let (proto, source) = s
         .split_once(':')
         .ok_or_else(|| UsageError(format!("--master {s:?}: expected PROTOCOL:SOURCE")))?;
@@ -70,11 +70,13 @@ fn parse_protocol(s: &str) -> Option<ProtocolArg> {
     <ProtocolArg as clap::ValueEnum>::from_str(s, true).ok()
 }
 
-async fn file_targets(
+/// The servers of a `--servers` file, each with its address as written, and one message per
+/// line that could not be used.
+pub(crate) async fn file_targets(
     path: &std::path::Path,
     default: ProtocolArg,
     next_index: &mut usize,
-) -> anyhow::Result<(Vec<Target>, Vec<String>)> {
+) -> anyhow::Result<(Vec<(Target, String)>, Vec<String>)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut targets = Vec::new();
@@ -129,17 +131,39 @@ async fn file_targets(
                 continue;
             }
         };
-        targets.push(Target {
+        let target = Target {
             index: *next_index,
             address,
             query_address: protocol.query_address(address),
             protocol,
             given_port_only: false,
             gamespy_address: None,
-        });
+        };
+        targets.push((target, addr));
         *next_index += 1;
     }
     Ok((targets, errors))
+}
+
+/// The target that queries a server `kind`'s master listed (`None` for management-server
+/// entries, which carry their state and are not queried).
+pub(crate) fn master_target(kind: MasterKind, l: &Listed, index: usize) -> Option<Target> {
+    let protocol = kind.query_protocol()?;
+    let (query_address, given, gamespy) = match kind {
+        // GameSpy lists give the query address itself.
+        MasterKind::Gamespy => (l.address, true, None),
+        // The UT2003 list gives the GameSpy port beside the game port.
+        MasterKind::Ut2003Text => (protocol.query_address(l.address), false, l.query_address),
+        _ => (protocol.query_address(l.address), false, None),
+    };
+    Some(Target {
+        index,
+        address: l.address,
+        query_address,
+        protocol,
+        given_port_only: given,
+        gamespy_address: gamespy,
+    })
 }
 
 pub(crate) async fn run(args: ScanArgs) -> anyhow::Result<u8> {
@@ -165,28 +189,12 @@ pub(crate) async fn run(args: ScanArgs) -> anyhow::Result<u8> {
             errors.push(format!("master {source}: {e}"));
         }
         for l in found {
-            match kind.query_protocol() {
-                Some(protocol) => {
-                    if !seen.insert((l.address, protocol.name())) {
+            match master_target(*kind, &l, index) {
+                Some(target) => {
+                    if !seen.insert((target.address, target.protocol.name())) {
                         continue;
                     }
-                    let (query_address, given, gamespy) = match kind {
-                        // GameSpy lists give the query address itself.
-                        MasterKind::Gamespy => (l.address, true, None),
-                        // The UT2003 list gives the GameSpy port beside the game port.
-                        MasterKind::Ut2003Text => {
-                            (protocol.query_address(l.address), false, l.query_address)
-                        }
-                        _ => (protocol.query_address(l.address), false, None),
-                    };
-                    targets.push(Target {
-                        index,
-                        address: l.address,
-                        query_address,
-                        protocol,
-                        given_port_only: given,
-                        gamespy_address: gamespy,
-                    });
+                    targets.push(target);
                 }
                 None => {
                     // Management-server entries carry their state; there is nothing to query.
@@ -209,7 +217,7 @@ pub(crate) async fn run(args: ScanArgs) -> anyhow::Result<u8> {
     }
     if let Some(path) = &args.servers {
         let (t, e) = file_targets(path, args.protocol, &mut index).await?;
-        targets.extend(t);
+        targets.extend(t.into_iter().map(|(t, _)| t));
         errors.extend(e);
     }
 

@@ -7,7 +7,7 @@ use muster_query::Options;
 /// The shortest wait before a re-send, whatever the measured round trip.
 const MIN_RETRANSMIT: Duration = Duration::from_millis(10);
 
-fn duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 2s, 1m)"))
 }
 

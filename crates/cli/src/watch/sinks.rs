@@ -1,0 +1,553 @@
+//! Where `muster watch` events go: stdout (one line each), `--exec` commands and a `--webhook`.
+//!
+//! Deliveries never hold up polling: each event is put in a bounded queue that, when full,
+//! drops its oldest entry (with a warning), and workers take from it. At most
+//! [`EXEC_PARALLEL`] commands run at once; webhook posts go one at a time, in order, each
+//! retried with backoff. At exit, what is queued or running gets [`SHUTDOWN_GRACE`] to finish.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::io::AsyncWriteExt as _;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use super::machine::Event;
+use crate::output::printable;
+
+/// `--exec` commands running at once.
+pub(crate) const EXEC_PARALLEL: usize = 4;
+/// Events waiting for a command; beyond this the oldest waiting one is dropped.
+pub(crate) const EXEC_QUEUE: usize = 256;
+/// A command still running after this long is killed.
+pub(crate) const EXEC_TIME_LIMIT: Duration = Duration::from_secs(60);
+/// Events waiting for the webhook; beyond this the oldest waiting one is dropped.
+pub(crate) const WEBHOOK_QUEUE: usize = 256;
+/// Attempts per webhook event (the first and its retries).
+pub(crate) const WEBHOOK_ATTEMPTS: u32 = 5;
+/// The wait before the first webhook retry; doubled for each further one.
+pub(crate) const WEBHOOK_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest one webhook request may take.
+pub(crate) const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long queued and running deliveries may still take once the command is stopped.
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// `-f` of `muster watch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum EventFormat {
+    /// One JSON object per event and line.
+    Ndjson,
+    /// One readable line per event.
+    Text,
+}
+
+/// An event as JSON: the wire form of [`Event`] on stdout, on `--exec` stdin and in webhook
+/// bodies.
+#[derive(Debug, Serialize)]
+struct EventJson<'a> {
+    event: &'static str,
+    address: &'a str,
+    /// RFC 3339, UTC, milliseconds.
+    time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    player: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    players: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_players: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
+/// The event's JSON object, on one line (no newline at the end).
+pub(crate) fn to_json(e: &Event) -> String {
+    let json = EventJson {
+        event: e.kind.name(),
+        address: &e.address,
+        time: humantime::format_rfc3339_millis(e.time).to_string(),
+        player: e.player.as_deref(),
+        name: e.name.as_deref(),
+        map: e.map.as_deref(),
+        previous: e.previous.as_deref(),
+        players: e.players,
+        max_players: e.max_players,
+        error: e.error.as_deref(),
+    };
+    // A struct of strings and numbers always serialises.
+    serde_json::to_string(&json).unwrap_or_default()
+}
+
+/// The event as one readable line (no newline at the end); control characters in names are
+/// replaced so a hostile name cannot drive the terminal.
+pub(crate) fn to_text(e: &Event) -> String {
+    use super::machine::EventKind as K;
+    let s = |v: &Option<String>| printable(v.as_deref().unwrap_or(""));
+    let count = match (e.players, e.max_players) {
+        (Some(n), Some(m)) => format!("{n}/{m} players"),
+        (Some(n), None) => format!("{n} players"),
+        _ => String::new(),
+    };
+    let detail = match e.kind {
+        K::ServerUp => format!("\"{}\" on {}, {count}", s(&e.name), s(&e.map)),
+        K::ServerDown => s(&e.error),
+        K::PlayerJoined | K::PlayerLeft | K::FriendOnline | K::FriendOffline => s(&e.player),
+        K::MapChanged => format!("{} -> {}", s(&e.previous), s(&e.map)),
+        K::NameChanged => format!("\"{}\" -> \"{}\"", s(&e.previous), s(&e.name)),
+        K::ServerFull | K::SlotFree => count,
+    };
+    format!(
+        "{}  {}  {:<14}  {detail}",
+        humantime::format_rfc3339_seconds(e.time),
+        printable(&e.address),
+        e.kind.name(),
+    )
+}
+
+/// A bounded queue that makes room by dropping its oldest entry.
+#[derive(Debug)]
+pub(crate) struct DropOldest<T> {
+    state: Mutex<QueueState<T>>,
+    notify: Notify,
+    capacity: usize,
+}
+
+#[derive(Debug)]
+struct QueueState<T> {
+    items: VecDeque<T>,
+    closed: bool,
+}
+
+impl<T> DropOldest<T> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            state: Mutex::new(QueueState {
+                items: VecDeque::new(),
+                closed: false,
+            }),
+            notify: Notify::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState<T>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Add `item`; the entry dropped to make room, if the queue was full.
+    pub(crate) fn push(&self, item: T) -> Option<T> {
+        let dropped = {
+            let mut s = self.lock();
+            let dropped = if s.items.len() >= self.capacity {
+                s.items.pop_front()
+            } else {
+                None
+            };
+            s.items.push_back(item);
+            dropped
+        };
+        self.notify.notify_one();
+        dropped
+    }
+
+    /// The oldest entry, waiting for one; `None` once closed and empty.
+    pub(crate) async fn pop(&self) -> Option<T> {
+        loop {
+            // Registered before looking, so a push or close in between is not missed.
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut s = self.lock();
+                if let Some(item) = s.items.pop_front() {
+                    return Some(item);
+                }
+                if s.closed {
+                    return None;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// No more pushes: `pop` drains what is left, then returns `None`.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.notify.notify_waiters();
+    }
+
+    /// Entries waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().items.len()
+    }
+}
+
+/// One event on its way to a command or the webhook.
+#[derive(Debug, Clone)]
+pub(crate) struct Delivery {
+    kind: &'static str,
+    address: Arc<str>,
+    json: Arc<str>,
+}
+
+/// Every destination of events.
+#[derive(Debug)]
+pub(crate) struct Sinks {
+    format: EventFormat,
+    exec: Option<Arc<DropOldest<Delivery>>>,
+    webhook: Option<Arc<DropOldest<Delivery>>>,
+    workers: JoinSet<()>,
+}
+
+impl Sinks {
+    /// Sinks printing `format` to stdout and, if given, running `exec` and posting to
+    /// `webhook` (an http or https URL, checked by the caller).
+    pub(crate) fn new(
+        format: EventFormat,
+        exec: Option<String>,
+        webhook: Option<reqwest::Url>,
+    ) -> anyhow::Result<Self> {
+        let mut workers = JoinSet::new();
+        let exec = exec.map(|cmd| {
+            let queue = Arc::new(DropOldest::new(EXEC_QUEUE));
+            let cmd: Arc<str> = cmd.into();
+            for _ in 0..EXEC_PARALLEL {
+                let (queue, cmd) = (queue.clone(), cmd.clone());
+                workers.spawn(async move {
+                    while let Some(d) = queue.pop().await {
+                        run_command(&cmd, &d).await;
+                    }
+                });
+            }
+            queue
+        });
+        let webhook = match webhook {
+            Some(url) => {
+                let client = reqwest::Client::builder()
+                    .timeout(WEBHOOK_TIMEOUT)
+                    .user_agent(concat!("muster/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| anyhow::anyhow!("cannot set up the webhook client: {e}"))?;
+                let queue = Arc::new(DropOldest::new(WEBHOOK_QUEUE));
+                let q = queue.clone();
+                workers.spawn(async move {
+                    while let Some(d) = q.pop().await {
+                        post(&client, &url, &d).await;
+                    }
+                });
+                Some(queue)
+            }
+            None => None,
+        };
+        Ok(Self {
+            format,
+            exec,
+            webhook,
+            workers,
+        })
+    }
+
+    /// Print `events` to `out` (flushed) and hand them to the command and the webhook.
+    pub(crate) fn emit<W: Write>(&mut self, out: &mut W, events: &[Event]) -> io::Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        for e in events {
+            let json: Option<Arc<str>> = (self.format == EventFormat::Ndjson
+                || self.exec.is_some()
+                || self.webhook.is_some())
+            .then(|| to_json(e).into());
+            match (self.format, &json) {
+                (EventFormat::Ndjson, Some(json)) => writeln!(out, "{json}")?,
+                _ => writeln!(out, "{}", to_text(e))?,
+            }
+            let Some(json) = json else { continue };
+            let delivery = Delivery {
+                kind: e.kind.name(),
+                address: e.address.clone(),
+                json,
+            };
+            for (queue, what) in [(&self.exec, "--exec"), (&self.webhook, "--webhook")] {
+                if let Some(q) = queue {
+                    if let Some(old) = q.push(delivery.clone()) {
+                        tracing::warn!(
+                            "{what}: queue full, dropped the oldest waiting event ({} at {})",
+                            old.kind,
+                            old.address
+                        );
+                    }
+                }
+            }
+        }
+        out.flush()
+    }
+
+    /// Stop taking events; let what is queued or running finish for at most
+    /// [`SHUTDOWN_GRACE`], then abandon the rest (running commands are killed).
+    pub(crate) async fn close(mut self) {
+        for q in [&self.exec, &self.webhook].into_iter().flatten() {
+            q.close();
+        }
+        let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while self.workers.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            let left: usize = [&self.exec, &self.webhook]
+                .into_iter()
+                .flatten()
+                .map(|q| q.len())
+                .sum();
+            tracing::warn!("stopping: deliveries still running abandoned, {left} never started");
+            self.workers.shutdown().await;
+        }
+    }
+}
+
+/// Run `sh -c cmd` for one event: its JSON on stdin, `MUSTER_EVENT` and `MUSTER_ADDRESS` set,
+/// its stdout sent to our stderr (stdout carries the events). Failures are logged.
+async fn run_command(cmd: &str, d: &Delivery) {
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg(cmd)
+        .env("MUSTER_EVENT", d.kind)
+        .env("MUSTER_ADDRESS", &*d.address)
+        .stdin(std::process::Stdio::piped())
+        .stdout(stdout_for_commands())
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(
+                "--exec: cannot start sh for {} at {}: {e}",
+                d.kind,
+                d.address
+            );
+            return;
+        }
+    };
+    let run = async {
+        if let Some(mut stdin) = child.stdin.take() {
+            // A command that does not read its input is no failure.
+            let _ = stdin.write_all(d.json.as_bytes()).await;
+            let _ = stdin.write_all(b"\n").await;
+        }
+        child.wait().await
+    };
+    match tokio::time::timeout(EXEC_TIME_LIMIT, run).await {
+        Ok(Ok(status)) if status.success() => {}
+        Ok(Ok(status)) => {
+            tracing::warn!(
+                "--exec: command for {} at {} failed: {status}",
+                d.kind,
+                d.address
+            );
+        }
+        Ok(Err(e)) => tracing::warn!("--exec: waiting for the command failed: {e}"),
+        Err(_) => {
+            // Dropping the child kills it.
+            tracing::warn!(
+                "--exec: command for {} at {} still running after {}s: killed",
+                d.kind,
+                d.address,
+                EXEC_TIME_LIMIT.as_secs()
+            );
+        }
+    }
+}
+
+/// Our stderr, for a command's stdout.
+fn stdout_for_commands() -> std::process::Stdio {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd as _;
+        if let Ok(fd) = io::stderr().as_fd().try_clone_to_owned() {
+            return fd.into();
+        }
+    }
+    std::process::Stdio::null()
+}
+
+/// An error and its causes on one line (reqwest's own message does not name the cause).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// Whether a webhook answer is worth another attempt.
+fn retryable(status: reqwest::StatusCode) -> bool {
+    status.is_server_error()
+        || status == reqwest::StatusCode::REQUEST_TIMEOUT
+        || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+}
+
+/// POST one event, retrying failures (no answer, 5xx, 408, 429) with doubling waits.
+async fn post(client: &reqwest::Client, url: &reqwest::Url, d: &Delivery) {
+    let mut wait = WEBHOOK_BACKOFF;
+    for attempt in 1..=WEBHOOK_ATTEMPTS {
+        let sent = client
+            .post(url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(d.json.to_string())
+            .send()
+            .await;
+        let why = match sent {
+            Ok(r) if r.status().is_success() => return,
+            Ok(r) if !retryable(r.status()) => {
+                tracing::warn!(
+                    "--webhook: {} for {} at {}: {}; not retried",
+                    url,
+                    d.kind,
+                    d.address,
+                    r.status()
+                );
+                return;
+            }
+            Ok(r) => r.status().to_string(),
+            Err(e) => chain(&e),
+        };
+        if attempt == WEBHOOK_ATTEMPTS {
+            tracing::warn!(
+                "--webhook: {url} for {} at {}: {why}; gave up after {attempt} attempts",
+                d.kind,
+                d.address
+            );
+            return;
+        }
+        tracing::warn!(
+            "--webhook: {url} for {} at {}: {why}; retrying in {}ms",
+            d.kind,
+            d.address,
+            wait.as_millis()
+        );
+        tokio::time::sleep(wait).await;
+        wait *= 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::watch::machine::EventKind;
+
+    fn event(kind: EventKind) -> Event {
+        Event {
+            kind,
+            address: "play.example:7777".into(),
+            time: SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_064_800_250),
+            name: Some("My \u{1b}[2JServer".into()),
+            map: Some("DM-Antalus".into()),
+            players: Some(3),
+            max_players: Some(16),
+            player: None,
+            previous: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn json_has_kind_address_time_and_the_kinds_fields() {
+        let mut e = event(EventKind::MapChanged);
+        e.previous = Some("DM-Rankin".into());
+        let v: serde_json::Value = serde_json::from_str(&to_json(&e)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "event": "map_changed",
+                "address": "play.example:7777",
+                "time": "2025-11-25T10:00:00.250Z",
+                "name": "My \u{1b}[2JServer",
+                "map": "DM-Antalus",
+                "previous": "DM-Rankin",
+                "players": 3,
+                "max_players": 16,
+            })
+        );
+        let mut e = event(EventKind::FriendOnline);
+        e.player = Some("Bob".into());
+        let v: serde_json::Value = serde_json::from_str(&to_json(&e)).unwrap();
+        assert_eq!(v["player"], "Bob");
+        assert!(v.get("previous").is_none());
+    }
+
+    #[test]
+    fn text_lines_are_readable_and_escape_control_characters() {
+        let mut up = event(EventKind::ServerUp);
+        up.players = Some(3);
+        assert_eq!(
+            to_text(&up),
+            "2025-11-25T10:00:00Z  play.example:7777  server_up       \"My \u{fffd}[2JServer\" on DM-Antalus, 3/16 players"
+        );
+        let mut joined = event(EventKind::PlayerJoined);
+        joined.player = Some("Bob".into());
+        assert!(to_text(&joined).ends_with("player_joined   Bob"));
+        let mut renamed = event(EventKind::NameChanged);
+        renamed.previous = Some("Old".into());
+        assert!(to_text(&renamed).ends_with("\"Old\" -> \"My \u{fffd}[2JServer\""));
+        let mut full = event(EventKind::ServerFull);
+        full.max_players = None;
+        assert!(to_text(&full).ends_with("server_full     3 players"));
+    }
+
+    #[test]
+    fn every_kind_has_a_text_line() {
+        for kind in EventKind::ALL {
+            let line = to_text(&event(kind));
+            assert!(line.contains(kind.name()), "{line}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_its_oldest_entry_and_close_drains() {
+        let q = DropOldest::new(2);
+        assert_eq!(q.push(1), None);
+        assert_eq!(q.push(2), None);
+        assert_eq!(q.push(3), Some(1));
+        assert_eq!(q.len(), 2);
+        q.close();
+        assert_eq!(q.pop().await, Some(2));
+        assert_eq!(q.pop().await, Some(3));
+        assert_eq!(q.pop().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_pop_wakes_on_push_and_on_close() {
+        let q = Arc::new(DropOldest::new(4));
+        let waiter = {
+            let q = q.clone();
+            tokio::spawn(async move { (q.pop().await, q.pop().await) })
+        };
+        tokio::task::yield_now().await;
+        q.push("x");
+        tokio::task::yield_now().await;
+        q.close();
+        assert_eq!(waiter.await.unwrap(), (Some("x"), None));
+    }
+
+    #[test]
+    fn retry_only_what_may_succeed_later() {
+        use reqwest::StatusCode;
+        assert!(retryable(StatusCode::INTERNAL_SERVER_ERROR));
+        assert!(retryable(StatusCode::SERVICE_UNAVAILABLE));
+        assert!(retryable(StatusCode::TOO_MANY_REQUESTS));
+        assert!(!retryable(StatusCode::NOT_FOUND));
+        assert!(!retryable(StatusCode::BAD_REQUEST));
+    }
+}
