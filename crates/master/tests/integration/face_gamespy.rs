@@ -284,7 +284,16 @@ async fn secure_heartbeat_listed_after_validate_in_text_cmp_and_ut2003() {
     // The face then asks the query port for hostport (game port) once.
     let h = face.handle.clone();
     let key = ServerKey::new("ut2", GameAddr::Ip(q));
-    assert!(until(|| h.with_registry(|r| r.get(&key).unwrap().game_port == Some(7777))).await);
+    // In the published view, which every list reads (the publisher runs every 50 ms).
+    assert!(
+        until(|| {
+            h.snapshot()
+                .listed()
+                .iter()
+                .any(|r| r.key == key && r.game_port == Some(7777))
+        })
+        .await
+    );
     assert_eq!(query.requests.load(Ordering::Relaxed), 1);
 
     // Text list read by the proto client, as UBrowser would.
