@@ -20,7 +20,8 @@ pub(crate) struct TimingArgs {
     /// doubled after each re-send.
     #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = duration)]
     pub timeout: Duration,
-    /// How many times to re-send a request that got no answer (0 = send once).
+    /// How many times to re-send a request that got no answer (0 = send once, and wait the
+    /// whole `--timeout` for it: the measured round trip only decides when to re-send).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub retries: u32,
     /// Give up on everything still running after this long (e.g. 10s); partial results are
@@ -44,6 +45,8 @@ impl TimingArgs {
             retries: self.retries,
             deadline: self.deadline,
             rate: (self.rate != 0).then_some(self.rate),
+            // Without re-sends there is nothing to time early: a late reply is still a reply.
+            adaptive: self.retries > 0,
             ..Options::default()
         }
     }
