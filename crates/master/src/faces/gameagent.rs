@@ -64,6 +64,10 @@ const FALLBACK_GAME: &str = "serioussam";
 const SWEEP: Duration = Duration::from_secs(1);
 /// Challenges sent per sweep at most (the rest go out in the next sweeps).
 const MAX_CHALLENGES_PER_SWEEP: usize = 2000;
+/// Records of the list one sweep looks at, at most.
+const SWEEP_CHUNK: usize = 16_384;
+/// The per-source rate tables are pruned every this many sweeps.
+const PRUNE_EVERY_SWEEPS: u32 = 10;
 /// Addresses remembered for the port-hop log limit at most.
 const MAX_PORT_HOP_REPORTS: usize = 4096;
 /// Length of a challenge datagram (`01` + four bytes).
@@ -137,8 +141,12 @@ pub struct GameAgentFace {
     heartbeats: SourceLimiter,
     port_hops: HashMap<Ipv4Addr, Instant>,
     next_sweep: Instant,
-    /// Challenge every restored record at the first sweep.
+    /// Challenge every restored record in the first pass of sweeps.
     restart_sweep: bool,
+    /// Where the next sweep starts in the view's list.
+    sweep_pos: usize,
+    /// Sweeps since the rate tables were last pruned.
+    sweeps: u32,
 }
 
 /// The IPv4 (A, P) of a registration datagram, or why it is refused.
@@ -251,6 +259,8 @@ impl GameAgentFace {
             port_hops: HashMap::new(),
             next_sweep: now,
             restart_sweep: true,
+            sweep_pos: 0,
+            sweeps: 0,
         }
     }
 
@@ -409,18 +419,25 @@ impl GameAgentFace {
     }
 
     /// Rule 6: challenge listed records whose proof is old, re-send unanswered challenges,
-    /// de-list records that did not answer any.
+    /// de-list records that did not answer any. A sweep looks at [`SWEEP_CHUNK`] records of
+    /// the list from where the last one stopped (it runs under the registry lock), so a pass
+    /// over 100,000 servers takes several sweeps, each a few milliseconds at most.
     fn sweep(&mut self, cx: &mut Cx<'_>) {
         let s = &self.settings;
-        let restart = std::mem::take(&mut self.restart_sweep);
+        let listed = cx.view.listed();
+        let start = if self.sweep_pos >= listed.len() {
+            0
+        } else {
+            self.sweep_pos
+        };
+        let restart = self.restart_sweep;
         let mut due: Vec<(ServerKey, SocketAddrV4)> = Vec::new();
         let mut delist: Vec<ServerKey> = Vec::new();
-        for r in cx
-            .view
-            .listed()
-            .iter()
-            .filter(|r| r.face == Face::GameAgent)
-        {
+        let mut next = (start + SWEEP_CHUNK).min(listed.len());
+        for (i, r) in listed.iter().enumerate().take(next).skip(start) {
+            if r.face != Face::GameAgent {
+                continue;
+            }
             let Some(SocketAddr::V4(q)) = r.query_addr else {
                 continue;
             };
@@ -436,8 +453,16 @@ impl GameAgentFace {
                 }
             }
             if due.len() >= MAX_CHALLENGES_PER_SWEEP {
+                next = i + 1;
                 break;
             }
+        }
+        if next >= listed.len() {
+            // A pass is complete.
+            self.sweep_pos = 0;
+            self.restart_sweep = false;
+        } else {
+            self.sweep_pos = next;
         }
         for k in delist {
             if cx.registry.delist(&k) == crate::registry::DelistOutcome::Delisted {
@@ -452,8 +477,12 @@ impl GameAgentFace {
                 self.send_challenge(cx, via, q, false);
             }
         }
-        self.challenges.prune(cx.now);
-        self.heartbeats.prune(cx.now);
+        self.sweeps += 1;
+        if self.sweeps >= PRUNE_EVERY_SWEEPS {
+            self.sweeps = 0;
+            self.challenges.prune(cx.now);
+            self.heartbeats.prune(cx.now);
+        }
     }
 }
 

@@ -207,6 +207,46 @@ fn forged_joins_cost_a_bounded_reply_and_no_state() {
     register(&mut h, &mut f, "192.0.2.1:25601", "serioussam");
 }
 
+/// After a restart every restored record is challenged once, over several bounded sweeps
+/// (each looks at part of the list, under the registry lock), not only the first 2000.
+#[test]
+fn the_restart_pass_challenges_every_restored_record_in_bounded_sweeps() {
+    let mut h = Harness::new();
+    let n: u32 = 40_000;
+    for i in 0..n {
+        let ip = Ipv4Addr::from(0xC000_0000 + i);
+        let q = SocketAddr::new(ip.into(), 25601);
+        let game = SocketAddr::new(ip.into(), 25600);
+        let _ = h.registry.register(
+            Registration {
+                key: ServerKey::new("serioussam", GameAddr::Ip(game)),
+                face: Face::GameAgent,
+                game_port: Some(25600),
+                query_addr: Some(q),
+                query_protocol: Some(Protocol::GameAgent),
+                source: SourceKey::of(ip.into()),
+            },
+            h.wall,
+        );
+    }
+    h.publish();
+    let mut f = face(&h);
+    let mut challenged = std::collections::HashSet::new();
+    let mut sweeps = 0;
+    while challenged.len() < n as usize && sweeps < 100 {
+        let out = h.timeout(&mut f);
+        sweeps += 1;
+        let s = sent(&out);
+        assert!(s.len() <= MAX_CHALLENGES_PER_SWEEP, "{}", s.len());
+        for (to, _) in s {
+            assert!(challenged.insert(to), "{to} challenged twice in the pass");
+        }
+        h.advance(SWEEP);
+    }
+    assert_eq!(challenged.len(), n as usize, "after {sweeps} sweeps");
+    assert!(sweeps >= (n as usize).div_ceil(MAX_CHALLENGES_PER_SWEEP));
+}
+
 #[test]
 fn reverification_challenges_then_delists_a_silent_server() {
     let mut h = Harness::new();
