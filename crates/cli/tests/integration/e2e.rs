@@ -473,11 +473,10 @@ fn registry_survives_kill_9() {
     let mut names = Vec::new();
     for i in 0..3 {
         let name = format!("Restart {i}");
+        // The emulated server binds its game port and the query port after it: both free.
         let port = {
-            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            let p = s.local_addr().unwrap().port();
-            drop(s);
-            (p.min(60000)).to_string()
+            let pair = muster_testkit::net::udp_consecutive(2);
+            pair[0].local_addr().unwrap().port().to_string()
         };
         emulators.push(start(
             &[
