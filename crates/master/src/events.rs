@@ -80,7 +80,7 @@ pub struct Delta {
     pub record: Arc<Record>,
 }
 
-/// One numbered event, serialised.
+/// One numbered event, serialised, and framed once for every stream (see [`Frame`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerEvent {
     /// Its number (from 1, never reused while the daemon runs).
@@ -89,6 +89,76 @@ pub struct ServerEvent {
     pub kind: EventKind,
     /// The one-line JSON of its `data:` field.
     pub data: Arc<str>,
+    /// Its Server-Sent Events text, plain and compressed.
+    pub frame: Frame,
+}
+
+/// One piece of an event stream as it goes on the wire: the SSE text, and the same text
+/// compressed once for every stream that accepts gzip.
+///
+/// Each piece is deflated on its own (no back-references to earlier pieces) and ends with a
+/// sync flush, so the pieces of any stream, whatever it joined or resumed at, concatenate into
+/// one valid deflate stream: a gzip stream is a header, the pieces, and (when the stream ends)
+/// an empty final block with the CRC-32 and length of the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The SSE text.
+    pub text: bytes::Bytes,
+    /// `text` deflated on its own, ending with a sync flush.
+    pub deflated: bytes::Bytes,
+}
+
+impl Frame {
+    /// Frames `text`.
+    #[must_use]
+    pub fn new(text: String) -> Self {
+        let mut z = flate2::Compress::new(flate2::Compression::fast(), false);
+        let mut out = Vec::with_capacity(text.len() / 2 + 64);
+        // A sync flush of at most the input plus its block overhead; loop until all is out.
+        loop {
+            let before = z.total_in();
+            let input = text
+                .as_bytes()
+                .get(usize::try_from(before).unwrap_or(0)..)
+                .unwrap_or_default();
+            out.reserve(input.len() + 64);
+            if z.compress_vec(input, &mut out, flate2::FlushCompress::Sync)
+                .is_err()
+            {
+                break;
+            }
+            if z.total_in() as usize >= text.len() && out.ends_with(&[0, 0, 0xff, 0xff]) {
+                break;
+            }
+        }
+        Self {
+            deflated: bytes::Bytes::from(out),
+            text: bytes::Bytes::from(text),
+        }
+    }
+
+    /// The SSE text of an event.
+    #[must_use]
+    pub fn event(id: Option<u64>, name: &str, data: &str) -> Self {
+        let mut t = String::with_capacity(data.len() + 48);
+        if let Some(id) = id {
+            t.push_str("id: ");
+            t.push_str(&id.to_string());
+            t.push('\n');
+        }
+        t.push_str("event: ");
+        t.push_str(name);
+        t.push_str("\ndata: ");
+        t.push_str(data);
+        t.push_str("\n\n");
+        Self::new(t)
+    }
+
+    /// The SSE text of a comment.
+    #[must_use]
+    pub fn comment(text: &str) -> Self {
+        Self::new(format!(": {text}\n\n"))
+    }
 }
 
 /// The data of a removal.
@@ -255,19 +325,26 @@ impl EventHub {
         if deltas.is_empty() || !self.on.load(Ordering::Acquire) {
             return self.last_id();
         }
-        // Serialise outside the lock: readers of the backlog never wait for JSON.
-        let data: Vec<(EventKind, Arc<str>)> = deltas
+        // Serialise and frame outside the lock: readers of the backlog never wait for JSON or
+        // compression. Only `emit` numbers events, under the publisher's lock, so the ids
+        // reserved here are the ones used below.
+        let first = self.lock_log().next_id;
+        let events: Vec<Arc<ServerEvent>> = deltas
             .iter()
-            .map(|d| (d.kind, Arc::from(ServerEvent::data_of(d))))
+            .zip(first..)
+            .map(|(d, id)| {
+                let data: Arc<str> = Arc::from(ServerEvent::data_of(d));
+                Arc::new(ServerEvent {
+                    id,
+                    kind: d.kind,
+                    frame: Frame::event(Some(id), d.kind.name(), &data),
+                    data,
+                })
+            })
             .collect();
         let mut log = self.lock_log();
-        for (kind, data) in data {
-            let e = Arc::new(ServerEvent {
-                id: log.next_id,
-                kind,
-                data,
-            });
-            log.next_id += 1;
+        for e in events {
+            log.next_id = e.id + 1;
             if log.backlog.len() >= log.limits.backlog {
                 log.backlog.pop_front();
             }
@@ -563,6 +640,44 @@ mod tests {
             assert_eq!(ids(&mut fast, 1).await, [u64::from(p)]);
         }
         assert_eq!(slow.next().await, Next::Dropped);
+    }
+
+    #[test]
+    fn frames_concatenate_into_one_gzip_stream() {
+        use std::io::Read as _;
+        let pieces = [
+            Frame::comment("muster events"),
+            Frame::event(Some(7), "server_added", r#"{"address":"192.0.2.1:1"}"#),
+            Frame::event(Some(8), "server_changed", &"x".repeat(70_000)),
+            Frame::comment("keep-alive"),
+        ];
+        let mut gz = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+        let mut crc = flate2::Crc::new();
+        let mut text = Vec::new();
+        // Any subset in any order is a valid stream: start from the second piece.
+        for p in pieces.iter().skip(1) {
+            gz.extend_from_slice(&p.deflated);
+            crc.update(&p.text);
+            text.extend_from_slice(&p.text);
+        }
+        gz.extend_from_slice(&[3, 0]);
+        gz.extend_from_slice(&crc.sum().to_le_bytes());
+        gz.extend_from_slice(&crc.amount().to_le_bytes());
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&gz[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, text);
+        assert!(
+            pieces[1]
+                .text
+                .starts_with(b"id: 7\nevent: server_added\ndata: {")
+        );
+        assert!(
+            pieces[2].deflated.len() < 1000,
+            "compressed: {}",
+            pieces[2].deflated.len()
+        );
     }
 
     #[tokio::test]

@@ -14,17 +14,21 @@
 //! ```
 //!
 //! The stream stays open for as long as the client reads it: its connection is marked
-//! [`LongLived`], so the idle timeout applies only to writes the client does not take.
+//! [`LongLived`], so the idle timeout applies only to writes the client does not take. A
+//! client that accepts gzip gets the stream gzip-compressed (`Content-Encoding: gzip`), each
+//! event compressed once for every stream ([`crate::events::Frame`]).
 //! `GET /api/v1/servers` returns `last_event_id`: subscribing after it gives exactly what
 //! changed since that list.
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::OnceLock;
+
+use bytes::Bytes;
 
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use muster_proto::limit::SourceKey;
 use serde::Deserialize;
@@ -32,7 +36,7 @@ use serde::Deserialize;
 use crate::MasterHandle;
 use crate::api::dto::ErrorDto;
 use crate::drops::DropReason;
-use crate::events::{Next, Refused, Subscription};
+use crate::events::{Frame, Next, Refused, Subscription};
 use crate::runtime::tcp::LongLived;
 
 /// The data of the `resync` event.
@@ -111,27 +115,139 @@ pub async fn events(State(h): State<MasterHandle>, req: Parts) -> Response {
     if let Some(l) = req.extensions.get::<LongLived>() {
         l.set();
     }
-    let keep_alive = h.events().keep_alive();
-    let hello = Event::default().comment("muster events");
-    let first = futures_util::stream::once(async move { Ok::<_, Infallible>(hello) });
-    let rest = futures_util::stream::unfold(Some((sub, h)), |state| async move {
-        let (mut sub, h): (Subscription, MasterHandle) = state?;
-        let event = match sub.next().await {
-            Next::Event(e) => Event::default()
-                .id(e.id.to_string())
-                .event(e.kind.name())
-                .data(&*e.data),
-            Next::Resync => Event::default().event("resync").data(RESYNC),
-            Next::Dropped => {
-                h.metrics().count_drop(DropReason::EventStreamLagged);
-                return Some((Ok(Event::default().event("dropped").data(DROPPED)), None));
-            }
-            Next::Closed => return None,
-        };
-        Some((Ok(event), Some((sub, h))))
+    let gzip = accepts_gzip(&req.headers);
+    let state = Stream {
+        sub: Some(sub),
+        h: h.clone(),
+        keep_alive: h.events().keep_alive(),
+        gzip,
+        crc: flate2::Crc::new(),
+        started: false,
+    };
+    let body = futures_util::stream::unfold(state, |mut st| async move {
+        let chunk = st.next().await?;
+        Some((Ok::<_, Infallible>(chunk), st))
     });
-    use futures_util::StreamExt as _;
-    Sse::new(first.chain(rest))
-        .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
-        .into_response()
+    let mut res = Response::new(axum::body::Body::from_stream(body));
+    let headers = res.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache"),
+    );
+    headers.insert(
+        header::VARY,
+        header::HeaderValue::from_static("accept-encoding"),
+    );
+    if gzip {
+        headers.insert(
+            header::CONTENT_ENCODING,
+            header::HeaderValue::from_static("gzip"),
+        );
+    }
+    res
+}
+
+/// Whether the client takes gzip (`Accept-Encoding`, without `q=0`).
+fn accepts_gzip(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|e| {
+            let mut it = e.split(';');
+            let name = it.next().unwrap_or_default().trim();
+            let q0 = it.any(|p| p.trim().replace(' ', "") == "q=0");
+            name.eq_ignore_ascii_case("gzip") && !q0
+        })
+}
+
+/// The framed pieces every stream shares.
+fn frames() -> &'static [Frame; 4] {
+    static F: OnceLock<[Frame; 4]> = OnceLock::new();
+    F.get_or_init(|| {
+        [
+            Frame::comment("muster events"),
+            Frame::comment("keep-alive"),
+            Frame::event(None, "resync", RESYNC),
+            Frame::event(None, "dropped", DROPPED),
+        ]
+    })
+}
+
+/// One open stream: what it sends next.
+struct Stream {
+    sub: Option<Subscription>,
+    h: MasterHandle,
+    keep_alive: std::time::Duration,
+    gzip: bool,
+    /// Of the text sent so far, for the gzip trailer.
+    crc: flate2::Crc,
+    started: bool,
+}
+
+/// The gzip header of a stream (no name, no time, unknown OS).
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+
+impl Stream {
+    fn piece(&mut self, f: &Frame) -> Bytes {
+        if !self.gzip {
+            return f.text.clone();
+        }
+        self.crc.update(&f.text);
+        f.deflated.clone()
+    }
+
+    /// The end of a gzip stream: an empty final block, the CRC-32 and the length.
+    fn trailer(&self) -> Bytes {
+        let mut t = Vec::with_capacity(10);
+        t.extend_from_slice(&[3, 0]);
+        t.extend_from_slice(&self.crc.sum().to_le_bytes());
+        t.extend_from_slice(&self.crc.amount().to_le_bytes());
+        Bytes::from(t)
+    }
+
+    /// The next chunk of the body, or `None` once it ended.
+    async fn next(&mut self) -> Option<Bytes> {
+        let [hello, keep_alive, resync, dropped] = frames();
+        if !self.started {
+            self.started = true;
+            let hello = self.piece(hello);
+            if !self.gzip {
+                return Some(hello);
+            }
+            let mut first = Vec::with_capacity(GZIP_HEADER.len() + hello.len());
+            first.extend_from_slice(&GZIP_HEADER);
+            first.extend_from_slice(&hello);
+            return Some(Bytes::from(first));
+        }
+        let sub = self.sub.as_mut()?;
+        let next = tokio::select! {
+            n = sub.next() => Some(n),
+            () = tokio::time::sleep(self.keep_alive) => None,
+        };
+        let end = |me: &mut Self, last: Option<Bytes>| -> Option<Bytes> {
+            me.sub = None;
+            let mut out = last.map(Vec::from).unwrap_or_default();
+            if me.gzip {
+                out.extend_from_slice(&me.trailer());
+            }
+            (!out.is_empty()).then(|| Bytes::from(out))
+        };
+        match next {
+            None => Some(self.piece(keep_alive)),
+            Some(Next::Event(e)) => Some(self.piece(&e.frame)),
+            Some(Next::Resync) => Some(self.piece(resync)),
+            Some(Next::Dropped) => {
+                self.h.metrics().count_drop(DropReason::EventStreamLagged);
+                let last = self.piece(dropped);
+                end(self, Some(last))
+            }
+            Some(Next::Closed) => end(self, None),
+        }
+    }
 }

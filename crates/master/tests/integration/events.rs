@@ -297,3 +297,56 @@ async fn metrics_carry_capped_per_server_gauges() {
     assert!(m.contains("muster_server_series_omitted 1\n"), "{m}");
     d.stop().await;
 }
+
+/// A client that accepts gzip gets the stream compressed: read until the daemon stops (which
+/// ends the stream with the gzip trailer) and decode it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gzip_stream_decodes_to_the_same_events() {
+    use std::io::Read as _;
+    let dir = TempDir::new("events-gzip");
+    let d = start(&dir, Duration::from_secs(15), Duration::from_secs(15));
+    let (http, mgmt) = (d.http(), d.addr("mgmt"));
+    let mut sock = TcpStream::connect(http).await.unwrap();
+    sock.write_all(b"GET /api/v1/events HTTP/1.0\r\nHost: m\r\nAccept-Encoding: gzip, br\r\n\r\n")
+        .await
+        .unwrap();
+    // The stream is open once its head arrived (it is sent with the first piece).
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(WITHIN, sock.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0);
+        raw.extend_from_slice(&chunk[..n]);
+    }
+    let mut server = TcpStream::connect(mgmt).await.unwrap();
+    send(
+        &mut server,
+        r#"{"command":"msRegisterGameServer","content":{"serverName":"Zipped","serverAddress":"192.0.2.12","serverPort":20000}}"#,
+    )
+    .await;
+    // Give the event time to be sent, then stop the daemon: the stream ends.
+    let t = Instant::now();
+    while d.handle.snapshot().is_empty() {
+        assert!(t.elapsed() < WITHIN);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    d.stop().await;
+    tokio::time::timeout(Duration::from_secs(5), sock.read_to_end(&mut raw))
+        .await
+        .expect("the stream ends when the daemon stops")
+        .unwrap();
+    let head_end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&raw[head_end + 4..])
+        .read_to_string(&mut text)
+        .expect("a whole gzip stream");
+    assert!(text.starts_with(": muster events\n\n"), "{text}");
+    assert!(text.contains("event: server_added\ndata: {"), "{text}");
+    assert!(text.contains("\"name\":\"Zipped\""), "{text}");
+}
