@@ -93,6 +93,16 @@ pub struct ServerEvent {
     pub frame: Frame,
 }
 
+/// A deflate compressor reused for many pieces (its state is large: make one per batch).
+#[derive(Debug)]
+pub struct Deflater(flate2::Compress);
+
+impl Default for Deflater {
+    fn default() -> Self {
+        Self(flate2::Compress::new(flate2::Compression::fast(), false))
+    }
+}
+
 /// One piece of an event stream as it goes on the wire: the SSE text, and the same text
 /// compressed once for every stream that accepts gzip.
 ///
@@ -112,7 +122,14 @@ impl Frame {
     /// Frames `text`.
     #[must_use]
     pub fn new(text: String) -> Self {
-        let mut z = flate2::Compress::new(flate2::Compression::fast(), false);
+        Self::with(&mut Deflater::default(), text)
+    }
+
+    /// Frames `text` with `z` (reset first: a piece never refers to another's bytes).
+    #[must_use]
+    pub fn with(z: &mut Deflater, text: String) -> Self {
+        let z = &mut z.0;
+        z.reset();
         let mut out = Vec::with_capacity(text.len() / 2 + 64);
         // A sync flush of at most the input plus its block overhead; loop until all is out.
         loop {
@@ -140,6 +157,12 @@ impl Frame {
     /// The SSE text of an event.
     #[must_use]
     pub fn event(id: Option<u64>, name: &str, data: &str) -> Self {
+        Self::event_with(&mut Deflater::default(), id, name, data)
+    }
+
+    /// [`Frame::event`] with a reused compressor.
+    #[must_use]
+    pub fn event_with(z: &mut Deflater, id: Option<u64>, name: &str, data: &str) -> Self {
         let mut t = String::with_capacity(data.len() + 48);
         if let Some(id) = id {
             t.push_str("id: ");
@@ -151,7 +174,7 @@ impl Frame {
         t.push_str("\ndata: ");
         t.push_str(data);
         t.push_str("\n\n");
-        Self::new(t)
+        Self::with(z, t)
     }
 
     /// The SSE text of a comment.
@@ -329,6 +352,7 @@ impl EventHub {
         // compression. Only `emit` numbers events, under the publisher's lock, so the ids
         // reserved here are the ones used below.
         let first = self.lock_log().next_id;
+        let mut z = Deflater::default();
         let events: Vec<Arc<ServerEvent>> = deltas
             .iter()
             .zip(first..)
@@ -337,7 +361,7 @@ impl EventHub {
                 Arc::new(ServerEvent {
                     id,
                     kind: d.kind,
-                    frame: Frame::event(Some(id), d.kind.name(), &data),
+                    frame: Frame::event_with(&mut z, Some(id), d.kind.name(), &data),
                     data,
                 })
             })

@@ -72,7 +72,6 @@ async fn follow(
     bytes: Arc<AtomicU64>,
     seen: Arc<Mutex<Seen>>,
 ) -> anyhow::Result<()> {
-    use std::io::Write as _;
     let mut s = TcpStream::connect(http).await?;
     let accept = if gzip {
         "Accept-Encoding: gzip\r\n"
@@ -81,8 +80,9 @@ async fn follow(
     };
     s.write_all(format!("GET /api/v1/events HTTP/1.0\r\nHost: bench\r\n{accept}\r\n").as_bytes())
         .await?;
-    // Compressed streams are decoded as they come (each event ends with a sync flush).
-    let mut decoder = flate2::write::GzDecoder::new(Vec::new());
+    // Compressed streams are inflated as they come (each event ends with a sync flush): the
+    // 10-byte gzip header, then raw deflate.
+    let mut inflate = Inflate::default();
     let mut wire: Vec<u8> = Vec::new();
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
@@ -115,16 +115,12 @@ async fn follow(
             let body: Vec<u8> = wire.drain(..).skip(i + 4).collect();
             head_done = true;
             if gzip {
-                decoder.write_all(&body)?;
-                decoder.flush()?;
-                buf.append(decoder.get_mut());
+                inflate.feed(&body, &mut buf)?;
             } else {
                 buf.extend_from_slice(&body);
             }
         } else if gzip {
-            decoder.write_all(got)?;
-            decoder.flush()?;
-            buf.append(decoder.get_mut());
+            inflate.feed(got, &mut buf)?;
         } else {
             buf.extend_from_slice(got);
         }
@@ -160,6 +156,41 @@ async fn follow(
     g.dropped |= local.dropped;
     g.latency.extend(&local.latency);
     Ok(())
+}
+
+/// Inflates a gzip stream as it arrives.
+struct Inflate {
+    header_left: usize,
+    z: flate2::Decompress,
+}
+
+impl Default for Inflate {
+    fn default() -> Self {
+        Self {
+            header_left: 10,
+            z: flate2::Decompress::new(false),
+        }
+    }
+}
+
+impl Inflate {
+    fn feed(&mut self, mut data: &[u8], out: &mut Vec<u8>) -> anyhow::Result<()> {
+        let skip = self.header_left.min(data.len());
+        self.header_left -= skip;
+        data = data.get(skip..).unwrap_or_default();
+        while !data.is_empty() {
+            out.reserve(data.len() * 8 + 4096);
+            let before = self.z.total_in();
+            self.z
+                .decompress_vec(data, out, flate2::FlushDecompress::Sync)?;
+            let used = usize::try_from(self.z.total_in() - before)?;
+            data = data.get(used..).unwrap_or_default();
+            if used == 0 && out.capacity() > out.len() {
+                break;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Bytes of every page of the list, as the page fetched it (`sort=`, 500 per page), plain and
