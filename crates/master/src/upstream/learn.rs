@@ -1,0 +1,383 @@
+//! The pure part of learning: what an upstream listed, which of it waits for verification
+//! (bounded), and what a verification answer makes of it. No I/O, time passed in.
+//!
+//! ```text
+//!  pull ──> Vec<Listed> ──known keys──> Registry::upstream_pull (sources refreshed / dropped)
+//!                      └──unknown──> Candidates::select (games, once per address, not failed
+//!                                    lately, at most max) ──> queries ──> registration()
+//!                                                                          └──> Registry::learn
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use muster_proto::limit::SourceKey;
+use muster_proto::model::RawValue;
+use muster_proto::{Protocol, ServerInfo};
+
+use crate::faces::gamespy::verify as gamespy_games;
+use crate::registry::{
+    Face, GameAddr, MAX_GAME_LEN, Registration, ServerKey, Timestamp, UT2003_LIST_GAMES,
+};
+
+/// The game name of a Teeworlds record learned from any Teeworlds or DDNet upstream (the
+/// Teeworlds UDP faces' own).
+pub const TEEWORLDS_GAME: &str = "teeworlds";
+/// The game of a GameAgent server whose answer names none (stock 1.10 servers' default).
+pub const GAMEAGENT_FALLBACK_GAME: &str = "serioussam";
+
+/// One server an upstream listed, in the registry's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The address the record is keyed by: for GameSpy the query address, for the others the
+    /// game address.
+    pub addr: SocketAddr,
+    /// The game, when the list says it (GameSpy lists are per game, Muster's list names it,
+    /// Teeworlds has one); `None`: taken from the server's answer.
+    pub game: Option<String>,
+    /// The face whose lists show it.
+    pub face: Face,
+    /// How it is queried.
+    pub protocol: Protocol,
+    /// Where it is queried.
+    pub query_addr: SocketAddr,
+    /// The game port, when the list says it.
+    pub game_port: Option<u16>,
+    /// Whether the upstream itself learned it from another master (only Muster upstreams
+    /// say; other lists count as the upstream's own).
+    pub relayed: bool,
+}
+
+impl Listed {
+    /// The registry key, when the game is known before asking the server.
+    #[must_use]
+    pub fn key(&self) -> Option<ServerKey> {
+        self.game
+            .as_deref()
+            .map(|g| ServerKey::new(g, GameAddr::Ip(self.addr)))
+    }
+}
+
+/// What [`Candidates::select`] chose from one pull's unknown servers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// To query now.
+    pub verify: Vec<Listed>,
+    /// Left out because [`Candidates`]' cap was reached (a later pull offers them again).
+    pub over_cap: usize,
+    /// Left out because they did not answer lately.
+    pub cooling: usize,
+    /// Left out because their game is not wanted.
+    pub unwanted: usize,
+}
+
+/// The unverified servers of one upstream: at most `max` are queried per pull, and one that
+/// did not answer is not asked again for `retry_after` (at most `max` such addresses are
+/// remembered, the oldest making room). Nothing here is listed.
+#[derive(Debug)]
+pub struct Candidates {
+    max: usize,
+    retry_after: Duration,
+    games: HashSet<String>,
+    failed: HashMap<SocketAddr, Timestamp>,
+}
+
+impl Candidates {
+    /// Candidates capped at `max`, failures cooling for `retry_after`, of `games` only (empty:
+    /// every game).
+    #[must_use]
+    pub fn new(max: usize, retry_after: Duration, games: &[String]) -> Self {
+        Self {
+            max: max.max(1),
+            retry_after,
+            games: games.iter().map(|g| g.to_ascii_lowercase()).collect(),
+            failed: HashMap::new(),
+        }
+    }
+
+    /// Whether servers of `game` are learned.
+    #[must_use]
+    pub fn wants(&self, game: &str) -> bool {
+        self.games.is_empty() || self.games.contains(&game.to_ascii_lowercase())
+    }
+
+    /// Which of `unknown` (listed, not in the registry) to query at `now`: each query address
+    /// once, in list order, wanted games only, none that failed within `retry_after`, at most
+    /// `max`.
+    pub fn select(&mut self, unknown: Vec<Listed>, now: Timestamp) -> Selection {
+        let retry = self.retry_after;
+        self.failed.retain(|_, t| t.plus(retry) > now);
+        let mut out = Selection::default();
+        let mut seen = HashSet::new();
+        for l in unknown {
+            if !seen.insert(l.query_addr) {
+                continue;
+            }
+            if l.game.as_deref().is_some_and(|g| !self.wants(g)) {
+                out.unwanted += 1;
+                continue;
+            }
+            if self.failed.contains_key(&l.query_addr) {
+                out.cooling += 1;
+                continue;
+            }
+            if out.verify.len() >= self.max {
+                out.over_cap += 1;
+                continue;
+            }
+            out.verify.push(l);
+        }
+        out
+    }
+
+    /// The server at `query_addr` did not answer (or answered as something else) at `now`.
+    pub fn failed(&mut self, query_addr: SocketAddr, now: Timestamp) {
+        if self.failed.len() >= self.max && !self.failed.contains_key(&query_addr) {
+            let oldest = self.failed.iter().min_by_key(|(_, t)| **t).map(|(a, _)| *a);
+            if let Some(a) = oldest {
+                self.failed.remove(&a);
+            }
+        }
+        self.failed.insert(query_addr, now);
+    }
+
+    /// Addresses cooling now.
+    #[must_use]
+    pub fn cooling(&self) -> usize {
+        self.failed.len()
+    }
+}
+
+/// Why an answer does not make a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The answer names a game the list did not, or one this master does not serve.
+    WrongGame,
+    /// The game is not wanted from this upstream.
+    Unwanted,
+}
+
+/// The `gamename` a server's answer carries (a GameSpy rule, or GameAgent's raw field).
+#[must_use]
+pub fn answered_game(info: &ServerInfo) -> Option<String> {
+    info.rules
+        .iter()
+        .find(|r| r.key.plain.eq_ignore_ascii_case("gamename"))
+        .map(|r| r.value.plain.trim().to_owned())
+        .or_else(|| {
+            info.raw.iter().find_map(|(k, v)| match v {
+                RawValue::Text(t) if k == "gamename" => Some(t.plain.trim().to_owned()),
+                _ => None,
+            })
+        })
+        .filter(|g| !g.is_empty())
+}
+
+fn usable(game: &str) -> bool {
+    !game.is_empty() && game.len() <= MAX_GAME_LEN && game.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// The registration a verified server gets: its game from the list, or from its answer
+/// (checked against the list: a GameSpy answer must name a game of the same group, a UT2003
+/// list's server one of the UT2003 gamenames), only games the candidates want.
+pub fn registration(
+    l: &Listed,
+    info: &ServerInfo,
+    candidates: &Candidates,
+) -> Result<Registration, Refusal> {
+    let answered = answered_game(info);
+    let game = match (l.face, l.game.as_deref()) {
+        (Face::GameSpy, listed) => {
+            let game = match (listed, answered.as_deref()) {
+                (Some(g), _) => gamespy_games::game(g.as_bytes()).ok_or(Refusal::WrongGame)?,
+                (None, Some(a)) => {
+                    let g = gamespy_games::game(a.as_bytes()).ok_or(Refusal::WrongGame)?;
+                    // Only a UT2003 text list leaves the game to the answer.
+                    if !UT2003_LIST_GAMES.contains(&g.name) {
+                        return Err(Refusal::WrongGame);
+                    }
+                    g
+                }
+                (None, None) => return Err(Refusal::WrongGame),
+            };
+            if answered
+                .as_deref()
+                .is_some_and(|a| !gamespy_games::matches_group(game, a))
+            {
+                return Err(Refusal::WrongGame);
+            }
+            game.name.to_owned()
+        }
+        (Face::GameAgent, listed) => match listed {
+            Some(g) => g.to_ascii_lowercase(),
+            None => answered
+                .map(|a| a.to_ascii_lowercase())
+                .filter(|a| usable(a))
+                .unwrap_or_else(|| GAMEAGENT_FALLBACK_GAME.to_owned()),
+        },
+        (_, Some(g)) => g.to_ascii_lowercase(),
+        (_, None) => TEEWORLDS_GAME.to_owned(),
+    };
+    if !usable(&game) {
+        return Err(Refusal::WrongGame);
+    }
+    if !candidates.wants(&game) {
+        return Err(Refusal::Unwanted);
+    }
+    Ok(Registration {
+        key: ServerKey::new(&game, GameAddr::Ip(l.addr)),
+        face: l.face,
+        game_port: l.game_port,
+        query_addr: Some(l.query_addr),
+        query_protocol: Some(l.protocol),
+        source: SourceKey::of(l.addr.ip()),
+    })
+}
+
+/// Whether `ip` can be a game server's address at all (not unspecified, not multicast or
+/// broadcast): a list naming such an address is not asked.
+#[must_use]
+pub fn plausible(addr: SocketAddr) -> bool {
+    let ip = addr.ip();
+    let bad = ip.is_unspecified()
+        || ip.is_multicast()
+        || matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+    !bad && addr.port() != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_proto::model::{Rule, Text};
+
+    const T0: Timestamp = Timestamp::from_secs(1_700_000_000);
+
+    fn listed(addr: &str, game: Option<&str>, face: Face) -> Listed {
+        let a: SocketAddr = addr.parse().unwrap();
+        Listed {
+            addr: a,
+            game: game.map(str::to_owned),
+            face,
+            protocol: Protocol::GameSpy1,
+            query_addr: a,
+            game_port: None,
+            relayed: false,
+        }
+    }
+
+    fn answer(gamename: Option<&str>) -> ServerInfo {
+        let mut info = ServerInfo::new(Protocol::GameSpy1);
+        if let Some(g) = gamename {
+            info.rules.push(Rule {
+                key: Text::from_utf8_str("gamename"),
+                value: Text::from_utf8_str(g),
+            });
+        }
+        info
+    }
+
+    #[test]
+    fn selection_is_bounded_once_per_address_and_cools_failures() {
+        let mut c = Candidates::new(2, Duration::from_secs(60), &["ut".to_owned()]);
+        let all = vec![
+            listed("192.0.2.1:7778", Some("ut"), Face::GameSpy),
+            listed("192.0.2.1:7778", Some("ut"), Face::GameSpy),
+            listed("192.0.2.2:7778", Some("unreal"), Face::GameSpy),
+            listed("192.0.2.3:7778", Some("UT"), Face::GameSpy),
+            listed("192.0.2.4:7778", Some("ut"), Face::GameSpy),
+        ];
+        let s = c.select(all.clone(), T0);
+        assert_eq!(s.verify.len(), 2);
+        assert_eq!((s.over_cap, s.cooling, s.unwanted), (1, 0, 1));
+        c.failed("192.0.2.1:7778".parse().unwrap(), T0);
+        let s = c.select(all.clone(), T0.plus(Duration::from_secs(59)));
+        assert_eq!((s.verify.len(), s.cooling), (2, 1));
+        let s = c.select(all, T0.plus(Duration::from_secs(60)));
+        assert_eq!((s.verify.len(), s.cooling, s.over_cap), (2, 0, 1));
+        for i in 0..10u16 {
+            c.failed(SocketAddr::from(([192, 0, 2, 9], i + 1)), T0);
+        }
+        assert_eq!(c.cooling(), 2, "remembered failures are bounded too");
+    }
+
+    #[test]
+    fn games_come_from_the_list_or_a_checked_answer() {
+        let any = Candidates::new(10, Duration::ZERO, &[]);
+        let l = listed("192.0.2.1:7778", Some("ut"), Face::GameSpy);
+        let r = registration(&l, &answer(Some("ut")), &any).unwrap();
+        assert_eq!(r.key.game, "ut");
+        assert_eq!(r.query_protocol, Some(Protocol::GameSpy1));
+        assert_eq!(
+            registration(&l, &answer(None), &any).unwrap().key.game,
+            "ut"
+        );
+        assert_eq!(
+            registration(&l, &answer(Some("ut2004")), &any),
+            Err(Refusal::WrongGame),
+            "a listed game must be what the server says it is"
+        );
+        let sam = listed("192.0.2.1:25601", Some("serioussamse"), Face::GameSpy);
+        assert!(registration(&sam, &answer(Some("serioussam")), &any).is_ok());
+        let unknown = listed("192.0.2.1:7778", Some("quake3"), Face::GameSpy);
+        assert_eq!(
+            registration(&unknown, &answer(None), &any),
+            Err(Refusal::WrongGame)
+        );
+        // A UT2003 text list names no game: the answer's, one of the four.
+        let text = listed("192.0.2.1:7787", None, Face::GameSpy);
+        assert_eq!(
+            registration(&text, &answer(Some("ut2004")), &any)
+                .unwrap()
+                .key
+                .game,
+            "ut2004"
+        );
+        assert_eq!(
+            registration(&text, &answer(Some("ut")), &any),
+            Err(Refusal::WrongGame)
+        );
+        assert_eq!(
+            registration(&text, &answer(None), &any),
+            Err(Refusal::WrongGame)
+        );
+        let only_ut = Candidates::new(10, Duration::ZERO, &["ut".to_owned()]);
+        assert_eq!(
+            registration(&text, &answer(Some("ut2004")), &only_ut),
+            Err(Refusal::Unwanted)
+        );
+        let mut tw = listed("192.0.2.1:8303", None, Face::Teeworlds06);
+        tw.protocol = Protocol::Teeworlds;
+        assert_eq!(
+            registration(&tw, &ServerInfo::new(Protocol::Teeworlds), &any)
+                .unwrap()
+                .key
+                .game,
+            TEEWORLDS_GAME
+        );
+        let mut ga = listed("192.0.2.1:25600", None, Face::GameAgent);
+        ga.protocol = Protocol::GameAgent;
+        let mut info = ServerInfo::new(Protocol::GameAgent);
+        assert_eq!(
+            registration(&ga, &info, &any).unwrap().key.game,
+            GAMEAGENT_FALLBACK_GAME
+        );
+        info.raw.push((
+            "gamename".to_owned(),
+            RawValue::Text(Text::from_utf8_str("SeriousSamSE")),
+        ));
+        assert_eq!(
+            registration(&ga, &info, &any).unwrap().key.game,
+            "serioussamse"
+        );
+    }
+
+    #[test]
+    fn implausible_addresses() {
+        assert!(plausible("192.0.2.1:1".parse().unwrap()));
+        assert!(!plausible("0.0.0.0:7778".parse().unwrap()));
+        assert!(!plausible("255.255.255.255:7778".parse().unwrap()));
+        assert!(!plausible("224.0.0.1:7778".parse().unwrap()));
+        assert!(!plausible("192.0.2.1:0".parse().unwrap()));
+    }
+}
