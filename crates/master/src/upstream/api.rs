@@ -182,6 +182,11 @@ impl ApiClient {
         }
     }
 
+    /// The next pull reads every page, whatever the `ETag` says.
+    pub fn forget_etag(&mut self) {
+        self.etag = None;
+    }
+
     /// Reads every page (or learns that nothing changed).
     pub async fn pull(&mut self) -> Result<ApiPull, ApiError> {
         let Some((first, tag)) = self.page(1, self.etag.as_deref()).await? else {

@@ -135,6 +135,14 @@ impl Fetcher {
         self
     }
 
+    /// The next fetch reads the whole list (an upstream that can answer "unchanged" will
+    /// not): what was learned from it changed here, or part of it still waits.
+    pub fn forget_etag(&mut self) {
+        if let Some(api) = &mut self.api {
+            api.forget_etag();
+        }
+    }
+
     fn options(&self) -> Options {
         Options {
             deadline: Some(self.timeout),

@@ -72,15 +72,25 @@ pub struct Selection {
     pub unwanted: usize,
 }
 
-/// The unverified servers of one upstream: at most `max` are queried per pull, and one that
-/// did not answer is not asked again for `retry_after` (at most `max` such addresses are
-/// remembered, the oldest making room). Nothing here is listed.
+/// Addresses that did not answer remembered per upstream: this many times its
+/// `max_unverified`, and at least [`MIN_REMEMBERED`].
+pub const REMEMBERED_PER_CANDIDATE: usize = 8;
+/// See [`REMEMBERED_PER_CANDIDATE`].
+pub const MIN_REMEMBERED: usize = 1024;
+
+/// The unverified servers of one upstream: at most `max` are queried per pull, each pull
+/// starting where the last one stopped (so a list longer than `max` is worked through over
+/// several pulls, whatever its order), and one that did not answer is not asked again for
+/// `retry_after` (a bounded number of such addresses are remembered, the oldest making
+/// room). Nothing here is listed.
 #[derive(Debug)]
 pub struct Candidates {
     max: usize,
     retry_after: Duration,
     games: HashSet<String>,
     failed: HashMap<SocketAddr, Timestamp>,
+    remembered: usize,
+    next: usize,
 }
 
 impl Candidates {
@@ -88,11 +98,16 @@ impl Candidates {
     /// every game).
     #[must_use]
     pub fn new(max: usize, retry_after: Duration, games: &[String]) -> Self {
+        let max = max.max(1);
         Self {
-            max: max.max(1),
+            max,
             retry_after,
             games: games.iter().map(|g| g.to_ascii_lowercase()).collect(),
             failed: HashMap::new(),
+            remembered: max
+                .saturating_mul(REMEMBERED_PER_CANDIDATE)
+                .max(MIN_REMEMBERED),
+            next: 0,
         }
     }
 
@@ -103,13 +118,14 @@ impl Candidates {
     }
 
     /// Which of `unknown` (listed, not in the registry) to query at `now`: each query address
-    /// once, in list order, wanted games only, none that failed within `retry_after`, at most
-    /// `max`.
+    /// once, wanted games only, none that failed within `retry_after`, at most `max`, taken in
+    /// list order from where the previous selection stopped.
     pub fn select(&mut self, unknown: Vec<Listed>, now: Timestamp) -> Selection {
         let retry = self.retry_after;
         self.failed.retain(|_, t| t.plus(retry) > now);
         let mut out = Selection::default();
         let mut seen = HashSet::new();
+        let mut eligible = Vec::new();
         for l in unknown {
             if !seen.insert(l.query_addr) {
                 continue;
@@ -122,18 +138,24 @@ impl Candidates {
                 out.cooling += 1;
                 continue;
             }
-            if out.verify.len() >= self.max {
-                out.over_cap += 1;
-                continue;
-            }
-            out.verify.push(l);
+            eligible.push(l);
         }
+        if eligible.len() > self.max {
+            let start = self.next % eligible.len();
+            eligible.rotate_left(start);
+            out.over_cap = eligible.len() - self.max;
+            eligible.truncate(self.max);
+            self.next = start + self.max;
+        } else {
+            self.next = 0;
+        }
+        out.verify = eligible;
         out
     }
 
     /// The server at `query_addr` did not answer (or answered as something else) at `now`.
     pub fn failed(&mut self, query_addr: SocketAddr, now: Timestamp) {
-        if self.failed.len() >= self.max && !self.failed.contains_key(&query_addr) {
+        if self.failed.len() >= self.remembered && !self.failed.contains_key(&query_addr) {
             let oldest = self.failed.iter().min_by_key(|(_, t)| **t).map(|(a, _)| *a);
             if let Some(a) = oldest {
                 self.failed.remove(&a);
@@ -277,6 +299,16 @@ mod tests {
         info
     }
 
+    fn ports(s: &Selection) -> Vec<u8> {
+        s.verify
+            .iter()
+            .map(|l| match l.addr.ip() {
+                IpAddr::V4(v4) => v4.octets()[3],
+                IpAddr::V6(_) => 0,
+            })
+            .collect()
+    }
+
     #[test]
     fn selection_is_bounded_once_per_address_and_cools_failures() {
         let mut c = Candidates::new(2, Duration::from_secs(60), &["ut".to_owned()]);
@@ -288,17 +320,43 @@ mod tests {
             listed("192.0.2.4:7778", Some("ut"), Face::GameSpy),
         ];
         let s = c.select(all.clone(), T0);
-        assert_eq!(s.verify.len(), 2);
+        assert_eq!(ports(&s), [1, 3]);
         assert_eq!((s.over_cap, s.cooling, s.unwanted), (1, 0, 1));
+        // The next selection starts where this one stopped.
+        let s = c.select(all.clone(), T0);
+        assert_eq!(ports(&s), [4, 1]);
         c.failed("192.0.2.1:7778".parse().unwrap(), T0);
         let s = c.select(all.clone(), T0.plus(Duration::from_secs(59)));
-        assert_eq!((s.verify.len(), s.cooling), (2, 1));
+        assert_eq!((ports(&s), s.cooling, s.over_cap), (vec![3, 4], 1, 0));
         let s = c.select(all, T0.plus(Duration::from_secs(60)));
         assert_eq!((s.verify.len(), s.cooling, s.over_cap), (2, 0, 1));
-        for i in 0..10u16 {
+        for i in 0..2000u16 {
             c.failed(SocketAddr::from(([192, 0, 2, 9], i + 1)), T0);
         }
-        assert_eq!(c.cooling(), 2, "remembered failures are bounded too");
+        assert_eq!(
+            c.cooling(),
+            MIN_REMEMBERED,
+            "remembered failures are bounded too"
+        );
+    }
+
+    #[test]
+    fn a_long_list_is_worked_through_whatever_its_order() {
+        let mut c = Candidates::new(3, Duration::from_secs(600), &[]);
+        let all: Vec<Listed> = (1..=10)
+            .map(|i| listed(&format!("192.0.2.{i}:7778"), Some("ut"), Face::GameSpy))
+            .collect();
+        let mut asked = HashSet::new();
+        for round in 0..4 {
+            let s = c.select(all.clone(), T0.plus(Duration::from_secs(round)));
+            for l in &s.verify {
+                asked.insert(l.addr);
+                if l.addr.ip().to_string() != "192.0.2.10" {
+                    c.failed(l.addr, T0);
+                }
+            }
+        }
+        assert_eq!(asked.len(), 10, "the last one got its turn");
     }
 
     #[test]

@@ -87,6 +87,10 @@ pub struct Upstream {
     candidates: Candidates,
     row: usize,
     query: Options,
+    /// After a whole list was pulled and every server of it is known here: how many records
+    /// have this upstream as a source. While that holds, "unchanged" from the upstream means
+    /// nothing is to be done; otherwise the whole list is read again.
+    settled: Option<usize>,
 }
 
 impl Upstream {
@@ -120,6 +124,7 @@ impl Upstream {
             candidates,
             row,
             query,
+            settled: None,
         })
     }
 
@@ -144,7 +149,16 @@ impl Upstream {
     pub async fn pull_once(&mut self, handle: &MasterHandle) -> Result<PullReport, PullError> {
         let board = handle.metrics().upstreams();
         board.update(self.row, |r| r.last_attempt = Some(Timestamp::now()));
-        let pulled = match self.fetcher.fetch().await {
+        if self.settled.is_none() {
+            self.fetcher.forget_etag();
+        }
+        let mut fetched = self.fetcher.fetch().await;
+        if matches!(fetched, Ok(Pulled::Unchanged)) && self.settled != Some(self.learned(handle)) {
+            // Something learned from it left here (a failed poll) since: read it all again.
+            self.fetcher.forget_etag();
+            fetched = self.fetcher.fetch().await;
+        }
+        let pulled = match fetched {
             Ok(p) => p,
             Err(e) => {
                 let text = crate::error_chain(&e);
@@ -156,10 +170,13 @@ impl Upstream {
                 return Err(e);
             }
         };
+        let complete = matches!(pulled, Pulled::List { complete: true, .. });
         let report = self.apply(handle, pulled).await;
-        let name = Arc::clone(&self.name);
-        let learned =
-            handle.with_registry(|r| r.iter().filter(|rec| rec.seen_by(&name).is_some()).count());
+        let learned = self.learned(handle);
+        let all_known = report.over_cap == 0 && report.cooling == 0 && report.unanswered == 0;
+        if !report.unchanged {
+            self.settled = (complete && all_known).then_some(learned);
+        }
         board.update(self.row, |r| {
             r.pulls_ok += 1;
             r.failures_in_row = 0;
@@ -175,6 +192,12 @@ impl Upstream {
             r.over_cap += report.over_cap as u64;
         });
         Ok(report)
+    }
+
+    /// Records this upstream is a source of now.
+    fn learned(&self, handle: &MasterHandle) -> usize {
+        let name = &self.name;
+        handle.with_registry(|r| r.iter().filter(|rec| rec.seen_by(name).is_some()).count())
     }
 
     async fn apply(&mut self, handle: &MasterHandle, pulled: Pulled) -> PullReport {
