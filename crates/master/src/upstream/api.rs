@@ -30,13 +30,13 @@ const MAX_PAGE_BYTES: usize = 16 << 20;
 #[non_exhaustive]
 pub enum ApiError {
     /// The request failed (connection, timeout, TLS).
-    #[error("request failed: {0}")]
+    #[error("request failed")]
     Request(#[source] reqwest::Error),
     /// The answer's status was not 200 (or 304 for the first page).
     #[error("http status {0}")]
     Status(u16),
     /// The body is not the API's list.
-    #[error("not a server list: {0}")]
+    #[error("not a server list")]
     Json(#[source] serde_json::Error),
     /// A page was larger than the limit, or there were too many.
     #[error("list too large")]
@@ -121,6 +121,9 @@ impl ApiClient {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .user_agent(concat!("muster/", env!("CARGO_PKG_VERSION"), " upstream"))
+            // Pages of one pull reuse a connection; between pulls none is left open for the
+            // upstream's header deadline to close.
+            .pool_idle_timeout(Duration::from_secs(1))
             .build()
             .map_err(ApiError::Request)?;
         Ok(Self {

@@ -38,19 +38,19 @@ pub enum PullError {
     #[error("cannot resolve {0}")]
     Resolve(String),
     /// A list client failed.
-    #[error("list failed: {0}")]
+    #[error("list failed")]
     List(#[source] Failure),
     /// The GameSpy sync failed.
-    #[error("sync failed: {0}")]
+    #[error("sync failed")]
     Sync(#[source] SyncError),
     /// The Muster API pull failed.
-    #[error("api pull failed: {0}")]
+    #[error("api pull failed")]
     Api(#[source] ApiError),
     /// The document is not what the kind expects.
-    #[error("bad document: {0}")]
+    #[error("bad document")]
     Decode(#[source] muster_proto::DecodeError),
     /// Every game's list of a GameSpy master failed.
-    #[error("every game's list failed; the last: {0}")]
+    #[error("every game's list failed (the last failure follows)")]
     AllGames(#[source] Failure),
 }
 

@@ -36,10 +36,10 @@ const FINAL: &[u8] = b"\\final\\";
 #[non_exhaustive]
 pub enum SyncError {
     /// No connection.
-    #[error("cannot connect: {0}")]
+    #[error("cannot connect")]
     Connect(#[source] std::io::Error),
     /// The connection failed on the way.
-    #[error("connection failed: {0}")]
+    #[error("connection failed")]
     Io(#[source] std::io::Error),
     /// The deadline passed.
     #[error("timed out")]

@@ -658,3 +658,24 @@ async fn a_configured_upstream_is_pulled_at_start_and_reported() {
     );
     b.stop().await;
 }
+
+#[tokio::test]
+async fn the_api_documents_sources_and_upstreams() {
+    let dir = TempDir::new("fed-doc");
+    let d = learning_master(&dir);
+    let doc = get_json(d.http(), "/api/v1/openapi.json", 200).await;
+    let schemas = &doc["components"]["schemas"];
+    assert!(
+        schemas["ServerSummary"]["properties"]["sources"].is_object(),
+        "{schemas}"
+    );
+    assert!(
+        schemas["SourceDto"]["properties"]["origin"].is_object(),
+        "{schemas}"
+    );
+    assert!(
+        schemas["UpstreamHealthDto"]["properties"]["last_success"].is_object(),
+        "{schemas}"
+    );
+    d.stop().await;
+}
