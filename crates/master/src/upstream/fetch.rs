@@ -92,6 +92,37 @@ async fn resolve(address: &str) -> Result<SocketAddr, PullError> {
         .ok_or_else(|| PullError::Resolve(address.to_owned()))
 }
 
+/// Whether the upstream of `config` is on a local network itself (every address its host
+/// resolves to is [`super::learn::is_local`]): only then are local addresses it lists learned.
+/// A host that does not resolve is not.
+pub async fn is_local_upstream(config: &UpstreamConfig) -> bool {
+    let host_port = if config.kind.takes_url() {
+        let Ok(url) = url::Url::parse(&config.address) else {
+            return false;
+        };
+        let Some(host) = url.host_str() else {
+            return false;
+        };
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        (host, url.port_or_known_default().unwrap_or(80))
+    } else {
+        match super::config::host_port(&config.address) {
+            Some((h, p)) => (h.to_owned(), p),
+            None => return false,
+        }
+    };
+    match tokio::net::lookup_host((host_port.0.as_str(), host_port.1)).await {
+        Ok(addrs) => {
+            let ips: Vec<_> = addrs.map(|a| a.ip()).collect();
+            !ips.is_empty() && ips.into_iter().all(super::learn::is_local)
+        }
+        Err(_) => false,
+    }
+}
+
 /// The gamenames of a GameSpy upstream: the configured ones the game table knows, else every
 /// game of the table.
 #[must_use]
@@ -372,6 +403,35 @@ fn gamespy(addr: SocketAddr, game: &str) -> Listed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn only_a_local_upstream_may_list_local_addresses() {
+        let local = [
+            (UpstreamKind::Gamespy, "127.0.0.1:28900"),
+            (UpstreamKind::Muster, "http://127.1.0.1:8080"),
+            (
+                UpstreamKind::Ddnet,
+                "http://[::1]:8080/ddnet/15/servers.json",
+            ),
+            (UpstreamKind::Teeworlds06, "10.0.0.7:8300"),
+        ];
+        for (kind, address) in local {
+            assert!(
+                is_local_upstream(&UpstreamConfig::new(kind, address)).await,
+                "{address}"
+            );
+        }
+        let public = [
+            (UpstreamKind::Gamespy, "192.0.2.1:28900"),
+            (UpstreamKind::Muster, "https://198.51.100.7"),
+        ];
+        for (kind, address) in public {
+            assert!(
+                !is_local_upstream(&UpstreamConfig::new(kind, address)).await,
+                "{address}"
+            );
+        }
+    }
 
     #[test]
     fn gamespy_games_are_the_table_or_the_configured_known_ones() {

@@ -268,6 +268,29 @@ pub fn plausible(addr: SocketAddr) -> bool {
     !bad && addr.port() != 0
 }
 
+/// Whether `ip` is a loopback, private, link-local, shared (carrier NAT) or unique-local
+/// address: one that only a master on such a network itself may list. A public upstream
+/// cannot make this master query its own network.
+#[must_use]
+pub fn is_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_local(IpAddr::V4(v4)),
+            None => {
+                let first = v6.segments()[0];
+                v6.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+            }
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,6 +451,34 @@ mod tests {
             registration(&ga, &info, &any).unwrap().key.game,
             "serioussamse"
         );
+    }
+
+    #[test]
+    fn local_addresses() {
+        for ip in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.1.1",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:192.168.0.1",
+        ] {
+            assert!(is_local(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in [
+            "192.0.2.1",
+            "8.8.8.8",
+            "100.128.0.1",
+            "2001:db8::1",
+            "::ffff:8.8.8.8",
+        ] {
+            assert!(!is_local(ip.parse().unwrap()), "{ip}");
+        }
     }
 
     #[test]

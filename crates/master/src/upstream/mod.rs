@@ -43,7 +43,7 @@ use crate::poller::PollTarget;
 use crate::registry::{GameAddr, Outcome, PollInfo, ServerKey, Timestamp};
 use config::UpstreamConfig;
 use fetch::{Fetcher, PullError, Pulled};
-use learn::{Candidates, Listed, plausible};
+use learn::{Candidates, Listed, is_local, plausible};
 
 pub use status::{Board, UpstreamStatus};
 
@@ -76,6 +76,8 @@ pub struct PullReport {
     pub over_cap: usize,
     /// Not asked because they did not answer lately.
     pub cooling: usize,
+    /// Left out because they are local addresses listed by an upstream that is not local.
+    pub local: usize,
 }
 
 /// One upstream: how it is fetched, its unverified servers, its status row.
@@ -215,6 +217,14 @@ impl Upstream {
             Pulled::List { listed, complete } => (listed, complete),
         };
         let learn_learned = self.config.learn_learned;
+        // A public upstream cannot make this master query its own network.
+        let local_ok = fetch::is_local_upstream(&self.config).await;
+        let total = listed.len();
+        let listed: Vec<Listed> = listed
+            .into_iter()
+            .filter(|l| local_ok || !(is_local(l.addr.ip()) || is_local(l.query_addr.ip())))
+            .collect();
+        let local = total - listed.len();
         let listed: Vec<Listed> = listed
             .into_iter()
             .filter(|l| plausible(l.addr) && plausible(l.query_addr))
@@ -223,6 +233,7 @@ impl Upstream {
             .collect();
         let mut report = PullReport {
             listed: listed.len(),
+            local,
             ..PullReport::default()
         };
         let view = handle.snapshot();
