@@ -64,7 +64,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "ADDR|off")]
     pub mgmt: Option<String>,
     /// Learn servers from another master, as KIND:ADDRESS (repeatable; added to the config's
-    /// [[upstream]] entries): gamespy:host:28900, gameagent:host:9005, teeworlds06:host:8300,
+    /// upstream entries): gamespy:host:28900, gameagent:host:9005, teeworlds06:host:8300,
     /// teeworlds07:host:8283, ddnet:https://host/ddnet/15/servers.json, ut2003-text:URL,
     /// muster:http://host:8080. Learned servers are listed once this master queried them.
     #[arg(long, value_name = "KIND:ADDRESS")]
