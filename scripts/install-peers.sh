@@ -2,7 +2,8 @@
 # Install the real third-party peers Muster's conformance tests run against
 # (see shared/specs/peers.md and docs/peers.md):
 #
-#   Debian packages  qstat (binary: quakestat), teeworlds-server, ddnet-server, iproute2
+#   Debian packages  qstat (binary: quakestat), teeworlds-server, ddnet-server, iproute2, and the
+#                    Perl modules 333networks' Perl master needs (run from ../shared/peers, unmodified)
 #   npm              gamedig, pinned in scripts/peers/package.json + package-lock.json -> .peers/node/
 #   PyPI             opengsq, pinned in scripts/peers/requirements.txt                -> .peers/venv/
 #   cargo            DDNet's master server (mastersrv), built from the unmodified source in
@@ -22,6 +23,10 @@ MASTERSRV_SRC="${MUSTER_MASTERSRV_SRC:-$ROOT/../shared/peers/ddnet-mastersrv}"
 MASTERSRV_BIN="$PEERS/bin/mastersrv"
 
 DEB_PACKAGES=(qstat teeworlds-server ddnet-server iproute2)
+# 333networks' Masterserver-Perl (its ORIGIN.md): AnyEvent, AnyEvent::Handle::UDP, DBI with SQLite,
+# Switch, JSON. IP::Country::Fast is not packaged; the test harness stubs it.
+DEB_PACKAGES+=(perl libanyevent-perl libanyevent-handle-udp-perl libdbi-perl libdbd-sqlite3-perl
+    libswitch-perl libjson-perl sqlite3)
 
 die() {
     echo "install-peers: ERROR: $*" >&2

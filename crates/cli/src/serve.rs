@@ -21,6 +21,9 @@ Every face is on by default, on IPv4 and IPv6:
                            /healthz, /metrics
   mgmt         TCP 51963   management server (Bomberman)
 
+--upstream KIND:ADDRESS (repeatable) learns servers from another master (docs/federation.md);
+a learned server is listed only after this master queried it successfully itself.
+
 A face flag takes one or more comma-separated addresses (port 0 picks a free port) or `off`,
 and overrides the config file. One line `listening <face> <udp|tcp> <address>` is printed per
 socket, with the real port. The registry lives in SQLite under --data-dir and survives a
@@ -60,6 +63,12 @@ pub(crate) struct ServeArgs {
     /// Management server, TCP.
     #[arg(long, value_name = "ADDR|off")]
     pub mgmt: Option<String>,
+    /// Learn servers from another master, as KIND:ADDRESS (repeatable; added to the config's
+    /// upstream entries): gamespy:host:28900, gameagent:host:9005, teeworlds06:host:8300,
+    /// teeworlds07:host:8283, ddnet:https://host/ddnet/15/servers.json, ut2003-text:URL,
+    /// muster:http://host:8080. Learned servers are listed once this master queried them.
+    #[arg(long, value_name = "KIND:ADDRESS")]
+    pub upstream: Vec<String>,
     /// Repair a damaged registry instead of serving: copy every readable record of
     /// `<data-dir>/muster.sqlite3` into a new file (the damaged one is kept beside it), say how
     /// many were lost, and exit. Run it with the daemon stopped.
@@ -90,6 +99,14 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     apply(&mut l.teeworlds06, "teeworlds06", args.teeworlds06.as_ref())?;
     apply(&mut l.http, "http", args.http.as_ref())?;
     apply(&mut l.mgmt, "mgmt", args.mgmt.as_ref())?;
+    for u in &args.upstream {
+        let parsed = muster_master::upstream::config::UpstreamConfig::parse_flag(u)
+            .map_err(|e| UsageError(format!("--upstream {u:?}: {e}")))?;
+        config.upstream.push(parsed);
+    }
+    config
+        .validate()
+        .map_err(|e| UsageError(format!("{e:#}")))?;
 
     // One daemon per data directory: a second one would corrupt the store's view of itself.
     let _lock = muster_master::store::lock_data_dir(&config.data_dir).map_err(store_usage)?;

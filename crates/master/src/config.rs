@@ -402,6 +402,10 @@ pub struct Config {
     pub http: HttpConfig,
     /// Live events (`GET /api/v1/events`).
     pub events: EventsConfig,
+    /// Masters to learn servers from (`[[upstream]]`, see [`crate::upstream::config`]).
+    pub upstream: Vec<crate::upstream::config::UpstreamConfig>,
+    /// Sharing the list with peers, and learned records' lifetime.
+    pub federation: crate::upstream::config::FederationConfig,
 }
 
 /// Live events: `GET /api/v1/events` (Server-Sent Events).
@@ -495,6 +499,8 @@ impl Default for Config {
             history: HistoryConfig::default(),
             http: HttpConfig::default(),
             events: EventsConfig::default(),
+            upstream: Vec::new(),
+            federation: crate::upstream::config::FederationConfig::default(),
         }
     }
 }
@@ -557,6 +563,7 @@ impl Config {
         {
             return Err(ConfigError::Invalid("lifetimes.games"));
         }
+        crate::upstream::config::validate(&self.upstream, &self.federation)?;
         match checks.into_iter().find(|(ok, _)| !ok) {
             Some((_, name)) => Err(ConfigError::Invalid(name)),
             None => Ok(()),
@@ -586,6 +593,10 @@ impl Config {
                 (Face::DdnetHttp, lt.ddnet.0),
             ]),
             game_lifetimes,
+            learned_lifetime: crate::upstream::config::learned_lifetime(
+                &self.upstream,
+                &self.federation,
+            ),
         }
     }
 }
@@ -754,13 +765,17 @@ mod tests {
         assert_eq!(c, Config::default(), "the example shows the defaults");
         let text = std::fs::read_to_string(&path).unwrap();
         let table: toml::Table = toml::from_str(&text).unwrap();
-        let sections: [(&str, Vec<&str>); 6] = [
+        let sections: [(&str, Vec<&str>); 7] = [
             ("listen", fields_of::<ListenConfig>()),
             ("limits", fields_of::<LimitsConfig>()),
             ("lifetimes", fields_of::<LifetimesConfig>()),
             ("poller", fields_of::<PollerConfig>()),
             ("gamespy", fields_of::<GameSpyConfig>()),
             ("history", fields_of::<HistoryConfig>()),
+            (
+                "federation",
+                fields_of::<crate::upstream::config::FederationConfig>(),
+            ),
         ];
         for key in fields_of::<Config>() {
             assert!(table.contains_key(key), "the example lacks `{key}`");

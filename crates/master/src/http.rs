@@ -175,7 +175,7 @@ fn bad_request(error: &'static str) -> Response {
 ))]
 async fn healthz(State(h): State<MasterHandle>) -> Response {
     let view = h.snapshot();
-    let dto = HealthDto::of(&view, h.store_error());
+    let dto = HealthDto::of(&view, h.store_error()).with_upstreams(h.metrics().upstreams());
     let status = if dto.status == "ok" {
         StatusCode::OK
     } else {

@@ -25,6 +25,7 @@
 //!   routes (DDNet HTTP, UT2003 list), and the management server's sessions.
 //! * [`http`], [`api::dto`], [`web`]: the JSON API, its types, the browser page and history.
 //! * [`poller`]: keeps listed servers fresh with the query engine.
+//! * [`upstream`]: federation: learns servers from other masters, verified before listing.
 //! * [`config`], [`metrics`], [`drops`], [`secrets`]: configuration, counters, typed drop
 //!   reasons, stateless challenge keys.
 //!
@@ -51,6 +52,7 @@ pub mod registry;
 pub mod runtime;
 pub mod secrets;
 pub mod store;
+pub mod upstream;
 pub mod views;
 pub mod web;
 
@@ -346,6 +348,13 @@ impl Master {
         gamespy.require_client_validate = self.config.gamespy.require_client_validate;
         gamespy.challenges.lifetime = self.config.lifetimes.pending.0;
         gamespy.poller = self.config.poller.enabled;
+        // This master's id for `\sync\` (its own requests come back as `\final\`).
+        let msid: Arc<str> = Arc::from(upstream::sync::new_msid());
+        gamespy.sync = faces::gamespy::SyncSettings {
+            peers: sync_peers(&self.config).await,
+            export_learned: self.config.federation.export_learned,
+            msid: Arc::clone(&msid),
+        };
         if let Some(port) = listeners
             .gamespy_tcp
             .first()
@@ -529,6 +538,14 @@ impl Master {
                 stop.clone(),
             ));
         }
+        if !self.config.upstream.is_empty() {
+            tasks.spawn(upstream::run(
+                handle.clone(),
+                self.config.upstream.clone(),
+                Arc::clone(&msid),
+                stop.clone(),
+            ));
+        }
         if self.config.poller.enabled {
             let settings = poller::PollerSettings {
                 samples,
@@ -557,6 +574,32 @@ impl Master {
         handle.flush()?;
         Ok(())
     }
+}
+
+/// The sources whose `\sync\` the GameSpy face answers: `[federation] sync_peers` and the
+/// hosts of the `gamespy` upstreams (resolved now; one that does not resolve is left out and
+/// logged).
+async fn sync_peers(config: &Config) -> Vec<upstream::config::Net> {
+    // validate() parsed them already.
+    let mut peers = config.federation.peers().unwrap_or_default();
+    for u in &config.upstream {
+        if u.kind != upstream::config::UpstreamKind::Gamespy {
+            continue;
+        }
+        match tokio::net::lookup_host(u.address.as_str()).await {
+            Ok(addrs) => {
+                for a in addrs {
+                    if let Ok(n) = upstream::config::Net::parse(&a.ip().to_string()) {
+                        peers.push(n);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %u.display_name(), error = %e, "cannot resolve a gamespy upstream: it may not sync from here")
+            }
+        }
+    }
+    peers
 }
 
 /// Prunes expired records every [`PRUNE_INTERVAL`] until stopped.

@@ -67,6 +67,7 @@ pub struct Metrics {
     list_requests: Mutex<BTreeMap<&'static str, u64>>,
     drops: Drops,
     server_series_max: SeriesMax,
+    upstreams: crate::upstream::Board,
 }
 
 /// `http.server_metrics_max`, settable after the handle exists.
@@ -178,6 +179,12 @@ impl Metrics {
             .collect()
     }
 
+    /// What each upstream did lately (federation).
+    #[must_use]
+    pub fn upstreams(&self) -> &crate::upstream::Board {
+        &self.upstreams
+    }
+
     /// Sets how many servers get per-server series (`http.server_metrics_max`).
     pub fn set_server_series_max(&self, max: usize) {
         self.server_series_max.0.store(max, Ordering::Relaxed);
@@ -253,6 +260,7 @@ impl Metrics {
         for (face, n) in listed {
             let _ = writeln!(s, "muster_servers{{protocol=\"{}\"}} {n}", face.name());
         }
+        s.push_str(&self.upstreams.render());
         s
     }
 }

@@ -24,12 +24,14 @@
 //! | gamedig 5.x | `<repo>/.peers/node/node_modules/.bin/gamedig` |
 //! | opengsq | `<repo>/.peers/venv/bin/opengsq` |
 //! | DDNet mastersrv | `<repo>/.peers/bin/mastersrv` (built by `install-peers.sh`) |
+//! | 333networks Masterserver-Perl | `<repo>/../shared/peers/333networks-masterserver-perl` (`MUSTER_PERL_MASTER_SRC`), `perl` with its Debian modules, `sqlite3` |
 //!
 //! `<repo>` is the workspace root; `MUSTER_PEERS_DIR` overrides `<repo>/.peers`.
 
 pub mod clients;
 pub mod mastersrv;
 pub mod net;
+pub mod perl_master;
 pub mod process;
 pub mod servers;
 
@@ -40,6 +42,7 @@ use std::path::{Path, PathBuf};
 pub use clients::{Gamedig, Opengsq, Qstat};
 pub use mastersrv::{HttpResponse, Mastersrv, MastersrvGuard, http_post};
 pub use net::{Capture, free_udp_port};
+pub use perl_master::{PerlMaster, PerlMasterConfig, PerlMasterGuard};
 pub use process::Output;
 pub use servers::{DdnetServer, TeeworldsServer};
 

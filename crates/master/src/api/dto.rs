@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::registry::{PollInfo, Record};
+use crate::registry::{Origin, PollInfo, Record};
 use crate::views::Snapshot;
 
 /// The state of a management-server game (the seed's lobby and gameplay fields).
@@ -43,6 +43,46 @@ impl LobbyDto {
             open,
             mode: info.game_type.clone(),
         })
+    }
+}
+
+/// Where a record came from, and when that source last saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct SourceDto {
+    /// `direct`: the server registered with this master (a face proved it); `upstream`:
+    /// learned from the configured master named in `upstream`, and listed after this master
+    /// queried it successfully itself.
+    pub origin: &'static str,
+    /// The upstream's name, for `upstream`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// When this source last saw it: the last proof or heartbeat, or the last pull of the
+    /// upstream that listed it.
+    pub last_seen: u64,
+}
+
+impl SourceDto {
+    /// The sources of `r`, direct first.
+    #[must_use]
+    pub fn of(r: &Record) -> Vec<Self> {
+        if r.sources.is_empty() {
+            return vec![Self {
+                origin: "direct",
+                upstream: None,
+                last_seen: r.last_heartbeat.as_secs(),
+            }];
+        }
+        r.sources
+            .iter()
+            .map(|s| Self {
+                origin: match s.origin {
+                    Origin::Direct => "direct",
+                    Origin::Upstream(_) => "upstream",
+                },
+                upstream: s.origin.upstream().map(str::to_owned),
+                last_seen: s.last_seen.as_secs(),
+            })
+            .collect()
     }
 }
 
@@ -91,6 +131,8 @@ pub struct ServerSummary {
     pub last_poll: Option<u64>,
     /// Failed polls in a row.
     pub poll_failures: u32,
+    /// Where it came from: a direct registration, configured upstream masters, or both.
+    pub sources: Vec<SourceDto>,
 }
 
 impl ServerSummary {
@@ -121,6 +163,7 @@ impl ServerSummary {
             last_heartbeat: r.last_heartbeat.as_secs(),
             last_poll: r.last_poll_ok.map(|t| t.as_secs()),
             poll_failures: r.poll_failures,
+            sources: SourceDto::of(r),
         }
     }
 }
@@ -235,6 +278,61 @@ pub struct HealthDto {
     pub records: usize,
     /// The store's failure, while it lasts.
     pub store_error: Option<String>,
+    /// Each configured upstream (absent when there is none). An upstream that fails does not
+    /// make the master unhealthy: its records stay until their lifetime ends.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<UpstreamHealthDto>,
+}
+
+/// One upstream in `GET /healthz`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UpstreamHealthDto {
+    /// Its name (`[[upstream]] name`, or `<kind>:<address>`).
+    pub name: String,
+    /// Its kind.
+    pub kind: &'static str,
+    /// `ok` after a successful pull, `failing` after a failed one, `starting` before the
+    /// first.
+    pub status: &'static str,
+    /// Unix time of the last successful pull.
+    pub last_success: Option<u64>,
+    /// Why the last pull failed, while it is the latest outcome.
+    pub last_error: Option<String>,
+    /// Pulls failed in a row.
+    pub failures_in_row: u32,
+    /// Servers the last successful pull listed.
+    pub listed: usize,
+    /// Records it is a source of.
+    pub learned: usize,
+    /// Servers it listed that answered this master's query and were listed, in total.
+    pub verified: u64,
+    /// Servers it listed that did not answer, in total.
+    pub unanswered: u64,
+}
+
+impl UpstreamHealthDto {
+    /// The health view of a status row.
+    #[must_use]
+    pub fn of(r: &crate::upstream::UpstreamStatus) -> Self {
+        let status = match (r.last_attempt, r.failures_in_row) {
+            (None, _) => "starting",
+            (Some(_), 0) if r.last_success.is_some() => "ok",
+            (Some(_), 0) => "starting",
+            _ => "failing",
+        };
+        Self {
+            name: r.name.clone(),
+            kind: r.kind,
+            status,
+            last_success: r.last_success.map(crate::registry::Timestamp::as_secs),
+            last_error: r.last_error.clone(),
+            failures_in_row: r.failures_in_row,
+            listed: r.listed,
+            learned: r.learned,
+            verified: r.verified,
+            unanswered: r.unanswered,
+        }
+    }
 }
 
 impl HealthDto {
@@ -249,6 +347,14 @@ impl HealthDto {
             },
             records: view.len(),
             store_error,
+            upstreams: Vec::new(),
         }
+    }
+
+    /// With the status of every upstream on `board`.
+    #[must_use]
+    pub fn with_upstreams(mut self, board: &crate::upstream::Board) -> Self {
+        self.upstreams = board.rows().iter().map(UpstreamHealthDto::of).collect();
+        self
     }
 }

@@ -10,6 +10,8 @@
 //!                             -> registry register with the reply as its info
 //!            \basic\ \info\ \rules\ \status\ \secure\ about the master itself: one datagram
 //! TCP 28900  \basic\\secure\ABCDEF  <- auth + \list\<""|cmp>\gamename\<g>\final\  -> list, close
+//!                                   <- auth as 333networks + \sync\<all|games>[\msid\<id>]
+//!                                      -> \<game>\ip:port ip:port \…\final\, close (peers only)
 //! HTTP       GET/HEAD /serverlist/{full-all,demo-all,<gamename>}.txt -> IP TAB game port TAB query port
 //! ```
 //!
@@ -24,9 +26,16 @@
 //! `\status\`; the runner's per-source byte budget on own-face replies (and its egress budget on
 //! everything); per-source buckets on list connections, and the TCP caps.
 //!
-//! Does not: sync with other masters (`\sync\` requests are closed without a reply), enctype 2
-//! lists (closed, §14), the Perl-style UDP list, `\echo\` (never answered), poll servers
-//! periodically (the poller's job; this face only re-verifies on heartbeats).
+//! Syncing peers (`gamespy-master.md` §7): a `\sync\` is answered only to a source in
+//! [`SyncSettings::peers`] that authenticated with the `333networks` key (whatever
+//! `require_client_validate` says), with the servers that registered here (learned ones only
+//! when [`SyncSettings::export_learned`]); a request carrying this master's own `\msid\`
+//! gets just `\final\`. A 333networks master's uplink heartbeat comes from a random port and
+//! is answered only at the port it advertises, so its `\secure\` goes there.
+//!
+//! Does not: enctype 2 lists (closed, §14), the Perl-style UDP list, `\echo\` (never
+//! answered), poll servers periodically (the poller's job; this face only re-verifies on
+//! heartbeats), pull from other masters ([`crate::upstream`] does).
 
 pub mod verify;
 
@@ -42,8 +51,8 @@ use axum::response::{IntoResponse, Response};
 use muster_proto::Protocol;
 use muster_proto::gamespy_master::{
     Challenge, Enctype, Greeting, Heartbeat, Key, ListReply, MAX_DATAGRAM, MasterQuery, QueryReply,
-    RequestAction, RequestParser, Secure, Token, ValidateAnswer, ValidateCheck, check_validate,
-    validate_string,
+    RequestAction, RequestParser, Secure, SyncGames, SyncReply, SyncRequest, Token, ValidateAnswer,
+    ValidateCheck, check_validate, validate_string,
 };
 use muster_proto::gamespy1::query::StatusConfig;
 use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
@@ -70,6 +79,8 @@ use verify::{Answer, ChallengeLimits, Challenges, Finished, Game, Method, Purpos
 const TCP_READ_CHUNK: usize = 1024;
 /// Key of the master's own `\secure\` answers (the 333networks mesh, §4.5).
 const MESH_GAMENAME: &str = "333networks";
+/// A list connection silent this long after sending something has sent its whole request.
+const SYNC_IDLE: Duration = Duration::from_secs(1);
 /// How often expired challenges and idle buckets are swept.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -106,6 +117,28 @@ pub struct GameSpySettings {
     pub list_port: u16,
     /// Whether a poller runs (else the face fetches a new server's game port itself).
     pub poller: bool,
+    /// Who may `\sync\`, and what they get.
+    pub sync: SyncSettings,
+}
+
+/// Answering other masters' `\sync\` (`gamespy-master.md` §7).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SyncSettings {
+    /// Sources whose sync is answered (after authenticating with the `333networks` key);
+    /// empty: nobody's.
+    pub peers: Vec<crate::upstream::config::Net>,
+    /// Include learned records (default: only the ones registered here).
+    pub export_learned: bool,
+    /// This master's id: a sync carrying it comes from this master itself.
+    pub msid: Arc<str>,
+}
+
+impl SyncSettings {
+    /// Whether `ip` may sync.
+    #[must_use]
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        self.peers.iter().any(|n| n.contains(ip))
+    }
 }
 
 impl Default for GameSpySettings {
@@ -147,6 +180,7 @@ impl GameSpySettings {
             tcp_total_timeout: l.tcp_total_timeout.0,
             list_port: crate::config::ports::GAMESPY_TCP,
             poller: true,
+            sync: SyncSettings::default(),
         }
     }
 }
@@ -164,6 +198,17 @@ fn key_of(game: &Game, server: SocketAddr) -> ServerKey {
 fn first_key(data: &[u8]) -> Option<&[u8]> {
     let body = data.strip_prefix(b"\\")?;
     body.split(|&b| b == b'\\').next()
+}
+
+/// Where a heartbeat's `\secure\` goes: to its source (game servers answer on their uplink
+/// socket, §3.1), except for a 333networks master, whose uplink comes from a random port and
+/// which answers only at the beacon port it advertises (`server`).
+fn challenge_to(game: &Game, src: SocketAddr, server: SocketAddr) -> SocketAddr {
+    if game.name == MESH_GAMENAME {
+        server
+    } else {
+        src
+    }
 }
 
 fn drop_reason(e: &DecodeError) -> DropReason {
@@ -276,7 +321,9 @@ impl GameSpyFace {
                 && self.heartbeats.allow(src.ip(), cx.now, 1.0)
             {
                 match game.method {
-                    Method::Secure => self.challenge(cx, src, game, server, true),
+                    Method::Secure => {
+                        self.challenge(cx, challenge_to(game, src, server), game, server, true);
+                    }
                     Method::Status => self.start_check(cx, server, Purpose::Recheck(game, false)),
                 }
             }
@@ -286,7 +333,9 @@ impl GameSpyFace {
             return cx.out.limited(DropReason::RateLimited, src.ip());
         }
         match game.method {
-            Method::Secure => self.challenge(cx, src, game, server, false),
+            Method::Secure => {
+                self.challenge(cx, challenge_to(game, src, server), game, server, false)
+            }
             Method::Status => self.start_check(cx, server, Purpose::Verify(game)),
         }
     }
@@ -610,13 +659,28 @@ async fn serve_list(
     stream.write_all(&out).await?;
     let mut parser = RequestParser::new();
     let mut buf = [0u8; TCP_READ_CHUNK];
+    // Everything received (the parser caps it at its request limit), to tell a sync.
+    let mut seen: Vec<u8> = Vec::new();
     let req = loop {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            metrics.count_drop(DropReason::ListEof);
-            return Ok(());
-        }
-        match parser.feed(buf.get(..n).unwrap_or_default()) {
+        // A Qt5 master's `\sync\` may come without `\final\` (and without `\msid\`): after
+        // a second of silence a buffered sync is taken as the whole request (§14).
+        let fed = match tokio::time::timeout(SYNC_IDLE, stream.read(&mut buf)).await {
+            Ok(read) => {
+                let n = read?;
+                if n == 0 {
+                    metrics.count_drop(DropReason::ListEof);
+                    return Ok(());
+                }
+                let bytes = buf.get(..n).unwrap_or_default();
+                if seen.len() < muster_proto::gamespy_master::MAX_CLIENT_REQUEST {
+                    seen.extend_from_slice(bytes);
+                }
+                parser.feed(bytes)
+            }
+            Err(_) if seen.windows(6).any(|w| w == b"\\sync\\") => parser.flush(),
+            Err(_) => Ok(None),
+        };
+        match fed {
             Ok(Some(r)) => break r,
             Ok(None) => {}
             Err(e) => {
@@ -625,9 +689,11 @@ async fn serve_list(
             }
         }
     };
-    let RequestAction::List(list) = &req.action else {
-        metrics.count_drop(DropReason::SyncUnsupported);
-        return Ok(());
+    let list = match &req.action {
+        RequestAction::List(list) => list,
+        RequestAction::Sync(sync) => {
+            return serve_sync(handle, settings, stream, peer, &challenge, &req.auth, sync).await;
+        }
     };
     let Ok(enctype) = req.auth.enctype() else {
         metrics.count_drop(DropReason::Malformed);
@@ -673,6 +739,90 @@ async fn serve_list(
     metrics.count_list_request("gamespy");
     stream.write_all(&out).await?;
     stream.shutdown().await
+}
+
+/// A peer's `\sync\`: refused (closed) unless the peer is allowed and authenticated as
+/// `333networks`; answered with `\final\` alone when it carries this master's own id.
+async fn serve_sync(
+    handle: &MasterHandle,
+    settings: &GameSpySettings,
+    mut stream: CappedStream,
+    peer: IpAddr,
+    challenge: &Challenge,
+    auth: &muster_proto::gamespy_master::ClientAuth,
+    sync: &SyncRequest,
+) -> io::Result<()> {
+    let metrics = handle.metrics();
+    if !settings.sync.allows(peer) {
+        metrics.count_drop(DropReason::SyncUnsupported);
+        tracing::debug!(%peer, "sync from a source that is no sync peer");
+        return Ok(());
+    }
+    let auth_game = auth.gamename().map(Token::as_bytes).unwrap_or_default();
+    let validate = auth.validate().map(Token::as_bytes).unwrap_or_default();
+    let enctype = auth.enctype().unwrap_or(Enctype::Zero);
+    let mesh = auth_game.eq_ignore_ascii_case(MESH_GAMENAME.as_bytes());
+    if !mesh || check_validate(auth_game, challenge, enctype, validate) != ValidateCheck::Match {
+        metrics.count_verification_failed();
+        metrics.count_drop(DropReason::ClientValidate);
+        tracing::debug!(%peer, "sync peer failed the 333networks validate");
+        return Ok(());
+    }
+    let mut out = Vec::new();
+    let own = sync
+        .msid
+        .as_ref()
+        .is_some_and(|m| m.as_bytes() == settings.sync.msid.as_bytes());
+    if own {
+        out.extend_from_slice(b"\\final\\");
+    } else {
+        let lists = sync_lists(&handle.snapshot(), settings.sync.export_learned);
+        let games = lists
+            .iter()
+            .filter(|(g, _)| match &sync.games {
+                SyncGames::All => true,
+                SyncGames::Games(want) => want
+                    .iter()
+                    .any(|k| k.as_bytes().eq_ignore_ascii_case(g.as_bytes())),
+            })
+            .filter_map(|(g, addrs)| Some((Key::new(g.as_str()).ok()?, addrs.clone())))
+            .collect();
+        SyncReply { games }.encode(&mut out);
+    }
+    metrics.count_list_request("gamespy-sync");
+    stream.write_all(&out).await?;
+    stream.shutdown().await
+}
+
+/// Every game's query addresses for a sync answer, games with at least one server, in game
+/// table order (cached per snapshot): the records registered here, and with `learned` the
+/// learned ones too.
+#[must_use]
+pub fn sync_lists(view: &Snapshot, learned: bool) -> Arc<Vec<(String, Vec<SocketAddrV4>)>> {
+    let which = if learned { "all" } else { "direct" };
+    view.cached(("gamespy-sync", which.into()), |s| {
+        verify::GAMES
+            .iter()
+            .map(|g| {
+                let addrs: Vec<SocketAddrV4> = s
+                    .listed()
+                    .iter()
+                    .filter(|r| {
+                        r.key.game == g.name
+                            && (learned || r.is_direct())
+                            && r.query_protocol == Some(Protocol::GameSpy1)
+                            && matches!(r.key.addr.ip(), Some(IpAddr::V4(_)))
+                    })
+                    .filter_map(|r| match r.query_addr {
+                        Some(SocketAddr::V4(a)) => Some(a),
+                        _ => None,
+                    })
+                    .collect();
+                (g.name.to_owned(), addrs)
+            })
+            .filter(|(_, a)| !a.is_empty())
+            .collect()
+    })
 }
 
 /// The UT2003 text list over HTTP (`ut2003-list.md` §4, §6): `GET`/`HEAD`

@@ -39,6 +39,17 @@
 //! management server by default) never expires by time: its records leave when their
 //! connection closes.
 //!
+//! # Sources
+//! A record knows where it came from ([`Record::sources`]): [`Origin::Direct`] when a face
+//! proved it here, and [`Origin::Upstream`] for each configured upstream master that listed
+//! it, each with the time it last did. A learned record enters only through
+//! [`Registry::learn`], after the upstream module queried the server successfully itself, so
+//! an upstream that lies adds load, never records. A direct record lives by its face's
+//! lifetime; a learned one lives while an upstream lists it
+//! ([`RegistryConfig::learned_lifetime`] after the last pull that did), leaves when every
+//! upstream dropped it ([`Registry::upstream_pull`]), and is removed, not kept de-listed, when
+//! its polls fail (no face would prove it again).
+//!
 //! # What this does not do
 //! No challenges, no token buckets, no persistence: faces own proof exchanges,
 //! `muster_proto::limit` owns rate limits, [`crate::store`] owns persistence. The per-source
@@ -55,8 +66,9 @@ use muster_proto::limit::SourceKey;
 
 pub use types::{
     DdnetData, DdnetStream, Face, GameAddr, MAX_DDNET_INFO, MAX_DDNET_STREAMS, MAX_GAME_LEN,
-    MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, PollInfo, PollPlayer, Record,
-    Registration, ServerKey, Timestamp, Verification, protocol_from_name,
+    MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, MAX_SOURCES, Origin, PollInfo,
+    PollPlayer, Record, Registration, ServerKey, Source, Timestamp, Verification,
+    protocol_from_name,
 };
 
 /// Default cap on records per source (IPv4 address / IPv6 /64).
@@ -186,6 +198,19 @@ pub enum DdnetOutcome {
     Rejected(Reject),
 }
 
+/// What [`Registry::upstream_pull`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PullApplied {
+    /// Records the upstream listed that were known here already (its source refreshed or
+    /// added).
+    pub seen: usize,
+    /// Records whose source this upstream was and which it no longer lists (the source is
+    /// gone).
+    pub dropped: usize,
+    /// Of those, records removed because no source was left.
+    pub removed: usize,
+}
+
 /// Limits and lifetimes of the registry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegistryConfig {
@@ -200,7 +225,14 @@ pub struct RegistryConfig {
     /// face because one game may heartbeat at different rates through different faces (a
     /// Serious Sam server: 150 s GameSpy heartbeats, GameAgent's own 300 s expiry).
     pub game_lifetimes: HashMap<Face, HashMap<String, Duration>>,
+    /// How long an upstream's word keeps a learned record (or that source of a direct one)
+    /// after its last pull listed it.
+    pub learned_lifetime: Duration,
 }
+
+/// Default of [`RegistryConfig::learned_lifetime`]: 1800 s, as the 333networks masters keep
+/// servers imported by sync (`gamespy-master.md` §14).
+pub const DEFAULT_LEARNED_LIFETIME: Duration = Duration::from_secs(1800);
 
 impl Default for RegistryConfig {
     /// The spec defaults: GameAgent 300 s (`gameagent.md` §8.3.7), GameSpy 300 s (Unreal family,
@@ -224,6 +256,7 @@ impl Default for RegistryConfig {
             max_records: DEFAULT_MAX_RECORDS,
             face_lifetimes,
             game_lifetimes,
+            learned_lifetime: DEFAULT_LEARNED_LIFETIME,
         }
     }
 }
@@ -464,14 +497,123 @@ impl Registry {
         rec.last_heartbeat = rec.last_heartbeat.max(now);
         rec.last_proof = rec.last_proof.max(now);
         rec.challenges_unanswered = 0;
+        // A learned record proven by its face becomes this master's own.
+        let became_direct = !rec.is_direct();
+        rec.see(&Origin::Direct, now);
         let out = if rec.state == Verification::Verified {
             Outcome::Refreshed
         } else {
             rec.state = Verification::Verified;
             Outcome::Relisted
         };
-        self.log(&key, structural);
+        self.log(&key, structural || became_direct);
         out
+    }
+
+    /// A server an upstream listed answered this master's own query: a new listed record with
+    /// the source `upstream` (subject to the caps, `Added`), or the source added to the
+    /// record under the key, whose face and addresses stay as they are (`Refreshed`; a
+    /// de-listed record stays de-listed: only its face proves it again). The caller stores
+    /// the query's answer with [`Registry::update_poll`].
+    pub fn learn(&mut self, reg: Registration, upstream: &Arc<str>, now: Timestamp) -> Outcome {
+        let key = reg.key.clone();
+        let origin = Origin::Upstream(Arc::clone(upstream));
+        if let Some(rec) = self.records.get_mut(&key) {
+            let added = Arc::make_mut(rec).see(&origin, now);
+            self.log(&key, added);
+            return Outcome::Refreshed;
+        }
+        if let Err(r) = Self::key_ok(&reg) {
+            return Outcome::Rejected(r);
+        }
+        if self.count_of_source(reg.source) >= self.config.max_per_source {
+            return Outcome::Rejected(Reject::SourceCap);
+        }
+        if self.records.len() >= self.config.max_records {
+            return Outcome::Rejected(Reject::RecordCap);
+        }
+        *self.per_source.entry(reg.source).or_insert(0) += 1;
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let mut rec = Record::new(id, reg, now);
+        rec.sources = vec![Source {
+            origin,
+            last_seen: now,
+        }];
+        self.records.insert(key.clone(), Arc::new(rec));
+        self.log(&key, true);
+        Outcome::Added
+    }
+
+    /// One successful pull of the upstream `name` listed the known records `listed` (keys of
+    /// records this registry has; others are ignored): each gets (or refreshes) the source
+    /// `name` at `now`. When the pull was `complete`, every other record whose source `name`
+    /// was loses it, and is removed when no source is left (an incomplete pull takes nothing
+    /// away). Walks every record once.
+    pub fn upstream_pull(
+        &mut self,
+        name: &Arc<str>,
+        listed: &HashSet<ServerKey>,
+        now: Timestamp,
+        complete: bool,
+    ) -> PullApplied {
+        let origin = Origin::Upstream(Arc::clone(name));
+        let mut out = PullApplied::default();
+        let mut touched: Vec<(ServerKey, bool)> = Vec::new();
+        let mut gone: Vec<ServerKey> = Vec::new();
+        for key in listed {
+            if let Some(rec) = self.records.get_mut(key) {
+                let added = Arc::make_mut(rec).see(&origin, now);
+                touched.push((key.clone(), added));
+                out.seen += 1;
+            }
+        }
+        let stale: Vec<ServerKey> = self
+            .records
+            .values()
+            .filter(|r| complete && r.seen_by(name).is_some() && !listed.contains(&r.key))
+            .map(|r| r.key.clone())
+            .collect();
+        for key in stale {
+            out.dropped += 1;
+            let Some(rec) = self.records.get_mut(&key) else {
+                continue;
+            };
+            let rec = Arc::make_mut(rec);
+            rec.sources.retain(|s| s.origin != origin);
+            if rec.sources.is_empty() {
+                gone.push(key);
+            } else {
+                touched.push((key, true));
+            }
+        }
+        for (key, structural) in touched {
+            self.log(&key, structural);
+        }
+        for key in gone {
+            out.removed += 1;
+            self.remove(&key);
+        }
+        out
+    }
+
+    /// The upstream `name` answered that its list did not change (an HTTP 304): every record
+    /// it is a source of is seen again at `now`. Returns how many.
+    pub fn upstream_unchanged(&mut self, name: &str, now: Timestamp) -> usize {
+        let keys: Vec<ServerKey> = self
+            .records
+            .values()
+            .filter(|r| r.seen_by(name).is_some())
+            .map(|r| r.key.clone())
+            .collect();
+        let origin = Origin::Upstream(Arc::from(name));
+        for key in &keys {
+            if let Some(rec) = self.records.get_mut(key) {
+                Arc::make_mut(rec).see(&origin, now);
+            }
+            self.log(key, false);
+        }
+        keys.len()
     }
 
     /// A keep-alive (GameAgent `0` with echo 0, GameSpy heartbeat from a known source, a
@@ -483,6 +625,9 @@ impl Registry {
         };
         let rec = Arc::make_mut(rec);
         rec.last_heartbeat = rec.last_heartbeat.max(now);
+        if let Some(d) = rec.sources.iter_mut().find(|s| s.origin == Origin::Direct) {
+            d.last_seen = d.last_seen.max(now);
+        }
         let out = if rec.state == Verification::Verified {
             HeartbeatOutcome::Refreshed
         } else {
@@ -523,13 +668,19 @@ impl Registry {
         Some(n)
     }
 
-    /// A re-verification failed: stop listing the record until it is verified again.
+    /// A re-verification failed (or polls did): stop listing the record until it is verified
+    /// again. A learned record that no face registered is removed instead: nothing would
+    /// prove it again, and its upstreams may offer it anew.
     pub fn delist(&mut self, key: &ServerKey) -> DelistOutcome {
         let Some(rec) = self.records.get_mut(key) else {
             return DelistOutcome::Unknown;
         };
         if rec.state != Verification::Verified {
             return DelistOutcome::NotListed;
+        }
+        if !rec.is_direct() {
+            self.remove(key);
+            return DelistOutcome::Delisted;
         }
         Arc::make_mut(rec).state = Verification::Delisted;
         self.log(key, true);
@@ -792,12 +943,32 @@ impl Registry {
 
     /// When `rec` expires, or `None` when it never does by time.
     #[must_use]
+    ///
+    /// A direct record expires by its face's lifetime after the later of its last heartbeat
+    /// and its last successful poll, or later while an upstream still lists it; a learned
+    /// one [`RegistryConfig::learned_lifetime`] after the last pull that listed it.
     pub fn expires_at(&self, rec: &Record) -> Option<Timestamp> {
+        let learned = rec
+            .last_learned()
+            .map(|t| t.plus(self.config.learned_lifetime));
+        if !rec.is_direct() {
+            return learned;
+        }
         let life = self.config.lifetime(rec.face, &rec.key.game)?;
         let base = rec
             .last_poll_ok
             .map_or(rec.last_heartbeat, |p| p.max(rec.last_heartbeat));
-        Some(base.plus(life))
+        let direct = base.plus(life);
+        Some(learned.map_or(direct, |l| l.max(direct)))
+    }
+
+    /// When the oldest upstream source of `rec` goes stale, if it has one.
+    fn oldest_learned_stale(&self, rec: &Record) -> Option<Timestamp> {
+        rec.sources
+            .iter()
+            .filter(|s| s.origin != Origin::Direct)
+            .map(|s| s.last_seen.plus(self.config.learned_lifetime))
+            .min()
     }
 
     /// When the registry must look at `rec` next: its expiry, or its oldest DDNet stream's.
@@ -812,10 +983,10 @@ impl Registry {
                 let d = rec.ddnet.as_ref()?;
                 d.streams.iter().map(|s| s.last.plus(life)).min()
             });
-        match (expiry, stale) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [expiry, stale, self.oldest_learned_stale(rec)]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Removes every record that expired at or before `now`, and the DDNet streams not
@@ -838,9 +1009,23 @@ impl Registry {
             .filter(|r| r.ddnet.is_some())
             .map(|r| r.key.clone())
             .collect();
+        let stale_sources: Vec<ServerKey> = due
+            .iter()
+            .filter(|r| self.oldest_learned_stale(r).is_some_and(|t| t <= now))
+            .map(|r| r.key.clone())
+            .collect();
         dead.sort();
         for k in &dead {
             self.remove(k);
+        }
+        let life = self.config.learned_lifetime;
+        for k in stale_sources {
+            if let Some(rec) = self.records.get_mut(&k) {
+                Arc::make_mut(rec)
+                    .sources
+                    .retain(|s| s.origin == Origin::Direct || s.last_seen.plus(life) > now);
+                self.log(&k, true);
+            }
         }
         if let Some(life) = self.config.face_lifetimes.get(&Face::DdnetHttp).copied() {
             let stale: Vec<ServerKey> = maybe_stale
@@ -879,6 +1064,12 @@ impl Registry {
         }
         rec.id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
+        if rec.sources.is_empty() {
+            rec.sources.push(Source {
+                origin: Origin::Direct,
+                last_seen: rec.last_heartbeat,
+            });
+        }
         rec.deadline = self.deadline_of(&rec);
         *self.per_source.entry(rec.source).or_insert(0) += 1;
         if let Some(d) = &rec.ddnet {

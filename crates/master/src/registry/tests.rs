@@ -733,3 +733,129 @@ proptest! {
         }
     }
 }
+
+fn upstream(name: &str) -> Arc<str> {
+    Arc::from(name)
+}
+
+#[test]
+fn learned_records_carry_their_upstream_and_become_direct_when_proven() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let a = upstream("a");
+    let k = reg("ut", v4(1, 7778), Face::GameSpy).key;
+    assert_eq!(
+        r.learn(reg("ut", v4(1, 7778), Face::GameSpy), &a, at(0)),
+        Outcome::Added
+    );
+    let rec = r.get(&k).unwrap();
+    assert!(rec.is_listed() && !rec.is_direct());
+    assert_eq!(rec.seen_by("a"), Some(at(0)));
+    assert_eq!(
+        r.count_of_source(SourceKey::of(v4(1, 0).ip())),
+        1,
+        "capped like any"
+    );
+    // Learned again from another upstream: one more source, same record.
+    let b = upstream("b");
+    assert_eq!(
+        r.learn(reg("ut", v4(1, 7778), Face::GameSpy), &b, at(5)),
+        Outcome::Refreshed
+    );
+    assert_eq!(r.get(&k).unwrap().sources.len(), 2);
+    // A heartbeat alone proves nothing new; a registration through the face does.
+    r.heartbeat(&k, at(6));
+    assert!(!r.get(&k).unwrap().is_direct());
+    assert_eq!(
+        r.register(reg("ut", v4(1, 7778), Face::GameSpy), at(7)),
+        Outcome::Refreshed
+    );
+    let rec = r.get(&k).unwrap();
+    assert!(rec.is_direct());
+    let origins: Vec<Option<&str>> = rec.sources.iter().map(|s| s.origin.upstream()).collect();
+    assert_eq!(origins, [None, Some("a"), Some("b")], "direct first");
+    // A direct record learned later keeps its face's data.
+    let d = listed(
+        &mut r,
+        reg("teeworlds", v4(2, 8303), Face::Teeworlds07),
+        at(0),
+    );
+    let mut other = reg("teeworlds", v4(2, 8303), Face::Teeworlds06);
+    other.query_addr = None;
+    assert_eq!(r.learn(other, &a, at(1)), Outcome::Refreshed);
+    let rec = r.get(&d).unwrap();
+    assert_eq!(
+        (rec.face, rec.query_addr.is_some()),
+        (Face::Teeworlds07, true)
+    );
+    assert!(rec.is_direct() && rec.seen_by("a").is_some());
+}
+
+#[test]
+fn a_pull_refreshes_what_it_lists_and_drops_the_rest_when_complete() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let a = upstream("a");
+    let k1 = reg("ut", v4(1, 7778), Face::GameSpy).key;
+    let k2 = reg("ut", v4(2, 7778), Face::GameSpy).key;
+    r.learn(reg("ut", v4(1, 7778), Face::GameSpy), &a, at(0));
+    r.learn(reg("ut", v4(2, 7778), Face::GameSpy), &a, at(0));
+    let direct = listed(&mut r, reg("ut", v4(3, 7778), Face::GameSpy), at(0));
+    r.learn(reg("ut", v4(3, 7778), Face::GameSpy), &a, at(0));
+    r.take_changes();
+    // Incomplete: k1 refreshed, nothing taken away.
+    let only_k1: HashSet<ServerKey> = [k1.clone()].into();
+    let p = r.upstream_pull(&a, &only_k1, at(10), false);
+    assert_eq!((p.seen, p.dropped, p.removed), (1, 0, 0));
+    assert_eq!(r.get(&k1).unwrap().seen_by("a"), Some(at(10)));
+    assert_eq!(r.get(&k2).unwrap().seen_by("a"), Some(at(0)));
+    // Complete: k2 (only this source) goes, the direct record loses the source and stays.
+    let p = r.upstream_pull(&a, &only_k1, at(20), true);
+    assert_eq!((p.seen, p.dropped, p.removed), (1, 2, 1));
+    assert!(r.get(&k2).is_none());
+    let d = r.get(&direct).unwrap();
+    assert!(d.is_direct() && d.seen_by("a").is_none());
+    // Keys the registry does not have are ignored; an unchanged list refreshes every source.
+    let stranger: HashSet<ServerKey> = [k2.clone(), k1.clone()].into();
+    assert_eq!(r.upstream_pull(&a, &stranger, at(30), true).seen, 1);
+    assert_eq!(r.upstream_unchanged("a", at(40)), 1);
+    assert_eq!(r.get(&k1).unwrap().seen_by("a"), Some(at(40)));
+    let removed = r
+        .take_changes()
+        .iter()
+        .filter(|c| c.record.is_none())
+        .count();
+    assert_eq!(removed, 1);
+}
+
+#[test]
+fn learned_records_live_by_their_upstreams_and_leave_when_polls_fail() {
+    let config = RegistryConfig {
+        learned_lifetime: Duration::from_secs(1000),
+        ..RegistryConfig::default()
+    };
+    let mut r = Registry::new(config);
+    let a = upstream("a");
+    let k = reg("ut", v4(1, 7778), Face::GameSpy).key;
+    r.learn(reg("ut", v4(1, 7778), Face::GameSpy), &a, at(0));
+    // Polls do not keep it: its upstream does.
+    r.update_poll(&k, Some(info("x", 0, 8, &[])), at(900));
+    assert_eq!(r.expires_at(r.get(&k).unwrap()), Some(at(1000)));
+    assert!(r.prune_before(at(999)).is_empty());
+    assert_eq!(r.prune_before(at(1000)), std::slice::from_ref(&k));
+    // A direct record with an upstream source lives by the later of both, and loses the
+    // stale source.
+    let d = listed(&mut r, reg("ut", v4(2, 7778), Face::GameSpy), at(0));
+    r.learn(reg("ut", v4(2, 7778), Face::GameSpy), &a, at(0));
+    assert_eq!(r.expires_at(r.get(&d).unwrap()), Some(at(1000)));
+    r.heartbeat(&d, at(900));
+    assert!(r.prune_before(at(1000)).is_empty());
+    let rec = r.get(&d).unwrap();
+    assert!(rec.seen_by("a").is_none(), "stale source dropped");
+    assert_eq!(r.expires_at(rec), Some(at(1200)), "the face's 300 s again");
+    // Failing polls de-list a direct record but remove a learned one.
+    r.learn(reg("ut", v4(4, 7778), Face::GameSpy), &a, at(2000));
+    let l = reg("ut", v4(4, 7778), Face::GameSpy).key;
+    assert_eq!(r.delist(&l), DelistOutcome::Delisted);
+    assert!(r.get(&l).is_none());
+    assert_eq!(r.delist(&d), DelistOutcome::Delisted);
+    assert!(r.get(&d).is_some());
+}

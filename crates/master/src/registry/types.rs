@@ -411,6 +411,42 @@ pub struct DdnetData {
     pub streams: Vec<DdnetStream>,
 }
 
+/// Most sources one record keeps (a direct registration and one per upstream; upstreams come
+/// from the configuration, so real records stay far below it).
+pub const MAX_SOURCES: usize = 32;
+
+/// Where a record came from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Origin {
+    /// A face proved it here: the server registered with this master (a challenge answered,
+    /// a handshake).
+    Direct,
+    /// Learned from the configured upstream master of this name, and listed only after this
+    /// master queried the server successfully itself.
+    Upstream(Arc<str>),
+}
+
+impl Origin {
+    /// The upstream's name, for a learned source.
+    #[must_use]
+    pub fn upstream(&self) -> Option<&str> {
+        match self {
+            Self::Direct => None,
+            Self::Upstream(name) => Some(name),
+        }
+    }
+}
+
+/// One source of a record, and when it last vouched for the server (for [`Origin::Direct`]:
+/// the last proof or heartbeat; for an upstream: the last pull that listed it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// Who.
+    pub origin: Origin,
+    /// When it last saw the server.
+    pub last_seen: Timestamp,
+}
+
 /// A registration request from a face.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Registration {
@@ -470,6 +506,9 @@ pub struct Record {
     /// stale), kept by the registry on every change so that pruning compares one time per
     /// record instead of computing lifetimes. `None`: never.
     pub deadline: Option<Timestamp>,
+    /// Where it came from, [`Origin::Direct`] first, then the upstreams by name; at most
+    /// [`MAX_SOURCES`]. Empty only for a record built by hand (read as direct).
+    pub sources: Vec<Source>,
 }
 
 impl Record {
@@ -495,7 +534,55 @@ impl Record {
             source: reg.source,
             ddnet: None,
             deadline: None,
+            sources: vec![Source {
+                origin: Origin::Direct,
+                last_seen: now,
+            }],
         }
+    }
+
+    /// Whether a face registered it here (or it predates sources): the registration's face
+    /// rules decide its lifetime, and it is exported as this master's own.
+    #[must_use]
+    pub fn is_direct(&self) -> bool {
+        self.sources.is_empty() || self.sources.iter().any(|s| s.origin == Origin::Direct)
+    }
+
+    /// When the upstream `name` last listed it, if it is one of its sources.
+    #[must_use]
+    pub fn seen_by(&self, name: &str) -> Option<Timestamp> {
+        self.sources
+            .iter()
+            .find(|s| s.origin.upstream() == Some(name))
+            .map(|s| s.last_seen)
+    }
+
+    /// The last time any upstream listed it (`None`: no upstream source).
+    #[must_use]
+    pub fn last_learned(&self) -> Option<Timestamp> {
+        self.sources
+            .iter()
+            .filter(|s| s.origin != Origin::Direct)
+            .map(|s| s.last_seen)
+            .max()
+    }
+
+    /// Adds `origin` or moves its time to `now` (never back); returns whether it was added.
+    /// A record already at [`MAX_SOURCES`] keeps its sources.
+    pub fn see(&mut self, origin: &Origin, now: Timestamp) -> bool {
+        if let Some(s) = self.sources.iter_mut().find(|s| s.origin == *origin) {
+            s.last_seen = s.last_seen.max(now);
+            return false;
+        }
+        if self.sources.len() >= MAX_SOURCES {
+            return false;
+        }
+        self.sources.push(Source {
+            origin: origin.clone(),
+            last_seen: now,
+        });
+        self.sources.sort_by(|a, b| a.origin.cmp(&b.origin));
+        true
     }
 
     /// Whether any list shows it.

@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::registry::{DdnetData, DdnetStream, MAX_DDNET_INFO, PollInfo, PollPlayer, Timestamp};
+use crate::registry::{
+    DdnetData, DdnetStream, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo, PollPlayer, Source,
+    Timestamp,
+};
 
 /// [`PollInfo`] as stored in the `info` column.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -178,6 +181,46 @@ impl DdnetRow {
     }
 }
 
+/// One [`Source`] as stored in the `sources` column (a JSON array of these): `upstream` is
+/// absent for a direct registration. Rows written before sources existed have no column
+/// value: their record is direct.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRow {
+    /// The upstream's name; `None`: a direct registration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// When it last saw the server, unix ms.
+    #[serde(default)]
+    pub last_seen: u64,
+}
+
+impl From<&Source> for SourceRow {
+    fn from(s: &Source) -> Self {
+        Self {
+            upstream: s.origin.upstream().map(str::to_owned),
+            last_seen: s.last_seen.0,
+        }
+    }
+}
+
+/// The sources of a stored record, at most [`MAX_SOURCES`], in the registry's order.
+#[must_use]
+pub fn sources_from_rows(rows: Vec<SourceRow>) -> Vec<Source> {
+    let mut out: Vec<Source> = rows
+        .into_iter()
+        .take(MAX_SOURCES)
+        .map(|r| Source {
+            origin: r
+                .upstream
+                .map_or(Origin::Direct, |u| Origin::Upstream(Arc::from(u))),
+            last_seen: Timestamp(r.last_seen),
+        })
+        .collect();
+    out.sort_by(|a, b| a.origin.cmp(&b.origin));
+    out.dedup_by(|a, b| a.origin == b.origin);
+    out
+}
+
 /// What schema version 2 kept for a DDNet record in its `face_data` column.
 #[derive(Debug, Deserialize)]
 pub struct FaceDataV2 {
@@ -220,6 +263,32 @@ mod tests {
         assert_eq!(again, row);
         let empty: InfoRow = serde_json::from_str("{}").unwrap();
         assert_eq!(PollInfo::from(empty), PollInfo::default());
+    }
+
+    #[test]
+    fn source_rows_round_trip_and_default() {
+        let sources = vec![
+            Source {
+                origin: Origin::Direct,
+                last_seen: Timestamp(5),
+            },
+            Source {
+                origin: Origin::Upstream(Arc::from("peer")),
+                last_seen: Timestamp(7),
+            },
+        ];
+        let rows: Vec<SourceRow> = sources.iter().map(SourceRow::from).collect();
+        let json = serde_json::to_string(&rows).unwrap();
+        assert_eq!(
+            json,
+            r#"[{"last_seen":5},{"upstream":"peer","last_seen":7}]"#
+        );
+        let back: Vec<SourceRow> = serde_json::from_str(&json).unwrap();
+        assert_eq!(sources_from_rows(back), sources);
+        let sparse: Vec<SourceRow> = serde_json::from_str(r#"[{"upstream":"b"},{}]"#).unwrap();
+        let s = sources_from_rows(sparse);
+        assert_eq!(s[0].origin, Origin::Direct, "direct first");
+        assert_eq!(s[1].last_seen, Timestamp(0));
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! naming it, and [`repair`] copies what can still be read into a fresh file. A `meta` table
 //! kept by triggers counts the rows, so a repair can say how many were lost.
 //!
-//! The schema carries a `user_version` of [`SCHEMA_VERSION`]; versions 1 and 2 are migrated in
-//! place, a version this build does not know is refused rather than guessed at.
+//! The schema carries a `user_version` of [`SCHEMA_VERSION`]; versions 1 to 3 are migrated in
+//! place (version 4 adds the `sources` column: where a record came from), a version this build
+//! does not know is refused rather than guessed at.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use muster_proto::limit::SourceKey;
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, params};
 
-use super::rows::{DdnetRow, FaceDataV2, InfoRow};
+use super::rows::{DdnetRow, FaceDataV2, InfoRow, SourceRow, sources_from_rows};
 use super::{Loaded, Store, StoreError};
 use crate::registry::{
     Face, GameAddr, Record, Registration, ServerKey, Timestamp, Verification, protocol_from_name,
@@ -28,7 +29,7 @@ use crate::registry::{
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "muster.sqlite3";
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 /// Reasons kept in [`Loaded::skipped_reasons`] at most.
 const MAX_REASONS: usize = 100;
 
@@ -61,6 +62,7 @@ CREATE TABLE IF NOT EXISTS servers (
     face_data TEXT,
     last_proof INTEGER,
     ddnet TEXT,
+    sources TEXT,
     PRIMARY KEY (game, addr_kind, addr_host, addr_port, instance)
 ) WITHOUT ROWID;
 ";
@@ -77,26 +79,30 @@ CREATE TRIGGER IF NOT EXISTS servers_count_delete AFTER DELETE ON servers
 
 const UPSERT: &str = "INSERT INTO servers (game, addr_kind, addr_host, addr_port, instance,
     face, game_port, query_addr, query_protocol, state, first_seen, last_heartbeat,
-    first_verified, last_poll_ok, poll_failures, source, info, face_data, last_proof, ddnet)
+    first_verified, last_poll_ok, poll_failures, source, info, face_data, last_proof, ddnet,
+    sources)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, NULL,
-    ?18, ?19)
+    ?18, ?19, ?20)
     ON CONFLICT (game, addr_kind, addr_host, addr_port, instance) DO UPDATE SET
     face = excluded.face, game_port = excluded.game_port, query_addr = excluded.query_addr,
     query_protocol = excluded.query_protocol, state = excluded.state,
     first_seen = excluded.first_seen, last_heartbeat = excluded.last_heartbeat,
     first_verified = excluded.first_verified, last_poll_ok = excluded.last_poll_ok,
     poll_failures = excluded.poll_failures, source = excluded.source, info = excluded.info,
-    face_data = NULL, last_proof = excluded.last_proof, ddnet = excluded.ddnet";
+    face_data = NULL, last_proof = excluded.last_proof, ddnet = excluded.ddnet,
+    sources = excluded.sources";
 /// Version 1 had no `face_data` column.
 const MIGRATE_1_TO_2: &str = "ALTER TABLE servers ADD COLUMN face_data TEXT;";
 /// Version 3 adds the proof time and the typed DDNet column.
 const MIGRATE_2_TO_3: &str = "ALTER TABLE servers ADD COLUMN last_proof INTEGER;
 ALTER TABLE servers ADD COLUMN ddnet TEXT;";
+/// Version 4 adds where a record came from (NULL: a direct registration).
+const MIGRATE_3_TO_4: &str = "ALTER TABLE servers ADD COLUMN sources TEXT;";
 const DELETE: &str = "DELETE FROM servers WHERE game = ?1 AND addr_kind = ?2 AND addr_host = ?3
     AND addr_port = ?4 AND instance = ?5";
 const COLUMNS: &str = "game, addr_kind, addr_host, addr_port, instance, face, game_port,
     query_addr, query_protocol, state, first_seen, last_heartbeat, first_verified,
-    last_poll_ok, poll_failures, source, info, face_data, last_proof, ddnet";
+    last_poll_ok, poll_failures, source, info, face_data, last_proof, ddnet, sources";
 const ORDER: &str = "game, addr_kind, addr_host, addr_port, instance";
 
 fn addr_cols(addr: &GameAddr) -> (&'static str, String, u16) {
@@ -124,6 +130,15 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
         .ddnet
         .as_deref()
         .map(|d| serde_json::to_string(&DdnetRow::from(d)).unwrap_or_default());
+    // A record whose only source is a direct registration last seen at its last heartbeat
+    // is stored as before sources existed (NULL), and read back the same.
+    let direct_only = r.sources.is_empty()
+        || matches!(r.sources.as_slice(), [s] if s.origin == crate::registry::Origin::Direct
+            && s.last_seen == r.last_heartbeat);
+    let sources = (!direct_only).then(|| {
+        let rows: Vec<SourceRow> = r.sources.iter().map(SourceRow::from).collect();
+        serde_json::to_string(&rows).unwrap_or_default()
+    });
     conn.prepare_cached(UPSERT)?.execute(params![
         r.key.game,
         kind,
@@ -144,6 +159,7 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
         info,
         ts(r.last_proof),
         ddnet,
+        sources,
     ])?;
     Ok(())
 }
@@ -182,6 +198,7 @@ struct Row {
     face_data: Option<String>,
     last_proof: Option<i64>,
     ddnet: Option<String>,
+    sources: Option<String>,
 }
 
 impl Row {
@@ -207,6 +224,7 @@ impl Row {
             face_data: r.get(17)?,
             last_proof: r.get(18)?,
             ddnet: r.get(19)?,
+            sources: r.get(20)?,
         })
     }
 
@@ -280,6 +298,16 @@ impl Row {
         };
         if let Some(d) = ddnet {
             rec.ddnet = Some(Arc::new(d.into_data()?));
+        }
+        if let Some(s) = self.sources {
+            let rows: Vec<SourceRow> =
+                serde_json::from_str(&s).map_err(|e| format!("bad sources column: {e}"))?;
+            let sources = sources_from_rows(rows);
+            if !sources.is_empty() {
+                rec.sources = sources;
+            }
+        } else if let Some(direct) = rec.sources.first_mut() {
+            direct.last_seen = rec.last_heartbeat;
         }
         Ok(rec)
     }
@@ -368,8 +396,9 @@ impl SqliteStore {
         };
         match version {
             0 => migrate(&[SCHEMA]).map_err(db)?,
-            1 => migrate(&[MIGRATE_1_TO_2, MIGRATE_2_TO_3]).map_err(db)?,
-            2 => migrate(&[MIGRATE_2_TO_3]).map_err(db)?,
+            1 => migrate(&[MIGRATE_1_TO_2, MIGRATE_2_TO_3, MIGRATE_3_TO_4]).map_err(db)?,
+            2 => migrate(&[MIGRATE_2_TO_3, MIGRATE_3_TO_4]).map_err(db)?,
+            3 => migrate(&[MIGRATE_3_TO_4]).map_err(db)?,
             SCHEMA_VERSION => conn.execute_batch(&format!("{SCHEMA}{META}")).map_err(db)?,
             v => return Err(StoreError::Schema(path, v)),
         }
@@ -472,8 +501,13 @@ fn scan(conn: &Connection, desc: bool, out: &mut Vec<Row>) -> bool {
         .map(|c| format!("{c} {dir}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let sql = format!("SELECT {COLUMNS} FROM servers ORDER BY {order}");
-    let Ok(mut stmt) = conn.prepare(&sql) else {
+    // A damaged file of version 3 has no `sources` column yet (its records are direct).
+    let older = COLUMNS.replace(", sources", ", NULL");
+    let sql = |cols: &str| format!("SELECT {cols} FROM servers ORDER BY {order}");
+    let Ok(mut stmt) = conn
+        .prepare(&sql(COLUMNS))
+        .or_else(|_| conn.prepare(&sql(&older)))
+    else {
         return false;
     };
     let Ok(rows) = stmt.query_map([], Row::read) else {

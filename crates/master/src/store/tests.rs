@@ -198,7 +198,8 @@ fn version_2_files_are_migrated_with_their_ddnet_data() {
         let conn = Connection::open(dir.0.join(DB_FILE)).unwrap();
         let v2 = SCHEMA
             .replace("    last_proof INTEGER,\n", "")
-            .replace("    ddnet TEXT,\n", "");
+            .replace("    ddnet TEXT,\n", "")
+            .replace("    sources TEXT,\n", "");
         conn.execute_batch(&v2).unwrap();
         conn.pragma_update(None, "user_version", 2).unwrap();
         conn.execute(

@@ -10,6 +10,8 @@ mod face_gameagent;
 mod face_gamespy;
 mod face_mgmt;
 mod face_teeworlds;
+mod federation;
+mod federation_gamespy;
 mod flood;
 mod poller;
 mod redesign;

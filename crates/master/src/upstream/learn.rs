@@ -1,0 +1,492 @@
+//! The pure part of learning: what an upstream listed, which of it waits for verification
+//! (bounded), and what a verification answer makes of it. No I/O, time passed in.
+//!
+//! ```text
+//!  pull ──> Vec<Listed> ──known keys──> Registry::upstream_pull (sources refreshed / dropped)
+//!                      └──unknown──> Candidates::select (games, once per address, not failed
+//!                                    lately, at most max) ──> queries ──> registration()
+//!                                                                          └──> Registry::learn
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use muster_proto::limit::SourceKey;
+use muster_proto::model::RawValue;
+use muster_proto::{Protocol, ServerInfo};
+
+use crate::faces::gamespy::verify as gamespy_games;
+use crate::registry::{
+    Face, GameAddr, MAX_GAME_LEN, Registration, ServerKey, Timestamp, UT2003_LIST_GAMES,
+};
+
+/// The game name of a Teeworlds record learned from any Teeworlds or DDNet upstream (the
+/// Teeworlds UDP faces' own).
+pub const TEEWORLDS_GAME: &str = "teeworlds";
+/// The game of a GameAgent server whose answer names none (stock 1.10 servers' default).
+pub const GAMEAGENT_FALLBACK_GAME: &str = "serioussam";
+
+/// One server an upstream listed, in the registry's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The address the record is keyed by: for GameSpy the query address, for the others the
+    /// game address.
+    pub addr: SocketAddr,
+    /// The game, when the list says it (GameSpy lists are per game, Muster's list names it,
+    /// Teeworlds has one); `None`: taken from the server's answer.
+    pub game: Option<String>,
+    /// The face whose lists show it.
+    pub face: Face,
+    /// How it is queried.
+    pub protocol: Protocol,
+    /// Where it is queried.
+    pub query_addr: SocketAddr,
+    /// The game port, when the list says it.
+    pub game_port: Option<u16>,
+    /// Whether the upstream itself learned it from another master (only Muster upstreams
+    /// say; other lists count as the upstream's own).
+    pub relayed: bool,
+}
+
+impl Listed {
+    /// The registry key, when the game is known before asking the server.
+    #[must_use]
+    pub fn key(&self) -> Option<ServerKey> {
+        self.game
+            .as_deref()
+            .map(|g| ServerKey::new(g, GameAddr::Ip(self.addr)))
+    }
+}
+
+/// What [`Candidates::select`] chose from one pull's unknown servers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// To query now.
+    pub verify: Vec<Listed>,
+    /// Left out because [`Candidates`]' cap was reached (a later pull offers them again).
+    pub over_cap: usize,
+    /// Left out because they did not answer lately.
+    pub cooling: usize,
+    /// Left out because their game is not wanted.
+    pub unwanted: usize,
+}
+
+/// Addresses that did not answer remembered per upstream: this many times its
+/// `max_unverified`, and at least [`MIN_REMEMBERED`].
+pub const REMEMBERED_PER_CANDIDATE: usize = 8;
+/// See [`REMEMBERED_PER_CANDIDATE`].
+pub const MIN_REMEMBERED: usize = 1024;
+
+/// The unverified servers of one upstream: at most `max` are queried per pull, each pull
+/// starting where the last one stopped (so a list longer than `max` is worked through over
+/// several pulls, whatever its order), and one that did not answer is not asked again for
+/// `retry_after` (a bounded number of such addresses are remembered, the oldest making
+/// room). Nothing here is listed.
+#[derive(Debug)]
+pub struct Candidates {
+    max: usize,
+    retry_after: Duration,
+    games: HashSet<String>,
+    failed: HashMap<SocketAddr, Timestamp>,
+    remembered: usize,
+    next: usize,
+}
+
+impl Candidates {
+    /// Candidates capped at `max`, failures cooling for `retry_after`, of `games` only (empty:
+    /// every game).
+    #[must_use]
+    pub fn new(max: usize, retry_after: Duration, games: &[String]) -> Self {
+        let max = max.max(1);
+        Self {
+            max,
+            retry_after,
+            games: games.iter().map(|g| g.to_ascii_lowercase()).collect(),
+            failed: HashMap::new(),
+            remembered: max
+                .saturating_mul(REMEMBERED_PER_CANDIDATE)
+                .max(MIN_REMEMBERED),
+            next: 0,
+        }
+    }
+
+    /// Whether servers of `game` are learned.
+    #[must_use]
+    pub fn wants(&self, game: &str) -> bool {
+        self.games.is_empty() || self.games.contains(&game.to_ascii_lowercase())
+    }
+
+    /// Which of `unknown` (listed, not in the registry) to query at `now`: each query address
+    /// once, wanted games only, none that failed within `retry_after`, at most `max`, taken in
+    /// list order from where the previous selection stopped.
+    pub fn select(&mut self, unknown: Vec<Listed>, now: Timestamp) -> Selection {
+        let retry = self.retry_after;
+        self.failed.retain(|_, t| t.plus(retry) > now);
+        let mut out = Selection::default();
+        let mut seen = HashSet::new();
+        let mut eligible = Vec::new();
+        for l in unknown {
+            if !seen.insert(l.query_addr) {
+                continue;
+            }
+            if l.game.as_deref().is_some_and(|g| !self.wants(g)) {
+                out.unwanted += 1;
+                continue;
+            }
+            if self.failed.contains_key(&l.query_addr) {
+                out.cooling += 1;
+                continue;
+            }
+            eligible.push(l);
+        }
+        if eligible.len() > self.max {
+            let start = self.next % eligible.len();
+            eligible.rotate_left(start);
+            out.over_cap = eligible.len() - self.max;
+            eligible.truncate(self.max);
+            self.next = start + self.max;
+        } else {
+            self.next = 0;
+        }
+        out.verify = eligible;
+        out
+    }
+
+    /// The server at `query_addr` did not answer (or answered as something else) at `now`.
+    pub fn failed(&mut self, query_addr: SocketAddr, now: Timestamp) {
+        if self.failed.len() >= self.remembered && !self.failed.contains_key(&query_addr) {
+            let oldest = self.failed.iter().min_by_key(|(_, t)| **t).map(|(a, _)| *a);
+            if let Some(a) = oldest {
+                self.failed.remove(&a);
+            }
+        }
+        self.failed.insert(query_addr, now);
+    }
+
+    /// Addresses cooling now.
+    #[must_use]
+    pub fn cooling(&self) -> usize {
+        self.failed.len()
+    }
+}
+
+/// Why an answer does not make a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The answer names a game the list did not, or one this master does not serve.
+    WrongGame,
+    /// The game is not wanted from this upstream.
+    Unwanted,
+}
+
+/// The `gamename` a server's answer carries (a GameSpy rule, or GameAgent's raw field).
+#[must_use]
+pub fn answered_game(info: &ServerInfo) -> Option<String> {
+    info.rules
+        .iter()
+        .find(|r| r.key.plain.eq_ignore_ascii_case("gamename"))
+        .map(|r| r.value.plain.trim().to_owned())
+        .or_else(|| {
+            info.raw.iter().find_map(|(k, v)| match v {
+                RawValue::Text(t) if k == "gamename" => Some(t.plain.trim().to_owned()),
+                _ => None,
+            })
+        })
+        .filter(|g| !g.is_empty())
+}
+
+fn usable(game: &str) -> bool {
+    !game.is_empty() && game.len() <= MAX_GAME_LEN && game.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// The registration a verified server gets: its game from the list, or from its answer
+/// (checked against the list: a GameSpy answer must name a game of the same group, a UT2003
+/// list's server one of the UT2003 gamenames), only games the candidates want.
+pub fn registration(
+    l: &Listed,
+    info: &ServerInfo,
+    candidates: &Candidates,
+) -> Result<Registration, Refusal> {
+    let answered = answered_game(info);
+    let game = match (l.face, l.game.as_deref()) {
+        (Face::GameSpy, listed) => {
+            let game = match (listed, answered.as_deref()) {
+                (Some(g), _) => gamespy_games::game(g.as_bytes()).ok_or(Refusal::WrongGame)?,
+                (None, Some(a)) => {
+                    let g = gamespy_games::game(a.as_bytes()).ok_or(Refusal::WrongGame)?;
+                    // Only a UT2003 text list leaves the game to the answer.
+                    if !UT2003_LIST_GAMES.contains(&g.name) {
+                        return Err(Refusal::WrongGame);
+                    }
+                    g
+                }
+                (None, None) => return Err(Refusal::WrongGame),
+            };
+            if answered
+                .as_deref()
+                .is_some_and(|a| !gamespy_games::matches_group(game, a))
+            {
+                return Err(Refusal::WrongGame);
+            }
+            game.name.to_owned()
+        }
+        (Face::GameAgent, listed) => match listed {
+            Some(g) => g.to_ascii_lowercase(),
+            None => answered
+                .map(|a| a.to_ascii_lowercase())
+                .filter(|a| usable(a))
+                .unwrap_or_else(|| GAMEAGENT_FALLBACK_GAME.to_owned()),
+        },
+        (_, Some(g)) => g.to_ascii_lowercase(),
+        (_, None) => TEEWORLDS_GAME.to_owned(),
+    };
+    if !usable(&game) {
+        return Err(Refusal::WrongGame);
+    }
+    if !candidates.wants(&game) {
+        return Err(Refusal::Unwanted);
+    }
+    Ok(Registration {
+        key: ServerKey::new(&game, GameAddr::Ip(l.addr)),
+        face: l.face,
+        game_port: l.game_port,
+        query_addr: Some(l.query_addr),
+        query_protocol: Some(l.protocol),
+        source: SourceKey::of(l.addr.ip()),
+    })
+}
+
+/// Whether `ip` can be a game server's address at all (not unspecified, not multicast or
+/// broadcast): a list naming such an address is not asked.
+#[must_use]
+pub fn plausible(addr: SocketAddr) -> bool {
+    let ip = addr.ip();
+    let bad = ip.is_unspecified()
+        || ip.is_multicast()
+        || matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+    !bad && addr.port() != 0
+}
+
+/// Whether `ip` is a loopback, private, link-local, shared (carrier NAT) or unique-local
+/// address: one that only a master on such a network itself may list. A public upstream
+/// cannot make this master query its own network.
+#[must_use]
+pub fn is_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_local(IpAddr::V4(v4)),
+            None => {
+                let first = v6.segments()[0];
+                v6.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_proto::model::{Rule, Text};
+
+    const T0: Timestamp = Timestamp::from_secs(1_700_000_000);
+
+    fn listed(addr: &str, game: Option<&str>, face: Face) -> Listed {
+        let a: SocketAddr = addr.parse().unwrap();
+        Listed {
+            addr: a,
+            game: game.map(str::to_owned),
+            face,
+            protocol: Protocol::GameSpy1,
+            query_addr: a,
+            game_port: None,
+            relayed: false,
+        }
+    }
+
+    fn answer(gamename: Option<&str>) -> ServerInfo {
+        let mut info = ServerInfo::new(Protocol::GameSpy1);
+        if let Some(g) = gamename {
+            info.rules.push(Rule {
+                key: Text::from_utf8_str("gamename"),
+                value: Text::from_utf8_str(g),
+            });
+        }
+        info
+    }
+
+    fn ports(s: &Selection) -> Vec<u8> {
+        s.verify
+            .iter()
+            .map(|l| match l.addr.ip() {
+                IpAddr::V4(v4) => v4.octets()[3],
+                IpAddr::V6(_) => 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn selection_is_bounded_once_per_address_and_cools_failures() {
+        let mut c = Candidates::new(2, Duration::from_secs(60), &["ut".to_owned()]);
+        let all = vec![
+            listed("192.0.2.1:7778", Some("ut"), Face::GameSpy),
+            listed("192.0.2.1:7778", Some("ut"), Face::GameSpy),
+            listed("192.0.2.2:7778", Some("unreal"), Face::GameSpy),
+            listed("192.0.2.3:7778", Some("UT"), Face::GameSpy),
+            listed("192.0.2.4:7778", Some("ut"), Face::GameSpy),
+        ];
+        let s = c.select(all.clone(), T0);
+        assert_eq!(ports(&s), [1, 3]);
+        assert_eq!((s.over_cap, s.cooling, s.unwanted), (1, 0, 1));
+        // The next selection starts where this one stopped.
+        let s = c.select(all.clone(), T0);
+        assert_eq!(ports(&s), [4, 1]);
+        c.failed("192.0.2.1:7778".parse().unwrap(), T0);
+        let s = c.select(all.clone(), T0.plus(Duration::from_secs(59)));
+        assert_eq!((ports(&s), s.cooling, s.over_cap), (vec![3, 4], 1, 0));
+        let s = c.select(all, T0.plus(Duration::from_secs(60)));
+        assert_eq!((s.verify.len(), s.cooling, s.over_cap), (2, 0, 1));
+        for i in 0..2000u16 {
+            c.failed(SocketAddr::from(([192, 0, 2, 9], i + 1)), T0);
+        }
+        assert_eq!(
+            c.cooling(),
+            MIN_REMEMBERED,
+            "remembered failures are bounded too"
+        );
+    }
+
+    #[test]
+    fn a_long_list_is_worked_through_whatever_its_order() {
+        let mut c = Candidates::new(3, Duration::from_secs(600), &[]);
+        let all: Vec<Listed> = (1..=10)
+            .map(|i| listed(&format!("192.0.2.{i}:7778"), Some("ut"), Face::GameSpy))
+            .collect();
+        let mut asked = HashSet::new();
+        for round in 0..4 {
+            let s = c.select(all.clone(), T0.plus(Duration::from_secs(round)));
+            for l in &s.verify {
+                asked.insert(l.addr);
+                if l.addr.ip().to_string() != "192.0.2.10" {
+                    c.failed(l.addr, T0);
+                }
+            }
+        }
+        assert_eq!(asked.len(), 10, "the last one got its turn");
+    }
+
+    #[test]
+    fn games_come_from_the_list_or_a_checked_answer() {
+        let any = Candidates::new(10, Duration::ZERO, &[]);
+        let l = listed("192.0.2.1:7778", Some("ut"), Face::GameSpy);
+        let r = registration(&l, &answer(Some("ut")), &any).unwrap();
+        assert_eq!(r.key.game, "ut");
+        assert_eq!(r.query_protocol, Some(Protocol::GameSpy1));
+        assert_eq!(
+            registration(&l, &answer(None), &any).unwrap().key.game,
+            "ut"
+        );
+        assert_eq!(
+            registration(&l, &answer(Some("ut2004")), &any),
+            Err(Refusal::WrongGame),
+            "a listed game must be what the server says it is"
+        );
+        let sam = listed("192.0.2.1:25601", Some("serioussamse"), Face::GameSpy);
+        assert!(registration(&sam, &answer(Some("serioussam")), &any).is_ok());
+        let unknown = listed("192.0.2.1:7778", Some("quake3"), Face::GameSpy);
+        assert_eq!(
+            registration(&unknown, &answer(None), &any),
+            Err(Refusal::WrongGame)
+        );
+        // A UT2003 text list names no game: the answer's, one of the four.
+        let text = listed("192.0.2.1:7787", None, Face::GameSpy);
+        assert_eq!(
+            registration(&text, &answer(Some("ut2004")), &any)
+                .unwrap()
+                .key
+                .game,
+            "ut2004"
+        );
+        assert_eq!(
+            registration(&text, &answer(Some("ut")), &any),
+            Err(Refusal::WrongGame)
+        );
+        assert_eq!(
+            registration(&text, &answer(None), &any),
+            Err(Refusal::WrongGame)
+        );
+        let only_ut = Candidates::new(10, Duration::ZERO, &["ut".to_owned()]);
+        assert_eq!(
+            registration(&text, &answer(Some("ut2004")), &only_ut),
+            Err(Refusal::Unwanted)
+        );
+        let mut tw = listed("192.0.2.1:8303", None, Face::Teeworlds06);
+        tw.protocol = Protocol::Teeworlds;
+        assert_eq!(
+            registration(&tw, &ServerInfo::new(Protocol::Teeworlds), &any)
+                .unwrap()
+                .key
+                .game,
+            TEEWORLDS_GAME
+        );
+        let mut ga = listed("192.0.2.1:25600", None, Face::GameAgent);
+        ga.protocol = Protocol::GameAgent;
+        let mut info = ServerInfo::new(Protocol::GameAgent);
+        assert_eq!(
+            registration(&ga, &info, &any).unwrap().key.game,
+            GAMEAGENT_FALLBACK_GAME
+        );
+        info.raw.push((
+            "gamename".to_owned(),
+            RawValue::Text(Text::from_utf8_str("SeriousSamSE")),
+        ));
+        assert_eq!(
+            registration(&ga, &info, &any).unwrap().key.game,
+            "serioussamse"
+        );
+    }
+
+    #[test]
+    fn local_addresses() {
+        for ip in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.1.1",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:192.168.0.1",
+        ] {
+            assert!(is_local(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in [
+            "192.0.2.1",
+            "8.8.8.8",
+            "100.128.0.1",
+            "2001:db8::1",
+            "::ffff:8.8.8.8",
+        ] {
+            assert!(!is_local(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn implausible_addresses() {
+        assert!(plausible("192.0.2.1:1".parse().unwrap()));
+        assert!(!plausible("0.0.0.0:7778".parse().unwrap()));
+        assert!(!plausible("255.255.255.255:7778".parse().unwrap()));
+        assert!(!plausible("224.0.0.1:7778".parse().unwrap()));
+        assert!(!plausible("192.0.2.1:0".parse().unwrap()));
+    }
+}
