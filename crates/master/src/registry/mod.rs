@@ -540,7 +540,7 @@ impl Registry {
             origin,
             last_seen: now,
         }];
-        self.records.insert(key.clone(), Arc::new(rec));
+        self.records.insert(Arc::new(rec));
         self.log(&key, true);
         Outcome::Added
     }
