@@ -48,10 +48,14 @@ unreal2; the game port itself for teeworlds) unless --given-port-only is set.";
 /// Muster: find game servers and ask them who is playing.
 #[derive(Debug, Parser)]
 #[command(name = "muster", version, about, after_help = AFTER_HELP)]
-struct Cli {
-    /// More log output on stderr (-v, -vv); RUST_LOG overrides.
+pub(crate) struct Cli {
+    /// More log output on stderr (-v: every crate's info, -vv: debug, -vvv: trace); RUST_LOG
+    /// overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Less output on stderr (-q: warnings and errors only, no summary; -qq: errors only).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "verbose")]
+    quiet: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,19 +77,63 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
+/// Whether stderr takes colours: a terminal, and `NO_COLOR` unset or empty (no-color.org).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn init_logging(verbosity: Verbosity, daemon: bool) {
+    let default = match verbosity {
+        Verbosity::Errors => "error",
+        Verbosity::Quiet => "warn",
+        // What the command itself is doing, and what the emulated servers' registrations do.
+        Verbosity::Normal => "warn,muster=info,muster_server=info",
+        Verbosity::Verbose(1) => "info",
+        Verbosity::Verbose(2) => "debug",
+        Verbosity::Verbose(_) => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let logger = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(colour_on_stderr());
+    // A daemon's log wants times and sources; a one-shot command's stderr wants short lines.
+    if daemon {
+        logger.init();
+    } else {
+        logger.without_time().with_target(false).init();
+    }
+}
+
+/// How much goes to stderr, from `-q`/`-v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verbosity {
+    /// `-qq`: errors only.
+    Errors,
+    /// `-q`: warnings and errors, no summary.
+    Quiet,
+    /// The default: what the command is doing, and a summary.
+    Normal,
+    /// `-v` (1), `-vv` (2), `-vvv` (3).
+    Verbose(u8),
+}
+
+impl Verbosity {
+    fn of(verbose: u8, quiet: u8) -> Self {
+        match (verbose, quiet) {
+            (0, 0) => Self::Normal,
+            (0, 1) => Self::Quiet,
+            (0, _) => Self::Errors,
+            (v, _) => Self::Verbose(v),
+        }
+    }
+
+    /// Whether summaries and hints go to stderr.
+    pub(crate) fn chatty(self) -> bool {
+        matches!(self, Self::Normal | Self::Verbose(_))
+    }
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
@@ -98,7 +146,9 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    let verbosity = Verbosity::of(cli.verbose, cli.quiet);
+    let daemon = matches!(cli.command, Command::Emulate(_) | Command::Serve(_));
+    init_logging(verbosity, daemon);
     // Querying runs one engine task (one socket per family, one timer heap): a single thread
     // does it best, without handing every allocation across threads. The daemons use all cores.
     let builder = match cli.command {
@@ -116,9 +166,9 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Query(args) => query::run(args).await,
-            Command::List(args) => list::run(args).await,
-            Command::Scan(args) => scan::run(args).await,
+            Command::Query(args) => query::run(args, verbosity).await,
+            Command::List(args) => list::run(args, verbosity).await,
+            Command::Scan(args) => scan::run(args, verbosity).await,
             Command::Emulate(args) => emulate::run(args).await,
             Command::Serve(args) => serve::run(args).await,
         }
