@@ -170,7 +170,7 @@ fn main() -> ExitCode {
             Command::List(args) => list::run(args, verbosity).await,
             Command::Scan(args) => scan::run(args, verbosity).await,
             Command::Emulate(args) => emulate::run(args).await,
-            Command::Serve(args) => serve::run(args).await,
+            Command::Serve(args) => serve::run(args, verbosity).await,
         }
     });
     match result {

@@ -764,6 +764,66 @@ mod tests {
     }
 
     #[test]
+    fn player_tables_align_wide_names_by_display_width() {
+        let mut r = ServerResult::listed("teeworlds");
+        for (name, score) in [("日本語", 10), ("ab", 2), ("e\u{301}x", 3)] {
+            r.players.push(crate::dto::PlayerResult {
+                name: name.into(),
+                score: Some(score),
+                ping_ms: None,
+                team: None,
+                spectator: None,
+                clan: None,
+                country: None,
+                raw: crate::dto::Fields::default(),
+            });
+        }
+        let mut out = Vec::new();
+        write_details(&mut out, &r).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "    PLAYER  SCORE  PING  TEAM");
+        assert_eq!(lines[1], "    日本語     10");
+        assert_eq!(lines[2], "    ab          2");
+        // A combining accent takes no column.
+        assert_eq!(lines[3], "    e\u{301}x          3");
+        // Every score ends in the same terminal column.
+        let ends: Vec<usize> = lines[1..].iter().map(|l| cols(l)).collect();
+        assert!(ends.iter().all(|e| *e == ends[0]), "{ends:?}\n{text}");
+    }
+
+    #[test]
+    fn summaries_count_in_words() {
+        assert_eq!(plural(1, "server"), "1 server");
+        assert_eq!(plural(0, "server"), "0 servers");
+        let s = Summary {
+            servers: 2,
+            answered: 1,
+            failed: 1,
+            shown: Some(1),
+            elapsed: std::time::Duration::from_millis(1234),
+        };
+        assert_eq!(
+            s.to_string(),
+            "2 servers: 1 answered, 1 failed, 1 shown, in 1.23 s"
+        );
+    }
+
+    #[test]
+    fn lobby_filter() {
+        let mut r = ServerResult::listed("mgmt");
+        assert!(!Filter::parse("lobby=open").unwrap().matches(&r));
+        r.lobby = Some(crate::dto::LobbyResult {
+            open: true,
+            mode: "Standard A",
+        });
+        assert!(Filter::parse("lobby=open").unwrap().matches(&r));
+        assert!(Filter::parse("lobby=true").unwrap().matches(&r));
+        assert!(!Filter::parse("lobby=closed").unwrap().matches(&r));
+        assert!(Filter::parse("lobby=ajar").is_err());
+    }
+
+    #[test]
     fn printable_removes_terminal_escapes() {
         assert_eq!(printable("a\u{1b}[2Jb"), "a\u{fffd}[2Jb");
     }
