@@ -35,15 +35,15 @@ impl Drop for Proc {
     }
 }
 
-/// `muster serve` with only HTTP and the management face, on free loopback ports; its stdout
-/// lines up to the last registration hint.
-fn serve(dir: &std::path::Path, extra: &[&str]) -> (Proc, Vec<String>) {
+/// `muster serve` with only HTTP and (when `mgmt`) the management face, on free loopback
+/// ports; its stdout lines up to the last registration hint.
+fn serve(dir: &std::path::Path, mgmt: bool) -> (Proc, Vec<String>) {
     let mut args = vec![
         "serve",
         "--http",
         "127.0.0.1:0",
         "--mgmt",
-        "127.0.0.1:0",
+        if mgmt { "127.0.0.1:0" } else { "off" },
         "--data-dir",
         dir.to_str().unwrap(),
     ];
@@ -56,7 +56,6 @@ fn serve(dir: &std::path::Path, extra: &[&str]) -> (Proc, Vec<String>) {
     ] {
         args.extend([face, "off"]);
     }
-    args.extend(extra);
     let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
         .args(&args)
         .stdout(Stdio::piped())
@@ -67,7 +66,9 @@ fn serve(dir: &std::path::Path, extra: &[&str]) -> (Proc, Vec<String>) {
     let mut out = Vec::new();
     for line in lines.by_ref() {
         let line = line.unwrap();
-        let last = line.trim_start().starts_with("mgmt ");
+        let last = line
+            .trim_start()
+            .starts_with(if mgmt { "mgmt " } else { "http " });
         out.push(line);
         if last {
             break;
@@ -88,7 +89,7 @@ fn face(lines: &[String], name: &str) -> SocketAddr {
 #[test]
 fn serve_says_where_the_browser_is_and_how_game_servers_register() {
     let dir = fresh_dir("notes");
-    let (_serve, lines) = serve(&dir, &[]);
+    let (_serve, lines) = serve(&dir, true);
     let http = face(&lines, "http");
     let mgmt = face(&lines, "mgmt");
     let all = lines.join("\n");
@@ -316,7 +317,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 #[test]
 fn management_servers_keep_their_host_names_and_show_their_lobby() {
     let dir = fresh_dir("mgmt");
-    let (_serve, lines) = serve(&dir, &[]);
+    let (_serve, lines) = serve(&dir, true);
     let mgmt = face(&lines, "mgmt").to_string();
     let _named = register(face(&lines, "mgmt"), "轰炸机人", "localhost", 40000, false);
     let _ip = register(face(&lines, "mgmt"), "Feuerland", "127.0.0.1", 20000, true);
@@ -390,5 +391,116 @@ fn management_servers_keep_their_host_names_and_show_their_lobby() {
     assert_eq!(scan.as_array().unwrap().len(), 1, "{scan}");
     assert_eq!(scan[0]["address"], "localhost:40000");
     assert_eq!(scan[0]["lobby"]["open"], false);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Lines of `child`'s stderr, as they come.
+fn stderr_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The first line of `rx` containing `needle`, within ten seconds.
+fn wait_for(rx: &std::sync::mpsc::Receiver<String>, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no line with {needle:?} in:\n{}", seen.join("\n")),
+        }
+    }
+}
+
+#[test]
+fn a_wrong_ddnet_register_url_is_reported_with_what_was_sent_and_what_came_back() {
+    let dir = fresh_dir("ddnet");
+    let (_serve, lines) = serve(&dir, false);
+    let http = face(&lines, "http");
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://{http}/ddnet/15/regster");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["emulate", "-p", "teeworlds", "--port", &port.to_string()])
+        .args(["--master", &format!("ddnet:{url}")])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let line = wait_for(&rx, "failed");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        line.contains(" WARN "),
+        "a warning, shown by default: {line}"
+    );
+    assert!(
+        line.contains(&format!("registration with {url} tw0.")),
+        "which master: {line}"
+    );
+    assert!(
+        line.contains("sent POST /ddnet/15/regster HTTP/1.1") && line.contains("Secret"),
+        "what was sent: {line}"
+    );
+    assert!(line.contains("got HTTP 404 \""), "what came back: {line}");
+    assert!(!line.contains("Failed {"), "no debug struct: {line}");
+
+    // Nobody listening: the connect error.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["emulate", "-p", "teeworlds", "--port", &port.to_string()])
+        .args([
+            "--master",
+            &format!("ddnet:http://{closed}/ddnet/15/register"),
+        ])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let line = wait_for(&rx, "failed");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        line.contains("got no answer: ") && line.contains("onnection refused"),
+        "{line}"
+    );
+
+    // Not a URL at all: refused at start, exit 2.
+    let o = muster(&[
+        "emulate",
+        "-p",
+        "teeworlds",
+        "--port",
+        &port.to_string(),
+        "--master",
+        "ddnet:127.0.0.1:8080",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("is not an http:// or https:// URL"),
+        "{}",
+        text(&o.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
