@@ -3,6 +3,7 @@
 
 mod dto;
 mod emulate;
+mod generate;
 mod list;
 mod output;
 mod protocols;
@@ -75,6 +76,10 @@ enum Command {
     Emulate(emulate::EmulateArgs),
     /// Run the master daemon: every master protocol behind one persistent registry.
     Serve(serve::ServeArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(generate::CompletionsArgs),
+    /// Print the manual page (roff), or write one per command into a directory.
+    Man(generate::ManArgs),
 }
 
 /// Whether stderr takes colours: a terminal, and `NO_COLOR` unset or empty (no-color.org).
@@ -146,16 +151,23 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // No runtime and no logging for what only prints text made from the flags' definitions.
+    let generated = match &cli.command {
+        Command::Completions(args) => Some(generate::completions(args)),
+        Command::Man(args) => Some(generate::man(args)),
+        _ => None,
+    };
+    if let Some(result) = generated {
+        return finish(result);
+    }
     let verbosity = Verbosity::of(cli.verbose, cli.quiet);
     let daemon = matches!(cli.command, Command::Emulate(_) | Command::Serve(_));
     init_logging(verbosity, daemon);
     // Querying runs one engine task (one socket per family, one timer heap): a single thread
     // does it best, without handing every allocation across threads. The daemons use all cores.
     let builder = match cli.command {
-        Command::Query(_) | Command::List(_) | Command::Scan(_) => {
-            tokio::runtime::Builder::new_current_thread()
-        }
         Command::Emulate(_) | Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
     };
     let runtime = match { builder }.enable_all().build() {
         Ok(rt) => rt,
@@ -171,8 +183,14 @@ fn main() -> ExitCode {
             Command::Scan(args) => scan::run(args, verbosity).await,
             Command::Emulate(args) => emulate::run(args).await,
             Command::Serve(args) => serve::run(args, verbosity).await,
+            Command::Completions(_) | Command::Man(_) => Ok(exit::OK),
         }
     });
+    finish(result)
+}
+
+/// The exit code of a command's result; errors printed on one line.
+fn finish(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         // A closed pipe (`muster query … | head`) is not an error.
@@ -185,5 +203,24 @@ fn main() -> ExitCode {
             };
             ExitCode::from(code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory as _;
+        super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn quiet_and_verbose_choose_what_goes_to_stderr() {
+        use super::Verbosity;
+        assert_eq!(Verbosity::of(0, 0), Verbosity::Normal);
+        assert_eq!(Verbosity::of(0, 1), Verbosity::Quiet);
+        assert_eq!(Verbosity::of(0, 3), Verbosity::Errors);
+        assert_eq!(Verbosity::of(2, 0), Verbosity::Verbose(2));
+        assert!(Verbosity::Normal.chatty() && !Verbosity::Quiet.chatty());
     }
 }

@@ -504,3 +504,43 @@ fn a_wrong_ddnet_register_url_is_reported_with_what_was_sent_and_what_came_back(
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn completions_and_manual_pages_come_from_the_command_line_definitions() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = muster(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}");
+        let script = text(&o.stdout);
+        for word in ["scan", "print-config", "given-port-only"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    let o = muster(&["completions", "tcsh"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+
+    let o = muster(&["man"]);
+    assert_eq!(o.status.code(), Some(0));
+    let page = text(&o.stdout);
+    assert!(page.contains(".TH muster 1"), "{page}");
+    assert!(
+        page.contains("Exit codes"),
+        "the exit codes are in the page"
+    );
+    let dir = fresh_dir("man");
+    let o = muster(&["man", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for page in [
+        "muster.1",
+        "muster-query.1",
+        "muster-serve.1",
+        "muster-scan.1",
+    ] {
+        let roff = std::fs::read_to_string(dir.join(page)).unwrap();
+        assert!(roff.starts_with(".ie"), "{page}: {roff}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
