@@ -37,9 +37,10 @@ pub(crate) mod exit {
 
 const AFTER_HELP: &str = "\
 Exit codes:
-  0  every server answered
-  1  at least one server did not answer (timeout or error); the rest were printed
-  2  bad command line or input (unknown protocol, unparseable address, unresolvable host)
+  0  every server (and master) answered
+  1  at least one server or master did not answer (timeout or error); the rest were printed
+  2  bad command line or input: unknown protocol, unparseable or ambiguous address (write
+     IPv6 with brackets: [::1]:8303), no host resolved, a missing or empty --servers file
   3  Muster itself failed (no socket, output not writable)
 
 Addresses are game addresses, what a player connects to: host:port, a.b.c.d:port or [v6]:port.

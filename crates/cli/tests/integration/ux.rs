@@ -544,3 +544,81 @@ fn completions_and_manual_pages_come_from_the_command_line_definitions() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every command's exit codes, as README.md's table gives them.
+#[test]
+fn exit_codes_of_every_command_match_the_readme() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let udp = silent.local_addr().unwrap().to_string();
+    let fast = ["--timeout", "50ms", "--retries", "0"];
+    let mgmt_master = format!("mgmt:{closed}");
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        // list: a master that does not answer is 1; wrong input is 2.
+        (
+            [&["list", "-p", "teeworlds"][..], &fast, &[udp.as_str()]].concat(),
+            1,
+        ),
+        (
+            [&["list", "-p", "mgmt"][..], &fast, &[closed.as_str()]].concat(),
+            1,
+        ),
+        (vec!["list", "-p", "gamespy", "127.0.0.1:28900"], 2),
+        (vec!["list", "-p", "teeworlds", "::1:8300"], 2),
+        // scan: nothing to scan, or a bad --master, is 2; a master that fails is 1.
+        (vec!["scan"], 2),
+        (vec!["scan", "--master", "quake:127.0.0.1:1"], 2),
+        (
+            vec![
+                "scan",
+                "--filter",
+                "lobby=ajar",
+                "--master",
+                "mgmt:127.0.0.1:1",
+            ],
+            2,
+        ),
+        (
+            [&["scan", "--master"][..], &[mgmt_master.as_str()], &fast].concat(),
+            1,
+        ),
+        // emulate: a bad description or a missing farm file is 2; a port in use is 3.
+        (vec!["emulate", "--config", "/nonexistent/farm.toml"], 2),
+        (vec!["emulate", "-p", "teeworlds"], 2),
+        (
+            vec![
+                "emulate",
+                "-p",
+                "teeworlds",
+                "--port",
+                udp.rsplit(':').next().unwrap(),
+            ],
+            3,
+        ),
+        // serve: a bad flag is 2.
+        (vec!["serve", "--http", "localhost"], 2),
+        (vec!["serve", "--config", "/nonexistent/muster.toml"], 2),
+        // completions and man.
+        (vec!["completions", "bash"], 0),
+        (vec!["man"], 0),
+        (vec!["--version"], 0),
+        (vec!["frobnicate"], 2),
+    ];
+    for (args, want) in cases {
+        let o = muster(&args);
+        assert_eq!(
+            o.status.code(),
+            Some(want),
+            "muster {args:?}: {}",
+            text(&o.stderr)
+        );
+        if want != 0 {
+            let e = text(&o.stderr);
+            assert!(!e.trim().is_empty(), "muster {args:?} says why");
+        }
+    }
+}
