@@ -24,8 +24,8 @@ Every face is on by default, on IPv4 and IPv6:
 
 A face flag takes one or more comma-separated addresses (port 0 picks a free port) or `off`,
 and overrides the config file. One line `listening <face> <udp|tcp> <address>` is printed per
-socket, with the real port; then (unless -q) the browser's URL and one line per face saying how
-a game server registers with it. --print-config prints the configuration that would be used
+socket, with the real port; then, on stderr unless -q, the browser's URL and one line per face
+saying how a game server registers with it. --print-config prints the configuration that would be used
 (defaults, then the file, then the flags) as TOML and exits. The registry lives in SQLite under --data-dir and survives a
 restart, also after kill -9. SIGINT or SIGTERM shuts down gracefully.
 
@@ -127,12 +127,14 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
         for b in &bound {
             writeln!(out, "listening {} {} {}", b.face, b.transport, b.addr)?;
         }
+        out.flush()?;
+        // For the person at the terminal, on stderr: a script reading the `listening` lines
+        // from stdout may close it once it has them.
         if verbosity.chatty() {
             for line in start_notes(&bound) {
-                writeln!(out, "{line}")?;
+                crate::output::note(&line);
             }
         }
-        out.flush()?;
     }
     master.run(listeners, crate::signal::shutdown()).await?;
     Ok(exit::OK)

@@ -36,7 +36,7 @@ impl Drop for Proc {
 }
 
 /// `muster serve` with only HTTP and (when `mgmt`) the management face, on free loopback
-/// ports; its stdout lines up to the last registration hint.
+/// ports; its `listening` lines, then its notes up to the last registration hint.
 fn serve(dir: &std::path::Path, mgmt: bool) -> (Proc, Vec<String>) {
     let mut args = vec![
         "serve",
@@ -58,13 +58,18 @@ fn serve(dir: &std::path::Path, mgmt: bool) -> (Proc, Vec<String>) {
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
         .args(&args)
+        .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut out = Vec::new();
-    for line in lines.by_ref() {
+    // The `listening` lines on stdout, then the notes for people on stderr.
+    let mut out: Vec<String> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .take(if mgmt { 2 } else { 1 })
+        .map(Result::unwrap)
+        .collect();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
         let line = line.unwrap();
         let last = line
             .trim_start()
