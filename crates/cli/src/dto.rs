@@ -11,8 +11,13 @@ use serde::ser::{SerializeMap as _, Serializer};
 /// One server's result as printed by `query` and `scan`.
 #[derive(Debug, Serialize)]
 pub(crate) struct ServerResult {
+    /// The game address; a management server's game as registered (host names kept).
     pub address: String,
-    pub query_address: String,
+    /// Where it was queried; `null` for a management server's game, which is not queried.
+    pub query_address: Option<String>,
+    /// A management server's game: the address its registered host resolved to.
+    #[serde(skip_serializing_if = "Resolved::is_not_applicable")]
+    pub resolved_address: Resolved,
     pub protocol: &'static str,
     pub status: Status,
     pub error: Option<String>,
@@ -28,7 +33,73 @@ pub(crate) struct ServerResult {
     pub rules: Fields,
     pub partial: bool,
     pub partial_reason: Option<String>,
+    /// A management server's lobby state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lobby: Option<LobbyResult>,
     pub raw: Fields,
+}
+
+/// The lobby state of a management server's game, as the master's API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct LobbyResult {
+    /// Whether new players can join (`isLobbyOpen`).
+    pub open: bool,
+    /// `Standard A` or `Standard A+B` (`gameplayMode` 1 or 2).
+    pub mode: &'static str,
+}
+
+impl LobbyResult {
+    pub(crate) fn of(lobby: muster_query::Lobby) -> Self {
+        use muster_proto::mgmt::messages::GameplayMode;
+        Self {
+            open: lobby.open,
+            mode: match lobby.mode {
+                GameplayMode::StandardA => "Standard A",
+                GameplayMode::StandardAB => "Standard A+B",
+            },
+        }
+    }
+
+    /// `open` or `closed`, for tables.
+    pub(crate) fn state(&self) -> &'static str {
+        if self.open { "open" } else { "closed" }
+    }
+}
+
+/// Whether a registered host name was resolved: absent for addresses that need no resolving,
+/// `null` when the name did not resolve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Resolved {
+    /// Not a management server's game.
+    NotApplicable,
+    /// Resolved (an IP address registered resolves to itself).
+    To(SocketAddr),
+    /// The name has no address (the reason is logged).
+    Failed,
+}
+
+impl Resolved {
+    pub(crate) fn is_not_applicable(&self) -> bool {
+        *self == Self::NotApplicable
+    }
+
+    /// The address as a table shows it.
+    pub(crate) fn show(&self) -> String {
+        match self {
+            Self::NotApplicable => String::new(),
+            Self::To(a) => show_addr(*a),
+            Self::Failed => "(does not resolve)".to_owned(),
+        }
+    }
+}
+
+impl Serialize for Resolved {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::To(a) => s.serialize_str(&show_addr(*a)),
+            Self::NotApplicable | Self::Failed => s.serialize_none(),
+        }
+    }
 }
 
 /// Whether the query produced a result.
@@ -259,7 +330,8 @@ impl ServerResult {
     ) -> Self {
         Self {
             address: show_addr(address),
-            query_address: show_addr(query_address),
+            query_address: Some(show_addr(query_address)),
+            resolved_address: Resolved::NotApplicable,
             protocol,
             status,
             error: Some(error),
@@ -275,6 +347,34 @@ impl ServerResult {
             rules: Fields::default(),
             partial: false,
             partial_reason: None,
+            lobby: None,
+            raw: Fields::default(),
+        }
+    }
+
+    /// A row for a server a master listed with its state and nothing to query (a
+    /// management server's game): the caller fills in what the list says.
+    pub(crate) fn listed(protocol: &'static str) -> Self {
+        Self {
+            address: String::new(),
+            query_address: None,
+            resolved_address: Resolved::NotApplicable,
+            protocol,
+            status: Status::Ok,
+            error: None,
+            ping_ms: None,
+            name: None,
+            map: None,
+            game_type: None,
+            version: None,
+            password: None,
+            num_players: None,
+            max_players: None,
+            players: Vec::new(),
+            rules: Fields::default(),
+            partial: false,
+            partial_reason: None,
+            lobby: None,
             raw: Fields::default(),
         }
     }
@@ -297,7 +397,8 @@ impl ServerResult {
         );
         Self {
             address: show_addr(address),
-            query_address: show_addr(query_address),
+            query_address: Some(show_addr(query_address)),
+            resolved_address: Resolved::NotApplicable,
             protocol: info.protocol.name(),
             status: Status::Ok,
             error: None,
@@ -315,6 +416,7 @@ impl ServerResult {
             rules,
             partial: info.partial.is_some(),
             partial_reason: info.partial.map(|p| p.reason),
+            lobby: None,
             raw,
         }
     }

@@ -119,7 +119,7 @@ pub(crate) async fn run(args: EmulateArgs) -> anyhow::Result<u8> {
     let farm = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+                .map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
             FarmSpec::from_toml(&text)
                 .map_err(|e| UsageError(format!("{}: {e}: {}", path.display(), source_text(&e))))?
         }
@@ -133,7 +133,11 @@ pub(crate) async fn run(args: EmulateArgs) -> anyhow::Result<u8> {
     };
     let mut farm = run::start(servers, limits, None, endpoints::endpoint)
         .await
-        .map_err(|e| anyhow::anyhow!(e))?;
+        .map_err(|e| match e {
+            // A server that cannot be made from its description is the user's to fix.
+            e @ run::FarmRunError::Endpoint { .. } => UsageError(e.to_string()).into(),
+            e => anyhow::anyhow!(e),
+        })?;
     {
         let mut out = std::io::stdout().lock();
         for l in &farm.listening {

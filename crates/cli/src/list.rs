@@ -5,14 +5,17 @@ use std::net::SocketAddr;
 
 use muster_proto::gamespy_master::packet::Key;
 use muster_proto::query::QueryError;
-use muster_query::{Document, Failure, MasterEntry, MasterSource, ResolveError, resolve_input};
+use muster_query::{
+    Document, Failure, ListedAddress, MasterEntry, MasterSource, ResolveError, resolve_input,
+};
 use serde::Serialize;
 
-use crate::exit;
-use crate::output::Format;
+use crate::dto::{LobbyResult, Resolved, show_addr};
+use crate::output::{Column, Filter, Filterable, Format, Table, note, plural};
 use crate::protocols::ProtocolArg;
 use crate::query::UsageError;
 use crate::timing::TimingArgs;
+use crate::{Verbosity, exit};
 
 /// `--protocol` of `muster list`: which master protocol to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -54,7 +57,7 @@ impl MasterKind {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Gameagent => "gameagent",
             Self::Gamespy => "gamespy",
@@ -78,6 +81,10 @@ pub(crate) struct ListArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value = "table")]
     pub format: Format,
+    /// Keep only servers matching EXPR (repeatable, all must hold), where the list says it:
+    /// `players>0`, `name~text`, `full=false`, `lobby=open` (management server).
+    #[arg(long = "filter", value_name = "EXPR", value_parser = Filter::parse)]
+    pub filters: Vec<Filter>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// The master: host:port (UDP/TCP masters), an http(s) URL or a file (ddnet, ut2003-text).
@@ -85,13 +92,23 @@ pub(crate) struct ListArgs {
     pub source: String,
 }
 
-/// One listed server.
+/// One listed server, in the address model of the master's API: `address` is what a player
+/// connects to, `query_address` where it is queried.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Listed {
-    /// The game address (for GameSpy lists, which carry only the query port, the listed address).
-    pub address: SocketAddr,
-    /// The query address when the list says it.
-    pub query_address: Option<SocketAddr>,
+    /// The game address; a management server's game exactly as registered (host names kept).
+    /// GameSpy lists carry only query addresses: there it is the listed query address and
+    /// `address_is_game` is false.
+    pub address: String,
+    /// Whether `address` is the game address.
+    pub address_is_game: bool,
+    /// Where the server is queried: the port the list gives, or the protocol's convention
+    /// from the game address; `null` for a management server's game (not queried).
+    pub query_address: Option<String>,
+    /// A management server's game: the address its registered host resolved to (`null`: the
+    /// name has no address).
+    #[serde(skip_serializing_if = "Resolved::is_not_applicable")]
+    pub resolved_address: Resolved,
     /// Which master protocol listed it.
     pub master_protocol: &'static str,
     /// The name, when the list carries one (DDNet, management server).
@@ -103,18 +120,79 @@ pub(crate) struct Listed {
     /// Slots, when the list carries them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_players: Option<u32>,
+    /// A management server's lobby state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lobby: Option<LobbyResult>,
+    /// The listed game address, to query (`None` for host names).
+    #[serde(skip)]
+    pub game: Option<SocketAddr>,
+    /// The query address, to query.
+    #[serde(skip)]
+    pub query: Option<SocketAddr>,
 }
 
 impl Listed {
-    fn of(entry: MasterEntry, kind: MasterKind) -> Self {
+    async fn of(entry: MasterEntry, kind: MasterKind) -> Self {
+        let game = entry.address.ip();
+        let query = entry.query_address.or_else(|| {
+            let protocol = kind.query_protocol()?;
+            game.map(|g| protocol.query_address(g))
+        });
+        // Only a host name needs resolving, and only to show where it leads.
+        let resolved_address = match &entry.address {
+            ListedAddress::Ip(a) if kind == MasterKind::Mgmt => Resolved::To(*a),
+            ListedAddress::Host { .. } => match entry.address.resolve().await {
+                Ok(a) => Resolved::To(a),
+                Err(e) => {
+                    tracing::warn!(
+                        "{}: the registered host name does not resolve: {e}",
+                        entry.address
+                    );
+                    Resolved::Failed
+                }
+            },
+            _ => Resolved::NotApplicable,
+        };
         Self {
-            address: entry.address,
-            query_address: entry.query_address,
+            address: entry.address.to_string(),
+            address_is_game: entry.address_is_game,
+            query_address: query.map(show_addr),
+            resolved_address,
             master_protocol: kind.name(),
             name: entry.name,
             num_players: entry.num_players,
             max_players: entry.max_players,
+            lobby: entry.lobby.map(LobbyResult::of),
+            game,
+            query,
         }
+    }
+}
+
+impl Filterable for Listed {
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+    fn map(&self) -> Option<&str> {
+        None
+    }
+    fn num_players(&self) -> Option<u32> {
+        self.num_players
+    }
+    fn max_players(&self) -> Option<u32> {
+        self.max_players
+    }
+    fn is_game(&self, _: &str) -> bool {
+        false
+    }
+    fn protocol(&self) -> &str {
+        self.master_protocol
+    }
+    fn password(&self) -> Option<bool> {
+        None
+    }
+    fn lobby_open(&self) -> Option<bool> {
+        self.lobby.as_ref().map(|l| l.open)
     }
 }
 
@@ -153,8 +231,9 @@ async fn master_source(
     })
 }
 
-/// Fetch one master's list. `Ok((list, Some(error)))` when the master did not answer; an error
-/// when the input is wrong (exit code 2) or a document is unreadable or not a list.
+/// Fetch one master's list. `Ok((list, Some(error)))` when the master (or a list URL) did
+/// not answer or answered no list; an error when the input is wrong (exit code 2: a bad
+/// address, an unreadable file or one that is not a list).
 pub(crate) async fn fetch(
     kind: MasterKind,
     source: &str,
@@ -162,26 +241,33 @@ pub(crate) async fn fetch(
     timing: &TimingArgs,
 ) -> anyhow::Result<(Vec<Listed>, Option<String>)> {
     let master = master_source(kind, source, game).await?;
+    tracing::info!("asking the {} master {source} for its list", kind.name());
     match muster_query::list_one(&master, &timing.options()).await {
-        Ok(list) => Ok((
-            list.into_iter().map(|e| Listed::of(e, kind)).collect(),
-            None,
-        )),
+        Ok(list) => {
+            let mut out = Vec::with_capacity(list.len());
+            for e in list {
+                out.push(Listed::of(e, kind).await);
+            }
+            tracing::info!("{source} listed {}", plural(out.len(), "server"));
+            Ok((out, None))
+        }
         Err(failure) => match (&master, failure) {
-            (MasterSource::Ddnet(_), Failure::Query(QueryError::Decode(e))) => Err(
-                anyhow::anyhow!("{source}: not a servers.json document: {e}"),
-            ),
-            (MasterSource::Ut2003Text(_), Failure::Query(QueryError::Decode(e))) => {
-                Err(anyhow::anyhow!("{source}: not a UT2003 list: {e}"))
+            (
+                MasterSource::Ddnet(Document::File(path))
+                | MasterSource::Ut2003Text(Document::File(path)),
+                Failure::Query(QueryError::Decode(e)),
+            ) => {
+                Err(UsageError(format!("{}: not a {}: {e}", path.display(), doc_kind(kind))).into())
             }
             (
                 MasterSource::Ddnet(Document::File(path))
                 | MasterSource::Ut2003Text(Document::File(path)),
                 f,
-            ) => Err(anyhow::anyhow!("reading {}: {f}", path.display())),
-            (MasterSource::Ddnet(_) | MasterSource::Ut2003Text(_), f) => {
-                Err(anyhow::anyhow!("{source}: {f}"))
-            }
+            ) => Err(UsageError(format!("reading {}: {f}", path.display())).into()),
+            (_, Failure::Query(QueryError::Decode(e))) => Ok((
+                Vec::new(),
+                Some(format!("{source}: not a {}: {e}", doc_kind(kind))),
+            )),
             (
                 MasterSource::GameAgent(addr)
                 | MasterSource::Teeworlds(addr)
@@ -189,12 +275,21 @@ pub(crate) async fn fetch(
                 | MasterSource::Mgmt(addr),
                 f,
             ) => Ok((Vec::new(), Some(format!("{addr}: {f}")))),
-            (_, f) => Ok((Vec::new(), Some(f.to_string()))),
+            (_, f) => Ok((Vec::new(), Some(format!("{source}: {f}")))),
         },
     }
 }
 
-pub(crate) async fn run(args: ListArgs) -> anyhow::Result<u8> {
+fn doc_kind(kind: MasterKind) -> &'static str {
+    match kind {
+        MasterKind::Ut2003Text => "UT2003 list",
+        MasterKind::Ddnet => "servers.json document",
+        _ => "master list",
+    }
+}
+
+pub(crate) async fn run(args: ListArgs, verbosity: Verbosity) -> anyhow::Result<u8> {
+    let started = std::time::Instant::now();
     let (listed, error) = fetch(
         args.protocol,
         &args.source,
@@ -202,38 +297,84 @@ pub(crate) async fn run(args: ListArgs) -> anyhow::Result<u8> {
         &args.timing,
     )
     .await?;
+    let total = listed.len();
+    let listed: Vec<Listed> = listed
+        .into_iter()
+        .filter(|l| args.filters.iter().all(|f| f.matches(l)))
+        .collect();
     let mut out = std::io::stdout().lock();
     use std::io::Write as _;
     match args.format {
-        Format::Json | Format::Ndjson => {
-            if args.format == Format::Json {
-                serde_json::to_writer_pretty(&mut out, &listed)?;
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &listed)?;
+            writeln!(out)?;
+        }
+        Format::Ndjson => {
+            for r in &listed {
+                serde_json::to_writer(&mut out, r)?;
                 writeln!(out)?;
-            } else {
-                for r in &listed {
-                    serde_json::to_writer(&mut out, r)?;
-                    writeln!(out)?;
-                }
             }
         }
         Format::Table => {
-            writeln!(out, "{:<40}  {:<40}  NAME", "ADDRESS", "QUERY ADDRESS")?;
-            for l in &listed {
-                writeln!(
-                    out,
-                    "{:<40}  {:<40}  {}",
-                    l.address.to_string(),
-                    l.query_address.map(|a| a.to_string()).unwrap_or_default(),
-                    l.name.as_deref().unwrap_or("")
-                )?;
+            for line in table(&listed).lines("") {
+                writeln!(out, "{line}")?;
             }
-            writeln!(out, "{} servers", listed.len())?;
         }
     }
     out.flush()?;
     if let Some(e) = error {
-        let _ = writeln!(std::io::stderr(), "muster: {e}");
+        note(&format!("muster: {e}"));
         return Ok(exit::SOME_FAILED);
     }
+    if args.format == Format::Table && verbosity.chatty() {
+        let mut line = format!("{} listed", plural(total, "server"));
+        if !args.filters.is_empty() {
+            line.push_str(&format!(", {} shown", listed.len()));
+        }
+        line.push_str(&format!(", in {:.2} s", started.elapsed().as_secs_f64()));
+        note(&line);
+    }
     Ok(exit::OK)
+}
+
+/// The list as a table: the address and the query address beside it; the resolved address,
+/// players, lobby and name where the list has them.
+fn table(listed: &[Listed]) -> Table {
+    let mut t = Table::new(vec![
+        Column::left("ADDRESS", 45),
+        Column::left("QUERY ADDRESS", 45),
+        Column::left("RESOLVED", 45),
+        Column::right("PLAYERS", 9),
+        Column::left("LOBBY", 6),
+        Column::left("MODE", 12),
+        Column::left("NAME", 48),
+    ]);
+    for l in listed {
+        let players = match (l.num_players, l.max_players) {
+            (Some(n), Some(m)) => format!("{n}/{m}"),
+            (Some(n), None) => n.to_string(),
+            _ => String::new(),
+        };
+        let mut address = l.address.clone();
+        if !l.address_is_game {
+            address.push_str(" (query)");
+        }
+        t.push(vec![
+            address,
+            l.query_address.clone().unwrap_or_default(),
+            l.resolved_address.show(),
+            players,
+            l.lobby
+                .as_ref()
+                .map(|l| l.state().to_owned())
+                .unwrap_or_default(),
+            l.lobby
+                .as_ref()
+                .map(|l| l.mode.to_owned())
+                .unwrap_or_default(),
+            l.name.clone().unwrap_or_default(),
+        ]);
+    }
+    t.drop_empty(&["ADDRESS", "QUERY ADDRESS"]);
+    t
 }

@@ -3,6 +3,7 @@
 
 mod dto;
 mod emulate;
+mod generate;
 mod list;
 mod output;
 mod protocols;
@@ -37,9 +38,10 @@ pub(crate) mod exit {
 
 const AFTER_HELP: &str = "\
 Exit codes:
-  0  every server answered
-  1  at least one server did not answer (timeout or error); the rest were printed
-  2  bad command line or input (unknown protocol, unparseable address, unresolvable host)
+  0  every server (and master) answered
+  1  at least one server or master did not answer (timeout or error); the rest were printed
+  2  bad command line or input: unknown protocol, unparseable or ambiguous address (write
+     IPv6 with brackets: [::1]:8303), no host resolved, a missing or empty --servers file
   3  Muster itself failed (no socket, output not writable)
 
 Addresses are game addresses, what a player connects to: host:port, a.b.c.d:port or [v6]:port.
@@ -49,10 +51,14 @@ unreal2; the game port itself for teeworlds) unless --given-port-only is set.";
 /// Muster: find game servers and ask them who is playing.
 #[derive(Debug, Parser)]
 #[command(name = "muster", version, about, after_help = AFTER_HELP)]
-struct Cli {
-    /// More log output on stderr (-v, -vv); RUST_LOG overrides.
+pub(crate) struct Cli {
+    /// More log output on stderr (-v: every crate's info, -vv: debug, -vvv: trace); RUST_LOG
+    /// overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Less output on stderr (-q: warnings and errors only, no summary; -qq: errors only).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "verbose")]
+    quiet: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -75,21 +81,69 @@ enum Command {
     /// Poll servers at an interval and report what changes: servers up and down, players,
     /// friends, maps, names, full servers.
     Watch(watch::WatchArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(generate::CompletionsArgs),
+    /// Print the manual page (roff), or write one per command into a directory.
+    Man(generate::ManArgs),
 }
 
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
+/// Whether stderr takes colours: a terminal, and `NO_COLOR` unset or empty (no-color.org).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn init_logging(verbosity: Verbosity, daemon: bool) {
+    let default = match verbosity {
+        Verbosity::Errors => "error",
+        Verbosity::Quiet => "warn",
+        // What the command itself is doing, and what the emulated servers' registrations do.
+        Verbosity::Normal => "warn,muster=info,muster_server=info",
+        Verbosity::Verbose(1) => "info",
+        Verbosity::Verbose(2) => "debug",
+        Verbosity::Verbose(_) => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let logger = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(colour_on_stderr());
+    // A daemon's log wants times and sources; a one-shot command's stderr wants short lines.
+    if daemon {
+        logger.init();
+    } else {
+        logger.without_time().with_target(false).init();
+    }
+}
+
+/// How much goes to stderr, from `-q`/`-v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verbosity {
+    /// `-qq`: errors only.
+    Errors,
+    /// `-q`: warnings and errors, no summary.
+    Quiet,
+    /// The default: what the command is doing, and a summary.
+    Normal,
+    /// `-v` (1), `-vv` (2), `-vvv` (3).
+    Verbose(u8),
+}
+
+impl Verbosity {
+    fn of(verbose: u8, quiet: u8) -> Self {
+        match (verbose, quiet) {
+            (0, 0) => Self::Normal,
+            (0, 1) => Self::Quiet,
+            (0, _) => Self::Errors,
+            (v, _) => Self::Verbose(v),
+        }
+    }
+
+    /// Whether summaries and hints go to stderr.
+    pub(crate) fn chatty(self) -> bool {
+        matches!(self, Self::Normal | Self::Verbose(_))
+    }
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
@@ -102,14 +156,23 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    // No runtime and no logging for what only prints text made from the flags' definitions.
+    let generated = match &cli.command {
+        Command::Completions(args) => Some(generate::completions(args)),
+        Command::Man(args) => Some(generate::man(args)),
+        _ => None,
+    };
+    if let Some(result) = generated {
+        return finish(result);
+    }
+    let verbosity = Verbosity::of(cli.verbose, cli.quiet);
+    let daemon = matches!(cli.command, Command::Emulate(_) | Command::Serve(_));
+    init_logging(verbosity, daemon);
     // Querying runs one engine task (one socket per family, one timer heap): a single thread
     // does it best, without handing every allocation across threads. The daemons use all cores.
     let builder = match cli.command {
-        Command::Query(_) | Command::List(_) | Command::Scan(_) | Command::Watch(_) => {
-            tokio::runtime::Builder::new_current_thread()
-        }
         Command::Emulate(_) | Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
     };
     let runtime = match { builder }.enable_all().build() {
         Ok(rt) => rt,
@@ -120,14 +183,20 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Query(args) => query::run(args).await,
-            Command::List(args) => list::run(args).await,
-            Command::Scan(args) => scan::run(args).await,
+            Command::Query(args) => query::run(args, verbosity).await,
+            Command::List(args) => list::run(args, verbosity).await,
+            Command::Scan(args) => scan::run(args, verbosity).await,
             Command::Emulate(args) => emulate::run(args).await,
-            Command::Serve(args) => serve::run(args).await,
+            Command::Serve(args) => serve::run(args, verbosity).await,
             Command::Watch(args) => watch::run(args).await,
+            Command::Completions(_) | Command::Man(_) => Ok(exit::OK),
         }
     });
+    finish(result)
+}
+
+/// The exit code of a command's result; errors printed on one line.
+fn finish(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         // A closed pipe (`muster query … | head`) is not an error.
@@ -140,5 +209,24 @@ fn main() -> ExitCode {
             };
             ExitCode::from(code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory as _;
+        super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn quiet_and_verbose_choose_what_goes_to_stderr() {
+        use super::Verbosity;
+        assert_eq!(Verbosity::of(0, 0), Verbosity::Normal);
+        assert_eq!(Verbosity::of(0, 1), Verbosity::Quiet);
+        assert_eq!(Verbosity::of(0, 3), Verbosity::Errors);
+        assert_eq!(Verbosity::of(2, 0), Verbosity::Verbose(2));
+        assert!(Verbosity::Normal.chatty() && !Verbosity::Quiet.chatty());
     }
 }

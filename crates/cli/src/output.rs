@@ -28,6 +28,52 @@ pub(crate) struct Sink<W: Write> {
     details: bool,
     filters: Vec<Filter>,
     sort: Option<SortSpec>,
+    /// Results that passed the filters.
+    shown: usize,
+}
+
+/// `1 server`, `2 servers`, `0 servers`.
+pub(crate) fn plural(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
+
+/// The line a table run ends with, on stderr.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Summary {
+    /// Servers asked.
+    pub servers: usize,
+    /// Of them, answered.
+    pub answered: usize,
+    /// Of them, did not answer.
+    pub failed: usize,
+    /// Rows printed, when filters left some out.
+    pub shown: Option<usize>,
+    pub elapsed: std::time::Duration,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} answered, {} failed",
+            plural(self.servers, "server"),
+            self.answered,
+            self.failed
+        )?;
+        if let Some(n) = self.shown {
+            write!(f, ", {n} shown")?;
+        }
+        write!(f, ", in {:.2} s", self.elapsed.as_secs_f64())
+    }
+}
+
+/// Writes `line` to stderr (a summary or a hint; a closed stderr is no error).
+pub(crate) fn note(line: &str) {
+    let _ = writeln!(io::stderr(), "{line}");
 }
 
 /// One `--filter` condition of `muster scan`.
@@ -49,6 +95,57 @@ pub(crate) enum Filter {
     Password(bool),
     /// `full=true|false`.
     Full(bool),
+    /// `lobby=open|closed` (management servers).
+    Lobby(bool),
+}
+
+/// What a filter looks at: a query result, or a master's list entry.
+pub(crate) trait Filterable {
+    fn name(&self) -> Option<&str>;
+    fn map(&self) -> Option<&str>;
+    fn num_players(&self) -> Option<u32>;
+    fn max_players(&self) -> Option<u32>;
+    /// Whether the game (the `gamename`/`game` rule or the game type) is `lower_name`.
+    fn is_game(&self, lower_name: &str) -> bool;
+    fn protocol(&self) -> &str;
+    /// Whether joining needs a password, when the server answered and said so.
+    fn password(&self) -> Option<bool>;
+    fn lobby_open(&self) -> Option<bool>;
+}
+
+impl Filterable for ServerResult {
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+    fn map(&self) -> Option<&str> {
+        self.map.as_deref()
+    }
+    fn num_players(&self) -> Option<u32> {
+        self.num_players
+    }
+    fn max_players(&self) -> Option<u32> {
+        self.max_players
+    }
+    fn is_game(&self, g: &str) -> bool {
+        let rule = |k: &str| {
+            self.rules
+                .get(k)
+                .and_then(|v| v.as_str())
+                .is_some_and(|v| v.eq_ignore_ascii_case(g))
+        };
+        rule("gamename")
+            || rule("game")
+            || self.game_type.as_deref().unwrap_or("").to_lowercase() == g
+    }
+    fn protocol(&self) -> &str {
+        self.protocol
+    }
+    fn password(&self) -> Option<bool> {
+        (self.status == Status::Ok).then(|| self.password.unwrap_or(false))
+    }
+    fn lobby_open(&self) -> Option<bool> {
+        self.lobby.as_ref().map(|l| l.open)
+    }
 }
 
 /// A comparison in a `players` filter.
@@ -71,11 +168,11 @@ fn parse_bool(v: &str) -> Option<bool> {
 
 impl Filter {
     /// Parses `players>0`, `game=ut2`, `name~text`, `map=…`, `protocol=…`,
-    /// `password=false`, `full=false`.
+    /// `password=false`, `full=false`, `lobby=open`.
     pub(crate) fn parse(s: &str) -> Result<Self, String> {
         let bad = || {
             format!(
-                "--filter {s:?}: expected e.g. players>0, game=ut2, name~text, map=X, protocol=X, password=false, full=false"
+                "--filter {s:?}: expected e.g. players>0, game=ut2, name~text, map=X, protocol=X, password=false, full=false, lobby=open"
             )
         };
         let ops = [">=", "<=", "~", ">", "<", "="];
@@ -106,6 +203,11 @@ impl Filter {
             ("protocol", "=") => Self::Protocol(value.to_lowercase()),
             ("password", "=") => Self::Password(parse_bool(value).ok_or_else(bad)?),
             ("full", "=") => Self::Full(parse_bool(value).ok_or_else(bad)?),
+            ("lobby", "=") => Self::Lobby(match value.to_ascii_lowercase().as_str() {
+                "open" => true,
+                "closed" => false,
+                v => parse_bool(v).ok_or_else(bad)?,
+            }),
             _ => return Err(bad()),
         };
         Ok(f)
@@ -113,12 +215,12 @@ impl Filter {
 
     /// Whether `r` passes. A server that did not answer passes only filters that need no
     /// answer (`protocol=`).
-    pub(crate) fn matches(&self, r: &ServerResult) -> bool {
-        let lower = |v: &Option<String>| v.as_deref().unwrap_or("").to_lowercase();
-        let players = r.num_players.unwrap_or(0);
+    pub(crate) fn matches(&self, r: &impl Filterable) -> bool {
+        let lower = |v: Option<&str>| v.unwrap_or("").to_lowercase();
+        let players = r.num_players().unwrap_or(0);
         match self {
             Self::Players(cmp, n) => {
-                r.num_players.is_some()
+                r.num_players().is_some()
                     && match cmp {
                         Cmp::Gt => players > *n,
                         Cmp::Ge => players >= *n,
@@ -127,28 +229,21 @@ impl Filter {
                         Cmp::Eq => players == *n,
                     }
             }
-            Self::Game(g) => {
-                let rule = |k: &str| {
-                    r.rules
-                        .get(k)
-                        .and_then(|v| v.as_str())
-                        .is_some_and(|v| v.eq_ignore_ascii_case(g))
-                };
-                rule("gamename") || rule("game") || lower(&r.game_type) == *g
-            }
-            Self::NameContains(t) => lower(&r.name).contains(t.as_str()),
-            Self::Name(t) => lower(&r.name) == *t,
-            Self::Map(t, false) => lower(&r.map) == *t,
-            Self::Map(t, true) => lower(&r.map).contains(t.as_str()),
-            Self::Protocol(p) => r.protocol.eq_ignore_ascii_case(p),
-            Self::Password(p) => r.password.unwrap_or(false) == *p && r.status == Status::Ok,
+            Self::Game(g) => r.is_game(g),
+            Self::NameContains(t) => lower(r.name()).contains(t.as_str()),
+            Self::Name(t) => lower(r.name()) == *t,
+            Self::Map(t, false) => lower(r.map()) == *t,
+            Self::Map(t, true) => lower(r.map()).contains(t.as_str()),
+            Self::Protocol(p) => r.protocol().eq_ignore_ascii_case(p),
+            Self::Password(p) => r.password() == Some(*p),
             Self::Full(f) => {
-                let full = match (r.num_players, r.max_players) {
+                let full = match (r.num_players(), r.max_players()) {
                     (Some(n), Some(m)) => m > 0 && n >= m,
                     _ => return false,
                 };
                 full == *f
             }
+            Self::Lobby(open) => r.lobby_open() == Some(*open),
         }
     }
 }
@@ -228,6 +323,7 @@ impl<W: Write> Sink<W> {
             details,
             filters: Vec::new(),
             sort: None,
+            shown: 0,
         }
     }
 
@@ -249,6 +345,7 @@ impl<W: Write> Sink<W> {
         if !self.filters.iter().all(|f| f.matches(&result)) {
             return Ok(());
         }
+        self.shown += 1;
         match self.format {
             Format::Ndjson if self.sort.is_some() => {
                 self.held.push(result);
@@ -279,8 +376,15 @@ impl<W: Write> Sink<W> {
         self.out.flush()
     }
 
-    /// Print whatever was held, in the order it was pushed.
-    pub(crate) fn finish(mut self) -> io::Result<()> {
+    /// Whether filters are set.
+    pub(crate) fn filtering(&self) -> bool {
+        !self.filters.is_empty()
+    }
+
+    /// Print whatever was held, in the order it was pushed; the number of results that
+    /// passed the filters.
+    pub(crate) fn finish(mut self) -> io::Result<usize> {
+        let shown = self.shown;
         self.flush()?;
         if let Some(sort) = self.sort {
             // Stable: equal keys keep the order results arrived in.
@@ -293,20 +397,21 @@ impl<W: Write> Sink<W> {
                     serde_json::to_writer(&mut out, r)?;
                     out.write_all(b"\n")?;
                 }
-                out.flush()
+                out.flush()?;
             }
             Format::Json => {
                 let mut out = io::BufWriter::new(&mut self.out);
                 serde_json::to_writer_pretty(&mut out, &self.held)?;
                 out.write_all(b"\n")?;
-                out.flush()
+                out.flush()?;
             }
             Format::Table => {
                 let mut out = io::BufWriter::new(&mut self.out);
                 write_table(&mut out, &self.held, self.details)?;
-                out.flush()
+                out.flush()?;
             }
         }
+        Ok(shown)
     }
 }
 
@@ -341,51 +446,117 @@ pub(crate) fn printable(s: &str) -> String {
         .collect()
 }
 
-struct Column {
-    title: &'static str,
-    max: usize,
-    right: bool,
+/// One column of a [`Table`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Column {
+    pub title: &'static str,
+    /// Widest cell, in terminal columns; longer cells are cut with `…`.
+    pub max: usize,
+    pub right: bool,
 }
 
-const COLUMNS: [Column; 7] = [
-    Column {
-        title: "ADDRESS",
-        max: 40,
-        right: false,
-    },
-    Column {
-        title: "PROTOCOL",
-        max: 9,
-        right: false,
-    },
-    Column {
-        title: "PING",
-        max: 7,
-        right: true,
-    },
-    Column {
-        title: "PLAYERS",
-        max: 9,
-        right: true,
-    },
-    Column {
-        title: "MAP",
-        max: 24,
-        right: false,
-    },
-    Column {
-        title: "NAME",
-        max: 48,
-        right: false,
-    },
-    Column {
-        title: "STATUS",
-        max: 40,
-        right: false,
-    },
-];
+impl Column {
+    pub(crate) const fn left(title: &'static str, max: usize) -> Self {
+        Self {
+            title,
+            max,
+            right: false,
+        }
+    }
 
-fn row(r: &ServerResult) -> [String; 7] {
+    pub(crate) const fn right(title: &'static str, max: usize) -> Self {
+        Self {
+            title,
+            max,
+            right: true,
+        }
+    }
+}
+
+/// A table whose columns are as wide as their widest cell in terminal columns (CJK and other
+/// wide characters count two, combining marks none), each cell made printable.
+#[derive(Debug)]
+pub(crate) struct Table {
+    columns: Vec<Column>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub(crate) fn new(columns: Vec<Column>) -> Self {
+        Self {
+            columns,
+            rows: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, cells: Vec<String>) {
+        self.rows.push(cells.iter().map(|c| printable(c)).collect());
+    }
+
+    /// Leave out the columns whose cells are all empty, except those named in `keep`.
+    pub(crate) fn drop_empty(&mut self, keep: &[&str]) {
+        let empty: Vec<bool> = (0..self.columns.len())
+            .map(|i| {
+                !keep.contains(&self.columns[i].title)
+                    && self
+                        .rows
+                        .iter()
+                        .all(|r| r.get(i).is_none_or(String::is_empty))
+            })
+            .collect();
+        let keep_cell = |i: &usize| !empty[*i];
+        self.columns = (0..self.columns.len())
+            .filter(keep_cell)
+            .map(|i| self.columns[i])
+            .collect();
+        for row in &mut self.rows {
+            *row = std::mem::take(row)
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| keep_cell(i))
+                .map(|(_, c)| c)
+                .collect();
+        }
+    }
+
+    fn widths(&self) -> Vec<usize> {
+        let mut widths: Vec<usize> = self.columns.iter().map(|c| cols(c.title)).collect();
+        for r in &self.rows {
+            for ((w, cell), col) in widths.iter_mut().zip(r).zip(&self.columns) {
+                *w = (*w).max(cols(cell).min(col.max));
+            }
+        }
+        widths
+    }
+
+    fn line(&self, widths: &[usize], cells: &[String], indent: &str) -> String {
+        let mut s = indent.to_owned();
+        for ((cell, w), col) in cells.iter().zip(widths).zip(&self.columns) {
+            let cell = fit(cell, *w);
+            let pad = " ".repeat(w.saturating_sub(cols(&cell)));
+            if col.right {
+                s.push_str(&pad);
+                s.push_str(&cell);
+            } else {
+                s.push_str(&cell);
+                s.push_str(&pad);
+            }
+            s.push_str("  ");
+        }
+        s.trim_end().to_owned()
+    }
+
+    /// The title line, then one line per row, each starting with `indent`.
+    pub(crate) fn lines(&self, indent: &str) -> Vec<String> {
+        let widths = self.widths();
+        let titles: Vec<String> = self.columns.iter().map(|c| c.title.to_owned()).collect();
+        std::iter::once(self.line(&widths, &titles, indent))
+            .chain(self.rows.iter().map(|r| self.line(&widths, r, indent)))
+            .collect()
+    }
+}
+
+fn row(r: &ServerResult) -> Vec<String> {
     let ping = r.ping_ms.map(|p| format!("{p:.0}")).unwrap_or_default();
     let players = match (r.num_players, r.max_players) {
         (Some(n), Some(m)) => format!("{n}/{m}"),
@@ -398,45 +569,51 @@ fn row(r: &ServerResult) -> [String; 7] {
         (Status::Timeout, None) => "timeout".to_owned(),
         (Status::Error, None) => "error".to_owned(),
     };
-    [
+    // The query address only when it says more than the address.
+    let query = match &r.query_address {
+        Some(q) if *q != r.address => q.clone(),
+        _ => String::new(),
+    };
+    vec![
         r.address.clone(),
+        query,
+        r.resolved_address.show(),
         r.protocol.to_owned(),
         ping,
         players,
-        printable(r.map.as_deref().unwrap_or("")),
-        printable(r.name.as_deref().unwrap_or("")),
+        r.lobby
+            .as_ref()
+            .map(|l| l.state().to_owned())
+            .unwrap_or_default(),
+        r.map.clone().unwrap_or_default(),
+        r.name.clone().unwrap_or_default(),
         status,
     ]
 }
 
 fn write_table<W: Write>(out: &mut W, results: &[ServerResult], details: bool) -> io::Result<()> {
-    let rows: Vec<[String; 7]> = results.iter().map(row).collect();
-    let mut widths: Vec<usize> = COLUMNS.iter().map(|c| c.title.len()).collect();
-    for r in &rows {
-        for ((w, cell), col) in widths.iter_mut().zip(r).zip(&COLUMNS) {
-            *w = (*w).max(cols(cell).min(col.max));
-        }
+    let mut table = Table::new(vec![
+        Column::left("ADDRESS", 45),
+        Column::left("QUERY ADDRESS", 45),
+        Column::left("RESOLVED", 45),
+        Column::left("PROTOCOL", 9),
+        Column::right("PING", 7),
+        Column::right("PLAYERS", 9),
+        Column::left("LOBBY", 6),
+        Column::left("MAP", 24),
+        Column::left("NAME", 48),
+        Column::left("STATUS", 40),
+    ]);
+    for r in results {
+        table.push(row(r));
     }
-    let line = |cells: &[String]| -> String {
-        let mut s = String::new();
-        for ((cell, w), col) in cells.iter().zip(&widths).zip(&COLUMNS) {
-            let cell = fit(cell, *w);
-            let pad = w.saturating_sub(cols(&cell));
-            if col.right {
-                s.push_str(&" ".repeat(pad));
-                s.push_str(&cell);
-            } else {
-                s.push_str(&cell);
-                s.push_str(&" ".repeat(pad));
-            }
-            s.push_str("  ");
-        }
-        s.trim_end().to_owned()
-    };
-    let titles: Vec<String> = COLUMNS.iter().map(|c| c.title.to_owned()).collect();
-    writeln!(out, "{}", line(&titles))?;
-    for (r, cells) in results.iter().zip(&rows) {
-        writeln!(out, "{}", line(cells))?;
+    table.drop_empty(&["ADDRESS", "PROTOCOL", "PLAYERS", "MAP", "NAME", "STATUS"]);
+    let mut lines = table.lines("").into_iter();
+    if let Some(title) = lines.next() {
+        writeln!(out, "{title}")?;
+    }
+    for (r, line) in results.iter().zip(lines) {
+        writeln!(out, "{line}")?;
         if details {
             write_details(out, r)?;
         }
@@ -452,28 +629,23 @@ fn write_details<W: Write>(out: &mut W, r: &ServerResult) -> io::Result<()> {
         writeln!(out, "    partial: {reason}")?;
     }
     if !r.players.is_empty() {
-        let name_w = r
-            .players
-            .iter()
-            .map(|p| cols(&printable(&p.name)).min(32))
-            .max()
-            .unwrap_or(4)
-            .max(4);
-        writeln!(
-            out,
-            "    {:<name_w$}  {:>6}  {:>5}  TEAM",
-            "PLAYER", "SCORE", "PING"
-        )?;
+        let opt = |v: Option<i64>| v.map(|n| n.to_string()).unwrap_or_default();
+        let mut table = Table::new(vec![
+            Column::left("PLAYER", 32),
+            Column::right("SCORE", 6),
+            Column::right("PING", 5),
+            Column::left("TEAM", 4),
+        ]);
         for p in &r.players {
-            let opt = |v: Option<i64>| v.map(|n| n.to_string()).unwrap_or_default();
-            writeln!(
-                out,
-                "    {:<name_w$}  {:>6}  {:>5}  {}",
-                fit(&printable(&p.name), 32),
+            table.push(vec![
+                p.name.clone(),
                 opt(p.score),
                 opt(p.ping_ms.map(i64::from)),
                 opt(p.team.map(i64::from)),
-            )?;
+            ]);
+        }
+        for line in table.lines("    ") {
+            writeln!(out, "{line}")?;
         }
     }
     if !r.rules.is_empty() {
@@ -589,6 +761,66 @@ mod tests {
         assert!(!SortSpec::parse("ping").unwrap().descending);
         assert!(SortSpec::parse("players:up").is_err());
         assert!(SortSpec::parse("colour").is_err());
+    }
+
+    #[test]
+    fn player_tables_align_wide_names_by_display_width() {
+        let mut r = ServerResult::listed("teeworlds");
+        for (name, score) in [("日本語", 10), ("ab", 2), ("e\u{301}x", 3)] {
+            r.players.push(crate::dto::PlayerResult {
+                name: name.into(),
+                score: Some(score),
+                ping_ms: None,
+                team: None,
+                spectator: None,
+                clan: None,
+                country: None,
+                raw: crate::dto::Fields::default(),
+            });
+        }
+        let mut out = Vec::new();
+        write_details(&mut out, &r).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "    PLAYER  SCORE  PING  TEAM");
+        assert_eq!(lines[1], "    日本語     10");
+        assert_eq!(lines[2], "    ab          2");
+        // A combining accent takes no column.
+        assert_eq!(lines[3], "    e\u{301}x          3");
+        // Every score ends in the same terminal column.
+        let ends: Vec<usize> = lines[1..].iter().map(|l| cols(l)).collect();
+        assert!(ends.iter().all(|e| *e == ends[0]), "{ends:?}\n{text}");
+    }
+
+    #[test]
+    fn summaries_count_in_words() {
+        assert_eq!(plural(1, "server"), "1 server");
+        assert_eq!(plural(0, "server"), "0 servers");
+        let s = Summary {
+            servers: 2,
+            answered: 1,
+            failed: 1,
+            shown: Some(1),
+            elapsed: std::time::Duration::from_millis(1234),
+        };
+        assert_eq!(
+            s.to_string(),
+            "2 servers: 1 answered, 1 failed, 1 shown, in 1.23 s"
+        );
+    }
+
+    #[test]
+    fn lobby_filter() {
+        let mut r = ServerResult::listed("mgmt");
+        assert!(!Filter::parse("lobby=open").unwrap().matches(&r));
+        r.lobby = Some(crate::dto::LobbyResult {
+            open: true,
+            mode: "Standard A",
+        });
+        assert!(Filter::parse("lobby=open").unwrap().matches(&r));
+        assert!(Filter::parse("lobby=true").unwrap().matches(&r));
+        assert!(!Filter::parse("lobby=closed").unwrap().matches(&r));
+        assert!(Filter::parse("lobby=ajar").is_err());
     }
 
     #[test]

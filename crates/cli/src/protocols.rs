@@ -56,7 +56,12 @@ impl Target {
     /// The library's view of this target: it decides ports and merges.
     pub(crate) fn library(&self) -> muster_query::Target {
         muster_query::Target {
-            address: self.address,
+            // Exactly the given port: the query address (the game address for `query`).
+            address: if self.given_port_only {
+                self.query_address
+            } else {
+                self.address
+            },
             protocol: self.protocol.query(),
             given_port_only: self.given_port_only,
             gamespy_address: self.gamespy_address,

@@ -4,18 +4,44 @@ use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use muster_proto::query::QueryError;
-use muster_query::{Answer, Completed, Failure, Job, ResolveError, resolve_inputs};
+use muster_query::{AddressError, Answer, Completed, Failure, Job, ResolveError, resolve_inputs};
 
 use crate::dto::{ServerResult, Status};
-use crate::exit;
-use crate::output::{Format, Sink};
+use crate::output::{Format, Sink, Summary, note, plural};
 use crate::protocols::ProtocolArg;
 use crate::timing::TimingArgs;
+use crate::{Verbosity, exit};
 
 /// A mistake in the user's input; maps to exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct UsageError(pub String);
+
+/// Why `input` is not an address, naming the input once.
+pub(crate) fn bad_address(input: &str, e: &AddressError) -> UsageError {
+    match e {
+        // The message quotes the input and says how to write it.
+        AddressError::AmbiguousIpv6 { .. } => UsageError(e.to_string()),
+        _ => UsageError(format!("{input}: {e}")),
+    }
+}
+
+/// Counts of a run, for its summary.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Tally {
+    pub answered: usize,
+    pub failed: usize,
+}
+
+impl Tally {
+    pub(crate) fn count(&mut self, r: &ServerResult) {
+        if r.status == Status::Ok {
+            self.answered += 1;
+        } else {
+            self.failed += 1;
+        }
+    }
+}
 
 /// Flags of `muster query`.
 #[derive(Debug, clap::Args)]
@@ -87,7 +113,7 @@ pub(crate) async fn resolve_targets(
                 });
             }
             Err(ResolveError::Address(e)) => {
-                return Err(UsageError(format!("{input}: {e}")).into());
+                return Err(bad_address(input, &e).into());
             }
             Err(ResolveError::NoAddress) => {
                 failed_early.push(format!("{input}: host name has no address"));
@@ -101,16 +127,35 @@ pub(crate) async fn resolve_targets(
     Ok((targets, failed_early))
 }
 
-pub(crate) async fn run(args: QueryArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(args: QueryArgs, verbosity: Verbosity) -> anyhow::Result<u8> {
+    let started = std::time::Instant::now();
     let (targets, failed_early) =
         resolve_targets(&args.servers, args.protocol, args.given_port_only).await?;
     for why in &failed_early {
         tracing::warn!("{why}");
     }
+    tracing::info!(
+        "querying {} ({})",
+        plural(targets.len(), "server"),
+        args.protocol.name()
+    );
     let stdout = std::io::stdout().lock();
     let mut sink = Sink::new(args.format, stdout, true);
-    let all_ok = run_targets(targets, &args.timing, &mut sink, &mut |_| {}).await?;
+    let mut tally = Tally::default();
+    let all_ok = run_targets(targets, &args.timing, &mut sink, &mut |r| tally.count(r)).await?;
     sink.finish().context("writing output")?;
+    if args.format == Format::Table && verbosity.chatty() {
+        note(
+            &Summary {
+                servers: tally.answered + tally.failed + failed_early.len(),
+                answered: tally.answered,
+                failed: tally.failed + failed_early.len(),
+                shown: None,
+                elapsed: started.elapsed(),
+            }
+            .to_string(),
+        );
+    }
     Ok(if all_ok && failed_early.is_empty() {
         exit::OK
     } else {

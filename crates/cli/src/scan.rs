@@ -7,13 +7,13 @@ use std::net::SocketAddr;
 use anyhow::Context as _;
 use muster_query::{AddressError, ResolveError, resolve_inputs};
 
-use crate::dto::{ServerResult, Status};
-use crate::exit;
+use crate::dto::ServerResult;
 use crate::list::{self, Listed, MasterKind};
-use crate::output::{Filter, Format, Sink, SortSpec};
+use crate::output::{Filter, Format, Sink, SortSpec, Summary, note, plural};
 use crate::protocols::ProtocolArg;
-use crate::query::{self, Target, UsageError};
+use crate::query::{self, Tally, Target, UsageError, bad_address};
 use crate::timing::TimingArgs;
+use crate::{Verbosity, exit};
 
 /// Flags of `muster scan`.
 #[derive(Debug, clap::Args)]
@@ -38,7 +38,7 @@ pub(crate) struct ScanArgs {
     pub format: Format,
     /// Keep only servers matching EXPR (repeatable, all must hold): `players>0`,
     /// `players>=N`, `game=ut2`, `name~text`, `map=NAME`, `map~text`, `protocol=gamespy1`,
-    /// `password=false`, `full=false`.
+    /// `password=false`, `full=false`, `lobby=open` (management servers).
     #[arg(long = "filter", value_name = "EXPR", value_parser = parse_filter)]
     pub filters: Vec<Filter>,
     /// Sort by COLUMN (address, protocol, ping, players, map, name, status), ascending or
@@ -77,8 +77,9 @@ pub(crate) async fn file_targets(
     default: ProtocolArg,
     next_index: &mut usize,
 ) -> anyhow::Result<(Vec<(Target, String)>, Vec<String>)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    // A list that cannot be read is the user's to fix: exit 2, naming the file.
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("--servers {}: {e}", path.display())))?;
     let mut targets = Vec::new();
     let mut errors = Vec::new();
     // (line number, protocol, address as written), resolved together below.
@@ -118,11 +119,12 @@ pub(crate) async fn file_targets(
                 errors.push(format!("{}:{}: no port in {addr:?}", path.display(), n + 1));
                 continue;
             }
-            Err(ResolveError::Address(_)) => {
+            Err(ResolveError::Address(e)) => {
                 errors.push(format!(
-                    "{}:{}: bad address {addr:?}",
+                    "{}:{}: {}",
                     path.display(),
-                    n + 1
+                    n + 1,
+                    bad_address(&addr, &e)
                 ));
                 continue;
             }
@@ -142,23 +144,35 @@ pub(crate) async fn file_targets(
         targets.push((target, addr));
         *next_index += 1;
     }
+    if targets.is_empty() && errors.is_empty() {
+        return Err(UsageError(format!(
+            "--servers {}: the file lists no servers (one host:port or PROTOCOL host:port per line)",
+            path.display()
+        ))
+        .into());
+    }
     Ok((targets, errors))
 }
 
 /// The target that queries a server `kind`'s master listed (`None` for management-server
-/// entries, which carry their state and are not queried).
+/// entries, which carry their state and are not queried, and for host names).
 pub(crate) fn master_target(kind: MasterKind, l: &Listed, index: usize) -> Option<Target> {
     let protocol = kind.query_protocol()?;
+    let address = l.game?;
     let (query_address, given, gamespy) = match kind {
         // GameSpy lists give the query address itself.
-        MasterKind::Gamespy => (l.address, true, None),
+        MasterKind::Gamespy => (
+            l.query.unwrap_or_else(|| protocol.query_address(address)),
+            true,
+            None,
+        ),
         // The UT2003 list gives the GameSpy port beside the game port.
-        MasterKind::Ut2003Text => (protocol.query_address(l.address), false, l.query_address),
-        _ => (protocol.query_address(l.address), false, None),
+        MasterKind::Ut2003Text => (protocol.query_address(address), false, l.query),
+        _ => (protocol.query_address(address), false, None),
     };
     Some(Target {
         index,
-        address: l.address,
+        address,
         query_address,
         protocol,
         given_port_only: given,
@@ -166,7 +180,8 @@ pub(crate) fn master_target(kind: MasterKind, l: &Listed, index: usize) -> Optio
     })
 }
 
-pub(crate) async fn run(args: ScanArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(args: ScanArgs, verbosity: Verbosity) -> anyhow::Result<u8> {
+    let started = std::time::Instant::now();
     if args.masters.is_empty() && args.servers.is_none() {
         return Err(UsageError("nothing to scan: give --master and/or --servers".into()).into());
     }
@@ -196,20 +211,18 @@ pub(crate) async fn run(args: ScanArgs) -> anyhow::Result<u8> {
                     }
                     targets.push(target);
                 }
-                None => {
+                _ => {
                     // Management-server entries carry their state; there is nothing to query.
-                    let mut r = ServerResult::failed(
-                        l.address,
-                        l.address,
-                        "mgmt",
-                        Status::Ok,
-                        String::new(),
-                    );
-                    r.error = None;
-                    r.name = l.name.clone();
-                    r.num_players = l.num_players;
-                    r.max_players = l.max_players;
-                    listed_only.push(r);
+                    listed_only.push(ServerResult {
+                        address: l.address.clone(),
+                        query_address: None,
+                        resolved_address: l.resolved_address.clone(),
+                        name: l.name.clone(),
+                        num_players: l.num_players,
+                        max_players: l.max_players,
+                        lobby: l.lobby.clone(),
+                        ..ServerResult::listed(kind.name())
+                    });
                 }
             }
             index += 1;
@@ -222,6 +235,18 @@ pub(crate) async fn run(args: ScanArgs) -> anyhow::Result<u8> {
     }
 
     let total = targets.len() + listed_only.len();
+    tracing::info!(
+        "querying {}{}",
+        plural(targets.len(), "server"),
+        if listed_only.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} more listed with their state, not queried)",
+                listed_only.len()
+            )
+        }
+    );
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(total as u64);
         bar.set_style(
@@ -237,24 +262,38 @@ pub(crate) async fn run(args: ScanArgs) -> anyhow::Result<u8> {
     let stdout = std::io::stdout().lock();
     let mut sink =
         Sink::new(args.format, stdout, false).with_selection(args.filters.clone(), args.sort);
+    let listed_only_count = listed_only.len();
     for r in listed_only {
         bar.inc(1);
         sink.push(r).context("writing output")?;
     }
-    let mut answered = 0u64;
+    let mut tally = Tally {
+        answered: listed_only_count,
+        failed: 0,
+    };
     let all_ok = query::run_targets(targets, &args.timing, &mut sink, &mut |r| {
-        if r.status == Status::Ok {
-            answered += 1;
-        }
+        tally.count(r);
         bar.inc(1);
-        bar.set_message(format!("{answered} answered"));
+        bar.set_message(format!("{} answered", tally.answered));
     })
     .await?;
     bar.finish_and_clear();
-    sink.finish().context("writing output")?;
+    let filtering = sink.filtering();
+    let shown = sink.finish().context("writing output")?;
     for e in &errors {
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "muster: {e}");
+        note(&format!("muster: {e}"));
+    }
+    if args.format == Format::Table && verbosity.chatty() {
+        note(
+            &Summary {
+                servers: total,
+                answered: tally.answered,
+                failed: tally.failed,
+                shown: filtering.then_some(shown),
+                elapsed: started.elapsed(),
+            }
+            .to_string(),
+        );
     }
     Ok(if all_ok && errors.is_empty() {
         exit::OK

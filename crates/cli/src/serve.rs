@@ -1,14 +1,15 @@
 //! `muster serve`: the master daemon.
 
 use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use anyhow::Context as _;
 use muster_master::config::{Config, Listen};
 use muster_master::store::StoreError;
-use muster_master::{Listeners, Master, MasterError};
+use muster_master::{Bound, Listeners, Master, MasterError};
 
-use crate::exit;
 use crate::query::UsageError;
+use crate::{Verbosity, exit};
 
 const AFTER_HELP: &str = "\
 Every face is on by default, on IPv4 and IPv6:
@@ -26,7 +27,9 @@ a learned server is listed only after this master queried it successfully itself
 
 A face flag takes one or more comma-separated addresses (port 0 picks a free port) or `off`,
 and overrides the config file. One line `listening <face> <udp|tcp> <address>` is printed per
-socket, with the real port. The registry lives in SQLite under --data-dir and survives a
+socket, with the real port; then, on stderr unless -q, the browser's URL and one line per face
+saying how a game server registers with it. --print-config prints the configuration that would be used
+(defaults, then the file, then the flags) as TOML and exits. The registry lives in SQLite under --data-dir and survives a
 restart, also after kill -9. SIGINT or SIGTERM shuts down gracefully.
 
 examples/muster.toml in the source tree is a complete --config file: every key with its default
@@ -69,6 +72,10 @@ pub(crate) struct ServeArgs {
     /// muster:http://host:8080. Learned servers are listed once this master queried them.
     #[arg(long, value_name = "KIND:ADDRESS")]
     pub upstream: Vec<String>,
+    /// Print the effective configuration (defaults, then --config, then the flags) as TOML
+    /// and exit.
+    #[arg(long)]
+    pub print_config: bool,
     /// Repair a damaged registry instead of serving: copy every readable record of
     /// `<data-dir>/muster.sqlite3` into a new file (the damaged one is kept beside it), say how
     /// many were lost, and exit. Run it with the daemon stopped.
@@ -83,9 +90,11 @@ fn apply(target: &mut Listen, flag: &str, value: Option<&String>) -> anyhow::Res
     Ok(())
 }
 
-pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result<u8> {
     let mut config = match &args.config {
-        Some(path) => Config::from_file(path).map_err(|e| UsageError(format!("{e:#}")))?,
+        Some(path) => {
+            Config::from_file(path).map_err(|e| UsageError(muster_master::error_chain(&e)))?
+        }
         None => Config::default(),
     };
     if let Some(dir) = &args.data_dir {
@@ -107,6 +116,12 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     config
         .validate()
         .map_err(|e| UsageError(format!("{e:#}")))?;
+    if args.print_config {
+        let mut out = std::io::stdout().lock();
+        out.write_all(config.to_toml().as_bytes())?;
+        out.flush()?;
+        return Ok(exit::OK);
+    }
 
     // One daemon per data directory: a second one would corrupt the store's view of itself.
     let _lock = muster_master::store::lock_data_dir(&config.data_dir).map_err(store_usage)?;
@@ -124,14 +139,120 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     )?;
     let listeners = Listeners::bind(&config)?;
     {
+        let bound = listeners.bound()?;
         let mut out = std::io::stdout().lock();
-        for b in listeners.bound()? {
+        for b in &bound {
             writeln!(out, "listening {} {} {}", b.face, b.transport, b.addr)?;
         }
         out.flush()?;
+        // For the person at the terminal, on stderr: a script reading the `listening` lines
+        // from stdout may close it once it has them.
+        if verbosity.chatty() {
+            for line in start_notes(&bound) {
+                crate::output::note(&line);
+            }
+        }
     }
     master.run(listeners, crate::signal::shutdown()).await?;
     Ok(exit::OK)
+}
+
+/// An address to reach `addr` from this machine: a wildcard bind is reached on loopback.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    }
+}
+
+/// What `serve` says after its `listening` lines: where the browser is, and for each face
+/// (its first address, IPv4 first) how a game server registers with it or a client lists it.
+/// Config names from `docs/protocols/`: gameagent.md §1.1 (`ga_bMSLegacy`, `ga_strServer`,
+/// port 9005 fixed), gamespy-master.md §2.2 and UT99's `UdpServerUplink`, peers.md §4.3 and
+/// teeworlds-master.md §1 (`masters.cfg`, ports 8300/8283 fixed), teeworlds-master.md §3.1
+/// (`sv_register_url`), management-server.md §4.1.
+pub(crate) fn start_notes(bound: &[Bound]) -> Vec<String> {
+    let first = |face: &str| {
+        let mut addrs: Vec<SocketAddr> = bound
+            .iter()
+            .filter(|b| b.face == face)
+            .map(|b| reachable(b.addr))
+            .collect();
+        addrs.sort_by_key(SocketAddr::is_ipv6);
+        addrs.first().copied()
+    };
+    let fixed = |a: SocketAddr, port: u16| {
+        if a.port() == port {
+            String::new()
+        } else {
+            format!(
+                " (the game always sends to port {port}; this face is on {})",
+                a.port()
+            )
+        }
+    };
+    let mut notes = Vec::new();
+    if let Some(a) = first("http") {
+        notes.push(format!("browser: http://{a}/"));
+    }
+    let mut faces = Vec::new();
+    if let Some(a) = first("gameagent") {
+        faces.push(format!(
+            "gameagent    Serious Sam: ga_bMSLegacy = 0; ga_strServer = \"{}\";{}",
+            a.ip(),
+            fixed(a, 9005)
+        ));
+    }
+    if let Some(a) = first("gamespy-udp") {
+        faces.push(format!(
+            "gamespy-udp  UT99/Unreal: [IpServer.UdpServerUplink] DoUplink=True \
+             MasterServerAddress={} MasterServerPort={}; Serious Sam: ga_strMSLegacy = \"{}\";",
+            a.ip(),
+            a.port(),
+            a.ip()
+        ));
+    }
+    if let Some(a) = first("gamespy-tcp") {
+        faces.push(format!(
+            "gamespy-tcp  list for browsers: muster list -p gamespy -g ut {a}"
+        ));
+    }
+    if let Some(a) = first("teeworlds07") {
+        faces.push(format!(
+            "teeworlds07  Teeworlds 0.7: sv_register 1 and the masters.cfg line \"{0} {0}\"{1}",
+            a.ip(),
+            fixed(a, 8283)
+        ));
+    }
+    if let Some(a) = first("teeworlds06") {
+        faces.push(format!(
+            "teeworlds06  Teeworlds 0.6: sv_register 1 and the masters.cfg line \"{0} {0}\"{1}",
+            a.ip(),
+            fixed(a, 8300)
+        ));
+    }
+    if let Some(a) = first("http") {
+        faces.push(format!(
+            "http         DDNet: sv_register_url \"http://{a}/ddnet/15/register\" (and http_allow_insecure 1)"
+        ));
+    }
+    if let Some(a) = first("mgmt") {
+        faces.push(format!(
+            "mgmt         management server: game servers connect to {a} and send msRegisterGameServer"
+        ));
+    }
+    if !faces.is_empty() {
+        notes.push(
+            "register game servers (from another machine, use this machine's address):".into(),
+        );
+        notes.extend(faces.into_iter().map(|f| format!("  {f}")));
+    }
+    notes
 }
 
 /// A store that cannot be used as it is (damaged, of an unknown version, in use) is the
@@ -157,4 +278,46 @@ fn repair(dir: &std::path::Path) -> anyhow::Result<u8> {
         r.moved_to.display()
     )?;
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(face: &'static str, addr: &str) -> Bound {
+        Bound {
+            face,
+            transport: "udp",
+            addr: addr.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn notes_give_a_usable_url_and_one_line_per_face() {
+        let bound = [
+            b("http", "[::]:8080"),
+            b("http", "0.0.0.0:8080"),
+            b("gameagent", "0.0.0.0:9005"),
+            b("gamespy-udp", "192.0.2.7:27901"),
+            b("teeworlds07", "127.0.0.1:18283"),
+            b("teeworlds07-checker", "127.0.0.1:18284"),
+            b("mgmt", "[::1]:51963"),
+        ];
+        let notes = start_notes(&bound);
+        assert_eq!(notes[0], "browser: http://127.0.0.1:8080/");
+        let text = notes.join("\n");
+        assert!(text.contains("ga_strServer = \"127.0.0.1\";\n"), "{text}");
+        assert!(
+            text.contains("MasterServerAddress=192.0.2.7 MasterServerPort=27901"),
+            "{text}"
+        );
+        assert!(text.contains("\"127.0.0.1 127.0.0.1\" (the game always sends to port 8283; this face is on 18283)"), "{text}");
+        assert!(
+            text.contains("sv_register_url \"http://127.0.0.1:8080/ddnet/15/register\""),
+            "{text}"
+        );
+        assert!(text.contains("connect to [::1]:51963"), "{text}");
+        assert_eq!(notes.len(), 2 + 5, "{text}");
+        assert!(start_notes(&[b("http", "[::]:80")])[0] == "browser: http://[::1]:80/");
+    }
 }

@@ -25,14 +25,16 @@
 //!
 //! Every face listens on IPv4 and IPv6 (`0.0.0.0:P` and `[::]:P`) unless configured. Durations
 //! are humantime strings (`"90s"`, `"10m"`). Unknown keys are errors, so a typo is not silently
-//! ignored. This module only parses and validates; binding is [`crate::runtime::bind_tcp`]'s job.
+//! ignored. An error names the file, the line and column, the key and what was expected
+//! ([`Diagnostic`]). [`Config::to_toml`] writes a configuration back out, every key included.
+//! This module only parses and validates; binding is [`crate::runtime::bind_tcp`]'s job.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::registry::{Face, RegistryConfig};
 
@@ -59,14 +61,162 @@ pub mod ports {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("failed to read {0}")]
+    #[error("cannot read {}", .0.display())]
     Read(PathBuf, #[source] std::io::Error),
-    /// The TOML is malformed or has unknown keys or bad values.
-    #[error("invalid config")]
-    Parse(#[from] toml::de::Error),
+    /// The TOML is malformed, has an unknown key or a value of the wrong type.
+    #[error("{0}")]
+    Parse(Box<Diagnostic>),
     /// A value is out of range.
+    #[error("{0}")]
+    OutOfRange(Box<Diagnostic>),
+    /// A value given outside a file (a command-line flag) is not valid for this key.
     #[error("invalid value for {0}")]
     Invalid(&'static str),
+}
+
+/// Where a configuration error is and what was expected:
+/// `muster.toml:7:22: limits.servers_per_source: 0 is out of range: expected at least 1`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file, when the text came from one.
+    pub file: Option<PathBuf>,
+    /// Line and column, from 1, when known.
+    pub at: Option<(usize, usize)>,
+    /// The dotted key (`limits.servers_per_source`), when known.
+    pub key: Option<String>,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+impl std::fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.file, self.at) {
+            (Some(file), Some((l, c))) => write!(f, "{}:{l}:{c}: ", file.display())?,
+            (Some(file), None) => write!(f, "{}: ", file.display())?,
+            (None, Some((l, c))) => write!(f, "line {l}, column {c}: ")?,
+            (None, None) => {}
+        }
+        if let Some(key) = &self.key {
+            write!(f, "{key}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl ConfigError {
+    /// The diagnostic of a parse or range error.
+    #[must_use]
+    pub fn diagnostic(&self) -> Option<&Diagnostic> {
+        match self {
+            Self::Parse(d) | Self::OutOfRange(d) => Some(d),
+            Self::Read(..) | Self::Invalid(_) => None,
+        }
+    }
+
+    fn in_file(mut self, path: &Path) -> Self {
+        if let Self::Parse(d) | Self::OutOfRange(d) = &mut self {
+            d.file = Some(path.to_owned());
+        }
+        self
+    }
+}
+
+/// Line and column (from 1, columns in characters) of byte `offset` of `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset.min(text.len())).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = before.get(start..).map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// The table a line opens (`[limits]` → `limits`, `[[x]]` → `x`), if it opens one.
+fn header(line: &str) -> Option<String> {
+    let t = line.trim();
+    let inner = t.strip_prefix('[')?;
+    let inner = inner.strip_prefix('[').unwrap_or(inner);
+    let end = inner.find(']')?;
+    Some(
+        inner
+            .get(..end)?
+            .split('.')
+            .map(|p| p.trim().trim_matches('"'))
+            .collect::<Vec<_>>()
+            .join("."),
+    )
+}
+
+/// The key a `key = value` line sets, if it sets one.
+fn assigned_key(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    if t.starts_with('#') || t.starts_with('[') {
+        return None;
+    }
+    let (k, _) = t.split_once('=')?;
+    Some(k.trim().trim_matches('"'))
+}
+
+/// The dotted key set on line `line` (from 1): its table's name and the key.
+fn key_at(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let here = lines.get(line.checked_sub(1)?)?;
+    if let Some(h) = header(here) {
+        return Some(h);
+    }
+    let key = assigned_key(here)?;
+    let table = lines
+        .get(..line - 1)
+        .unwrap_or_default()
+        .iter()
+        .rev()
+        .find_map(|l| header(l));
+    Some(match table {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_owned(),
+    })
+}
+
+/// Where the dotted `key` is set in `text` (as a key or a table header): line and column of
+/// its first character. A key set inside an inline table is found as its outer key.
+fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
+    let indent = |line: &str| line.chars().take_while(|c| c.is_whitespace()).count() + 1;
+    let mut table = String::new();
+    for (i, line) in text.lines().enumerate() {
+        if let Some(h) = header(line) {
+            if h == key {
+                return Some((i + 1, indent(line)));
+            }
+            table = h;
+            continue;
+        }
+        let Some(k) = assigned_key(line) else {
+            continue;
+        };
+        let full = if table.is_empty() {
+            k.to_owned()
+        } else {
+            format!("{table}.{k}")
+        };
+        if full == key {
+            return Some((i + 1, indent(line)));
+        }
+    }
+    key.rsplit_once('.')
+        .and_then(|(outer, _)| locate(text, outer))
+}
+
+impl ConfigError {
+    /// A TOML error located in `text`: its line, column and key.
+    fn parse(text: &str, e: &toml::de::Error) -> Self {
+        let at = e.span().map(|s| line_col(text, s.start));
+        let key = at.and_then(|(line, _)| key_at(text, line));
+        Self::Parse(Box::new(Diagnostic {
+            file: None,
+            at,
+            key,
+            message: e.message().trim_end().to_owned(),
+        }))
+    }
 }
 
 /// A duration written as a humantime string (`"30s"`, `"10m"`).
@@ -76,9 +226,17 @@ pub struct HumanDuration(pub Duration);
 impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_duration(&s)
-            .map(Self)
-            .map_err(serde::de::Error::custom)
+        humantime::parse_duration(&s).map(Self).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "expected a duration such as \"30s\", \"10m\" or \"1h 30m\", found {s:?} ({e})"
+            ))
+        })
+    }
+}
+
+impl Serialize for HumanDuration {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(self.0).to_string())
     }
 }
 
@@ -130,18 +288,40 @@ impl<'de> Deserialize<'de> for Listen {
             Many(Vec<String>),
         }
         let list = match Raw::deserialize(d)? {
-            Raw::One(s) => return Self::parse(&s).map_err(serde::de::Error::custom),
+            Raw::One(s) => {
+                return Self::parse(&s).map_err(|_| serde::de::Error::custom(listen_expected(&s)));
+            }
             Raw::Many(v) => v,
         };
         list.iter()
-            .map(|a| a.parse().map_err(serde::de::Error::custom))
+            .map(|a| {
+                a.parse()
+                    .map_err(|_| serde::de::Error::custom(listen_expected(a)))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Self)
     }
 }
 
+fn listen_expected(found: &str) -> String {
+    format!(
+        "expected \"off\", an address such as \"0.0.0.0:8080\" or \"[::]:8080\", or a list of \
+         them; found {found:?}"
+    )
+}
+
+impl Serialize for Listen {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.is_off() {
+            return s.serialize_str("off");
+        }
+        let addrs: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        addrs.serialize(s)
+    }
+}
+
 /// Listen addresses per face.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ListenConfig {
     /// GameAgent master, UDP 9005.
@@ -192,7 +372,7 @@ impl Default for ListenConfig {
 
 /// Abuse limits. Defaults from `gameagent.md` §8.3.10, `gamespy-master.md` §13–14 and
 /// `management-server.md` §7.2.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     /// UDP list replies per source (IPv4 / IPv6 /64), in bytes: burst. Every UDP face that
@@ -295,7 +475,7 @@ impl Default for LimitsConfig {
 }
 
 /// Lifetimes after the last valid heartbeat or successful poll.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LifetimesConfig {
     /// Pending records.
@@ -311,6 +491,7 @@ pub struct LifetimesConfig {
     /// Per-face, per-game overrides, as `[lifetimes.games.<face>] <game> = "570s"` (face names
     /// as `registry::Face::name` spells them). Default: Serious Sam gamenames heartbeating by
     /// GameSpy (every 150 s) live 570 s.
+    #[serde(serialize_with = "sorted")]
     pub games: HashMap<String, HashMap<String, HumanDuration>>,
 }
 
@@ -337,7 +518,7 @@ impl Default for LifetimesConfig {
 }
 
 /// The poller.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PollerConfig {
     /// Poll listed servers at all (off in tests that check registrations alone).
@@ -362,7 +543,7 @@ impl Default for PollerConfig {
 }
 
 /// The player-count history kept for the web page.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HistoryConfig {
     /// Record poll results at all.
@@ -381,7 +562,7 @@ impl Default for HistoryConfig {
 }
 
 /// The whole daemon configuration.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Where the database lives.
@@ -409,7 +590,7 @@ pub struct Config {
 }
 
 /// Live events: `GET /api/v1/events` (Server-Sent Events).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EventsConfig {
     /// Events kept so that a stream can resume after `Last-Event-ID`.
@@ -455,7 +636,7 @@ impl EventsConfig {
 pub const DEFAULT_SERVER_METRICS_MAX: usize = 10_000;
 
 /// HTTP face options.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
     /// Origins whose pages may read the API (`Access-Control-Allow-Origin`); `["*"]` allows
@@ -479,7 +660,7 @@ impl Default for HttpConfig {
 }
 
 /// GameSpy face options (`gamespy-master.md` §13).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GameSpyConfig {
     /// Close list connections whose `\validate\` is wrong (default: count them and serve the
@@ -505,67 +686,201 @@ impl Default for Config {
     }
 }
 
+/// Writes a map of maps in key order, so that printed configurations compare line by line.
+fn sorted<S: serde::Serializer>(
+    map: &HashMap<String, HashMap<String, HumanDuration>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let sorted: std::collections::BTreeMap<&String, std::collections::BTreeMap<&String, _>> =
+        map.iter().map(|(k, v)| (k, v.iter().collect())).collect();
+    sorted.serialize(s)
+}
+
 /// Largest config file read, bytes.
 pub const MAX_CONFIG_LEN: u64 = 1 << 20;
 
 impl Config {
-    /// Parses TOML text and validates it.
+    /// Parses TOML text and validates it. Errors carry the line, column and key
+    /// ([`ConfigError::diagnostic`]).
     pub fn from_toml(s: &str) -> Result<Self, ConfigError> {
-        let c: Self = toml::from_str(s)?;
-        c.validate()?;
+        let c: Self = toml::from_str(s).map_err(|e| ConfigError::parse(s, &e))?;
+        c.validate().map_err(|e| match e {
+            ConfigError::OutOfRange(mut d) => {
+                d.at = d.key.as_deref().and_then(|k| locate(s, k));
+                ConfigError::OutOfRange(d)
+            }
+            e => e,
+        })?;
         Ok(c)
     }
 
-    /// Reads and parses a file (at most [`MAX_CONFIG_LEN`] bytes).
+    /// Reads and parses a file (at most [`MAX_CONFIG_LEN`] bytes); errors name it.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let len = std::fs::metadata(path)
             .map_err(|e| ConfigError::Read(path.to_owned(), e))?
             .len();
         if len > MAX_CONFIG_LEN {
-            return Err(ConfigError::Invalid("config file size"));
+            return Err(ConfigError::OutOfRange(Box::new(Diagnostic {
+                file: Some(path.to_owned()),
+                at: None,
+                key: None,
+                message: format!("the file has {len} bytes; expected at most {MAX_CONFIG_LEN}"),
+            })));
         }
         let s = std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.to_owned(), e))?;
-        Self::from_toml(&s)
+        Self::from_toml(&s).map_err(|e| e.in_file(path))
+    }
+
+    /// The configuration as a TOML file that [`Config::from_toml`] reads back to the same
+    /// value: every key, defaults included (`muster serve --print-config`).
+    #[must_use]
+    pub fn to_toml(&self) -> String {
+        // Every field is a string, number, bool, list or table of those: nothing to refuse.
+        toml::to_string(self).unwrap_or_default()
     }
 
     /// Checks values the types cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
         let e = &self.events;
-        let checks: [(bool, &'static str); 18] = [
-            (l.list_bytes_burst >= 1, "limits.list_bytes_burst"),
-            (l.tcp_list_burst >= 1, "limits.tcp_list_burst"),
-            (l.challenge_burst >= 1, "limits.challenge_burst"),
-            (l.pending_per_face >= 1, "limits.pending_per_face"),
-            (l.heartbeat_burst >= 1, "limits.heartbeat_burst"),
-            (l.http_list_burst >= 1, "limits.http_list_burst"),
-            (l.ddnet_register_burst >= 1, "limits.ddnet_register_burst"),
-            (l.ddnet_challenge_burst >= 1, "limits.ddnet_challenge_burst"),
-            (l.servers_per_source >= 1, "limits.servers_per_source"),
-            (l.tcp_max_connections >= 1, "limits.tcp_max_connections"),
-            (l.tcp_max_per_source >= 1, "limits.tcp_max_per_source"),
-            (l.http_body_limit >= 1, "limits.http_body_limit"),
-            (!self.poller.interval.0.is_zero(), "poller.interval"),
-            (!self.history.retention.0.is_zero(), "history.retention"),
-            (!l.tcp_idle_timeout.0.is_zero(), "limits.tcp_idle_timeout"),
+        let at_least_1 = "at least 1";
+        let positive = "a duration longer than 0s";
+        let checks: [(bool, &'static str, &'static str, String); 18] = [
+            (
+                l.list_bytes_burst >= 1,
+                "limits.list_bytes_burst",
+                at_least_1,
+                l.list_bytes_burst.to_string(),
+            ),
+            (
+                l.tcp_list_burst >= 1,
+                "limits.tcp_list_burst",
+                at_least_1,
+                l.tcp_list_burst.to_string(),
+            ),
+            (
+                l.challenge_burst >= 1,
+                "limits.challenge_burst",
+                at_least_1,
+                l.challenge_burst.to_string(),
+            ),
+            (
+                l.pending_per_face >= 1,
+                "limits.pending_per_face",
+                at_least_1,
+                l.pending_per_face.to_string(),
+            ),
+            (
+                l.heartbeat_burst >= 1,
+                "limits.heartbeat_burst",
+                at_least_1,
+                l.heartbeat_burst.to_string(),
+            ),
+            (
+                l.http_list_burst >= 1,
+                "limits.http_list_burst",
+                at_least_1,
+                l.http_list_burst.to_string(),
+            ),
+            (
+                l.ddnet_register_burst >= 1,
+                "limits.ddnet_register_burst",
+                at_least_1,
+                l.ddnet_register_burst.to_string(),
+            ),
+            (
+                l.ddnet_challenge_burst >= 1,
+                "limits.ddnet_challenge_burst",
+                at_least_1,
+                l.ddnet_challenge_burst.to_string(),
+            ),
+            (
+                l.servers_per_source >= 1,
+                "limits.servers_per_source",
+                at_least_1,
+                l.servers_per_source.to_string(),
+            ),
+            (
+                l.tcp_max_connections >= 1,
+                "limits.tcp_max_connections",
+                at_least_1,
+                l.tcp_max_connections.to_string(),
+            ),
+            (
+                l.tcp_max_per_source >= 1,
+                "limits.tcp_max_per_source",
+                at_least_1,
+                l.tcp_max_per_source.to_string(),
+            ),
+            (
+                l.http_body_limit >= 1,
+                "limits.http_body_limit",
+                at_least_1,
+                l.http_body_limit.to_string(),
+            ),
+            (
+                !self.poller.interval.0.is_zero(),
+                "poller.interval",
+                positive,
+                "0s".into(),
+            ),
+            (
+                !self.history.retention.0.is_zero(),
+                "history.retention",
+                positive,
+                "0s".into(),
+            ),
+            (
+                !l.tcp_idle_timeout.0.is_zero(),
+                "limits.tcp_idle_timeout",
+                positive,
+                "0s".into(),
+            ),
             (
                 !l.http_header_timeout.0.is_zero(),
                 "limits.http_header_timeout",
+                positive,
+                "0s".into(),
             ),
-            (e.max_lag >= 1, "events.max_lag"),
-            (!e.keep_alive.0.is_zero(), "events.keep_alive"),
+            (
+                e.max_lag >= 1,
+                "events.max_lag",
+                at_least_1,
+                e.max_lag.to_string(),
+            ),
+            (
+                !e.keep_alive.0.is_zero(),
+                "events.keep_alive",
+                positive,
+                "0s".into(),
+            ),
         ];
-        if self
-            .lifetimes
-            .games
-            .keys()
-            .any(|f| Face::from_name(f).is_none())
-        {
-            return Err(ConfigError::Invalid("lifetimes.games"));
+        let out_of_range = |key: String, message: String| {
+            ConfigError::OutOfRange(Box::new(Diagnostic {
+                file: None,
+                at: None,
+                key: Some(key),
+                message,
+            }))
+        };
+        let mut faces: Vec<&String> = self.lifetimes.games.keys().collect();
+        faces.sort();
+        if let Some(bad) = faces.into_iter().find(|f| Face::from_name(f).is_none()) {
+            let names: Vec<&str> = Face::ALL.iter().map(|f| f.name()).collect();
+            return Err(out_of_range(
+                format!("lifetimes.games.{bad}"),
+                format!(
+                    "unknown face `{bad}`, expected one of `{}`",
+                    names.join("`, `")
+                ),
+            ));
         }
         crate::upstream::config::validate(&self.upstream, &self.federation)?;
-        match checks.into_iter().find(|(ok, _)| !ok) {
-            Some((_, name)) => Err(ConfigError::Invalid(name)),
+        match checks.into_iter().find(|(ok, ..)| !ok) {
+            Some((_, key, expected, found)) => Err(out_of_range(
+                key.to_owned(),
+                format!("{found} is out of range: expected {expected}"),
+            )),
             None => Ok(()),
         }
     }
@@ -701,12 +1016,113 @@ mod tests {
         ));
         assert!(matches!(
             Config::from_toml("[lifetimes.games.martian]\nx = '1s'"),
-            Err(ConfigError::Invalid("lifetimes.games"))
+            Err(ConfigError::OutOfRange(_))
         ));
         assert!(matches!(
             Config::from_toml("[limits]\nservers_per_source = 0"),
-            Err(ConfigError::Invalid("limits.servers_per_source"))
+            Err(ConfigError::OutOfRange(_))
         ));
+    }
+
+    /// The message of `from_toml(text)`'s error, file name left out.
+    fn error(text: &str) -> String {
+        Config::from_toml(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_line_column_key_and_what_was_expected() {
+        // An unknown key: where, which, and the keys there are.
+        let e = error("data_dir = 'x'\n[limits]\nservers_per_sourc = 3\n");
+        assert!(
+            e.starts_with("line 3, column 1: limits.servers_per_sourc: unknown field `servers_per_sourc`, expected one of `list_bytes_burst`"),
+            "{e}"
+        );
+        assert!(e.contains("`servers_per_source`"), "{e}");
+        // A wrong type.
+        let e = error("[poller]\n  interval = 30\n");
+        assert!(
+            e.starts_with(
+                "line 2, column 14: poller.interval: invalid type: integer `30`, expected a string"
+            ),
+            "{e}"
+        );
+        // A bad duration and a bad address say what a good one looks like.
+        let e = error("[limits]\ntcp_idle_timeout = 'soon'");
+        assert!(
+            e.starts_with(
+                "line 2, column 20: limits.tcp_idle_timeout: expected a duration such as \"30s\""
+            ),
+            "{e}"
+        );
+        let e = error("[listen]\nhttp = ['127.0.0.1:80', 'localhost']");
+        assert!(
+            e.starts_with("line 2, column 8: listen.http: expected \"off\", an address such as"),
+            "{e}"
+        );
+        assert!(e.contains("found \"localhost\""), "{e}");
+        // Out of range: the key, the value, the allowed range, where it is.
+        let e = error("[poller]\nenabled = true\n\n[limits]\n  servers_per_source = 0 # none\n");
+        assert_eq!(
+            e,
+            "line 5, column 3: limits.servers_per_source: 0 is out of range: expected at least 1"
+        );
+        let e = error("[history]\nretention = '0s'");
+        assert_eq!(
+            e,
+            "line 2, column 1: history.retention: 0s is out of range: expected a duration longer than 0s"
+        );
+        let e = error("[lifetimes.games.martian]\nx = '1s'");
+        assert!(e.starts_with("line 1, column 1: lifetimes.games.martian: unknown face `martian`, expected one of `gameagent`"), "{e}");
+        // Malformed TOML.
+        let e = error("[limits\n");
+        assert!(e.starts_with("line 1, column "), "{e}");
+    }
+
+    #[test]
+    fn file_errors_name_the_file() {
+        let dir = std::env::temp_dir().join(format!("muster-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, "[limits]\nheartbeat_burst = 0\n").unwrap();
+        let e = Config::from_file(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}:2:1: limits.heartbeat_burst: 0 is out of range: expected at least 1",
+                path.display()
+            )
+        );
+        let d = e.diagnostic().unwrap();
+        assert_eq!(
+            (d.at, d.key.as_deref()),
+            (Some((2, 1)), Some("limits.heartbeat_burst"))
+        );
+        let missing = dir.join("missing.toml");
+        let e = Config::from_file(&missing).unwrap_err();
+        assert_eq!(e.to_string(), format!("cannot read {}", missing.display()));
+        assert!(
+            crate::error_chain(&e).contains("No such file"),
+            "the cause follows"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn printed_config_reads_back_to_the_same_value() {
+        let defaults = Config::default().to_toml();
+        assert_eq!(Config::from_toml(&defaults).unwrap(), Config::default());
+        assert!(defaults.contains("[limits]"), "{defaults}");
+        assert!(defaults.contains("interval = \"5m\""), "{defaults}");
+        let c = Config::from_toml(
+            "data_dir = '/srv/m'\n[listen]\ngameagent = 'off'\nhttp = '127.0.0.1:0'\n\
+             [lifetimes.games.gamespy]\nb = '1m'\na = '2m'\n",
+        )
+        .unwrap();
+        let text = c.to_toml();
+        assert_eq!(Config::from_toml(&text).unwrap(), c, "{text}");
+        assert!(text.contains("gameagent = \"off\""), "{text}");
+        assert!(text.contains("http = [\"127.0.0.1:0\"]"), "{text}");
+        assert_eq!(text, c.to_toml(), "the same text every time (keys sorted)");
     }
 
     /// The field names of a struct that derives `Deserialize`: a deserializer that records

@@ -45,6 +45,6 @@ pub mod target;
 pub use client::{Answer, Outcome, QueryProtocol, Target, query_many, query_one};
 pub use engine::{Completed, Job, Options, spawn};
 pub use error::Failure;
-pub use lists::{Document, MasterEntry, MasterSource, list_many, list_one};
+pub use lists::{Document, ListedAddress, Lobby, MasterEntry, MasterSource, list_many, list_one};
 pub use scheduler::Scheduler;
 pub use target::{AddressError, HostPort, ResolveError, resolve_input, resolve_inputs};

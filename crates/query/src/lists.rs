@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use muster_proto::gamespy_master::conversation::{ListClient, ListClientConfig};
 use muster_proto::gamespy_master::packet::{Key, ListForm};
 use muster_proto::mgmt::client::{ClientConnection, ClientEvent, encode_query};
-use muster_proto::mgmt::messages::ServerListAnswer;
+use muster_proto::mgmt::messages::{AddressKind, ServerListAnswer};
 use muster_proto::model::ServerList;
 use muster_proto::query::{Event, QueryConfig, QueryError, QueryMachine};
 use muster_proto::teeworlds_master::{MasterListQuery as TwListQuery, ServersJson, Token};
@@ -99,14 +99,83 @@ pub enum MasterSource {
     Ut2003Text(Document),
 }
 
+/// Where a listed game server is, as the master listed it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ListedAddress {
+    /// An IP address and port.
+    Ip(SocketAddr),
+    /// A host name and port, exactly as the game server registered it (management server,
+    /// `management-server.md` §4.1). Nothing here resolves it: [`ListedAddress::resolve`]
+    /// does, when the caller wants to connect.
+    Host {
+        /// The host name as registered (case and trailing dot kept).
+        host: String,
+        /// The port.
+        port: u16,
+    },
+}
+
+impl ListedAddress {
+    /// The socket address, when the master listed an IP address.
+    #[must_use]
+    pub fn ip(&self) -> Option<SocketAddr> {
+        match self {
+            Self::Ip(a) => Some(*a),
+            Self::Host { .. } => None,
+        }
+    }
+
+    /// The socket address to connect to: the IP address itself, or the host name's first
+    /// address (IPv4 first) through the system resolver.
+    ///
+    /// # Errors
+    ///
+    /// The resolver's error; [`std::io::ErrorKind::NotFound`] when the name has no address.
+    pub async fn resolve(&self) -> std::io::Result<SocketAddr> {
+        match self {
+            Self::Ip(a) => Ok(*a),
+            Self::Host { host, port } => {
+                let hp = HostPort {
+                    host: host.clone(),
+                    port: Some(*port),
+                };
+                hp.resolve(*port).await?.first().copied().ok_or_else(|| {
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "host name has no address")
+                })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ListedAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ip(a) => write!(f, "{a}"),
+            Self::Host { host, port } => write!(f, "{host}:{port}"),
+        }
+    }
+}
+
+/// A management-server game's lobby state (`management-server.md` §4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lobby {
+    /// Whether new players can join (`isLobbyOpen`).
+    pub open: bool,
+    /// The active gameplay mode (`gameplayMode`).
+    pub mode: muster_proto::mgmt::messages::GameplayMode,
+}
+
 /// One server a master listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MasterEntry {
-    /// The game address (for GameSpy lists, which carry only the query port, the listed
-    /// address).
-    pub address: SocketAddr,
-    /// The query address, when the list says it.
+    /// The game address (what a player connects to) when `address_is_game`; otherwise the
+    /// query address the master listed (GameSpy lists).
+    pub address: ListedAddress,
+    /// Whether `address` is the game address.
+    pub address_is_game: bool,
+    /// The query address, when the list says it (GameSpy lists, the UT2003 text list).
     pub query_address: Option<SocketAddr>,
     /// The name, when the list carries one (DDNet, management server).
     pub name: Option<String>,
@@ -114,16 +183,20 @@ pub struct MasterEntry {
     pub num_players: Option<u32>,
     /// Slots, when the list carries them.
     pub max_players: Option<u32>,
+    /// The lobby state (management server).
+    pub lobby: Option<Lobby>,
 }
 
 impl MasterEntry {
     fn listed(address: SocketAddr, query_address: Option<SocketAddr>) -> Self {
         Self {
-            address,
+            address: ListedAddress::Ip(address),
+            address_is_game: true,
             query_address,
             name: None,
             num_players: None,
             max_players: None,
+            lobby: None,
         }
     }
 }
@@ -132,6 +205,21 @@ fn entries(list: &ServerList) -> Vec<MasterEntry> {
     list.servers
         .iter()
         .map(|s| MasterEntry::listed(s.address, s.query_address))
+        .collect()
+}
+
+/// A GameSpy list's entries. The list gives query ports (the heartbeat's, `gamespy-master.md`
+/// §2.3), and the game port is not always the conventional offset away (UT2003 servers may
+/// answer GameSpy at + 1 or + 10): the query address is all it says, and the entries say so.
+fn gamespy_entries(list: &ServerList) -> Vec<MasterEntry> {
+    list.servers
+        .iter()
+        .map(|s| {
+            let query = s.query_address.unwrap_or(s.address);
+            let mut e = MasterEntry::listed(query, Some(query));
+            e.address_is_game = false;
+            e
+        })
         .collect()
 }
 
@@ -182,37 +270,43 @@ pub async fn list_one(
         MasterSource::Gamespy(addr, key) => {
             let mut config = ListClientConfig::new(key.clone(), ListForm::Cmp);
             config.timeout = within;
-            Ok(entries(&gamespy_list(*addr, config).await?))
+            Ok(gamespy_entries(&gamespy_list(*addr, config).await?))
         }
         MasterSource::Mgmt(addr) => {
             let answer = mgmt_list(*addr, within).await?;
-            let mut out = Vec::new();
-            for s in answer.servers() {
-                let port = s.server.port().get();
-                let host = HostPort {
-                    host: s.server.address().as_str().to_owned(),
-                    port: Some(port),
-                };
-                // Registered host names are resolved here; one that does not resolve is left
-                // out of the list (and logged).
-                let Some(address) = host
-                    .resolve(port)
-                    .await
-                    .ok()
-                    .and_then(|a| a.first().copied())
-                else {
-                    tracing::warn!(host = %host, "listed host name does not resolve");
-                    continue;
-                };
-                out.push(MasterEntry {
-                    address,
-                    query_address: None,
-                    name: Some(s.server.name().to_owned()),
-                    num_players: Some(s.stats.current.get()),
-                    max_players: Some(u32::from(s.stats.max.get())),
-                });
-            }
-            Ok(out)
+            // Addresses stay as registered; a host name is resolved only by whoever connects.
+            Ok(answer
+                .servers()
+                .iter()
+                .map(|s| {
+                    let port = s.server.port().get();
+                    let registered = s.server.address();
+                    let address = match registered.kind() {
+                        AddressKind::Ipv4(ip) => {
+                            ListedAddress::Ip(SocketAddr::new(ip.into(), port))
+                        }
+                        AddressKind::Ipv6(ip) => {
+                            ListedAddress::Ip(SocketAddr::new(ip.into(), port))
+                        }
+                        AddressKind::Hostname => ListedAddress::Host {
+                            host: registered.as_str().to_owned(),
+                            port,
+                        },
+                    };
+                    MasterEntry {
+                        address,
+                        address_is_game: true,
+                        query_address: None,
+                        name: Some(s.server.name().to_owned()),
+                        num_players: Some(s.stats.current.get()),
+                        max_players: Some(u32::from(s.stats.max.get())),
+                        lobby: Some(Lobby {
+                            open: s.stats.lobby_open,
+                            mode: s.stats.mode,
+                        }),
+                    }
+                })
+                .collect())
         }
         MasterSource::Ddnet(doc) => {
             let body = doc.load(within).await?;
@@ -228,17 +322,15 @@ pub async fn list_one(
                 else {
                     continue;
                 };
-                if out.iter().any(|l| l.address == address) {
+                if out.iter().any(|l| l.address == ListedAddress::Ip(address)) {
                     continue;
                 }
                 let info = entry.server_info().ok();
-                out.push(MasterEntry {
-                    address,
-                    query_address: None,
-                    name: info.as_ref().map(|i| i.name.plain.clone()),
-                    num_players: info.as_ref().map(|i| i.num_players),
-                    max_players: info.as_ref().map(|i| i.max_players),
-                });
+                let mut e = MasterEntry::listed(address, None);
+                e.name = info.as_ref().map(|i| i.name.plain.clone());
+                e.num_players = info.as_ref().map(|i| i.num_players);
+                e.max_players = info.as_ref().map(|i| i.max_players);
+                out.push(e);
             }
             Ok(out)
         }
@@ -455,4 +547,54 @@ pub async fn http_get(url: &str, timeout: Duration) -> Result<Vec<u8>, Failure> 
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_proto::model::ListedServer;
+
+    fn list(addrs: &[&str]) -> ServerList {
+        ServerList {
+            servers: addrs
+                .iter()
+                .map(|a| ListedServer {
+                    address: a.parse().unwrap(),
+                    query_address: Some(a.parse().unwrap()),
+                })
+                .collect(),
+            partial: None,
+        }
+    }
+
+    #[test]
+    fn gamespy_lists_say_their_addresses_are_query_addresses() {
+        let l = list(&["10.0.0.1:7778"]);
+        let e = gamespy_entries(&l);
+        assert_eq!(e[0].address.to_string(), "10.0.0.1:7778");
+        assert_eq!(e[0].query_address, Some("10.0.0.1:7778".parse().unwrap()));
+        assert!(!e[0].address_is_game);
+    }
+
+    #[test]
+    fn host_names_are_shown_as_registered() {
+        let a = ListedAddress::Host {
+            host: "Bomber.Example.".into(),
+            port: 40000,
+        };
+        assert_eq!(a.to_string(), "Bomber.Example.:40000");
+        assert_eq!(a.ip(), None);
+    }
+
+    #[tokio::test]
+    async fn listed_addresses_resolve_only_when_asked() {
+        let ip = ListedAddress::Ip("127.0.0.1:5".parse().unwrap());
+        assert_eq!(ip.resolve().await.unwrap(), "127.0.0.1:5".parse().unwrap());
+        let host = ListedAddress::Host {
+            host: "localhost".into(),
+            port: 6,
+        };
+        let r = host.resolve().await.unwrap();
+        assert!(r.ip().is_loopback() && r.port() == 6, "{r}");
+    }
 }

@@ -30,6 +30,19 @@ pub enum AddressError {
     /// No port was given and none could be assumed.
     #[error("no port in {0:?}")]
     NoPort(String),
+    /// An IPv6 address without brackets whose last group could also be a port (`::1:8303`).
+    #[error(
+        "ambiguous address {input:?}: write [{host}]:{port} for port {port}, or [{input}] for \
+         the address alone"
+    )]
+    AmbiguousIpv6 {
+        /// The input.
+        input: String,
+        /// The address before the last colon.
+        host: String,
+        /// The last group, read as a port.
+        port: u16,
+    },
 }
 
 fn port(s: &str, whole: &str) -> Result<u16, AddressError> {
@@ -66,14 +79,30 @@ impl HostPort {
                 port,
             });
         }
-        // A bare IPv6 literal has several colons and no brackets: no port.
+        // Several colons and no brackets: an IPv6 address, perhaps followed by `:port`. Only
+        // one reading may fit: `fe80::1` (no port), `1:2:3:4:5:6:7:8:80` (a port). When both
+        // fit (`::1:8303`), the user must say which with brackets.
         if s.matches(':').count() > 1 {
-            return match s.parse::<std::net::Ipv6Addr>() {
-                Ok(_) => Ok(Self {
+            let whole = s.parse::<std::net::Ipv6Addr>().is_ok();
+            let split = s.rsplit_once(':').and_then(|(h, p)| {
+                let p = p.parse::<u16>().ok().filter(|p| *p != 0)?;
+                h.parse::<std::net::Ipv6Addr>().ok().map(|_| (h, p))
+            });
+            return match (whole, split) {
+                (true, None) => Ok(Self {
                     host: s.to_owned(),
                     port: None,
                 }),
-                Err(_) => Err(AddressError::Malformed(s.to_owned())),
+                (false, Some((host, port))) => Ok(Self {
+                    host: host.to_owned(),
+                    port: Some(port),
+                }),
+                (true, Some((host, port))) => Err(AddressError::AmbiguousIpv6 {
+                    input: s.to_owned(),
+                    host: host.to_owned(),
+                    port,
+                }),
+                (false, None) => Err(AddressError::Malformed(s.to_owned())),
             };
         }
         match s.rsplit_once(':') {
@@ -268,6 +297,36 @@ mod tests {
             HostPort::parse("1:2:zz"),
             Err(AddressError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn ipv6_without_brackets_is_read_only_when_one_reading_fits() {
+        // Both `[::1]:8303` and the address `::1:8303` fit: refused, naming both spellings.
+        let e = HostPort::parse("::1:8303").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ambiguous address \"::1:8303\": write [::1]:8303 for port 8303, or [::1:8303] for \
+             the address alone"
+        );
+        assert!(matches!(
+            HostPort::parse("fe80::1:2"),
+            Err(AddressError::AmbiguousIpv6 { port: 2, .. })
+        ));
+        // A last group that is no decimal port, or a prefix that is no address: one reading.
+        assert_eq!(
+            HostPort::parse("fe80::1:abcd"),
+            Ok(hp("fe80::1:abcd", None))
+        );
+        assert_eq!(HostPort::parse("2001:db8::"), Ok(hp("2001:db8::", None)));
+        // Nine groups are no address; eight of them and a port are.
+        assert_eq!(
+            HostPort::parse("1:2:3:4:5:6:7:8:8303"),
+            Ok(hp("1:2:3:4:5:6:7:8", Some(8303)))
+        );
+        assert_eq!(
+            HostPort::parse("::ffff:127.0.0.1:80"),
+            Ok(hp("::ffff:127.0.0.1", Some(80)))
+        );
     }
 
     #[tokio::test]

@@ -205,6 +205,14 @@ fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<E
                         )));
                     }
                     "ddnet" => {
+                        if !(m.address.starts_with("http://") || m.address.starts_with("https://"))
+                        {
+                            return Err(format!(
+                                "ddnet master {:?} is not an http:// or https:// URL (a DDNet \
+                                 master's is http://HOST:PORT/ddnet/15/register)",
+                                m.address
+                            ));
+                        }
                         let config = DdnetRegisterConfig::ipv4(
                             &m.address,
                             game_port,

@@ -57,7 +57,7 @@ fn registration(target: &MgmtTarget, state: &ServerState) -> Result<GameServer, 
 }
 
 fn emit(events: &Option<mpsc::UnboundedSender<RegistrarEvent>>, ev: RegistrarEvent) {
-    tracing::info!(event = ?ev, "management registration");
+    crate::udp::log_event(&ev, None);
     if let Some(tx) = events {
         let _ = tx.send(ev);
     }

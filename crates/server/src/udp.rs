@@ -128,8 +128,67 @@ pub async fn serve<R: Responder + Send>(
 /// A registrar the driver owns.
 pub type BoxedRegistrar = Box<dyn Registrar + Send>;
 
-/// An HTTP answer for registrar `.0`: status and body, or `None` when the request failed.
-type HttpAnswer = (usize, Option<(u16, Vec<u8>)>);
+/// An HTTP answer for registrar `.0`: status and body, or why there was none; and what was
+/// sent, for the log.
+type HttpAnswer = (usize, Result<(u16, Vec<u8>), String>, String);
+
+/// Bytes of a master's answer quoted in a failure message.
+const BODY_EXCERPT: usize = 200;
+
+/// Log a registrar's event: successes at INFO, failures at WARN with the last HTTP exchange
+/// (`exchange`) when the failure followed one.
+pub(crate) fn log_event(ev: &RegistrarEvent, exchange: Option<&str>) {
+    match ev {
+        RegistrarEvent::Registered { master } => tracing::info!("registered with {master}"),
+        RegistrarEvent::Failed { master, reason } => match exchange {
+            Some(x) => tracing::warn!("registration with {master} failed: {reason}; {x}"),
+            None => tracing::warn!("registration with {master} failed: {reason}"),
+        },
+        RegistrarEvent::Unregistered { master } => tracing::info!("unregistered from {master}"),
+        other => tracing::info!("registration: {other:?}"),
+    }
+}
+
+/// What a registration request was, without secrets: the request line, the URL it went to,
+/// the header names (their values hold the server's secrets) and the body's size.
+fn describe_request(req: &HttpRequest) -> String {
+    let path = req
+        .url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]))
+        .unwrap_or("/");
+    let names: Vec<&str> = req.headers.iter().map(|(k, _)| k.as_str()).collect();
+    format!(
+        "sent {} {path} HTTP/1.1 to {} with headers {} (values not shown) and a {}-byte body",
+        req.method,
+        req.url,
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        },
+        req.body.len()
+    )
+}
+
+/// What came back: the status and the start of the body, or why nothing did.
+fn describe_answer(answer: &Result<(u16, Vec<u8>), String>) -> String {
+    match answer {
+        Ok((status, body)) => {
+            let text = String::from_utf8_lossy(body);
+            let mut excerpt: String = text
+                .chars()
+                .take(BODY_EXCERPT)
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            if text.chars().count() > BODY_EXCERPT {
+                excerpt.push('…');
+            }
+            format!("got HTTP {status} {:?}", excerpt.trim())
+        }
+        Err(e) => format!("got no answer: {e}"),
+    }
+}
 
 /// How long the goodbyes of registrars (`u`, `Action: delete`) may take at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -161,11 +220,22 @@ pub async fn serve_registered<R: Responder + Send>(
     let mut last_prune = Instant::now();
     let (http_tx, mut http_rx) = mpsc::unbounded_channel::<HttpAnswer>();
     let mut http: Option<reqwest::Client> = None;
+    // Per registrar: its last HTTP exchange, told when a failure follows it.
+    let mut exchanges: Vec<Option<String>> = vec![None; registrars.len()];
     let mut state_open = true;
     let mut stopping: Option<Instant> = None;
     loop {
         let now = tokio::time::Instant::now().into_std();
-        pump_registrars(&mut registrars, &socket, now, &http_tx, &mut http, &events).await;
+        pump_registrars(
+            &mut registrars,
+            &socket,
+            now,
+            &http_tx,
+            &mut http,
+            &events,
+            &mut exchanges,
+        )
+        .await;
         if let Some(since) = stopping {
             let busy = registrars.iter().any(|r| r.goodbye_pending());
             if !busy || now.duration_since(since) >= SHUTDOWN_GRACE {
@@ -214,10 +284,13 @@ pub async fn serve_registered<R: Responder + Send>(
                 }
                 continue;
             }
-            Some((i, response)) = http_rx.recv() => {
+            Some((i, response, sent)) = http_rx.recv() => {
                 let now = tokio::time::Instant::now().into_std();
+                if let Some(slot) = exchanges.get_mut(i) {
+                    *slot = Some(format!("{sent}; {}", describe_answer(&response)));
+                }
                 if let Some(reg) = registrars.get_mut(i) {
-                    reg.handle_http_response(now, response.as_ref().map(|(s, b)| (*s, b.as_slice())));
+                    reg.handle_http_response(now, response.as_ref().ok().map(|(s, b)| (*s, b.as_slice())));
                 }
                 continue;
             }
@@ -300,6 +373,7 @@ async fn pump_registrars(
     http_tx: &mpsc::UnboundedSender<HttpAnswer>,
     http: &mut Option<reqwest::Client>,
     events: &Option<mpsc::UnboundedSender<RegistrarEvent>>,
+    exchanges: &mut [Option<String>],
 ) {
     let mut out = Vec::new();
     for (i, reg) in registrars.iter_mut().enumerate() {
@@ -313,24 +387,29 @@ async fn pump_registrars(
             }
         }
         while let Some(request) = reg.poll_http(now) {
+            let sent = describe_request(&request);
+            tracing::debug!("registration: {sent}");
             let client = match http {
                 Some(c) => c.clone(),
-                None => {
-                    let Ok(c) = reqwest::Client::builder().timeout(HTTP_TIMEOUT).build() else {
-                        let _ = http_tx.send((i, None));
+                None => match reqwest::Client::builder().timeout(HTTP_TIMEOUT).build() {
+                    Ok(c) => {
+                        *http = Some(c.clone());
+                        c
+                    }
+                    Err(e) => {
+                        let _ = http_tx.send((i, Err(error_chain(&e)), sent));
                         continue;
-                    };
-                    *http = Some(c.clone());
-                    c
-                }
+                    }
+                },
             };
             let tx = http_tx.clone();
             tokio::spawn(async move {
-                let _ = tx.send((i, http_request(&client, request).await));
+                let _ = tx.send((i, http_request(&client, request).await, sent));
             });
         }
         while let Some(ev) = reg.poll_event() {
-            tracing::info!(event = ?ev, "registration");
+            let exchange = exchanges.get(i).and_then(Option::as_deref);
+            log_event(&ev, exchange);
             if let Some(events) = events {
                 let _ = events.send(ev);
             }
@@ -338,8 +417,28 @@ async fn pump_registrars(
     }
 }
 
-async fn http_request(client: &reqwest::Client, req: HttpRequest) -> Option<(u16, Vec<u8>)> {
-    let method = reqwest::Method::from_bytes(req.method.as_bytes()).ok()?;
+/// An error and its causes on one line (reqwest hides the useful part, e.g. "Connection
+/// refused", in the causes).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let c_text = c.to_string();
+        if !s.contains(&c_text) {
+            s.push_str(": ");
+            s.push_str(&c_text);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+async fn http_request(
+    client: &reqwest::Client,
+    req: HttpRequest,
+) -> Result<(u16, Vec<u8>), String> {
+    let method = reqwest::Method::from_bytes(req.method.as_bytes())
+        .map_err(|_| format!("bad method {:?}", req.method))?;
     let mut builder = client.request(method, &req.url);
     for (k, v) in &req.headers {
         builder = builder.header(k.as_str(), v.as_str());
@@ -349,11 +448,20 @@ async fn http_request(client: &reqwest::Client, req: HttpRequest) -> Option<(u16
         // `Content-Length: 0`, and DDNet's master answers 411 Length Required without it.
         builder = builder.header(reqwest::header::CONTENT_LENGTH, "0");
     }
-    let response = builder.body(req.body).send().await.ok()?;
+    let response = builder
+        .body(req.body)
+        .send()
+        .await
+        .map_err(|e| error_chain(&e))?;
     let status = response.status().as_u16();
     // Register answers are tiny; anything large is not a master talking.
-    let body = response.bytes().await.ok()?;
-    Some((status, body.get(..body.len().min(64 << 10))?.to_vec()))
+    let body = response.bytes().await.map_err(|e| error_chain(&e))?;
+    Ok((
+        status,
+        body.get(..body.len().min(64 << 10))
+            .unwrap_or_default()
+            .to_vec(),
+    ))
 }
 
 fn is_transient(e: &std::io::Error) -> bool {
@@ -378,4 +486,48 @@ async fn send_all(socket: &UdpSocket, replies: &[Reply], stats: &Stats) {
 /// Bind a UDP socket for serving; `addr` with port 0 picks a free port.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     UdpSocket::bind(addr).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_described_without_secrets() {
+        let req = HttpRequest {
+            method: "POST",
+            url: "http://127.0.0.1:8080/ddnet/15/regster".into(),
+            headers: vec![
+                (
+                    "Address".into(),
+                    "tw-0.6+udp://connecting-address.invalid:8303".into(),
+                ),
+                (
+                    "Secret".into(),
+                    "d9a6a2bd-2ad4-4b64-9a6f-0000000000aa".into(),
+                ),
+            ],
+            body: vec![b'{'; 12],
+        };
+        let d = describe_request(&req);
+        assert_eq!(
+            d,
+            "sent POST /ddnet/15/regster HTTP/1.1 to http://127.0.0.1:8080/ddnet/15/regster \
+             with headers Address, Secret (values not shown) and a 12-byte body"
+        );
+        assert!(!d.contains("d9a6a2bd"));
+    }
+
+    #[test]
+    fn answers_are_quoted_short_and_printable() {
+        let long = format!("not found\n{}", "x".repeat(300));
+        let d = describe_answer(&Ok((404, long.into_bytes())));
+        assert!(d.starts_with("got HTTP 404 \"not found xxx"), "{d}");
+        assert!(d.ends_with("…\""), "{d}");
+        assert!(d.chars().count() < 230, "{d}");
+        assert_eq!(
+            describe_answer(&Err("connection refused".into())),
+            "got no answer: connection refused"
+        );
+    }
 }

@@ -4,4 +4,6 @@ mod cli;
 mod e2e;
 mod faults;
 mod pacing;
+mod packaging;
+mod ux;
 mod watch;

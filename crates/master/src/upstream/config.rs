@@ -18,7 +18,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{ConfigError, HumanDuration};
 
@@ -36,7 +36,7 @@ pub const MAX_NAME_LEN: usize = 64;
 pub const MAX_UPSTREAMS: usize = 64;
 
 /// What kind of master an upstream is, and so how it is pulled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 pub enum UpstreamKind {
     /// A GameSpy master's TCP list server: `\sync\` (333networks masters) or a `\list\` per
     /// game ("applet" mode).
@@ -102,7 +102,7 @@ impl UpstreamKind {
 }
 
 /// How a GameSpy upstream is pulled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GameSpyMode {
     /// `\sync\` for every game at once; a master that does not answer it with a sync reply
@@ -117,12 +117,12 @@ pub enum GameSpyMode {
 }
 
 /// One `[[upstream]]` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// The name shown in metrics, health, logs and the records' sources (default:
     /// `<kind>:<address>`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// What kind of master it is.
     pub kind: UpstreamKind,
@@ -297,7 +297,7 @@ impl Net {
 }
 
 /// The `[federation]` section.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FederationConfig {
     /// Addresses or networks whose list requests for all games at once (`\sync\`, as the

@@ -193,16 +193,20 @@ impl Fetcher {
                     .await
                     .map_err(PullError::List)?
                     .into_iter()
-                    .map(|e| Listed {
-                        addr: e.address,
-                        game: None,
-                        face: Face::GameAgent,
-                        protocol: Protocol::GameAgent,
-                        query_addr: e.query_address.unwrap_or_else(|| {
-                            SocketAddr::new(e.address.ip(), e.address.port().saturating_add(1))
-                        }),
-                        game_port: Some(e.address.port()),
-                        relayed: false,
+                    // Only the management server lists host names; these lists carry addresses.
+                    .filter_map(|e| {
+                        let a = e.address.ip()?;
+                        Some(Listed {
+                            addr: a,
+                            game: None,
+                            face: Face::GameAgent,
+                            protocol: Protocol::GameAgent,
+                            query_addr: e.query_address.unwrap_or_else(|| {
+                                SocketAddr::new(a.ip(), a.port().saturating_add(1))
+                            }),
+                            game_port: Some(a.port()),
+                            relayed: false,
+                        })
                     })
                     .collect()
             }
@@ -217,7 +221,7 @@ impl Fetcher {
                     .await
                     .map_err(PullError::List)?
                     .into_iter()
-                    .map(|e| teeworlds(e.address, face))
+                    .filter_map(|e| Some(teeworlds(e.address.ip()?, face)))
                     .collect()
             }
             UpstreamKind::Ddnet => {
@@ -254,7 +258,7 @@ impl Fetcher {
                             face: Face::GameSpy,
                             protocol: Protocol::GameSpy1,
                             query_addr: q,
-                            game_port: Some(e.address.port()),
+                            game_port: Some(e.address.ip()?.port()),
                             relayed: false,
                         })
                     })
@@ -313,7 +317,11 @@ impl Fetcher {
             match list_one(&MasterSource::Gamespy(addr, key), &self.options()).await {
                 Ok(entries) => {
                     any = true;
-                    listed.extend(entries.into_iter().map(|e| gamespy(e.address, game)));
+                    listed.extend(
+                        entries
+                            .into_iter()
+                            .filter_map(|e| Some(gamespy(e.address.ip()?, game))),
+                    );
                 }
                 Err(e) => {
                     complete = false;
