@@ -402,6 +402,18 @@ pub struct Config {
     pub http: HttpConfig,
     /// Live events (`GET /api/v1/events`).
     pub events: EventsConfig,
+    /// DDNet face options.
+    pub ddnet: DdnetConfig,
+}
+
+/// DDNet face options.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DdnetConfig {
+    /// A CSV file of IP networks and locations (`192.0.2.0/24,eu:de`), as DDNet's master took
+    /// ([`crate::api::locations`]): `servers.json` entries and the API's server objects get a
+    /// `location`. Empty (the default): none.
+    pub locations: PathBuf,
 }
 
 /// Live events: `GET /api/v1/events` (Server-Sent Events).
@@ -495,6 +507,7 @@ impl Default for Config {
             history: HistoryConfig::default(),
             http: HttpConfig::default(),
             events: EventsConfig::default(),
+            ddnet: DdnetConfig::default(),
         }
     }
 }
