@@ -54,6 +54,16 @@ pub enum LocationsError {
         /// What is wrong.
         what: &'static str,
     },
+    /// A line of the file at the path is not `network,location`.
+    #[error("{}:{line}: {what}", .path.display())]
+    FileLine {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
 }
 
 /// A table of networks and locations; see the module docs.
@@ -155,7 +165,14 @@ impl Locations {
         }
         let text =
             std::fs::read_to_string(path).map_err(|e| LocationsError::Read(path.to_owned(), e))?;
-        Self::parse(&text)
+        Self::parse(&text).map_err(|e| match e {
+            LocationsError::Line { line, what } => LocationsError::FileLine {
+                path: path.to_owned(),
+                line,
+                what,
+            },
+            other => other,
+        })
     }
 
     /// Networks in the table.
@@ -282,6 +299,22 @@ network,location
         assert!(Locations::parse("").unwrap().is_empty());
         // "network" is a header only on the first row.
         assert_eq!(line("1.2.3.4,eu\nnetwork,location").0, 2);
+    }
+
+    #[test]
+    fn file_errors_name_the_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("muster-locations-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.csv");
+        std::fs::write(&path, "192.0.2.0/24,eu\n192.0.2.0/99,eu\n").unwrap();
+        let e = Locations::read(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}:2: bad prefix length", path.display())
+        );
+        let missing = Locations::read(&dir.join("missing.csv")).unwrap_err();
+        assert!(matches!(missing, LocationsError::Read(..)), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
