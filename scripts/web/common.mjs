@@ -16,9 +16,23 @@ export function launch() {
   });
 }
 
-// The cells of the list rows in the DOM, top to bottom.
+// The list rows in the DOM, top to bottom: one object per row, its cells by column (`star`,
+// `name`, `game`, `proto`, `region`, `map`, `players`, `pw`, `addr`, `polled`), plus `key`
+// (registered address | game). Name and address are the cell's own text, without the lobby
+// badge, the phone layout's second line or the copy button.
 export async function rows(page) {
   return page.$$eval("#spacer .row", (rs) => rs
     .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
-    .map((r) => [...r.children].map((c) => c.textContent)));
+    .map((r) => {
+      const o = { key: r.dataset.key };
+      for (const c of r.children) {
+        const own = c.firstChild && c.firstChild.nodeType === Node.TEXT_NODE ? c.firstChild.textContent : c.textContent;
+        o[c.dataset.col] = c.dataset.col === "name" || c.dataset.col === "addr" ? own : c.textContent;
+      }
+      o.badge = (r.querySelector(".badge") || {}).textContent || "";
+      return o;
+    }));
 }
+
+// Text of the status line's count, e.g. "120 of 300 servers, 912 players · live".
+export const shownRe = /^(\d+) of (\d+) servers/;

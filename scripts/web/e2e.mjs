@@ -1,14 +1,25 @@
-// Drives the Muster server browser in headless Chromium (run by scripts/web/e2e.sh).
+// Drives the Muster server browser in headless Chromium (run by scripts/web/e2e.sh, twice).
 //
-// Env: MUSTER_URL (the master's HTTP face), MUSTER_EXPECT (servers listed at least),
-// MUSTER_SCREENSHOT (PNG path), CHROMIUM (browser binary). Exits 1 on the first failed check.
-import { check, launch, rows } from "./common.mjs";
+// MUSTER_PHASE=empty: the master lists nothing yet. The page says how servers register, one
+//   line per bound face; a management server registered while the page is open appears, its
+//   change shows, its removal takes it away again, without reading the list again.
+// MUSTER_PHASE=list: the master lists the farm. The list, filters, sort, search, the URL
+//   (reload, back, forward), favourites, copying, connect links, the detail view with bots,
+//   rule names and the history chart, regions, lobbies, live changes; screenshots.
+//
+// Env: MUSTER_URL (the master's HTTP face), MUSTER_MGMT (its management face), MUSTER_EXPECT
+// (servers listed at least), MUSTER_SCREENSHOTS (a directory; empty: none), CHROMIUM.
+// Exits 1 on the first failed check.
+import net from "node:net";
+import { once } from "node:events";
+import { check, launch, rows, shownRe } from "./common.mjs";
 
 const base = process.env.MUSTER_URL;
-const expect = Number(process.env.MUSTER_EXPECT || "1");
-const shot = process.env.MUSTER_SCREENSHOT;
+const mgmtAddr = process.env.MUSTER_MGMT;
+const expect = Number(process.env.MUSTER_EXPECT || "0");
+const shots = process.env.MUSTER_SCREENSHOTS || "";
+const phase = process.env.MUSTER_PHASE || "list";
 const TIMEOUT = 30_000;
-
 
 async function api(path) {
   const res = await fetch(base + path);
@@ -16,113 +27,389 @@ async function api(path) {
   return res.json();
 }
 
-// Text of `#status`, e.g. "120 of 300 servers, 912 players · updated …".
-async function counts(page) {
-  const t = await page.textContent("#status");
-  const m = /^(\d+) of (\d+) servers/.exec(t || "");
-  return m ? { shown: Number(m[1]), total: Number(m[2]) } : null;
+// A game server on the management face: one TCP connection, frames `<length><json>\n`
+// (`management-server.md` §2).
+async function mgmtServer(name, address, port) {
+  const [host, p] = [mgmtAddr.slice(0, mgmtAddr.lastIndexOf(":")), Number(mgmtAddr.slice(mgmtAddr.lastIndexOf(":") + 1))];
+  const sock = net.connect(p, host);
+  await once(sock, "connect");
+  const send = (obj) => {
+    const json = Buffer.from(JSON.stringify(obj));
+    sock.write(Buffer.concat([Buffer.from(String(json.length + 1)), json, Buffer.from("\n")]));
+  };
+  send({ command: "msRegisterGameServer", content: { serverName: name, serverAddress: address, serverPort: port } });
+  return {
+    address: address + ":" + port,
+    stats: (current, max, open, mode) => send({ command: "msUpdateGameServerStats",
+      content: { players: { current, max }, isLobbyOpen: open, gameplayMode: mode } }),
+    unregister: () => send({ command: "msUnregisterGameServer" }),
+    close: () => sock.destroy(),
+  };
 }
 
-async function waitShown(page, n, what) {
+const counts = async (page) => {
+  const m = shownRe.exec((await page.textContent("#status")) || "");
+  return m ? { shown: Number(m[1]), total: Number(m[2]) } : null;
+};
+
+// Waits until the status line says `n` servers are shown (and, when given, `total` listed).
+async function waitShown(page, n, what, total) {
   await page.waitForFunction(
-    (n) => (/^(\d+) of/.exec(document.getElementById("status").textContent) || [])[1] === String(n),
-    n, { timeout: TIMEOUT },
+    ({ n, total, re }) => {
+      const m = new RegExp(re).exec(document.getElementById("status").textContent) || [];
+      return m[1] === String(n) && (total === null || m[2] === String(total));
+    },
+    { n, total: total === undefined ? null : total, re: shownRe.source }, { timeout: TIMEOUT },
   ).catch(() => { throw new Error("timed out waiting for " + what + " (" + n + " shown)"); });
 }
 
+// Waits until `pred(rows)` holds for the rows in the DOM.
+async function waitRows(page, pred, what) {
+  const t0 = Date.now();
+  for (;;) {
+    const r = await rows(page);
+    if (pred(r)) return r;
+    if (Date.now() - t0 > TIMEOUT) throw new Error("timed out waiting for " + what + ": " + JSON.stringify(r.slice(0, 3)));
+    await page.waitForTimeout(50);
+  }
+}
+
+async function shot(page, name, opts) {
+  if (!shots) return;
+  await page.waitForTimeout(300);
+  await page.screenshot(Object.assign({ path: shots + "/" + name }, opts || {}));
+  console.log("    screenshot: " + shots + "/" + name);
+}
+
+// Full reads of the list (`sort=` pages) the page made; a live page makes them only at load.
+function listReads(page) {
+  const n = { count: 0 };
+  page.on("request", (r) => { if (/\/api\/v1\/servers\?sort=/.test(r.url())) n.count++; });
+  return n;
+}
+
+async function emptyPhase(browser) {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+  page.setDefaultTimeout(TIMEOUT);
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const reads = listReads(page);
+  await page.goto(base + "/");
+  await page.waitForSelector("#blank li[data-face]");
+  await waitShown(page, 0, "the empty list", 0);
+  const lines = await page.$$eval("#blank li", (ls) => Object.fromEntries(ls.map((l) => [l.dataset.face, l.textContent])));
+  const info = await api("/api/v1/info");
+  const http = info.faces.find((f) => f.face === "http").address;
+  check(Object.keys(lines).sort().join() === "ddnet,gameagent,gamespy-udp,mgmt",
+    "the empty page has one line per bound face: " + Object.keys(lines).join(", "));
+  check(lines.ddnet.includes(`sv_register_url "http://${http}/ddnet/15/register"`), "DDNet line names the register URL");
+  check(lines.mgmt.includes("mgmt:" + mgmtAddr) && lines.mgmt.includes("msRegisterGameServer"), "management line names its address");
+  check(lines.gameagent.includes("ga_strServer") && lines["gamespy-udp"].includes("MasterServerAddress="),
+    "GameAgent and GameSpy lines say what to set");
+  await shot(page, "browser-empty.png");
+
+  // Live: added, changed, removed through the management face, the page never reloading.
+  const loadsBefore = reads.count;
+  const srv = await mgmtServer("Live arrival", "127.0.5.9", 20000);
+  try {
+    await waitShown(page, 1, "the registered management server", 1);
+    let r = await waitRows(page, (r) => r.length === 1, "one row");
+    check(r[0].name === "Live arrival" && r[0].addr === "127.0.5.9:20000" && await page.isHidden("#blank"),
+      "a server registered while the page is open appears without a reload");
+    check(r[0].region === "Japan", `its region comes from the locations table (${r[0].region})`);
+    srv.stats(4, 4, false, 2);
+    r = await waitRows(page, (r) => r.length === 1 && r[0].players === "4 / 4" && r[0].badge === "lobby closed",
+      "the changed row");
+    check(true, "a change (4 / 4 players, lobby closed) shows in place");
+    // The management server is not polled: its history comes from what it reports.
+    const t0 = Date.now();
+    while ((await api("/api/v1/servers/127.0.5.9:20000/history")).length === 0) {
+      if (Date.now() - t0 > TIMEOUT) throw new Error("no history for the management server");
+      await page.waitForTimeout(200);
+    }
+    await page.click("#spacer .row");
+    await page.waitForSelector("#detail.open #chart svg");
+    await page.waitForSelector("#chart svg .history-dot, #chart svg path.history-line", { state: "attached" });
+    const det = await page.textContent("#facts");
+    check(det.includes("Lobbyclosed") && det.includes("ModeStandard A+B"), "detail shows lobby and mode");
+    check(!(await page.textContent("#chart")).includes("no samples yet"), "a management server has history samples");
+    check((await page.textContent("#detail-address")) === "127.0.5.9:20000" && (await page.$("#connect")) === null,
+      "detail shows the game address, no connect link for this game");
+    srv.unregister();
+    await waitShown(page, 0, "the unregistered server", 0);
+    await page.waitForSelector("#blank li[data-face]");
+    check((await rows(page)).length === 0, "a server removed while the page is open disappears");
+    check((await page.textContent("#detail")).includes("no longer listed"), "the open detail says it is gone");
+    check(reads.count === loadsBefore, `no list read while following the changes (${reads.count} at load)`);
+  } finally {
+    srv.close();
+  }
+  // Without the stream (here refused as the daemon refuses one too many): the page reads the
+  // list every `refresh` seconds and still shows what changed.
+  const polled = await browser.newPage();
+  polled.setDefaultTimeout(TIMEOUT);
+  polled.on("pageerror", (e) => errors.push(String(e)));
+  await polled.route((u) => u.pathname === "/api/v1/events", (route) => route.fulfill({
+    status: 503, contentType: "application/json", body: '{"error":"too many event streams are open"}' }));
+  await polled.goto(base + "/?refresh=5");
+  await polled.waitForSelector("#live.off");
+  const late = await mgmtServer("Polled arrival", "127.0.5.10", 20010);
+  try {
+    await waitShown(polled, 1, "a server, by reading the list again", 1);
+    late.unregister();
+    await waitShown(polled, 0, "its removal, by reading the list again", 0);
+    check(true, "without the event stream the list is read every 5 s (?refresh=5)");
+  } finally {
+    late.close();
+  }
+  check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join("; ") : ""));
+  await polled.close();
+  await page.close();
+}
+
+async function listPhase(browser) {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
+  const page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const reads = listReads(page);
+  // Two management servers kept registered for the whole run: one lobby open, one closed.
+  const lobbies = [await mgmtServer("Bomber Lobby", "127.0.5.1", 20001), await mgmtServer("Bomber Round", "127.0.5.2", 20002)];
+  lobbies[0].stats(1, 4, true, 1);
+  lobbies[1].stats(4, 4, false, 2);
+  // The open lobby's players come and go (the lobby stays open): its history chart moves.
+  let tick = 0;
+  const churn = setInterval(() => lobbies[0].stats([1, 2, 3, 2, 1, 0, 1, 3, 3, 2][++tick % 10], 4, true, 1), 1500);
+  try {
+    // The list shows every listed server.
+    await page.goto(base + "/");
+    const listed = (await api("/api/v1/servers?per_page=1")).total;
+    check(listed >= expect + 2, `API lists ${listed} >= ${expect} + 2 servers`);
+    await page.waitForFunction(
+      ({ n, re }) => Number((new RegExp(re).exec(document.getElementById("status").textContent) || [])[2]) >= n,
+      { n: expect + 2, re: shownRe.source }, { timeout: TIMEOUT });
+    const c = await counts(page);
+    check(c.total >= expect && c.shown === c.total, `page lists all servers (${c.shown} of ${c.total})`);
+    const drawn = (await rows(page)).length;
+    check(drawn > 0 && drawn < c.total, `rows are virtualised (${drawn} in the DOM for ${c.total})`);
+
+    // Game and protocol columns are wide enough for every value.
+    const clipped = await page.$$eval("#spacer .row [data-col=game], #spacer .row [data-col=proto], #spacer .row [data-col=region]",
+      (cs) => cs.filter((c) => c.scrollWidth > c.clientWidth + 1).map((c) => c.textContent));
+    check(clipped.length === 0, "game, protocol and region are not cut off" + (clipped.length ? ": " + clipped.join(", ") : ""));
+    await shot(page, "browser-desktop.png");
+
+    // Filter by protocol; it is in the URL: reload keeps it, back and forward move through it.
+    await page.selectOption("#protocol", "ddnet");
+    const ddnet = (await api("/api/v1/servers?per_page=1&protocol=ddnet")).total;
+    await waitShown(page, ddnet, "protocol filter");
+    check((await rows(page)).every((r) => r.proto === "ddnet"), `protocol filter: ${ddnet} ddnet servers, every row ddnet`);
+    check(new URL(page.url()).searchParams.get("protocol") === "ddnet", "the filter is in the URL");
+    await page.reload();
+    await waitShown(page, ddnet, "protocol filter after a reload");
+    check(await page.inputValue("#protocol") === "ddnet", "a reload keeps the filter");
+    await page.goBack();
+    await waitShown(page, c.total, "back: no filter");
+    check(await page.inputValue("#protocol") === "", "back undoes the filter");
+    await page.goForward();
+    await waitShown(page, ddnet, "forward: the filter again");
+    await page.selectOption("#protocol", "");
+    await waitShown(page, c.total, "protocol filter cleared");
+
+    // Non-empty + not full.
+    await page.check("#nonempty");
+    await page.check("#notfull");
+    const busy = (await api("/api/v1/servers?per_page=1&non_empty=1&not_full=1")).total;
+    await waitShown(page, busy, "non-empty/not-full filter");
+    check((await rows(page)).every((r) => { const [n, m] = r.players.split(" / ").map(Number); return n > 0 && n < m; }),
+      `non-empty + not-full: ${busy} servers, all with 0 < players < max`);
+    const u = new URL(page.url()).searchParams;
+    check(u.get("nonempty") === "1" && u.get("notfull") === "1", "checkboxes are in the URL");
+    await page.uncheck("#nonempty");
+    await page.uncheck("#notfull");
+
+    // Region: a continent, then a country; the same servers as the API's ?region=.
+    const eu = (await api("/api/v1/servers?per_page=1&region=eu")).total;
+    await page.selectOption("#region", "eu");
+    await waitShown(page, eu, "region filter");
+    check(eu > 0 && (await rows(page)).every((r) => r.region === "Germany" || r.region === "France"),
+      `region eu: ${eu} servers, all in Germany or France`);
+    const fr = (await api("/api/v1/servers?per_page=1&region=eu:fr")).total;
+    await page.selectOption("#region", "eu:fr");
+    await waitShown(page, fr, "country filter");
+    check((await rows(page)).every((r) => r.region === "France"), `region eu:fr: ${fr} servers in France`);
+    await page.selectOption("#region", "");
+
+    // Lobby (management servers).
+    await page.selectOption("#lobby", "open");
+    await waitShown(page, 1, "lobby open");
+    let r = await rows(page);
+    check(r[0].name === "Bomber Lobby" && r[0].badge === "lobby open", "lobby filter: open");
+    await page.selectOption("#lobby", "closed");
+    await waitShown(page, 1, "lobby closed");
+    r = await rows(page);
+    check(r[0].name === "Bomber Round" && r[0].badge === "lobby closed", "lobby filter: closed");
+    await page.selectOption("#lobby", "");
+    await waitShown(page, c.total, "filters cleared");
+
+    // Sort by players, descending then ascending; by name; the sort is in the URL.
+    const players = (x) => Number(x.players.split(" / ")[0]);
+    await page.click('#thead [data-sort="players"]');
+    r = await rows(page);
+    const asc = r.every((x, i) => i === 0 || players(r[i - 1]) <= players(x));
+    await page.click('#thead [data-sort="players"]');
+    r = await rows(page);
+    const desc = r.every((x, i) => i === 0 || players(r[i - 1]) >= players(x));
+    check(asc && desc && players(r[0]) > 0, "sort by players works both ways");
+    await page.click('#thead [data-sort="name"]');
+    r = await rows(page);
+    const names = r.map((x) => x.name);
+    const sorted = [...names].sort((a, b) => a.localeCompare(b, undefined, { sensitivity: "base", numeric: true }));
+    check(JSON.stringify(names) === JSON.stringify(sorted), "sort by name");
+    const su = new URL(page.url()).searchParams;
+    check(su.get("sort") === "name" && su.get("order") === "asc", "the sort is in the URL");
+
+    // Favourites: a star per row, kept in localStorage, a filter in the URL.
+    const first = (await rows(page))[0];
+    await page.click(`#spacer .row[data-key="${first.key}"] .star`);
+    check(JSON.parse(await page.evaluate(() => localStorage.getItem("muster.favourites"))).includes(first.key),
+      "a star keeps the server in localStorage");
+    await page.check("#fav");
+    await waitShown(page, 1, "favourites only");
+    await page.reload();
+    await waitShown(page, 1, "favourites after a reload");
+    r = await rows(page);
+    check(r[0].key === first.key && r[0].star === "★", "favourites survive a reload");
+    await page.click(`#spacer .row[data-key="${first.key}"] .star`);
+    await waitShown(page, 0, "unstarred");
+    await page.uncheck("#fav");
+    await page.click('#thead [data-sort="players"]');
+
+    // Text search finds a server by a player's name (the API searches player names).
+    await page.fill("#q", "needle-player");
+    await waitShown(page, 1, "player-name search");
+    r = await rows(page);
+    check(r.length === 1 && r[0].name === "Muster e2e target", "search by player name finds its server");
+    check(new URL(page.url()).searchParams.get("q") === "needle-player", "the search is in the URL");
+    const target = r[0];
+
+    // The detail view: the game address first, a connect link (DDNet has ddnet://), copying,
+    // players apart from bots (the API's answer gets a bot added here: no emulated server
+    // flags one), the history chart; Esc closes it, back opens it again.
+    const detailOfTarget = (u) => u.pathname === "/api/v1/servers/" + encodeURIComponent(target.addr);
+    await page.route(detailOfTarget, async (route) => {
+      const res = await route.fetch();
+      const body = await res.json();
+      body.players = body.players.map((p) => Object.assign(p, { bot: false })).concat([{ name: "robot", score: 0, bot: true }]);
+      await route.fulfill({ response: res, json: body });
+    });
+    await page.click("#spacer .row");
+    const split = await page.waitForFunction(() => {
+      const names = (sel) => [...document.querySelectorAll(sel)].map((t) => t.firstChild.textContent);
+      const h = names("#players tr.player td:first-child"), b = names("#bots tr.bot td:first-child");
+      return h.length && b.length ? { humans: h, bots: b } : null;
+    }).then((h) => h.jsonValue());
+    check(split.humans.includes("needle-player") && split.humans.includes("second") && split.bots.join() === "robot",
+      `detail lists humans (${split.humans.join(", ")}) apart from bots (${split.bots.join(", ")})`);
+    await page.unroute(detailOfTarget);
+    check(await page.textContent("#detail-address") === target.addr, `detail shows the game address ${target.addr}`);
+    check(await page.getAttribute("#connect", "href") === "ddnet://" + target.addr, "a DDNet server has a ddnet:// link");
+    await page.click("#copy-address");
+    const copied = await page.evaluate(() => navigator.clipboard.readText());
+    check(copied === target.addr, `copy puts the address on the clipboard (${copied})`);
+    check(new URL(page.url()).searchParams.get("server") === target.key.split("|")[0], "the open server is in the URL");
+    // A flat line has an empty bounding box, so "attached", not "visible".
+    await page.waitForSelector("#chart svg path.history-line", { state: "attached" });
+    const d = await page.getAttribute("#chart svg path.history-line", "d");
+    check(/^M[\d.]+,[\d.]+/.test(d || ""), "history chart renders an SVG path");
+    const ticks = await page.$$eval("#chart svg text.axis", (ts) => ts.map((t) => t.textContent));
+    check(ticks.some((t) => /^\d\d:\d\d/.test(t)) && ticks.includes("0"), `chart has time and count ticks (${ticks.join(" ")})`);
+    const hist = await api("/api/v1/servers/" + encodeURIComponent(target.addr) + "/history");
+    check(Array.isArray(hist) && hist.length > 0 && "at" in hist[0] && "ok" in hist[0], `history API returns ${hist.length} samples`);
+    await page.keyboard.press("Escape");
+    await page.waitForSelector("#detail.open", { state: "detached" }).catch(() => {});
+    check(!(await page.$("#detail.open")) && !new URL(page.url()).searchParams.get("server"), "Esc closes the detail view");
+    await page.goBack();
+    await page.waitForSelector("#detail.open #detail-address");
+    check(await page.textContent("#detail-address") === target.addr, "back opens it again");
+
+    // Rules get display names where the protocol has them; other games copy their address.
+    await page.fill("#q", "");
+    await page.selectOption("#protocol", "gamespy");
+    await page.click("#spacer .row");
+    await page.waitForSelector("#rules tr th[title=hostport]");
+    const rule = await page.textContent("#rules tr th[title=hostport]");
+    check(rule.startsWith("Game Port"), `rules show display names ("${rule}")`);
+    check((await page.getAttribute("#connect", "href") || "").startsWith("unreal://"), "UT99 servers have an unreal:// link");
+    await page.selectOption("#protocol", "gameagent");
+    await page.click("#spacer .row");
+    await page.waitForFunction(() => /Protocolgameagent/.test(document.getElementById("facts").textContent));
+    check((await page.$("#connect")) === null, "Serious Sam servers have no connect link (copy only)");
+    await page.selectOption("#protocol", "");
+    await page.keyboard.press("Escape");
+
+    // Live, among many: a server added, changed and removed while the page is open.
+    const before = (await counts(page)).total;
+    const readsBefore = reads.count;
+    const live = await mgmtServer("Live arrival", "127.0.5.3", 20003);
+    try {
+      await waitShown(page, before + 1, "the added server", before + 1);
+      await page.fill("#q", "Live arrival");
+      r = await waitRows(page, (r) => r.length === 1 && r[0].name === "Live arrival", "the added row");
+      live.stats(3, 4, false, 1);
+      await waitRows(page, (r) => r.length === 1 && r[0].players === "3 / 4" && r[0].badge === "lobby closed", "the changed row");
+      live.unregister();
+      await waitShown(page, 0, "the removed server", before);
+      check(true, "among " + before + " servers, one added, changed and removed live");
+    } finally {
+      live.close();
+    }
+    await page.fill("#q", "");
+    check(reads.count === readsBefore, "no list read while the page follows the changes");
+
+    // ETag: an unchanged list answers 304 (the page's fallback while its stream is refused).
+    const e1 = await fetch(base + "/api/v1/servers?per_page=5&sort=address");
+    const etag = e1.headers.get("etag");
+    const e2 = await fetch(base + "/api/v1/servers?per_page=5&sort=address", { headers: { "If-None-Match": etag } });
+    check(etag && (e2.status === 304 || e2.headers.get("etag") !== etag), `ETag ${etag} revalidates (${e2.status})`);
+
+    // A shared link opens a server's detail: the open lobby, whose players come and go. For
+    // the screenshot, its chart gets a minute of samples first.
+    const lobby = "127.0.5.1:20001";
+    const t0 = Date.now();
+    while (shots && (await api("/api/v1/servers/" + lobby + "/history")).length < 25 && Date.now() - t0 < 60_000) {
+      await page.waitForTimeout(1000);
+    }
+    await page.goto(base + "/?server=" + encodeURIComponent(lobby) + "&server_game=bomberman");
+    await page.waitForSelector("#detail.open #chart svg path.history-line", { state: "attached" });
+    check(await page.textContent("#detail-address") === lobby, "a shared link opens the server's detail");
+    const steps = new Set((await api("/api/v1/servers/" + lobby + "/history")).map((p) => p.num_players));
+    check(steps.size > 1, `the management server's history follows its changes (${[...steps].join(", ")} players)`);
+    await shot(page, "browser-detail.png");
+    check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join("; ") : ""));
+
+    // A phone: name, players; the detail fills the screen.
+    const phone = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+    await phone.goto(base + "/");
+    await phone.waitForSelector("#spacer .row");
+    await waitShown(phone, (await counts(page)).total, "the phone's list");
+    const hidden = await phone.$eval("#spacer .row [data-col=game]", (c) => getComputedStyle(c).display);
+    check(hidden === "none", "the phone layout shows name and players only");
+    await shot(phone, "browser-phone.png");
+    await phone.close();
+  } finally {
+    clearInterval(churn);
+    for (const l of lobbies) l.close();
+  }
+}
 
 const browser = await launch();
 let failed = false;
 try {
-  const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-  page.setDefaultTimeout(TIMEOUT);
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-
-  // The list shows every listed server.
-  await page.goto(base + "/?refresh=2");
-  const listed = (await api("/api/v1/servers?per_page=1")).total;
-  check(listed >= expect, `API lists ${listed} >= ${expect} servers`);
-  await page.waitForFunction(
-    (n) => Number((/ of (\d+) servers/.exec(document.getElementById("status").textContent) || [])[1]) >= n,
-    expect, { timeout: TIMEOUT });
-  const c = await counts(page);
-  check(c.total >= expect && c.shown === c.total, `page lists all servers (${c.shown} of ${c.total})`);
-  const drawn = (await rows(page)).length;
-  check(drawn > 0 && drawn < c.total, `rows are virtualised (${drawn} in the DOM for ${c.total})`);
-
-  // Filter by protocol.
-  await page.selectOption("#protocol", "ddnet");
-  const ddnet = (await api("/api/v1/servers?per_page=1&protocol=ddnet")).total;
-  await waitShown(page, ddnet, "protocol filter");
-  check((await rows(page)).every((r) => r[2] === "ddnet"), `protocol filter: ${ddnet} ddnet servers, every row ddnet`);
-  await page.selectOption("#protocol", "");
-
-  // Non-empty + not full.
-  await page.check("#nonempty");
-  await page.check("#notfull");
-  const busy = (await api("/api/v1/servers?per_page=1&non_empty=1&not_full=1")).total;
-  await waitShown(page, busy, "non-empty/not-full filter");
-  const busyRows = await rows(page);
-  check(busyRows.every((r) => { const [n, m] = r[4].split(" / ").map(Number); return n > 0 && n < m; }),
-    `non-empty + not-full: ${busy} servers, all with 0 < players < max`);
-  await page.uncheck("#nonempty");
-  await page.uncheck("#notfull");
-
-  // Sort by players, descending then ascending.
-  const players = (r) => Number(r[4].split(" / ")[0]);
-  await page.click('#thead [data-sort="players"]');
-  let r = await rows(page);
-  const asc = r.every((x, i) => i === 0 || players(r[i - 1]) <= players(x));
-  await page.click('#thead [data-sort="players"]');
-  r = await rows(page);
-  const desc = r.every((x, i) => i === 0 || players(r[i - 1]) >= players(x));
-  check(asc && desc && players(r[0]) > 0, "sort by players works both ways");
-  await page.click('#thead [data-sort="name"]');
-  r = await rows(page);
-  const names = r.map((x) => x[0]);
-  const sorted = [...names].sort((a, b) => a.localeCompare(b, undefined, { sensitivity: "base", numeric: true }));
-  check(JSON.stringify(names) === JSON.stringify(sorted), "sort by name");
-
-  // Text search finds a server by a player's name (the API searches player names).
-  await page.fill("#q", "needle-player");
-  await waitShown(page, 1, "player-name search");
-  r = await rows(page);
-  check(r.length === 1 && r[0][0] === "Muster e2e target", "search by player name finds its server");
-
-  // The detail view shows players; the history chart draws a line.
-  await page.click("#spacer .row");
-  await page.waitForSelector("#detail.open #players tr.player");
-  const pl = await page.$$eval("#players tr.player td:first-child", (t) => t.map((x) => x.textContent));
-  check(pl.includes("needle-player") && pl.includes("second"), `detail lists players (${pl.join(", ")})`);
-  // A flat line has an empty bounding box, so "attached", not "visible".
-  await page.waitForSelector("#chart svg path.history-line", { state: "attached", timeout: TIMEOUT });
-  const d = await page.getAttribute("#chart svg path.history-line", "d");
-  check(/^M[\d.]+,[\d.]+/.test(d || ""), "history chart renders an SVG path");
-  const hist = await api("/api/v1/servers/" + encodeURIComponent((await rows(page))[0][6]) + "/history");
-  check(Array.isArray(hist) && hist.length > 0 && "at" in hist[0] && "ok" in hist[0], `history API returns ${hist.length} samples`);
-
-  // ETag: an unchanged list answers 304.
-  const first = await fetch(base + "/api/v1/servers?per_page=5&sort=address");
-  const etag = first.headers.get("etag");
-  const again = await fetch(base + "/api/v1/servers?per_page=5&sort=address", { headers: { "If-None-Match": etag } });
-  check(etag && (again.status === 304 || again.headers.get("etag") !== etag), `ETag ${etag} revalidates (${again.status})`);
-
-  // Screenshot: the whole list, busiest first, with a detail view open.
-  await page.fill("#q", "");
-  await page.click('#thead [data-sort="players"]');
-  await waitShown(page, c.total, "cleared search");
-  await page.click("#spacer .row");
-  await page.waitForSelector("#chart svg");
-  if (shot) {
-    // The page redraws an open detail view on every refresh: give the busiest server's first
-    // poll a few seconds to reach its history, so the chart in the picture is not empty.
-    await page.waitForSelector("#chart svg path.history-line", { state: "attached", timeout: 15_000 })
-      .catch(() => console.log("    (screenshot without history samples)"));
-    await page.waitForTimeout(300);
-    await page.screenshot({ path: shot });
-  }
-  check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join("; ") : ""));
+  if (phase === "empty") await emptyPhase(browser);
+  else await listPhase(browser);
 } catch (e) {
   console.error("e2e: " + e.message);
   failed = true;

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# End-to-end test of the server browser (issue 6) in a real headless Chromium.
+# End-to-end test of the server browser in a real headless Chromium.
 #
 #   scripts/web/e2e.sh             build muster, start `muster serve` and a farm of emulated
 #                                  servers on loopback, drive Chromium through the page
 #
 # Installs what it needs when missing (scripts/web/lib.sh): Debian `chromium` and `nodejs`/`npm`
 # (apt-get, needs root or sudo) and playwright-core (pinned in package.json / package-lock.json,
-# `npm ci` into scripts/web/node_modules). Saves a screenshot to docs/browser.png.
+# `npm ci` into scripts/web/node_modules). Saves screenshots to docs/screenshots/.
+#
+# First the page with no server listed (it explains how servers register, per bound face),
+# then with the farm: the list, filters, sort, search, the URL, favourites, copying, the
+# detail view, live additions, changes and removals through the management face, regions.
 #
 # Environment:
 #   MUSTER_WEB_GAMESPY=N       emulated GameSpy v1 servers (default 160, 8 per 127.0.1.K)
 #   MUSTER_WEB_GAMEAGENT=N     emulated GameAgent servers (default 40)
 #   MUSTER_WEB_DDNET=N         emulated Teeworlds servers registered over DDNet HTTP (default 60)
-#   MUSTER_WEB_SCREENSHOT=PATH where the screenshot goes (default docs/browser.png; "" for none)
+#   MUSTER_WEB_SCREENSHOTS=DIR where the screenshots go (default docs/screenshots; "" for none;
+#                              MUSTER_WEB_SCREENSHOT is the older name, still read)
 #   MUSTER_BIN, CHROMIUM, MUSTER_REQUIRE_PEERS, MUSTER_SKIP_PEERS: see scripts/web/lib.sh
 #
 # Exit status: 0 passed; 77 skipped (a prerequisite is missing and cannot be installed, and
@@ -26,10 +31,14 @@ cd "$web_root"
 gs_count=${MUSTER_WEB_GAMESPY:-160}
 ga_count=${MUSTER_WEB_GAMEAGENT:-40}
 tw_count=${MUSTER_WEB_DDNET:-60}
-screenshot=${MUSTER_WEB_SCREENSHOT-$web_root/docs/browser.png}
+shots=${MUSTER_WEB_SCREENSHOTS-${MUSTER_WEB_SCREENSHOT-$web_root/docs/screenshots}}
 ((tw_count >= 1)) || die "MUSTER_WEB_DDNET must be at least 1 (the target server is a DDNet one)"
 
 web_setup
+
+# Locations of the loopback addresses in use, so that the page has regions to show and filter.
+printf '%s\n' network,location 127.0.1.0/28,eu:de 127.0.1.16/28,eu:fr 127.0.0.1,na:us \
+    127.0.5.0/24,as:jp >"$work/locations.csv"
 
 step "starting muster serve"
 start_master "
@@ -37,7 +46,14 @@ start_master "
 interval = \"5s\"
 max_per_second = 1000
 # Polls on a loaded 2-core CI box can time out; the test is about the page, not de-listing.
-delist_after_failures = 1000"
+delist_after_failures = 1000
+[ddnet]
+locations = \"$work/locations.csv\""
+[[ -n $shots ]] && mkdir -p "$shots"
+export MUSTER_URL=$base MUSTER_MGMT=$mgmt MUSTER_SCREENSHOTS=$shots CHROMIUM=$chromium
+
+step "driving chromium: the empty page"
+MUSTER_PHASE=empty node scripts/web/e2e.mjs
 
 # Port blocks sit below the ephemeral range (32768+), shifted per run so that parallel runs
 # rarely collide: GameSpy on 127.0.1.K, DDNet and GameAgent on 127.0.0.1 (DDNet servers must
@@ -87,8 +103,6 @@ if ((all < want)); then
 fi
 echo "    $all of $want listed, $busy with players"
 
-step "driving chromium"
-[[ -n $screenshot ]] && mkdir -p "$(dirname "$screenshot")"
-MUSTER_URL=$base MUSTER_EXPECT=$all MUSTER_SCREENSHOT=$screenshot CHROMIUM=$chromium \
-    node scripts/web/e2e.mjs
+step "driving chromium: the list"
+MUSTER_PHASE=list MUSTER_EXPECT=$all node scripts/web/e2e.mjs
 step "ok"

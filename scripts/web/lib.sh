@@ -124,7 +124,7 @@ wait_line() {
 # Starts `muster serve` on loopback with the per-source caps on registrations lifted: all
 # emulated servers share a few loopback sources. The HTTP list API keeps its default bucket:
 # the page must live with it. $1: extra TOML appended to the config. Sets $base (the HTTP face),
-# $gamespy and $gameagent (heartbeat addresses).
+# $gamespy and $gameagent (heartbeat addresses) and $mgmt (the management face).
 start_master() {
     cat >"$work/master.toml" <<EOF
 data_dir = "$work/data"
@@ -135,7 +135,7 @@ gamespy_tcp = "off"
 teeworlds07 = "off"
 teeworlds06 = "off"
 http = "127.0.0.1:0"
-mgmt = "off"
+mgmt = "127.0.0.1:0"
 [limits]
 heartbeat_burst = 1000000
 heartbeat_refill = "1us"
@@ -162,8 +162,9 @@ EOF
     http=$(wait_line "$work/serve.log" 30 "^listening http tcp " | awk '{print $4}') || die "serve did not start"
     gamespy=$(wait_line "$work/serve.log" 5 "^listening gamespy-udp udp " | awk '{print $4}') || die "no gamespy face"
     gameagent=$(wait_line "$work/serve.log" 5 "^listening gameagent udp " | awk '{print $4}') || die "no gameagent face"
+    mgmt=$(wait_line "$work/serve.log" 5 "^listening mgmt tcp " | awk '{print $4}') || die "no mgmt face"
     base="http://$http"
-    echo "    master at $base, heartbeats: gamespy $gamespy, gameagent $gameagent"
+    echo "    master at $base, heartbeats: gamespy $gamespy, gameagent $gameagent; management $mgmt"
 }
 
 # Total of a list query ($1: extra query string, e.g. "&non_empty=1"); empty on failure.

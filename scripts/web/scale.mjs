@@ -107,6 +107,10 @@ try {
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   const cdp = await page.context().newCDPSession(page);
+  // Live events the page receives (Server-Sent Events on /api/v1/events).
+  let events = 0;
+  await cdp.send("Network.enable");
+  cdp.on("Network.eventSourceMessageReceived", () => { events++; });
   let requests = 0, bytes = 0, throttled = 0, notModified = 0;
   // Chromium reports a 304 to a `cache: "no-store"` fetch, and a request a reload cuts off, as
   // ERR_ABORTED; anything else is a real failure.
@@ -123,8 +127,9 @@ try {
     if (r.status() === 304) notModified++;
     if (r.status() === 429) throttled++;
     if (r.status() !== 200 && r.status() !== 304) console.log(`    (HTTP ${r.status()}: ${r.url().replace(base, "")})`);
-    const len = Number(r.headers()["content-length"] || 0);
-    bytes += len;
+    // Bytes as transferred (compressed), also for chunked answers without a length.
+    const sizes = await r.request().sizes().catch(() => null);
+    bytes += sizes ? sizes.responseBodySize : Number(r.headers()["content-length"] || 0);
   });
 
   // 1. Loading until every server is listed: the first time (a browser that just started),
@@ -150,17 +155,19 @@ try {
   }
   record("JS heap after load", await heapMb(cdp), "MB", "after GC");
 
-  // 2. One refresh cycle while idle: requests, bytes, the longest main-thread task.
+  // 2. Idle for 15 s while the poller changes servers: the page follows the live events, so it
+  // should make no list request; the longest main-thread task shows what applying them costs.
   await page.evaluate(() => {
     window.__long = 0;
     new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__long = Math.max(window.__long, e.duration); })
       .observe({ type: "longtask", buffered: false });
   });
-  const r0 = requests, b0 = bytes, n0 = notModified;
+  const r0 = requests, b0 = bytes, n0 = notModified, e0 = events;
   await page.waitForTimeout(15_000);
   const longest = await page.evaluate(() => window.__long);
-  record("idle 15 s (refresh every 5 s): API requests", requests - r0, "requests",
+  record("idle 15 s (live events): API requests", requests - r0, "requests",
     `${notModified - n0} answered 304; ${((bytes - b0) / 1e6).toFixed(1)} MB`);
+  record("idle 15 s: live events received", events - e0, "events");
   record("idle 15 s: longest main-thread task", ms(longest), "ms", longest ? "" : "none over 50 ms");
 
   // 3. A filter change: protocol = gamespy, then back to all.
@@ -168,7 +175,7 @@ try {
   let t = await frameAfter(page, `const s = document.getElementById("protocol"); s.value = arg;
     s.dispatchEvent(new Event("change"));`, "gamespy");
   await shownAfter(page, gs, "protocol filter");
-  check((await rows(page)).every((r) => r[2] === "gamespy"), `protocol filter: ${gs} gamespy servers, every row gamespy`);
+  check((await rows(page)).every((r) => r.proto === "gamespy"), `protocol filter: ${gs} gamespy servers, every row gamespy`);
   record("filter protocol=gamespy", ms(t), "ms", `${gs} shown`);
   t = await frameAfter(page, `document.getElementById("nonempty").click()`);
   const gsBusy = await total("&protocol=gamespy&non_empty=1");
@@ -181,11 +188,11 @@ try {
   record("filters cleared", ms(t), "ms", `${now} shown`);
 
   // 4. Sorting: by name (text), by players (numbers), each way.
-  const players = (r) => Number(r[4].split(" / ")[0]);
+  const players = (r) => Number(r.players.split(" / ")[0]);
   const coll = new Intl.Collator(undefined, { sensitivity: "base", numeric: true });
   t = await frameAfter(page, `document.querySelector('#thead [data-sort="name"]').click()`);
   let r = await rows(page);
-  const names = r.map((x) => x[0]);
+  const names = r.map((x) => x.name);
   check(names.every((n, i) => i === 0 || coll.compare(names[i - 1], n) <= 0), "sort by name (rows in view in order)");
   record("sort by name (click)", ms(t), "ms");
   t = await frameAfter(page, `document.querySelector('#thead [data-sort="name"]').click()`);
@@ -242,7 +249,7 @@ try {
   await shownAfter(page, 1, "player-name search");
   record("search \"needle-player\" until shown", Date.now() - t0, "ms", "1 shown (a player's name)");
   r = await rows(page);
-  check(r.length === 1 && r[0][0] === "Muster scale target", "search by player name finds its server");
+  check(r.length === 1 && r[0].name === "Muster scale target", "search by player name finds its server");
   t0 = Date.now();
   await page.fill("#q", "");
   await shownAfter(page, await total(""), "search cleared");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The server browser with 10,000 registered servers, measured in headless Chromium (issue 6:
-# "fast on 10,000 servers"). Not a timed test: it prints how long the page takes and how much
-# memory it holds; it fails only when something does not work (a server count, a filter, a
-# sort, a search is wrong, or the page throws).
+# The server browser with 10,000 registered servers, measured in headless Chromium. Not a
+# timed test: it prints how long the page takes and how much memory it holds; it fails only
+# when something does not work (a server count, a filter, a sort, a search is wrong, or the
+# page throws).
 #
 #   scripts/web/scale.sh                       10,000 servers, target/debug/muster
 #   MUSTER_BIN=target/release/muster MUSTER_WEB_SCALE=10000 scripts/web/scale.sh

@@ -587,6 +587,18 @@ pub struct Config {
     pub upstream: Vec<crate::upstream::config::UpstreamConfig>,
     /// Sharing the list with peers, and learned records' lifetime.
     pub federation: crate::upstream::config::FederationConfig,
+    /// DDNet face options.
+    pub ddnet: DdnetConfig,
+}
+
+/// DDNet face options.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DdnetConfig {
+    /// A CSV file of IP networks and locations (`192.0.2.0/24,eu:de`), as DDNet's master took
+    /// ([`crate::api::locations`]): `servers.json` entries and the API's server objects get a
+    /// `location`. Empty (the default): none.
+    pub locations: PathBuf,
 }
 
 /// Live events: `GET /api/v1/events` (Server-Sent Events).
@@ -682,6 +694,7 @@ impl Default for Config {
             events: EventsConfig::default(),
             upstream: Vec::new(),
             federation: crate::upstream::config::FederationConfig::default(),
+            ddnet: DdnetConfig::default(),
         }
     }
 }

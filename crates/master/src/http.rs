@@ -4,9 +4,10 @@
 //! GET /healthz                      {"status":"ok"|"degraded","records":N,"store_error":…}
 //! GET /metrics                      Prometheus text format 0.0.4
 //! GET /api/v1/servers               ?protocol= &game= &non_empty= &not_full= &password= &lobby=
-//!                                   &q= &sort= &order=asc|desc &page= &per_page= (1–500)
+//!                                   &region= &q= &sort= &order=asc|desc &page= &per_page= (1–500)
 //! GET /api/v1/servers/{address}     one listed server (game or registered address); ?game=
 //! GET /api/v1/events                what changes, as Server-Sent Events ([`crate::api::sse`])
+//! GET /api/v1/info                  the bound faces and what runs ([`info_router`])
 //! GET /api/v1/openapi.json          the OpenAPI 3.1 document of these routes
 //! GET /api/docs                     a page that shows it
 //! anything else                     404 {"error": "no such route"}
@@ -36,7 +37,7 @@ use serde::Deserialize;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::MasterHandle;
-use crate::api::dto::{ErrorDto, HealthDto, ServerDetail, ServerListDto, ServerSummary};
+use crate::api::dto::{ErrorDto, HealthDto, InfoDto, ServerDetail, ServerListDto, ServerSummary};
 use crate::api::list::{ListQuery, SortKey};
 use crate::metrics::{ServerSeries, render_servers};
 use crate::registry::GameAddr;
@@ -56,6 +57,23 @@ pub fn router(handle: MasterHandle) -> Router {
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/docs", get(docs))
         .with_state(handle)
+}
+
+/// `GET /api/v1/info` answering `info` (what [`crate::Master::run`] bound and runs).
+pub fn info_router(info: InfoDto) -> Router {
+    Router::new()
+        .route("/api/v1/info", get(info_route))
+        .with_state(std::sync::Arc::new(info))
+}
+
+/// What this daemon serves: its bound faces, the DDNet paths, whether the poller, history and
+/// locations are on. The browser page reads it to tell, on an empty list, how game servers
+/// register here.
+#[utoipa::path(get, path = "/api/v1/info", responses(
+    (status = 200, description = "The daemon's faces and features", body = InfoDto)
+))]
+async fn info_route(State(info): State<std::sync::Arc<InfoDto>>) -> Response {
+    axum::Json(&*info).into_response()
 }
 
 /// The answer to a path no route serves: 404 with a JSON body.
@@ -83,7 +101,8 @@ pub async fn not_found() -> Response {
         list_servers,
         server_detail,
         crate::api::sse::events,
-        crate::web::server_history
+        crate::web::server_history,
+        info_route
     ),
     components(schemas(
         ServerListDto,
@@ -94,6 +113,8 @@ pub async fn not_found() -> Response {
         crate::api::dto::PlayerDto,
         crate::api::dto::RuleValue,
         crate::api::dto::LobbyDto,
+        InfoDto,
+        crate::api::dto::FaceDto,
         crate::web::HistoryPointDto
     ))
 )]
@@ -237,6 +258,10 @@ struct ListParams {
     password: Option<String>,
     /// Only management servers whose lobby is `open` or `closed`.
     lobby: Option<String>,
+    /// Only servers in this region: a continent code (`eu`) or a continent and country
+    /// (`eu:de`), as `location` spells it. Needs a locations table (config
+    /// `ddnet.locations`); a server without a `location` never matches.
+    region: Option<String>,
     /// A case-insensitive substring of the server name or a player name (at most 256 bytes).
     q: Option<String>,
     /// Sort column: `order` (first registration, the default), `name`, `map`, `game`,
@@ -304,6 +329,18 @@ impl ListParams {
                 Some("open") => Some(true),
                 Some("closed") => Some(false),
                 Some(_) => return Err("lobby must be open or closed"),
+            },
+            region: match self.region.as_deref().map(str::trim) {
+                None | Some("") => None,
+                Some(r)
+                    if r.len() <= crate::api::locations::MAX_LOCATION_LEN
+                        && r.bytes().all(|b| {
+                            b.is_ascii_alphanumeric() || b == b':' || b == b'-' || b == b'_'
+                        }) =>
+                {
+                    Some(r.to_ascii_lowercase())
+                }
+                Some(_) => return Err("region must be a location such as eu or eu:de"),
             },
             text: q,
             sort,
@@ -482,6 +519,14 @@ mod tests {
             Err("lobby must be open or closed")
         );
         assert_eq!(params(&[("lobby", "open")]).unwrap().lobby, Some(true));
+        assert_eq!(
+            params(&[("region", "EU:de")]).unwrap().region.as_deref(),
+            Some("eu:de")
+        );
+        assert_eq!(
+            params(&[("region", "europe/west")]),
+            Err("region must be a location such as eu or eu:de")
+        );
         assert_eq!(
             params(&[("non_empty", "maybe")]),
             Err("non_empty must be a boolean")

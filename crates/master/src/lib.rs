@@ -114,6 +114,9 @@ pub enum MasterError {
     /// A server task failed.
     #[error("a face failed")]
     Serve(#[source] io::Error),
+    /// The locations file (config `ddnet.locations`) could not be used.
+    #[error("locations file")]
+    Locations(#[from] api::locations::LocationsError),
 }
 
 /// Sockets bound before [`Master::run`], so callers can bind port 0 and learn the real port.
@@ -254,12 +257,23 @@ pub struct Master {
     handle: MasterHandle,
     report: LoadReport,
     samples: Option<tokio::sync::mpsc::UnboundedSender<poller::PollSample>>,
+    /// Networks in the locations table installed at open (0: none).
+    locations: usize,
 }
 
 impl Master {
     /// Opens the store in `config.data_dir` (checking its integrity) and loads the registry,
     /// pruning what expired by `now` while the daemon was down.
     pub fn open(config: Config, now: Timestamp) -> Result<Self, MasterError> {
+        // The locations table is process-wide (see `api::locations`): installed only when
+        // configured, read before the store so that a bad file stops the start early.
+        let mut locations = 0;
+        if !config.ddnet.locations.as_os_str().is_empty() {
+            let table = api::locations::Locations::read(&config.ddnet.locations)?;
+            locations = table.len();
+            tracing::info!(networks = locations, "locations loaded");
+            api::locations::install(table);
+        }
         let store = SqliteStore::open(&config.data_dir)?;
         let (handle, report) = MasterHandle::open(config.registry_config(), Box::new(store), now)?;
         handle.events().configure(config.events.limits());
@@ -284,6 +298,7 @@ impl Master {
             handle,
             report,
             samples: None,
+            locations,
         })
     }
 
@@ -317,6 +332,23 @@ impl Master {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), MasterError> {
         let stop = CancellationToken::new();
+        let info = api::dto::InfoDto {
+            version: env!("CARGO_PKG_VERSION"),
+            faces: listeners
+                .bound()?
+                .into_iter()
+                .map(|b| api::dto::FaceDto {
+                    face: b.face,
+                    transport: b.transport,
+                    address: b.addr.to_string(),
+                })
+                .collect(),
+            ddnet_register_path: faces::teeworlds::ddnet::REGISTER_PATH,
+            ddnet_servers_json_path: faces::teeworlds::ddnet::SERVERS_JSON_PATH,
+            poller: self.config.poller.enabled,
+            history: self.config.history.enabled,
+            locations: self.locations,
+        };
         let limits = &self.config.limits;
         let handle = self.handle.clone();
         let mut tasks = tokio::task::JoinSet::new();
@@ -472,7 +504,7 @@ impl Master {
         };
         let mut samples = self.samples.clone();
         let mut history = None;
-        if self.config.poller.enabled && self.config.history.enabled {
+        if self.config.history.enabled {
             let h = web::History::new(
                 Box::new(web::history::SqliteHistory::open(&self.config.data_dir)?),
                 self.config.history.retention.0,
@@ -482,6 +514,16 @@ impl Master {
                 h.clone(),
                 rx,
                 samples.take(),
+                stop.clone(),
+            ));
+            // Servers the poller does not poll (management servers; all while it is off).
+            tasks.spawn(web::history::feed_unpolled(
+                handle.clone(),
+                tx.clone(),
+                web::history::Unpolled::new(
+                    self.config.poller.enabled,
+                    self.config.poller.interval.0,
+                ),
                 stop.clone(),
             ));
             samples = Some(tx);
@@ -515,6 +557,7 @@ impl Master {
         };
         for l in listeners.http {
             let app = http::router(handle.clone())
+                .merge(http::info_router(info.clone()))
                 .merge(web::router(history.clone(), handle.clone()))
                 .merge(faces::gamespy::router(handle.clone()))
                 .merge(faces::teeworlds::ddnet::router(

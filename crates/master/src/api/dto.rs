@@ -123,6 +123,11 @@ pub struct ServerSummary {
     pub password: Option<bool>,
     /// A management server's lobby state.
     pub lobby: Option<LobbyDto>,
+    /// Where it is, when the daemon has a locations table (config `ddnet.locations`) and it
+    /// lists the server's IP: a continent code (`eu`, `na`, `sa`, `as`, `af`, `oc`, `an`),
+    /// optionally `:` and an ISO 3166-1 country code (`eu:de`), lower case. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
     /// First registered.
     pub first_seen: u64,
     /// Last valid heartbeat.
@@ -159,6 +164,7 @@ impl ServerSummary {
             lobby: info
                 .filter(|_| r.face == crate::registry::Face::Mgmt)
                 .and_then(LobbyDto::of),
+            location: crate::api::locations::of_addr(&r.key.addr).map(|l| l.to_string()),
             first_seen: r.first_seen.as_secs(),
             last_heartbeat: r.last_heartbeat.as_secs(),
             last_poll: r.last_poll_ok.map(|t| t.as_secs()),
@@ -182,6 +188,10 @@ pub struct PlayerDto {
     /// Whether the player only watches, when the protocol says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spectator: Option<bool>,
+    /// Whether the player is a bot, when the protocol says (Teeworlds 0.7); absent when it
+    /// does not tell bots from humans.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bot: Option<bool>,
 }
 
 /// A rule's value: a string, or a list of strings for a key sent several times.
@@ -204,6 +214,11 @@ pub struct ServerDetail {
     pub players: Vec<PlayerDto>,
     /// Rules from the last poll: key → value (a repeated key → its values).
     pub rules: BTreeMap<String, RuleValue>,
+    /// English display names of the rule keys that have one (`adminemail` → `Admin E-Mail`,
+    /// `friendlyfire` → `Friendly Fire`): the GameSpy v1 vocabulary, the UE2 native rules
+    /// and the GameAgent status keys. A key without an entry is shown as sent. Display only:
+    /// `rules` keeps the keys as sent.
+    pub rule_names: BTreeMap<String, &'static str>,
 }
 
 impl ServerDetail {
@@ -236,10 +251,17 @@ impl ServerDetail {
                             ping_ms: p.ping_ms,
                             team: p.team,
                             spectator: p.spectator,
+                            bot: p.bot,
                         })
                         .collect()
                 })
                 .unwrap_or_default(),
+            rule_names: rules
+                .keys()
+                .filter_map(|k| {
+                    muster_proto::display::known_property_name(k).map(|n| (k.clone(), n))
+                })
+                .collect(),
             rules,
         }
     }
@@ -259,6 +281,39 @@ pub struct ServerListDto {
     pub per_page: usize,
     /// The servers of this page.
     pub servers: Vec<ServerSummary>,
+}
+
+/// `GET /api/v1/info`: what this daemon serves, so that a page or a tool can tell game
+/// servers where to register.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct InfoDto {
+    /// The daemon's version.
+    pub version: &'static str,
+    /// Every bound socket, in the order the daemon printed them at start.
+    pub faces: Vec<FaceDto>,
+    /// Where a DDNet server registers on the `http` face (`sv_register_url` is the face's
+    /// URL with this path).
+    pub ddnet_register_path: &'static str,
+    /// `servers.json` on the `http` face.
+    pub ddnet_servers_json_path: &'static str,
+    /// Whether the poller queries listed servers for names and players.
+    pub poller: bool,
+    /// Whether player-count history is kept (`/api/v1/servers/{address}/history`).
+    pub history: bool,
+    /// Networks in the locations table (config `ddnet.locations`; 0: no `location`s).
+    pub locations: usize,
+}
+
+/// One bound socket of `GET /api/v1/info`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct FaceDto {
+    /// The face as `muster serve`'s flags spell it: `gameagent`, `gamespy-udp`,
+    /// `gamespy-tcp`, `teeworlds07`, `teeworlds07-checker`, `teeworlds06`, `http`, `mgmt`.
+    pub face: &'static str,
+    /// `udp` or `tcp`.
+    pub transport: &'static str,
+    /// The bound address; an unspecified IP (`0.0.0.0`, `::`) means every address of the host.
+    pub address: String,
 }
 
 /// An error body.
@@ -356,5 +411,96 @@ impl HealthDto {
     pub fn with_upstreams(mut self, board: &crate::upstream::Board) -> Self {
         self.upstreams = board.rows().iter().map(UpstreamHealthDto::of).collect();
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Face, GameAddr, Registration, ServerKey, Timestamp};
+    use muster_proto::limit::SourceKey;
+    use muster_proto::teeworlds::info::{Answer, Family};
+    use muster_proto::teeworlds::{Info7Body, Player7, TwStr};
+
+    fn record(info: PollInfo) -> Record {
+        let addr: std::net::SocketAddr = "192.0.2.1:8303".parse().unwrap();
+        let mut r = Record::new(
+            1,
+            Registration {
+                key: ServerKey::new("teeworlds", GameAddr::Ip(addr)),
+                face: Face::Teeworlds07,
+                game_port: Some(8303),
+                query_addr: Some(addr),
+                query_protocol: Some(muster_proto::Protocol::Teeworlds),
+                source: SourceKey::of(addr.ip()),
+            },
+            Timestamp(0),
+        );
+        r.info = Some(std::sync::Arc::new(info));
+        r
+    }
+
+    /// A Teeworlds 0.7 answer flags bots (`teeworlds.md` §8.4): the flag reaches the API's
+    /// players; a 0.6 answer does not tell, so there is no `bot` at all.
+    #[test]
+    fn bots_of_a_07_answer_reach_the_api() {
+        let p = |name: &str, player_flags| Player7 {
+            name: TwStr::new(name).unwrap(),
+            player_flags,
+            ..Player7::default()
+        };
+        let body = Info7Body {
+            num_players: 2,
+            max_players: 8,
+            num_clients: 3,
+            max_clients: 8,
+            players: vec![p("human", 0), p("robot", 2), p("watcher", 1)],
+            ..Info7Body::default()
+        };
+        let info = Answer::Sixup(body).to_server_info(&[Family::Sixup]);
+        let d = ServerDetail::from_record(&record(PollInfo::from_server_info(&info)));
+        let bots: Vec<(&str, Option<bool>)> =
+            d.players.iter().map(|p| (p.name.as_str(), p.bot)).collect();
+        assert_eq!(
+            bots,
+            [
+                ("human", Some(false)),
+                ("robot", Some(true)),
+                ("watcher", Some(false))
+            ]
+        );
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["players"][1]["bot"], true);
+
+        let mut plain = muster_proto::ServerInfo::new(muster_proto::Protocol::GameSpy1);
+        plain.players.push(muster_proto::model::Player::default());
+        let d = ServerDetail::from_record(&record(PollInfo::from_server_info(&plain)));
+        assert_eq!(d.players[0].bot, None);
+        let json = serde_json::to_value(&d).unwrap();
+        assert!(json["players"][0].get("bot").is_none(), "{json}");
+    }
+
+    #[test]
+    fn rule_names_cover_known_keys_only() {
+        let d = ServerDetail::from_record(&record(PollInfo {
+            rules: vec![
+                ("friendlyfire".into(), "0".into()),
+                ("Mutator".into(), "a".into()),
+                ("Mutator".into(), "b".into()),
+                ("sv_custom".into(), "1".into()),
+            ],
+            ..PollInfo::default()
+        }));
+        assert_eq!(
+            d.rule_names,
+            BTreeMap::from([
+                ("Mutator".to_owned(), "Mutator"),
+                ("friendlyfire".to_owned(), "Friendly Fire"),
+            ])
+        );
+        assert_eq!(
+            d.rules.get("Mutator"),
+            Some(&RuleValue::Many(vec!["a".into(), "b".into()]))
+        );
     }
 }

@@ -34,6 +34,9 @@ pub struct ListQuery {
     pub password: Option<bool>,
     /// Only management servers whose lobby is open (`true`) or closed (`false`).
     pub lobby: Option<bool>,
+    /// Only servers whose location is this continent (`eu`) or country (`eu:de`); see
+    /// [`crate::api::locations::in_region`].
+    pub region: Option<String>,
     /// Case-insensitive substring of the server name or a player name.
     pub text: Option<String>,
     /// Sort column.
@@ -67,6 +70,7 @@ impl ListQuery {
             || self.not_full
             || self.password.is_some()
             || self.lobby.is_some()
+            || self.region.is_some()
             || self.text.is_some()
     }
 
@@ -107,6 +111,12 @@ impl ListQuery {
                 return false;
             }
         }
+        if let Some(want) = &self.region {
+            let here = crate::api::locations::of_addr(&r.key.addr);
+            if !here.is_some_and(|l| crate::api::locations::in_region(&l, want)) {
+                return false;
+            }
+        }
         if let Some(t) = text_lower {
             let Some(info) = &r.info else { return false };
             let hit = info.name.to_lowercase().contains(t)
@@ -133,13 +143,14 @@ impl ListQuery {
     /// The cache key of the filters (not sort, not page).
     fn filter_key(&self) -> String {
         format!(
-            "{:?}|{:?}|{}|{}|{:?}|{:?}|{:?}",
+            "{:?}|{:?}|{}|{}|{:?}|{:?}|{:?}|{:?}",
             self.game,
             self.protocol,
             self.non_empty,
             self.not_full,
             self.password,
             self.lobby,
+            self.region,
             self.text
         )
     }

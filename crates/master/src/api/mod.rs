@@ -2,4 +2,5 @@
 
 pub mod dto;
 pub mod list;
+pub mod locations;
 pub mod sse;

@@ -288,6 +288,9 @@ pub struct PollPlayer {
     pub team: Option<i32>,
     /// Whether the player only watches, when the protocol tells.
     pub spectator: Option<bool>,
+    /// Whether the player is a bot, when the protocol tells (Teeworlds 0.7's player flags,
+    /// `teeworlds.md` §8.4).
+    pub bot: Option<bool>,
 }
 
 /// What the last successful poll (or a face that carries state, such as the management
@@ -312,6 +315,17 @@ pub struct PollInfo {
     pub rules: Vec<(String, String)>,
     /// The game port, when the reply said it (GameSpy `hostport`).
     pub game_port: Option<u16>,
+}
+
+/// Whether `p` is a bot, when its protocol says: Teeworlds 0.7 sends `player_flags` (bit 1 is
+/// "bot", `teeworlds.md` §8.4), which the codec keeps in `raw` with a `bot` entry when set.
+fn bot_flag(p: &muster_proto::model::Player) -> Option<bool> {
+    let flagged = p.raw.iter().any(|(k, _)| k == "player_flags");
+    flagged.then(|| {
+        p.raw
+            .iter()
+            .any(|(k, v)| k == "bot" && *v == muster_proto::model::RawValue::Bool(true))
+    })
 }
 
 fn clip(s: &mut String) {
@@ -353,6 +367,7 @@ impl PollInfo {
                     ping_ms: p.ping_ms,
                     team: p.team,
                     spectator: p.spectator,
+                    bot: bot_flag(p),
                 })
                 .collect(),
             rules,

@@ -54,6 +54,7 @@ impl From<&PollInfo> for InfoRow {
                     ping_ms: p.ping_ms,
                     team: p.team,
                     spectator: p.spectator,
+                    bot: p.bot,
                 })
                 .collect(),
             rules: i.rules.clone(),
@@ -86,12 +87,14 @@ impl From<InfoRow> for PollInfo {
                         ping_ms,
                         team,
                         spectator,
+                        bot,
                     } => PollPlayer {
                         name,
                         score,
                         ping_ms,
                         team,
                         spectator,
+                        bot,
                     },
                 })
                 .collect(),
@@ -107,7 +110,7 @@ impl From<InfoRow> for PollInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum PlayerRow {
-    /// `{"name": …, "score": …, "ping_ms": …, "team": …, "spectator": …}`.
+    /// `{"name": …, "score": …, "ping_ms": …, "team": …, "spectator": …, "bot": …}`.
     Full {
         /// Name.
         name: String,
@@ -123,6 +126,9 @@ pub enum PlayerRow {
         /// Spectator.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         spectator: Option<bool>,
+        /// Bot (absent in rows of earlier builds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bot: Option<bool>,
     },
     /// `[name, score]`.
     Pair(String, Option<i64>),
@@ -289,6 +295,21 @@ mod tests {
         let s = sources_from_rows(sparse);
         assert_eq!(s[0].origin, Origin::Direct, "direct first");
         assert_eq!(s[1].last_seen, Timestamp(0));
+    }
+
+    #[test]
+    fn bot_flags_round_trip_and_old_rows_have_none() {
+        let old = r#"{"players":[{"name":"a","score":1,"spectator":false}]}"#;
+        let info = PollInfo::from(serde_json::from_str::<InfoRow>(old).unwrap());
+        assert_eq!(info.players[0].bot, None);
+        let mut with = info.clone();
+        with.players[0].bot = Some(true);
+        let json = serde_json::to_string(&InfoRow::from(&with)).unwrap();
+        assert!(json.contains(r#""bot":true"#), "{json}");
+        let back = PollInfo::from(serde_json::from_str::<InfoRow>(&json).unwrap());
+        assert_eq!(back, with);
+        let json = serde_json::to_string(&InfoRow::from(&info)).unwrap();
+        assert!(!json.contains("bot"), "unknown is not written: {json}");
     }
 
     #[test]

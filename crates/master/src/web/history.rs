@@ -2,6 +2,11 @@
 //! while (24 h by default, config `history.retention`) so the web page can draw how busy a
 //! server was.
 //!
+//! Servers the poller does not poll (management servers, which tell their state themselves;
+//! every server while the poller is off) get their samples from what the registry knows:
+//! [`feed_unpolled`] looks at each new snapshot and writes a sample for such a server when its
+//! player count or slots changed, and at least once per poll interval ([`Unpolled`]).
+//!
 //! [`HistoryStore`] is the boundary (like [`crate::store::Store`] for records);
 //! [`SqliteHistory`] keeps the samples in the daemon's SQLite file, in the `poll_history`
 //! table, on a connection of its own (WAL lets it write beside the record store). [`run`] is the
@@ -20,7 +25,7 @@ use rusqlite::{Connection, params};
 use tokio::sync::mpsc;
 
 use crate::poller::PollSample;
-use crate::registry::Timestamp;
+use crate::registry::{Record, ServerKey, Timestamp};
 use crate::store::{DB_FILE, StoreError};
 
 /// Default time samples are kept.
@@ -267,10 +272,132 @@ pub async fn run(
     flush(&mut buf);
 }
 
+/// How often [`feed_unpolled`] looks for changes.
+pub const UNPOLLED_SCAN: Duration = Duration::from_secs(2);
+
+/// What [`feed_unpolled`] last wrote per unpolled server, deciding the next samples. Time is
+/// passed in.
+#[derive(Debug)]
+pub struct Unpolled {
+    /// The poller runs: records it can poll get their samples from it.
+    poller: bool,
+    /// A sample at least this often while nothing changes.
+    every: Duration,
+    /// Per record: players, slots, when written, the scan that last saw it.
+    last: std::collections::HashMap<ServerKey, (u32, u32, Timestamp, u64)>,
+    scans: u64,
+    /// The earliest time a sample is due without a change.
+    next_due: Option<Timestamp>,
+}
+
+impl Unpolled {
+    /// Samples for the records the poller leaves out (all of them when `poller` is false),
+    /// at every change and at least every `every`.
+    #[must_use]
+    pub fn new(poller: bool, every: Duration) -> Self {
+        Self {
+            poller,
+            every,
+            last: std::collections::HashMap::new(),
+            scans: 0,
+            next_due: None,
+        }
+    }
+
+    /// Whether the poller polls `r` (it has a query protocol and address).
+    fn polled(&self, r: &Record) -> bool {
+        self.poller && r.query_protocol.is_some() && r.query_addr.is_some()
+    }
+
+    /// Whether a scan at `now` could write anything when nothing changed.
+    #[must_use]
+    pub fn due(&self, now: Timestamp) -> bool {
+        self.next_due.is_some_and(|t| now >= t)
+    }
+
+    /// The samples due at `now` for `records` (every listed record): an unpolled record with
+    /// info gets one when it is new, its players or slots changed, or its last is `every`
+    /// old. Records no longer listed are forgotten.
+    pub fn scan<'a>(
+        &mut self,
+        records: impl IntoIterator<Item = &'a Record>,
+        now: Timestamp,
+    ) -> Vec<PollSample> {
+        self.scans += 1;
+        let scan = self.scans;
+        let mut out = Vec::new();
+        for r in records {
+            if self.polled(r) {
+                continue;
+            }
+            let Some(info) = r.info.as_deref() else {
+                continue;
+            };
+            let (n, max) = (info.num_players, info.max_players);
+            let due = match self.last.get_mut(&r.key) {
+                Some(e) => {
+                    e.3 = scan;
+                    (e.0, e.1) != (n, max) || now.since(e.2) >= self.every
+                }
+                None => true,
+            };
+            if due {
+                self.last.insert(r.key.clone(), (n, max, now, scan));
+                out.push(PollSample {
+                    key: r.key.clone(),
+                    at: now,
+                    ok: true,
+                    num_players: Some(n),
+                    max_players: Some(max),
+                    ping: None,
+                });
+            }
+        }
+        self.last.retain(|_, e| e.3 == scan);
+        self.next_due = self.last.values().map(|e| e.2.plus(self.every)).min();
+        out
+    }
+}
+
+/// Sends [`Unpolled`]'s samples to `samples` (the history writer's channel) until `stop` is
+/// cancelled: a scan every [`UNPOLLED_SCAN`] when the snapshot shows a change (its last event
+/// id moved) or a sample is due by age.
+pub async fn feed_unpolled(
+    handle: crate::MasterHandle,
+    samples: mpsc::UnboundedSender<PollSample>,
+    mut unpolled: Unpolled,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut tick = tokio::time::interval(UNPOLLED_SCAN);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seen: Option<(u64, usize)> = None;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let view = handle.snapshot();
+        let now = Timestamp::now();
+        // The event id moves with every change the API shows; the length covers a daemon
+        // whose events are not on yet (while it loads).
+        let mark = (view.last_event_id(), view.len());
+        if seen == Some(mark) && !unpolled.due(now) {
+            continue;
+        }
+        seen = Some(mark);
+        for s in unpolled.scan(view.listed().iter().map(|r| &**r), now) {
+            if samples.send(s).is_err() {
+                return;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{GameAddr, ServerKey};
+    use crate::registry::{Face, GameAddr, PollInfo, Registration};
+    use muster_proto::limit::SourceKey;
 
     fn sample(addr: &str, at: u64, n: u32) -> PollSample {
         PollSample {
@@ -311,6 +438,71 @@ mod tests {
             .unwrap();
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].at, Timestamp(5_000));
+    }
+
+    fn record(port: u16, face: Face, players: Option<u32>) -> Record {
+        let addr: std::net::SocketAddr = format!("192.0.2.1:{port}").parse().unwrap();
+        let polled = face != Face::Mgmt;
+        let mut r = Record::new(
+            1,
+            Registration {
+                key: ServerKey::new("g", GameAddr::Ip(addr)),
+                face,
+                game_port: Some(port),
+                query_addr: polled.then_some(addr),
+                query_protocol: polled.then_some(muster_proto::Protocol::GameSpy1),
+                source: SourceKey::of(addr.ip()),
+            },
+            Timestamp(0),
+        );
+        r.info = players.map(|n| {
+            Arc::new(PollInfo {
+                num_players: n,
+                max_players: 4,
+                ..PollInfo::default()
+            })
+        });
+        r
+    }
+
+    #[test]
+    fn unpolled_records_are_sampled_on_change_and_by_age() {
+        let every = Duration::from_secs(300);
+        let mut u = Unpolled::new(true, every);
+        let mgmt = record(2000, Face::Mgmt, Some(1));
+        let polled = record(2001, Face::GameSpy, Some(3));
+        let silent = record(2002, Face::Mgmt, None);
+        let t0 = Timestamp(1_000_000);
+        let got = u.scan([&mgmt, &polled, &silent], t0);
+        assert_eq!(got.len(), 1, "only the unpolled record with info: {got:?}");
+        assert_eq!(
+            (
+                got[0].key.addr.port(),
+                got[0].num_players,
+                got[0].max_players
+            ),
+            (2000, Some(1), Some(4))
+        );
+        // Nothing changed, nothing due.
+        let t1 = t0.plus(Duration::from_secs(10));
+        assert!(!u.due(t1));
+        assert!(u.scan([&mgmt, &polled], t1).is_empty());
+        // A change is written at once.
+        let busier = record(2000, Face::Mgmt, Some(2));
+        let got = u.scan([&busier], t1);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].num_players, Some(2));
+        // Unchanged, a sample every `every`.
+        let t2 = t1.plus(every);
+        assert!(u.due(t2));
+        assert_eq!(u.scan([&busier], t2).len(), 1);
+        // Gone and back: sampled again at once.
+        assert!(u.scan([], t2).is_empty());
+        assert!(!u.due(t2.plus(every)), "forgotten");
+        assert_eq!(u.scan([&busier], t2).len(), 1);
+        // Without the poller every record is sampled.
+        let mut all = Unpolled::new(false, every);
+        assert_eq!(all.scan([&mgmt, &polled, &silent], t0).len(), 2);
     }
 
     #[tokio::test]

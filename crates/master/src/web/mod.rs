@@ -8,13 +8,17 @@
 //!
 //! [`etag`] is a middleware for every `GET` answered `200`: it sends an `ETag` (a hash of the
 //! body) and answers `304 Not Modified` without a body when `If-None-Match` carries it, so the
-//! page can poll the list every few seconds and transfer it only when it changed.
+//! page, reading the list now and then while its event stream is refused, transfers only the
+//! pages that changed.
 //!
-//! The page fetches every listed server (all pages of `/api/v1/servers`), filters and sorts
-//! them in the browser, asks the API for the text search (which also matches player names),
-//! and renders only the rows in view, so 10,000 servers stay fast.
-//!
-//! Does not: push updates (no SSE; the page polls with `If-None-Match`).
+//! The page fetches every listed server (all pages of `/api/v1/servers`), then follows the
+//! live events of `/api/v1/events` from the list's `last_event_id`, adding, changing and
+//! removing rows in place; it reads the whole list again only on `resync`, or now and then
+//! (with `If-None-Match`) while the event stream is refused. It filters and sorts in the
+//! browser, asks the API for the text search (which also matches player names), and renders
+//! only the rows in view, so 10,000 servers stay fast. Filters, sort, search and the open
+//! server live in the URL; favourites in the browser's `localStorage`; `/api/v1/info` tells
+//! an empty page how servers register. `docs/browser.md` describes it.
 
 pub mod history;
 
@@ -224,8 +228,17 @@ mod tests {
 
     #[test]
     fn page_has_its_parts() {
-        assert!(INDEX_HTML.contains("/api/v1/servers"));
-        assert!(INDEX_HTML.contains("If-None-Match"));
-        assert!(INDEX_HTML.contains("/history"));
+        for part in [
+            "/api/v1/servers",
+            "/api/v1/events",
+            "/api/v1/info",
+            "EventSource",
+            "If-None-Match",
+            "/history",
+            "localStorage",
+            "pushState",
+        ] {
+            assert!(INDEX_HTML.contains(part), "{part}");
+        }
     }
 }

@@ -196,3 +196,293 @@ async fn address_is_the_game_address_for_every_protocol() {
     }
     d.stop().await;
 }
+
+/// Registers `key` through `face` with `info`, not pollable (no query address).
+fn record(d: &Daemon, key: &ServerKey, face: Face, game_port: u16, info: PollInfo) {
+    let reg = Registration {
+        key: key.clone(),
+        face,
+        game_port: Some(game_port),
+        query_addr: None,
+        query_protocol: None,
+        source: SourceKey::of(key.addr.ip().unwrap()),
+    };
+    d.handle.write(|r| {
+        r.register(reg, Timestamp::now());
+        r.set_info(key, info);
+    });
+}
+
+fn ip_key(game: &str, addr: &str) -> ServerKey {
+    ServerKey::new(game, GameAddr::Ip(addr.parse().unwrap()))
+}
+
+/// `ddnet.locations` (a CSV of networks): every server object gets its `location`, the list
+/// filters by `region` (a continent or a country), `servers.json` entries carry it as DDNet's
+/// master writes it, and `/api/v1/info` counts the networks.
+#[tokio::test]
+async fn locations_give_location_region_filter_and_servers_json_location() {
+    let dir = TempDir::new("api-locations");
+    let mut c = config(&dir);
+    c.poller.enabled = false;
+    c.ddnet.locations = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/integration/locations.csv"
+    )
+    .into();
+    let d = Daemon::start(c);
+    let info = |name: &str| PollInfo {
+        name: name.into(),
+        map: "dm1".into(),
+        num_players: 1,
+        max_players: 8,
+        ..PollInfo::default()
+    };
+    record(
+        &d,
+        &ip_key("ut", "198.51.100.5:7778"),
+        Face::GameSpy,
+        7777,
+        info("de"),
+    );
+    record(
+        &d,
+        &ip_key("ut", "198.51.100.200:7778"),
+        Face::GameSpy,
+        7777,
+        info("fr"),
+    );
+    let tw = ip_key("teeworlds", "203.0.113.9:8303");
+    record(&d, &tw, Face::Teeworlds06, 8303, info("us"));
+    record(
+        &d,
+        &ip_key("ut", "[2001:db8:77::1]:7778"),
+        Face::GameSpy,
+        7777,
+        info("jp"),
+    );
+    record(
+        &d,
+        &ip_key("ut", "192.0.2.44:7778"),
+        Face::GameSpy,
+        7777,
+        info("nowhere"),
+    );
+    d.handle.publish();
+
+    let all = get_json(d.http(), "/api/v1/servers?sort=name", 200).await;
+    let where_: Vec<(String, Option<String>)> = all["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let loc = s
+                .get("location")
+                .and_then(|l| l.as_str())
+                .map(str::to_owned);
+            (s["name"].as_str().unwrap().to_owned(), loc)
+        })
+        .collect();
+    let want = [
+        ("de", Some("eu:de")),
+        ("fr", Some("eu:fr")),
+        ("jp", Some("as:jp")),
+        ("nowhere", None),
+        ("us", Some("na:us")),
+    ];
+    let want: Vec<(String, Option<String>)> = want
+        .iter()
+        .map(|(n, l)| ((*n).to_owned(), l.map(str::to_owned)))
+        .collect();
+    assert_eq!(
+        where_, want,
+        "a server outside the table has no `location` key"
+    );
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let eu = get_json(d.http(), "/api/v1/servers?region=eu&sort=name", 200).await;
+    assert_eq!(names(&eu), ["de", "fr"]);
+    let de = get_json(d.http(), "/api/v1/servers?region=EU:DE", 200).await;
+    assert_eq!(names(&de), ["de"]);
+    let none = get_json(d.http(), "/api/v1/servers?region=oc", 200).await;
+    assert_eq!(none["total"], 0);
+    let bad = get_json(d.http(), "/api/v1/servers?region=eu/west", 400).await;
+    assert_eq!(
+        bad["error"],
+        "region must be a location such as eu or eu:de"
+    );
+    let one = get_json(d.http(), "/api/v1/servers/203.0.113.9:8303", 200).await;
+    assert_eq!(one["location"], "na:us");
+
+    let (status, doc) = get(d.http(), "/ddnet/15/servers.json").await;
+    assert_eq!(status, 200);
+    assert!(
+        doc.contains(
+            r#"{"addresses":["tw-0.6+udp://203.0.113.9:8303"],"location":"na:us","info":{"#
+        ),
+        "{doc}"
+    );
+    let info = get_json(d.http(), "/api/v1/info", 200).await;
+    assert_eq!(info["locations"], 4);
+    d.stop().await;
+}
+
+/// Players say whether they are bots where the protocol does (absent where it does not); rules
+/// keep their keys and get display names where the protocol has them.
+#[tokio::test]
+async fn detail_tells_bots_and_names_rules() {
+    let dir = TempDir::new("api-bots");
+    let mut c = config(&dir);
+    c.poller.enabled = false;
+    let d = Daemon::start(c);
+    let key = ip_key("teeworlds", "192.0.2.50:8303");
+    let player = |name: &str, bot| muster_master::registry::PollPlayer {
+        name: name.into(),
+        bot,
+        ..Default::default()
+    };
+    record(
+        &d,
+        &key,
+        Face::Teeworlds07,
+        8303,
+        PollInfo {
+            num_players: 2,
+            max_players: 8,
+            players: vec![
+                player("human", Some(false)),
+                player("robot", Some(true)),
+                player("unknown", None),
+            ],
+            rules: vec![
+                ("AdminEMail".into(), "a@example.org".into()),
+                ("mymod".into(), "1".into()),
+            ],
+            ..PollInfo::default()
+        },
+    );
+    d.handle.publish();
+    let one = get_json(d.http(), "/api/v1/servers/192.0.2.50:8303", 200).await;
+    let p = one["players"].as_array().unwrap();
+    assert_eq!(p[0]["bot"], false);
+    assert_eq!(p[1]["bot"], true);
+    assert!(p[2].get("bot").is_none(), "{}", p[2]);
+    assert_eq!(one["rules"]["AdminEMail"], "a@example.org");
+    assert_eq!(
+        one["rule_names"],
+        serde_json::json!({"AdminEMail": "Admin E-Mail"})
+    );
+    let doc = get_json(d.http(), "/api/v1/openapi.json", 200).await;
+    let detail = &doc["components"]["schemas"]["ServerDetail"];
+    assert!(
+        detail.to_string().contains("rule_names"),
+        "documented: {detail}"
+    );
+    d.stop().await;
+}
+
+/// `/api/v1/info` lists every bound face with its real address, for the page's empty state.
+#[tokio::test]
+async fn info_lists_the_bound_faces() {
+    let dir = TempDir::new("api-info");
+    let mut c = config(&dir);
+    c.listen.mgmt = crate::loopback();
+    c.listen.gamespy_udp = crate::loopback();
+    c.poller.enabled = false;
+    let d = Daemon::start(c);
+    let info = get_json(d.http(), "/api/v1/info", 200).await;
+    let faces: Vec<(String, String, String)> = info["faces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["face"].as_str().unwrap().to_owned(),
+                f["transport"].as_str().unwrap().to_owned(),
+                f["address"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let bound: Vec<(String, String, String)> = d
+        .bound
+        .iter()
+        .map(|b| {
+            (
+                b.face.to_owned(),
+                b.transport.to_owned(),
+                b.addr.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(faces, bound);
+    assert!(faces.iter().any(|f| f.0 == "mgmt"));
+    assert_eq!(info["ddnet_register_path"], "/ddnet/15/register");
+    assert_eq!(info["poller"], false);
+    assert_eq!(info["history"], true);
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
+    let doc = get_json(d.http(), "/api/v1/openapi.json", 200).await;
+    assert!(doc["paths"]["/api/v1/info"].is_object());
+    d.stop().await;
+}
+
+/// Servers the poller does not poll (here: all of them, it is off; a management server would
+/// be so with it on) get history samples from what they report, and the history route finds
+/// a server by the address the list shows as well as by the registered one.
+#[tokio::test]
+async fn history_of_unpolled_servers_by_either_address() {
+    let dir = TempDir::new("api-history");
+    let mut c = config(&dir);
+    c.poller.enabled = false;
+    let d = Daemon::start(c);
+    let key = ip_key("ut", "192.0.2.60:7778");
+    record(
+        &d,
+        &key,
+        Face::GameSpy,
+        7777,
+        PollInfo {
+            num_players: 3,
+            max_players: 16,
+            ..PollInfo::default()
+        },
+    );
+    mgmt_record(&d, 2060, true);
+    d.handle.publish();
+    let s = &get_json(d.http(), "/api/v1/servers?protocol=gamespy", 200).await["servers"][0];
+    assert_eq!(s["address"], "192.0.2.60:7777");
+    // The feeder scans every 2 s and the writer flushes every second.
+    let t = std::time::Instant::now();
+    let history = loop {
+        let h = get_json(d.http(), "/api/v1/servers/192.0.2.60:7777/history", 200).await;
+        if !h.as_array().unwrap().is_empty() {
+            break h;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(15),
+            "no sample"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(history[0]["num_players"], 3);
+    assert_eq!(history[0]["max_players"], 16);
+    assert_eq!(history[0]["ok"], true);
+    let by_registered = get_json(d.http(), "/api/v1/servers/192.0.2.60:7778/history", 200).await;
+    assert_eq!(by_registered, history);
+    let by_game = get_json(
+        d.http(),
+        "/api/v1/servers/192.0.2.60:7777/history?game=ut",
+        200,
+    )
+    .await;
+    assert_eq!(by_game, history);
+    let mgmt = get_json(d.http(), "/api/v1/servers/192.0.2.9:2060/history", 200).await;
+    assert_eq!(mgmt[0]["num_players"], 1);
+    assert_eq!(mgmt[0]["max_players"], 4);
+    d.stop().await;
+}

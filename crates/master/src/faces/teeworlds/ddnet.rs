@@ -46,9 +46,12 @@
 //! grows past [`MAX_DDNET_INFO`] when re-written (413). A challenge goes only to the IP that
 //! opened the TCP connection.
 //!
-//! Does not: read the peer IP from a reverse-proxy header, ban, keep communities, or add
-//! `location`. The HTTP server must put the peer address in each request
-//! ([`crate::runtime::http::serve`] does).
+//! An entry gets a `location` when the daemon has a locations table (config
+//! `ddnet.locations`, [`crate::api::locations`]): that of its first address that has one, in
+//! the sorted order, as the reference master does.
+//!
+//! Does not: read the peer IP from a reverse-proxy header, ban, or keep communities. The HTTP
+//! server must put the peer address in each request ([`crate::runtime::http::serve`] does).
 
 mod info;
 mod request;
@@ -752,6 +755,10 @@ pub fn document(view: &Snapshot) -> Arc<Bytes> {
             out.extend_from_slice(b"{\"addresses\":");
             let urls: Vec<&str> = addrs.iter().map(|k| &*k.3).collect();
             let _ = serde_json::to_writer(&mut out, &urls);
+            if let Some(l) = addrs.iter().find_map(|k| crate::api::locations::of_ip(k.0)) {
+                out.extend_from_slice(b",\"location\":");
+                let _ = serde_json::to_writer(&mut out, &*l);
+            }
             out.extend_from_slice(b",\"info\":");
             match info {
                 EntryInfo::Registered(_, raw) => out.extend_from_slice(&raw),
