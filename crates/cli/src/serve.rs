@@ -39,6 +39,11 @@ pub(crate) struct ServeArgs {
     /// Where the registry is stored (default: ./muster-data).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<std::path::PathBuf>,
+    /// The registry's store: sqlite:PATH (default sqlite:<data-dir>/muster.sqlite3) or
+    /// postgres://USER:PASS@HOST:PORT/DB, which several instances may share (overrides
+    /// `[store] url`).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// GameAgent master, UDP.
     #[arg(long, value_name = "ADDR|off")]
     pub gameagent: Option<String>,
@@ -82,6 +87,9 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
     if let Some(dir) = &args.data_dir {
         config.data_dir.clone_from(dir);
     }
+    if let Some(url) = &args.store {
+        config.store.url = Some(url.clone());
+    }
     let l = &mut config.listen;
     apply(&mut l.gameagent, "gameagent", args.gameagent.as_ref())?;
     apply(&mut l.gamespy_udp, "gamespy-udp", args.gamespy_udp.as_ref())?;
@@ -101,7 +109,8 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<u8> {
             MasterError::Store(s) if s.is_fatal_at_start() => store_usage(s),
             e => anyhow::Error::new(e).context(format!(
                 "opening the registry in {}",
-                config.data_dir.display()
+                muster_master::store_url(&config)
+                    .map_or_else(|_| config.data_dir.display().to_string(), |u| u.redacted())
             )),
         },
     )?;

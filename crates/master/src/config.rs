@@ -402,6 +402,18 @@ pub struct Config {
     pub http: HttpConfig,
     /// Live events (`GET /api/v1/events`).
     pub events: EventsConfig,
+    /// Where the registry is stored.
+    pub store: StoreConfig,
+}
+
+/// Where the registry is stored (`[store]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `sqlite:PATH` or `postgres://USER:PASS@HOST:PORT/DB` (see [`crate::store::StoreUrl`]);
+    /// unset: `sqlite:<data_dir>/muster.sqlite3`. Instances given one PostgreSQL database
+    /// share one registry.
+    pub url: Option<String>,
 }
 
 /// Live events: `GET /api/v1/events` (Server-Sent Events).
@@ -495,6 +507,7 @@ impl Default for Config {
             history: HistoryConfig::default(),
             http: HttpConfig::default(),
             events: EventsConfig::default(),
+            store: StoreConfig::default(),
         }
     }
 }

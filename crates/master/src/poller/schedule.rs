@@ -192,6 +192,14 @@ impl Schedule {
         picks
     }
 
+    /// `key` is due at `at` instead (another instance holds its poll lease until then).
+    /// Unknown keys are ignored.
+    pub fn defer(&mut self, key: &ServerKey, at: Timestamp) {
+        if let Some(e) = self.due.get_mut(key) {
+            e.0 = at;
+        }
+    }
+
     /// The poll of `key` ended (whatever its result).
     pub fn finished(&mut self, key: &ServerKey) {
         if let Some(addr) = self.in_flight.remove(key) {
