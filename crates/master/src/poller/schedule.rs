@@ -365,5 +365,26 @@ mod tests {
         let mut s = Schedule::new(INTERVAL, GAP);
         s.finished(&key(9));
         assert_eq!(s.in_flight(), 0);
+        s.defer(&key(9), at(5));
+        assert_eq!(
+            s.due_at(&key(9)),
+            None,
+            "deferring an unknown key adds nothing"
+        );
+    }
+
+    #[test]
+    fn a_record_leased_elsewhere_is_due_when_the_lease_ends() {
+        let mut s = Schedule::new(INTERVAL, GAP);
+        let c = vec![cand(1, true)];
+        assert_eq!(s.pick(cs(&c), T0, 1).len(), 1);
+        s.finished(&key(1));
+        // Another instance holds the lease for 330 s (one interval plus its margin).
+        s.defer(&key(1), at(330));
+        assert!(
+            s.pick(cs(&c), at(300), 1).is_empty(),
+            "not at the usual time"
+        );
+        assert_eq!(s.pick(cs(&c), at(330), 1).len(), 1, "when the lease ends");
     }
 }

@@ -63,6 +63,8 @@ pub const CATCH_UP_PAGE: i64 = 5000;
 /// Reasons kept in [`Loaded::skipped_reasons`] at most.
 const MAX_REASONS: usize = 100;
 
+/// The origin of the janitor's deletions: not a node id, so that every instance applies them.
+const JANITOR_ORIGIN: i64 = 0;
 /// Advisory lock keys ("mstr" + a number): every write batch, and the migrations.
 const WRITE_LOCK: i64 = 0x6d73_7472_0000_0001;
 const MIGRATE_LOCK: i64 = 0x6d73_7472_0000_0002;
@@ -163,15 +165,30 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// The database runtime; shut down without waiting when dropped (also from async code).
+/// The database runtime; shut down without waiting when dropped (also from async code) or
+/// halted.
 #[derive(Debug)]
-struct Rt(Option<tokio::runtime::Runtime>);
+struct Rt {
+    rt: Mutex<Option<tokio::runtime::Runtime>>,
+    handle: tokio::runtime::Handle,
+}
+
+impl Rt {
+    fn halt(&self) {
+        let rt = self
+            .rt
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(rt) = rt {
+            rt.shutdown_background();
+        }
+    }
+}
 
 impl Drop for Rt {
     fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
-            rt.shutdown_background();
-        }
+        self.halt();
     }
 }
 
@@ -270,8 +287,12 @@ impl PgShared {
                 .build()
                 .map_err(|_| bad("the connection pool could not be built"))?
         };
+        let handle = rt.handle().clone();
         let shared = Arc::new(Self {
-            rt: Rt(Some(rt)),
+            rt: Rt {
+                rt: Mutex::new(Some(rt)),
+                handle,
+            },
             pool,
             config,
             tls,
@@ -307,12 +328,18 @@ impl PgShared {
         self.loaded_seq.load(Ordering::Relaxed)
     }
 
-    /// The runtime the database work runs on (the cluster tasks are spawned here).
+    /// The runtime the database work runs on (the cluster tasks are spawned here). After
+    /// [`PgShared::halt`], tasks spawned on it are dropped at once.
     #[must_use]
     pub fn runtime(&self) -> &tokio::runtime::Handle {
-        // Set in `connect` and taken only by `drop`.
-        #[allow(clippy::unwrap_used)]
-        self.rt.0.as_ref().unwrap().handle()
+        &self.rt.handle
+    }
+
+    /// Stops every database task and connection of this instance at once, without a last
+    /// write or a goodbye: what `kill -9` does to the process (for tests that run several
+    /// instances in one process). Every later store call fails.
+    pub fn halt(&self) {
+        self.rt.halt();
     }
 
     /// Runs `fut` on the database runtime and waits for it (from any thread).
@@ -469,7 +496,8 @@ impl PgShared {
                  changed_at = now()
                  WHERE face = 'mgmt' AND NOT deleted
                  AND (instance >> 32) NOT IN (SELECT node FROM instances)",
-                &[&self.node()],
+                // No instance's origin: every instance, this one included, applies these.
+                &[&JANITOR_ORIGIN],
             )
             .await
             .map_err(&e)?;
@@ -1028,12 +1056,13 @@ pub async fn create_database(admin_url: &str, name: &str) -> Result<String, Stor
     let config = tokio_postgres::Config::from_str(admin_url).map_err(|_| bad("not a URL"))?;
     let (client, conn) = config.connect(NoTls).await.map_err(pg_err(&at))?;
     let driver = tokio::spawn(conn);
-    client
-        .batch_execute(&format!(
-            "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
-        ))
-        .await
-        .map_err(pg_err(&at))?;
+    // One statement each: several in one string would run as one transaction block.
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        client.batch_execute(&sql).await.map_err(pg_err(&at))?;
+    }
     drop(client);
     let _ = driver.await;
     let mut u = url::Url::parse(admin_url).map_err(|_| bad("not a URL"))?;

@@ -12,6 +12,7 @@ mod face_mgmt;
 mod face_teeworlds;
 mod flood;
 mod poller;
+mod postgres;
 mod redesign;
 mod state_changed;
 
