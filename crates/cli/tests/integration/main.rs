@@ -4,3 +4,4 @@ mod cli;
 mod e2e;
 mod faults;
 mod pacing;
+mod postgres;
