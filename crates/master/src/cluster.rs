@@ -205,7 +205,7 @@ async fn sync(
         if !started {
             // Management records of live instances are not restored at load (they are
             // connection-bound); they arrive here.
-            match shared.snapshot_all().await {
+            match shared.snapshot_all(true).await {
                 Ok((records, _)) => {
                     let me = shared.node();
                     let mgmt = records
@@ -289,7 +289,7 @@ fn apply(handle: &MasterHandle, me: i64, changes: Vec<RemoteChange>) -> usize {
 /// written yet, and its own connections' records, stay). Returns the sequence number the
 /// load is current to.
 async fn reload(shared: &PgShared, handle: &MasterHandle) -> Result<i64, StoreError> {
-    let (records, seq) = shared.snapshot_all().await?;
+    let (records, seq) = shared.snapshot_all(false).await?;
     tracing::info!(
         n = records.len(),
         "fell behind the purge of deleted rows; reloaded the registry"

@@ -595,9 +595,10 @@ impl PgShared {
         Ok(out)
     }
 
-    /// Every live record (management records of live instances included) and the sequence
-    /// number they are current to: for an instance that fell behind the tombstone purge.
-    pub async fn snapshot_all(&self) -> Result<(Vec<Record>, i64), StoreError> {
+    /// Every live record (management records of live instances included; with `mgmt_only`
+    /// only those) and the sequence number they are current to: the management records at
+    /// start, everything for an instance that fell behind the tombstone purge.
+    pub async fn snapshot_all(&self, mgmt_only: bool) -> Result<(Vec<Record>, i64), StoreError> {
         let mut c = self.client().await?;
         let e = self.err();
         let tx = c
@@ -612,10 +613,15 @@ impl PgShared {
             .await
             .map_err(&e)?
             .get(0);
-        let sql = format!(
-            "SELECT {COLUMNS} FROM servers WHERE NOT deleted
-             AND (face <> 'mgmt' OR (instance >> 32) IN (SELECT node FROM instances))"
-        );
+        let live_mgmt = "face = 'mgmt' AND (instance >> 32) IN (SELECT node FROM instances)";
+        let sql = if mgmt_only {
+            format!("SELECT {COLUMNS} FROM servers WHERE NOT deleted AND {live_mgmt}")
+        } else {
+            format!(
+                "SELECT {COLUMNS} FROM servers WHERE NOT deleted
+                 AND (face <> 'mgmt' OR ({live_mgmt}))"
+            )
+        };
         let rows = tx.query(&sql, &[]).await.map_err(&e)?;
         tx.commit().await.map_err(&e)?;
         let recs = rows
