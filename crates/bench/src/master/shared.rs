@@ -177,6 +177,10 @@ async fn one(args: &MasterArgs, n: usize, url: Option<&str>) -> anyhow::Result<R
     }
 
     eprintln!("  lists, every instance at once …");
+    let mut listed = Vec::new();
+    for m in &mut ms {
+        listed.push(m.listed("gameagent")?);
+    }
     let mut api = Vec::new();
     let mut ga = Vec::new();
     for (k, m) in ms.iter().enumerate() {
@@ -194,7 +198,7 @@ async fn one(args: &MasterArgs, n: usize, url: Option<&str>) -> anyhow::Result<R
             g.push(Box::new(GameAgentList::new(
                 source_ip(base + 500 + c),
                 m.addr("gameagent")?,
-                run.reg_ok,
+                listed[k],
             )?));
         }
         ga.push(g);
