@@ -39,9 +39,9 @@ pub(crate) struct ServeArgs {
     /// Where the registry is stored (default: ./muster-data).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<std::path::PathBuf>,
-    /// The registry's store: sqlite:PATH (default sqlite:<data-dir>/muster.sqlite3) or
+    /// The registry's store: sqlite:PATH (default: muster.sqlite3 in --data-dir) or
     /// postgres://USER:PASS@HOST:PORT/DB, which several instances may share (overrides
-    /// `[store] url`).
+    /// the url of the config file's store section).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// GameAgent master, UDP.
