@@ -8,6 +8,8 @@
 # Environment:
 #   MUSTER_FUZZ_SECONDS=N      seconds per fuzz target in the smoke run (default 20; 0 skips fuzzing)
 #   MUSTER_SKIP_PEERS=1        do not try to install peers (their tests skip, unless peers are required)
+#   MUSTER_TEST_PG_URL=URL     use this PostgreSQL server for the shared-store tests instead of the
+#                              throwaway cluster this script starts (target/pg-test) and removes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,6 +56,27 @@ echo "ok"
 step "docs"
 t=$SECONDS
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+elapsed "$t"
+
+step "PostgreSQL for the shared-store tests (scripts/pg/cluster.sh)"
+t=$SECONDS
+# A throwaway cluster (initdb + pg_ctl on a free loopback port) under target/, removed on exit. The
+# tests read MUSTER_TEST_PG_URL (and MUSTER_TEST_PG_DIR for the database-restart test); without them
+# they skip, or fail when peers are required.
+if [[ -z ${MUSTER_TEST_PG_URL:-} ]]; then
+    pg_dir=$PWD/target/pg-test
+    bash scripts/pg/cluster.sh remove "$pg_dir" >/dev/null 2>&1 || true
+    trap 'bash scripts/pg/cluster.sh remove "$pg_dir" >/dev/null 2>&1 || true' EXIT
+    if pg_url=$(bash scripts/pg/cluster.sh start "$pg_dir"); then
+        export MUSTER_TEST_PG_URL=$pg_url MUSTER_TEST_PG_DIR=$pg_dir
+        echo "started $pg_url (in $pg_dir)"
+    elif [[ $require_peers == 1 ]]; then
+        echo "error: the PostgreSQL test cluster could not be started and MUSTER_REQUIRE_PEERS=1" >&2
+        exit 1
+    else
+        echo "warning: no PostgreSQL test cluster; the shared-store tests will skip" >&2
+    fi
+fi
 elapsed "$t"
 
 step "tests"

@@ -45,6 +45,11 @@ pub(crate) struct ServeArgs {
     /// Where the registry is stored (default: ./muster-data).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<std::path::PathBuf>,
+    /// The registry's store: sqlite:PATH (default: muster.sqlite3 in --data-dir) or
+    /// postgres://USER:PASS@HOST:PORT/DB, which several instances may share (overrides
+    /// the url of the config file's store section).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// GameAgent master, UDP.
     #[arg(long, value_name = "ADDR|off")]
     pub gameagent: Option<String>,
@@ -100,6 +105,9 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
     if let Some(dir) = &args.data_dir {
         config.data_dir.clone_from(dir);
     }
+    if let Some(url) = &args.store {
+        config.store.url = Some(url.clone());
+    }
     let l = &mut config.listen;
     apply(&mut l.gameagent, "gameagent", args.gameagent.as_ref())?;
     apply(&mut l.gamespy_udp, "gamespy-udp", args.gamespy_udp.as_ref())?;
@@ -133,7 +141,8 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
             MasterError::Store(s) if s.is_fatal_at_start() => store_usage(s),
             e => anyhow::Error::new(e).context(format!(
                 "opening the registry in {}",
-                config.data_dir.display()
+                muster_master::store_url(&config)
+                    .map_or_else(|_| config.data_dir.display().to_string(), |u| u.redacted())
             )),
         },
     )?;

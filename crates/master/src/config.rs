@@ -589,6 +589,8 @@ pub struct Config {
     pub federation: crate::upstream::config::FederationConfig,
     /// DDNet face options.
     pub ddnet: DdnetConfig,
+    /// Where the registry is stored.
+    pub store: StoreConfig,
 }
 
 /// DDNet face options.
@@ -599,6 +601,17 @@ pub struct DdnetConfig {
     /// ([`crate::api::locations`]): `servers.json` entries and the API's server objects get a
     /// `location`. Empty (the default): none.
     pub locations: PathBuf,
+}
+
+/// Where the registry is stored (`[store]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `sqlite:PATH` or `postgres://USER:PASS@HOST:PORT/DB` (see [`crate::store::StoreUrl`]);
+    /// unset: `sqlite:<data_dir>/muster.sqlite3`. Instances given one PostgreSQL database
+    /// share one registry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// Live events: `GET /api/v1/events` (Server-Sent Events).
@@ -695,6 +708,7 @@ impl Default for Config {
             upstream: Vec::new(),
             federation: crate::upstream::config::FederationConfig::default(),
             ddnet: DdnetConfig::default(),
+            store: StoreConfig::default(),
         }
     }
 }

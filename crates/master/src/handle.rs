@@ -416,8 +416,10 @@ impl MasterHandle {
                 self.note_store_error(&e);
                 return Err(e);
             }
+            // Only a write proves the store works (a flush with nothing to write did not
+            // touch it: a shared store's failure seen by the cluster stays reported).
+            self.note_store_ok();
         }
-        self.note_store_ok();
         self.inner.persisted.send_if_modified(|v| {
             let newer = *v < version;
             *v = (*v).max(version);
@@ -426,7 +428,9 @@ impl MasterHandle {
         Ok(n)
     }
 
-    fn note_store_error(&self, e: &StoreError) {
+    /// Records a store failure (for `/healthz`, logged once per cause); the cluster reports
+    /// its catch-up and heartbeat failures here too.
+    pub(crate) fn note_store_error(&self, e: &StoreError) {
         let text = crate::error_chain(e);
         let mut last = self
             .inner
@@ -441,7 +445,8 @@ impl MasterHandle {
         *last = Some(text);
     }
 
-    fn note_store_ok(&self) {
+    /// The store works again: clears the failure.
+    pub(crate) fn note_store_ok(&self) {
         let mut last = self
             .inner
             .store_error

@@ -18,7 +18,10 @@
 //! * [`views`]: snapshots of the listed records and what faces derive from them.
 //! * [`handle`]: [`MasterHandle`], the owner: the registry lock (writers only), the publisher,
 //!   the persister.
-//! * [`store`]: the [`store::Store`] trait, serde rows, SQLite with integrity check and repair.
+//! * [`store`]: the [`store::Store`] trait, serde rows, SQLite with integrity check and repair,
+//!   PostgreSQL for several instances sharing one registry.
+//! * [`cluster`]: with PostgreSQL, other instances' changes in (LISTEN/NOTIFY and catch-up),
+//!   instance liveness, poll leases.
 //! * [`runtime`]: the only code touching sockets: binding, the UDP runner, the TCP accept side
 //!   with caps, the HTTP server with its deadlines.
 //! * [`faces`]: one pure machine per wire protocol (GameAgent, GameSpy, Teeworlds 0.7/0.6) or
@@ -39,6 +42,7 @@
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod api;
+pub mod cluster;
 pub mod config;
 pub mod drops;
 pub mod events;
@@ -69,7 +73,7 @@ use config::Config;
 use registry::Timestamp;
 use runtime::tcp::ConnLimits;
 use runtime::{bind_tcp, bind_udp};
-use store::{SqliteStore, StoreError};
+use store::{PgShared, PgStore, SqliteStore, Store, StoreError, StoreUrl};
 
 /// Refreshes (heartbeats, polls) are written to the store at least this often; structural
 /// changes within [`handle::FLUSH_DELAY`].
@@ -259,6 +263,27 @@ pub struct Master {
     samples: Option<tokio::sync::mpsc::UnboundedSender<poller::PollSample>>,
     /// Networks in the locations table installed at open (0: none).
     locations: usize,
+    /// The shared database, when the store is PostgreSQL.
+    pg: Option<Arc<PgShared>>,
+    cluster: cluster::ClusterSettings,
+}
+
+/// The store `config` names: `[store] url`, or SQLite in the data directory.
+pub fn store_url(config: &Config) -> Result<StoreUrl, StoreError> {
+    match &config.store.url {
+        Some(u) => StoreUrl::parse(u),
+        None => Ok(StoreUrl::default_for(&config.data_dir)),
+    }
+}
+
+/// This instance's name in the shared database's `instances` table: host and process id.
+fn instance_name() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
 }
 
 impl Master {
@@ -274,8 +299,16 @@ impl Master {
             tracing::info!(networks = locations, "locations loaded");
             api::locations::install(table);
         }
-        let store = SqliteStore::open(&config.data_dir)?;
-        let (handle, report) = MasterHandle::open(config.registry_config(), Box::new(store), now)?;
+        let url = store_url(&config)?;
+        let (store, pg): (Box<dyn Store>, _) = match &url {
+            StoreUrl::Sqlite(path) => (Box::new(SqliteStore::open_file(path)?), None),
+            StoreUrl::Postgres(u) => {
+                let shared = PgShared::connect(u, &instance_name())?;
+                tracing::info!(store = %url.redacted(), node = shared.node(), "shared registry");
+                (Box::new(PgStore::new(Arc::clone(&shared))), Some(shared))
+            }
+        };
+        let (handle, report) = MasterHandle::open(config.registry_config(), store, now)?;
         handle.events().configure(config.events.limits());
         handle
             .metrics()
@@ -299,7 +332,22 @@ impl Master {
             report,
             samples: None,
             locations,
+            pg,
+            cluster: cluster::ClusterSettings::default(),
         })
+    }
+
+    /// The cluster's timings (with a PostgreSQL store; tests shorten them).
+    #[must_use]
+    pub fn with_cluster_settings(mut self, settings: cluster::ClusterSettings) -> Self {
+        self.cluster = settings;
+        self
+    }
+
+    /// The shared database, when the store is PostgreSQL.
+    #[must_use]
+    pub fn shared_store(&self) -> Option<&Arc<PgShared>> {
+        self.pg.as_ref()
     }
 
     /// The shared handle (for faces and tests).
@@ -364,6 +412,10 @@ impl Master {
         tasks.spawn(handle.clone().run_publisher(stop.clone()));
         tasks.spawn(handle.clone().run_persister(FLUSH_INTERVAL, stop.clone()));
         tasks.spawn(housekeeping(handle.clone(), stop.clone()));
+        let cluster_done = self
+            .pg
+            .as_ref()
+            .map(|pg| cluster::spawn(Arc::clone(pg), handle.clone(), self.cluster, stop.clone()));
         // Faces ask the poller to poll records soon (GameSpy `\statechanged`, GameAgent `u`,
         // new GameSpy servers). Connected before any face starts.
         let changed = if self.config.poller.enabled {
@@ -593,6 +645,9 @@ impl Master {
             let settings = poller::PollerSettings {
                 samples,
                 changed,
+                leases: self.pg.as_ref().map(|pg| {
+                    Arc::new(cluster::PgLeases::new(Arc::clone(pg))) as Arc<dyn poller::PollLeases>
+                }),
                 ..poller::PollerSettings::from_config(&self.config.poller)
             };
             let (h, s) = (handle.clone(), stop.clone());
@@ -613,8 +668,16 @@ impl Master {
                 tracing::error!(error = %e, "task panicked");
             }
         }
+        if let Some(done) = cluster_done {
+            done.cancelled().await;
+        }
         handle.publish();
-        handle.flush()?;
+        let flushed = handle.flush();
+        if let Some(pg) = &self.pg {
+            // After the last write: the others drop this instance's records and leases now.
+            cluster::deregister(pg);
+        }
+        flushed?;
         Ok(())
     }
 }

@@ -29,6 +29,13 @@
 //!   its face's lifetime unless the face verifies it again.
 //! * Each result is also sent as a [`PollSample`] to [`PollerSettings::samples`], the hook for
 //!   player-count history.
+//! * With [`PollerSettings::leases`] (instances sharing a PostgreSQL store), each batch first
+//!   claims a lease per picked record ([`PollLeases`], one interval plus a margin,
+//!   [`lease_for`]): a record whose lease another live instance holds is not polled here, and
+//!   is due again when that lease ends, so each server is polled by one instance per round and
+//!   a dead instance's servers are taken over within one interval. If the leases cannot be
+//!   claimed (database unreachable), the batch is polled anyway: fresh lists matter more than
+//!   a duplicate poll.
 //!
 //! Does not: poll pending or de-listed records, or management-server records (their state
 //! comes over their TCP connection); verify ownership (a poll reply never lists a record:
@@ -37,9 +44,12 @@
 pub mod machine;
 pub mod schedule;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use muster_proto::ServerInfo;
@@ -52,6 +62,7 @@ use crate::MasterHandle;
 use crate::config::PollerConfig;
 use crate::drops::DropReason;
 use crate::registry::{DelistOutcome, PollInfo, PollOutcome, ServerKey, Timestamp};
+use crate::store::StoreError;
 
 pub use machine::{PollTarget, machine_for};
 pub use schedule::{Candidate, Pick, Schedule};
@@ -117,6 +128,36 @@ pub struct PollerSettings {
     /// Where each poll result goes for history; `None`: nowhere. Unbounded so
     /// the poller never waits for the consumer; a closed receiver just stops the samples.
     pub samples: Option<mpsc::UnboundedSender<PollSample>>,
+    /// Poll leases shared with other instances; `None` (one instance): poll everything due.
+    pub leases: Option<Arc<dyn PollLeases>>,
+}
+
+/// What [`PollLeases::claim`] got.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseClaim {
+    /// Leases this instance holds now: poll these.
+    pub granted: Vec<ServerKey>,
+    /// Leases another live instance holds, with the time they have left.
+    pub held: Vec<(ServerKey, Duration)>,
+}
+
+/// The future of [`PollLeases::claim`].
+pub type ClaimFuture = Pin<Box<dyn Future<Output = Result<LeaseClaim, StoreError>> + Send>>;
+
+/// Poll leases shared by the instances of one registry: at most one instance holds the lease
+/// of a record at a time. Implemented by the cluster over PostgreSQL ([`crate::cluster`]).
+pub trait PollLeases: Send + Sync + std::fmt::Debug {
+    /// Claims the leases of `keys` for `lease`: granted when free, expired or already held by
+    /// this instance (renewed).
+    fn claim(&self, keys: Vec<ServerKey>, lease: Duration) -> ClaimFuture;
+}
+
+/// The lease a poll claims: one interval plus a tenth of it (at least 1 s), so the holder
+/// renews it at its next round before it ends, and another instance takes the record over
+/// within one interval (plus that margin) after the holder stopped.
+#[must_use]
+pub fn lease_for(interval: Duration) -> Duration {
+    interval + (interval / 10).max(Duration::from_secs(1))
 }
 
 impl Default for PollerSettings {
@@ -152,6 +193,7 @@ impl PollerSettings {
             bind_v6: SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
             changed: None,
             samples: None,
+            leases: None,
         }
     }
 
@@ -207,6 +249,8 @@ enum Done {
     Completed(Completed<Tag, Box<ServerInfo>>),
     /// The engine stopped without a result for this poll (e.g. it could not bind).
     Lost(Tag),
+    /// Another instance holds the record's poll lease for this long: not polled here.
+    Leased(Tag, Duration),
 }
 
 /// Polls listed records through `handle` until `shutdown` is cancelled. Returns promptly at shutdown: polls in flight are abandoned, their results never
@@ -304,10 +348,6 @@ fn start_batch(
         return;
     }
     tracing::debug!(n = jobs.len(), "poll batch");
-    let mut pending: HashMap<ServerKey, Tag> = jobs
-        .iter()
-        .map(|j| (j.tag.key.clone(), j.tag.clone()))
-        .collect();
     let options = Options {
         attempt_timeout: settings.attempt_timeout,
         min_attempt_timeout: Options::default()
@@ -321,9 +361,49 @@ fn start_batch(
         bind_v4: settings.bind_v4,
         bind_v6: settings.bind_v6,
     };
-    let mut results = muster_query::spawn(jobs, options);
     let tx = done_tx.clone();
+    let leases = settings
+        .leases
+        .clone()
+        .map(|l| (l, lease_for(settings.interval)));
     batches.spawn(async move {
+        let jobs = match leases {
+            Some((leases, lease)) => {
+                let keys = jobs.iter().map(|j| j.tag.key.clone()).collect();
+                match leases.claim(keys, lease).await {
+                    Ok(claim) => {
+                        let granted: HashSet<ServerKey> = claim.granted.into_iter().collect();
+                        let held: HashMap<ServerKey, Duration> = claim.held.into_iter().collect();
+                        let (mine, theirs): (Vec<_>, Vec<_>) =
+                            jobs.into_iter().partition(|j| granted.contains(&j.tag.key));
+                        for j in theirs {
+                            let left = held.get(&j.tag.key).copied().unwrap_or(lease);
+                            if tx.send(Done::Leased(j.tag, left)).await.is_err() {
+                                return;
+                            }
+                        }
+                        mine
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %crate::error_chain(&e), "poll leases unavailable; polling anyway");
+                        jobs
+                    }
+                }
+            }
+            None => jobs,
+        };
+        if jobs.is_empty() {
+            return;
+        }
+        let mut pending: HashMap<ServerKey, Tag> = jobs
+            .iter()
+            .map(|j| (j.tag.key.clone(), j.tag.clone()))
+            .collect();
+        let options = Options {
+            max_in_flight: jobs.len(),
+            ..options
+        };
+        let mut results = muster_query::spawn(jobs, options);
         while let Some(c) = results.recv().await {
             pending.remove(&c.tag.key);
             if tx.send(Done::Completed(c)).await.is_err() {
@@ -349,6 +429,11 @@ fn record(
         Done::Lost(tag) => {
             schedule.finished(&tag.key);
             handle.metrics().count_drop(DropReason::PollLost);
+            return;
+        }
+        Done::Leased(tag, left) => {
+            schedule.finished(&tag.key);
+            schedule.defer(&tag.key, Timestamp::now().plus(left));
             return;
         }
     };

@@ -51,6 +51,9 @@ pub(crate) struct ChildArgs {
     /// side run against mastersrv.
     #[arg(long)]
     ddnet_only: bool,
+    /// The store URL (`[store] url`): a PostgreSQL database shared with another child.
+    #[arg(long)]
+    store: Option<String>,
 }
 
 /// The GameSpy game the bench lists (Unreal Tournament).
@@ -258,7 +261,8 @@ pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &ChildArgs) -> anyhow::Result<()> {
-    let config = config(&args.data_dir, args.servers, args.ddnet_only);
+    let mut config = config(&args.data_dir, args.servers, args.ddnet_only);
+    config.store.url.clone_from(&args.store);
     let listeners = Listeners::bind(&config)?;
     let bound: BTreeMap<String, String> = listeners
         .bound()?
@@ -347,6 +351,15 @@ pub(crate) struct ChildMaster {
 impl ChildMaster {
     /// Starts `muster-bench master-child` and waits for its addresses.
     pub(crate) fn spawn(servers: usize, ddnet_only: bool) -> anyhow::Result<Self> {
+        Self::spawn_with(servers, ddnet_only, None)
+    }
+
+    /// [`ChildMaster::spawn`] with a store URL (`None`: SQLite in its data directory).
+    pub(crate) fn spawn_with(
+        servers: usize,
+        ddnet_only: bool,
+        store: Option<&str>,
+    ) -> anyhow::Result<Self> {
         let dir = std::env::temp_dir().join(format!(
             "muster-bench-master-{}-{}",
             std::process::id(),
@@ -365,6 +378,9 @@ impl ChildMaster {
             .stderr(Stdio::inherit());
         if ddnet_only {
             cmd.arg("--ddnet-only");
+        }
+        if let Some(url) = store {
+            cmd.arg("--store").arg(url);
         }
         let mut child = cmd.spawn().context("starting the master child")?;
         let stdin = child.stdin.take().context("child stdin")?;

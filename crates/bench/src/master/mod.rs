@@ -34,6 +34,7 @@ mod ddnet;
 mod events;
 mod http;
 mod peers;
+mod shared;
 mod stats;
 mod wire;
 
@@ -96,6 +97,11 @@ pub(crate) struct MasterArgs {
     /// DDNet mastersrv sources (relative paths from the workspace root).
     #[arg(long, default_value = "../shared/peers/ddnet-mastersrv")]
     mastersrv_src: PathBuf,
+    /// Instead of the runs above: two masters sharing this PostgreSQL server
+    /// (`postgres://USER:PASS@HOST:PORT/DB`; a fresh database per size is created there)
+    /// against one master on SQLite: registrations/s, propagation, list requests/s per instance.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
 }
 
 /// One list benchmark's figures.
@@ -166,6 +172,9 @@ struct VsResult {
 
 /// Runs the master bench and prints its tables.
 pub(crate) async fn run(args: &MasterArgs) -> anyhow::Result<()> {
+    if let Some(store) = &args.store {
+        return shared::run(args, store).await;
+    }
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(

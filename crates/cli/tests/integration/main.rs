@@ -5,5 +5,6 @@ mod e2e;
 mod faults;
 mod pacing;
 mod packaging;
+mod postgres;
 mod ux;
 mod watch;

@@ -192,6 +192,14 @@ impl Schedule {
         picks
     }
 
+    /// `key` is due at `at` instead (another instance holds its poll lease until then).
+    /// Unknown keys are ignored.
+    pub fn defer(&mut self, key: &ServerKey, at: Timestamp) {
+        if let Some(e) = self.due.get_mut(key) {
+            e.0 = at;
+        }
+    }
+
     /// The poll of `key` ended (whatever its result).
     pub fn finished(&mut self, key: &ServerKey) {
         if let Some(addr) = self.in_flight.remove(key) {
@@ -357,5 +365,26 @@ mod tests {
         let mut s = Schedule::new(INTERVAL, GAP);
         s.finished(&key(9));
         assert_eq!(s.in_flight(), 0);
+        s.defer(&key(9), at(5));
+        assert_eq!(
+            s.due_at(&key(9)),
+            None,
+            "deferring an unknown key adds nothing"
+        );
+    }
+
+    #[test]
+    fn a_record_leased_elsewhere_is_due_when_the_lease_ends() {
+        let mut s = Schedule::new(INTERVAL, GAP);
+        let c = vec![cand(1, true)];
+        assert_eq!(s.pick(cs(&c), T0, 1).len(), 1);
+        s.finished(&key(1));
+        // Another instance holds the lease for 330 s (one interval plus its margin).
+        s.defer(&key(1), at(330));
+        assert!(
+            s.pick(cs(&c), at(300), 1).is_empty(),
+            "not at the usual time"
+        );
+        assert_eq!(s.pick(cs(&c), at(330), 1).len(), 1, "when the lease ends");
     }
 }

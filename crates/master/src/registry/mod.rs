@@ -407,8 +407,15 @@ impl Registry {
     }
 
     fn log(&mut self, key: &ServerKey, structural: bool) {
-        self.version = self.version.wrapping_add(1);
         self.structural_dirty |= structural;
+        self.log_view(key, structural);
+        self.dirty.insert(key.clone());
+    }
+
+    /// The view-log half of [`Registry::log`]: the publisher sees the change, the persister
+    /// does not.
+    fn log_view(&mut self, key: &ServerKey, structural: bool) {
+        self.version = self.version.wrapping_add(1);
         let deadline = self.records.get(key).map(|r| self.deadline_of(r));
         if let (Some(rec), Some(d)) = (self.records.get_mut(key), deadline) {
             if rec.deadline != d {
@@ -424,19 +431,22 @@ impl Registry {
                 structural,
             });
         }
-        self.dirty.insert(key.clone());
     }
 
     fn log_removal(&mut self, rec: &Record) {
-        self.version = self.version.wrapping_add(1);
         self.structural_dirty = true;
+        self.log_removal_view(rec);
+        self.dirty.insert(rec.key.clone());
+    }
+
+    fn log_removal_view(&mut self, rec: &Record) {
+        self.version = self.version.wrapping_add(1);
         self.changes.push(Change {
             id: rec.id,
             order: rec.order_key(),
             record: None,
             structural: true,
         });
-        self.dirty.insert(rec.key.clone());
     }
 
     fn key_ok(reg: &Registration) -> Result<(), Reject> {
@@ -690,6 +700,13 @@ impl Registry {
     /// Removes a record (DDNet delete, management unregister or connection close, a face
     /// replacing it). Returns it.
     pub fn remove(&mut self, key: &ServerKey) -> Option<Arc<Record>> {
+        let rec = self.take_out(key)?;
+        self.log_removal(&rec);
+        Some(rec)
+    }
+
+    /// Takes `key`'s record out with its per-source and DDNet bookkeeping; logs nothing.
+    fn take_out(&mut self, key: &ServerKey) -> Option<Arc<Record>> {
         let rec = self.records.remove(key)?;
         if let Some(n) = self.per_source.get_mut(&rec.source) {
             *n = n.saturating_sub(1);
@@ -705,8 +722,89 @@ impl Registry {
                 }
             }
         }
-        self.log_removal(&rec);
         Some(rec)
+    }
+
+    /// Whether `key` has a change waiting for the persister.
+    #[must_use]
+    pub fn is_dirty(&self, key: &ServerKey) -> bool {
+        self.dirty.contains(key)
+    }
+
+    /// A record another instance wrote to the shared store: inserted, or put in place of the
+    /// local one (keeping its id and the local re-verification progress). Logged for the
+    /// view, so lists, snapshots and events show it, but **not** marked dirty: it came from
+    /// the store and must not be written back. Ignored while the local record has a change
+    /// waiting for the persister (that write is newer and will reach the others). Caps are not
+    /// applied: the other instance accepted it. Returns whether anything changed.
+    pub fn apply_remote(&mut self, mut rec: Record) -> bool {
+        if self.dirty.contains(&rec.key) {
+            return false;
+        }
+        let mut old = self.records.get(&rec.key).cloned();
+        // A record's place in the list order never changes for its id: another first-seen
+        // time (another instance saw it first) is a removal and a new record for the views.
+        if let Some(o) = old.take_if(|o| o.first_seen != rec.first_seen) {
+            self.log_removal_view(&o);
+        }
+        let structural = match &old {
+            Some(o) => {
+                rec.id = o.id;
+                rec.challenges_unanswered = o.challenges_unanswered;
+                rec.last_challenge = o.last_challenge;
+                rec.deadline = o.deadline;
+                if **o == rec {
+                    return false;
+                }
+                o.face != rec.face
+                    || o.game_port != rec.game_port
+                    || o.query_addr != rec.query_addr
+                    || o.query_protocol != rec.query_protocol
+                    || o.state != rec.state
+                    || o.first_seen != rec.first_seen
+                    || o.info != rec.info
+                    || o.ddnet
+                        .as_ref()
+                        .map(|d| (&d.secret, d.serial, &d.info, d.streams.len()))
+                        != rec
+                            .ddnet
+                            .as_ref()
+                            .map(|d| (&d.secret, d.serial, &d.info, d.streams.len()))
+            }
+            None => {
+                rec.id = self.next_id;
+                self.next_id = self.next_id.wrapping_add(1);
+                true
+            }
+        };
+        let key = rec.key.clone();
+        self.take_out(&key);
+        *self.per_source.entry(rec.source).or_insert(0) += 1;
+        if let Some(d) = &rec.ddnet {
+            let keys = self.secrets.entry(Arc::clone(&d.secret)).or_default();
+            if !keys.contains(&key) {
+                keys.push(key.clone());
+            }
+        }
+        self.records.insert(Arc::new(rec));
+        self.log_view(&key, structural);
+        true
+    }
+
+    /// A record another instance removed from the shared store: removed here too, logged for
+    /// the view, not marked dirty (see [`Registry::apply_remote`]; ignored likewise while the
+    /// local record has a change waiting). Returns whether it was here.
+    pub fn remove_remote(&mut self, key: &ServerKey) -> bool {
+        if self.dirty.contains(key) {
+            return false;
+        }
+        match self.take_out(key) {
+            Some(rec) => {
+                self.log_removal_view(&rec);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The result of a poll. Success stores `info` (clipped to the named limits), takes the game

@@ -859,3 +859,46 @@ fn learned_records_live_by_their_upstreams_and_leave_when_polls_fail() {
     assert_eq!(r.delist(&d), DelistOutcome::Delisted);
     assert!(r.get(&d).is_some());
 }
+
+#[test]
+fn remote_changes_reach_the_view_but_not_the_persister() {
+    let mut here = Registry::new(RegistryConfig::default());
+    let mut there = Registry::new(RegistryConfig::default());
+    let key = listed(&mut there, reg("ut2", v4(1, 7778), Face::GameSpy), at(0));
+    let rec = there.get(&key).unwrap().clone();
+    let v = here.version();
+    assert!(here.apply_remote(rec.clone()));
+    assert!(here.version() > v, "logged for the publisher");
+    assert_eq!(here.dirty_len(), 0, "never written back");
+    assert_eq!(here.count_of_source(rec.source), 1);
+    let changes = here.take_changes();
+    assert_eq!(changes.len(), 1);
+    assert!(changes[0].structural);
+    let id = here.get(&key).unwrap().id;
+    assert!(
+        !here.apply_remote(rec.clone()),
+        "the same record changes nothing"
+    );
+
+    // A newer version keeps the local id; a heartbeat alone is not structural.
+    there.heartbeat(&key, at(10));
+    assert!(here.apply_remote(there.get(&key).unwrap().clone()));
+    assert_eq!(here.get(&key).unwrap().id, id);
+    assert_eq!(here.get(&key).unwrap().last_heartbeat, at(10));
+    assert!(!here.take_changes()[0].structural);
+    assert_eq!(here.count_of_source(rec.source), 1, "counted once");
+
+    // A local change waiting for the persister wins over a remote one.
+    here.heartbeat(&key, at(20));
+    assert!(!here.apply_remote(rec.clone()));
+    assert!(!here.remove_remote(&key));
+    assert_eq!(here.get(&key).unwrap().last_heartbeat, at(20));
+    here.take_dirty();
+
+    assert!(here.remove_remote(&key));
+    assert!(here.get(&key).is_none());
+    assert_eq!(here.dirty_len(), 0);
+    assert_eq!(here.count_of_source(rec.source), 0);
+    assert!(here.take_changes().iter().any(|c| c.record.is_none()));
+    assert!(!here.remove_remote(&key), "already gone");
+}

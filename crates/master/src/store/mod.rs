@@ -10,6 +10,7 @@
 //! daemon at start (see [`sqlite::SqliteStore::open`]) with the way to recover
 //! ([`sqlite::repair`]).
 
+pub mod postgres;
 pub mod rows;
 pub mod sqlite;
 
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 use crate::registry::{Record, ServerKey};
 
+pub use postgres::{PgShared, PgStore};
 pub use sqlite::{DB_FILE, RepairReport, SCHEMA_VERSION, SqliteStore, repair};
 
 /// Storage failures.
@@ -62,6 +64,32 @@ pub enum StoreError {
     /// A change was not written within the time its caller waits.
     #[error("the store did not confirm the write in time")]
     Timeout,
+    /// The store URL cannot be used.
+    #[error("invalid store URL {url}: {why}")]
+    Url {
+        /// The URL (without its password).
+        url: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// PostgreSQL reported an error.
+    #[error("database error at {at}")]
+    Postgres {
+        /// The database (its URL without the password).
+        at: String,
+        /// The cause.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// No connection to PostgreSQL could be had.
+    #[error("no connection to the database at {at}")]
+    PostgresPool {
+        /// The database (its URL without the password).
+        at: String,
+        /// The cause.
+        #[source]
+        source: deadpool_postgres::PoolError,
+    },
 }
 
 impl StoreError {
@@ -71,8 +99,58 @@ impl StoreError {
     pub fn is_fatal_at_start(&self) -> bool {
         matches!(
             self,
-            Self::Corrupt { .. } | Self::Schema(..) | Self::Locked { .. }
+            Self::Corrupt { .. } | Self::Schema(..) | Self::Locked { .. } | Self::Url { .. }
         )
+    }
+}
+
+/// Where the registry is stored: `sqlite:PATH` (a database file; the default is
+/// `sqlite:<data-dir>/muster.sqlite3`) or `postgres://USER:PASS@HOST:PORT/DB` (a database
+/// several instances may share, see [`postgres`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// One SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (the URL as given, password included).
+    Postgres(String),
+}
+
+impl StoreUrl {
+    /// Parses `sqlite:PATH`, `postgres://…` or `postgresql://…`.
+    pub fn parse(s: &str) -> Result<Self, StoreError> {
+        let s = s.trim();
+        if let Some(path) = s.strip_prefix("sqlite:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            if path.is_empty() {
+                return Err(StoreError::Url {
+                    url: s.to_owned(),
+                    why: "sqlite: needs a file path",
+                });
+            }
+            return Ok(Self::Sqlite(PathBuf::from(path)));
+        }
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return Ok(Self::Postgres(s.to_owned()));
+        }
+        Err(StoreError::Url {
+            url: postgres::redact(s),
+            why: "expected sqlite:PATH or postgres://USER:PASS@HOST:PORT/DB",
+        })
+    }
+
+    /// The default: `sqlite:<data_dir>/muster.sqlite3`.
+    #[must_use]
+    pub fn default_for(data_dir: &Path) -> Self {
+        Self::Sqlite(data_dir.join(DB_FILE))
+    }
+
+    /// The URL for messages (a PostgreSQL password replaced by `***`).
+    #[must_use]
+    pub fn redacted(&self) -> String {
+        match self {
+            Self::Sqlite(p) => format!("sqlite:{}", p.display()),
+            Self::Postgres(u) => postgres::redact(u),
+        }
     }
 }
 

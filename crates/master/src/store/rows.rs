@@ -209,6 +209,20 @@ impl From<&Source> for SourceRow {
     }
 }
 
+/// The `sources` column of a record: `None` (NULL) when its only source is a direct
+/// registration last seen at its last heartbeat, stored as before sources existed and read
+/// back the same; otherwise a JSON array of [`SourceRow`].
+#[must_use]
+pub fn sources_column(r: &crate::registry::Record) -> Option<String> {
+    let direct_only = r.sources.is_empty()
+        || matches!(r.sources.as_slice(), [s] if s.origin == Origin::Direct
+            && s.last_seen == r.last_heartbeat);
+    (!direct_only).then(|| {
+        let rows: Vec<SourceRow> = r.sources.iter().map(SourceRow::from).collect();
+        serde_json::to_string(&rows).unwrap_or_default()
+    })
+}
+
 /// The sources of a stored record, at most [`MAX_SOURCES`], in the registry's order.
 #[must_use]
 pub fn sources_from_rows(rows: Vec<SourceRow>) -> Vec<Source> {

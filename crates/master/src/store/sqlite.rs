@@ -20,7 +20,7 @@ use std::sync::Arc;
 use muster_proto::limit::SourceKey;
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, params};
 
-use super::rows::{DdnetRow, FaceDataV2, InfoRow, SourceRow, sources_from_rows};
+use super::rows::{DdnetRow, FaceDataV2, InfoRow, SourceRow, sources_column, sources_from_rows};
 use super::{Loaded, Store, StoreError};
 use crate::registry::{
     Face, GameAddr, Record, Registration, ServerKey, Timestamp, Verification, protocol_from_name,
@@ -130,15 +130,7 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
         .ddnet
         .as_deref()
         .map(|d| serde_json::to_string(&DdnetRow::from(d)).unwrap_or_default());
-    // A record whose only source is a direct registration last seen at its last heartbeat
-    // is stored as before sources existed (NULL), and read back the same.
-    let direct_only = r.sources.is_empty()
-        || matches!(r.sources.as_slice(), [s] if s.origin == crate::registry::Origin::Direct
-            && s.last_seen == r.last_heartbeat);
-    let sources = (!direct_only).then(|| {
-        let rows: Vec<SourceRow> = r.sources.iter().map(SourceRow::from).collect();
-        serde_json::to_string(&rows).unwrap_or_default()
-    });
+    let sources = sources_column(r);
     conn.prepare_cached(UPSERT)?.execute(params![
         r.key.game,
         kind,
@@ -177,28 +169,28 @@ fn delete_one(conn: &Connection, key: &ServerKey) -> rusqlite::Result<()> {
 }
 
 /// One row as read back.
-struct Row {
-    game: String,
-    kind: String,
-    host: String,
-    port: u16,
-    instance: i64,
-    face: String,
-    game_port: Option<u16>,
-    query_addr: Option<String>,
-    query_protocol: Option<String>,
-    state: String,
-    first_seen: i64,
-    last_heartbeat: i64,
-    first_verified: Option<i64>,
-    last_poll_ok: Option<i64>,
-    poll_failures: u32,
-    source: String,
-    info: Option<String>,
-    face_data: Option<String>,
-    last_proof: Option<i64>,
-    ddnet: Option<String>,
-    sources: Option<String>,
+pub(super) struct Row {
+    pub(super) game: String,
+    pub(super) kind: String,
+    pub(super) host: String,
+    pub(super) port: u16,
+    pub(super) instance: i64,
+    pub(super) face: String,
+    pub(super) game_port: Option<u16>,
+    pub(super) query_addr: Option<String>,
+    pub(super) query_protocol: Option<String>,
+    pub(super) state: String,
+    pub(super) first_seen: i64,
+    pub(super) last_heartbeat: i64,
+    pub(super) first_verified: Option<i64>,
+    pub(super) last_poll_ok: Option<i64>,
+    pub(super) poll_failures: u32,
+    pub(super) source: String,
+    pub(super) info: Option<String>,
+    pub(super) face_data: Option<String>,
+    pub(super) last_proof: Option<i64>,
+    pub(super) ddnet: Option<String>,
+    pub(super) sources: Option<String>,
 }
 
 impl Row {
@@ -229,7 +221,7 @@ impl Row {
     }
 
     /// The record, or why this build cannot use the row.
-    fn into_record(self) -> Result<Record, String> {
+    pub(super) fn into_record(self) -> Result<Record, String> {
         let addr = match self.kind.as_str() {
             "ip" => GameAddr::Ip(SocketAddr::new(
                 self.host
@@ -359,8 +351,18 @@ impl SqliteStore {
     /// Opens (creating if needed) `dir/muster.sqlite3`, creating `dir` too; checks the file's
     /// integrity and migrates an older schema.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_file(&dir.join(DB_FILE))
+    }
+
+    /// Opens (creating if needed) the database file `path`, creating its directory too (the
+    /// `sqlite:PATH` form of a store URL); checks and migrates as [`SqliteStore::open`] does.
+    pub fn open_file(path: &Path) -> Result<Self, StoreError> {
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         create_private_dir(dir).map_err(|e| StoreError::DataDir(dir.to_owned(), e))?;
-        let path = dir.join(DB_FILE);
+        let path = path.to_owned();
         let db = |e| StoreError::Db(path.clone(), e);
         let conn = Connection::open(&path).map_err(db)?;
         // DDNet registrations keep their secret here: only the daemon's user may read it.

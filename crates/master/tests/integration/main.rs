@@ -14,6 +14,7 @@ mod federation;
 mod federation_gamespy;
 mod flood;
 mod poller;
+mod postgres;
 mod redesign;
 mod state_changed;
 
