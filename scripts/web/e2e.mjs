@@ -315,6 +315,8 @@ async function listPhase(browser) {
       `detail lists humans (${split.humans.join(", ")}) apart from bots (${split.bots.join(", ")})`);
     await page.unroute(detailOfTarget);
     check(await page.textContent("#detail-address") === target.addr, `detail shows the game address ${target.addr}`);
+    const listedBy = await page.textContent("#facts");
+    check(/Listed byregistered here \(\d+[smhd] ago\)/.test(listedBy), "detail says where the master knows the server from");
     check(await page.getAttribute("#connect", "href") === "ddnet://" + target.addr, "a DDNet server has a ddnet:// link");
     await page.click("#copy-address");
     const copied = await page.evaluate(() => navigator.clipboard.readText());
