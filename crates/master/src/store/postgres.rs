@@ -606,6 +606,38 @@ impl PgShared {
     /// only those) and the sequence number they are current to: the management records at
     /// start, everything for an instance that fell behind the tombstone purge.
     pub async fn snapshot_all(&self, mgmt_only: bool) -> Result<(Vec<Record>, i64), StoreError> {
+        let live_mgmt = "face = 'mgmt' AND (instance >> 32) IN (SELECT node FROM instances)";
+        let filter = if mgmt_only {
+            live_mgmt.to_owned()
+        } else {
+            format!("(face <> 'mgmt' OR ({live_mgmt}))")
+        };
+        let (rows, seq) = self.consistent_rows(&filter).await?;
+        let mut recs = Vec::with_capacity(rows.len());
+        let (mut skipped, mut reason) = (0_usize, None);
+        for r in &rows {
+            match read_row(r).and_then(Row::into_record) {
+                Ok(rec) => recs.push(rec),
+                Err(why) => {
+                    skipped += 1;
+                    reason.get_or_insert(why);
+                }
+            }
+        }
+        // Said once per read, as a catch-up's unreadable rows are: never dropped silently.
+        if let Some(reason) = reason {
+            tracing::warn!(
+                skipped,
+                reason,
+                "shared records this build cannot read were skipped"
+            );
+        }
+        Ok((recs, seq))
+    }
+
+    /// The live rows matching `filter` (SQL over the `servers` columns) and the sequence
+    /// number they are current to, read in one repeatable-read transaction.
+    async fn consistent_rows(&self, filter: &str) -> Result<(Vec<PgRow>, i64), StoreError> {
         let mut c = self.client().await?;
         let e = self.err();
         let tx = c
@@ -620,22 +652,10 @@ impl PgShared {
             .await
             .map_err(&e)?
             .get(0);
-        let live_mgmt = "face = 'mgmt' AND (instance >> 32) IN (SELECT node FROM instances)";
-        let sql = if mgmt_only {
-            format!("SELECT {COLUMNS} FROM servers WHERE NOT deleted AND {live_mgmt}")
-        } else {
-            format!(
-                "SELECT {COLUMNS} FROM servers WHERE NOT deleted
-                 AND (face <> 'mgmt' OR ({live_mgmt}))"
-            )
-        };
+        let sql = format!("SELECT {COLUMNS} FROM servers WHERE NOT deleted AND {filter}");
         let rows = tx.query(&sql, &[]).await.map_err(&e)?;
         tx.commit().await.map_err(&e)?;
-        let recs = rows
-            .iter()
-            .filter_map(|r| read_row(r).and_then(Row::into_record).ok())
-            .collect();
-        Ok((recs, seq))
+        Ok((rows, seq))
     }
 
     /// The last reason a row could not be read during catch-up, once.
@@ -647,25 +667,9 @@ impl PgShared {
     }
 
     async fn load_rows(&self) -> Result<(Loaded, i64), StoreError> {
-        let mut c = self.client().await?;
-        let e = self.err();
-        let tx = c
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(&e)?;
-        let seq: i64 = tx
-            .query_one("SELECT coalesce(max(seq), 0) FROM servers", &[])
-            .await
-            .map_err(&e)?
-            .get(0);
         // Management records are connection-bound: the live instances' ones arrive through
         // the cluster's first catch-up, not as records to restore.
-        let sql = format!("SELECT {COLUMNS} FROM servers WHERE NOT deleted AND face <> 'mgmt'");
-        let rows = tx.query(&sql, &[]).await.map_err(&e)?;
-        tx.commit().await.map_err(&e)?;
+        let (rows, seq) = self.consistent_rows("face <> 'mgmt'").await?;
         let mut out = Loaded::default();
         for r in &rows {
             match read_row(r).and_then(Row::into_record) {
