@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real third-party peers Muster's conformance tests run against
-# (see shared/specs/peers.md and docs/peers.md):
+# (see docs/protocols/peers.md and docs/peers.md):
 #
 #   Debian packages  qstat (binary: quakestat), teeworlds-server, ddnet-server, iproute2, and the
 #                    Perl modules 333networks' Perl master needs (run from ../shared/peers, unmodified)

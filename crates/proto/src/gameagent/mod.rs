@@ -32,7 +32,7 @@
 //! GameSpy v1 side of the same query port (see `gamespy1`); open sockets, read the clock or
 //! draw random numbers.
 //!
-//! Spec: `shared/specs/gameagent.md`; reference implementation: `Croteam-official/Serious-Engine`
+//! Spec: `docs/protocols/gameagent.md`; reference implementation: `Croteam-official/Serious-Engine`
 //! (`Sources/Engine/GameAgent/GameAgent.cpp`, `GameAgent/main.py`).
 
 pub mod master;

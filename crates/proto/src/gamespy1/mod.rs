@@ -27,7 +27,7 @@
 //! crates; gsmsalg and heartbeats live in `gamespy_master`. Master-server conversations use plain
 //! pairing, not this tokenizer, because their keys may start with digits.
 //!
-//! Reference: `shared/specs/gamespy1.md` (and `unreal2.md` §11 for how UT2003/UT2004 ports
+//! Reference: `docs/protocols/gamespy1.md` (and `unreal2.md` §11 for how UT2003/UT2004 ports
 //! relate to the native query).
 
 pub mod map;

@@ -30,7 +30,7 @@
 //! request parser), [`register`] (the game server's heartbeat client,
 //! [`register::GameSpyRegistrar`]).
 //!
-//! Reference: `shared/specs/gamespy-master.md`; 333networks/Masterserver-Qt5,
+//! Reference: `docs/protocols/gamespy-master.md`; 333networks/Masterserver-Qt5,
 //! 333networks/Masterserver-Perl, Croteam-official/Serious-Engine `GameAgent.cpp`,
 //! Unity-Technologies/qstat `qstat.c` (facts only).
 

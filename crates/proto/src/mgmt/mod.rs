@@ -31,7 +31,7 @@
 //! entry of its own connection), enforce connection caps or output-buffer limits, resolve
 //! hostnames, or log (discards come out as events for the caller to log).
 //!
-//! References: `/work/shared/specs/management-server.md` (framing §2, commands §4, decisions
+//! References: `docs/protocols/management-server.md` (framing §2, commands §4, decisions
 //! §7, byte-exact frames §8, conformance §9, malformed inputs §10), the German seed
 //! `004_management-server.de.md` (group5productions/bomberman-protocol, `management-server.md`).
 

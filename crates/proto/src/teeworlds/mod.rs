@@ -1,4 +1,4 @@
-//! Teeworlds / DDNet server info on the game port (spec `shared/specs/teeworlds.md`).
+//! Teeworlds / DDNet server info on the game port (spec `docs/protocols/teeworlds.md`).
 //!
 //! Four request/reply families share one UDP port:
 //!

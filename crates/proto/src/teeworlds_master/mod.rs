@@ -1,7 +1,7 @@
 //! Teeworlds UDP masters (0.5 / 0.6 / 0.7 faces) and DDNet's HTTP register with its
 //! `servers.json` list.
 //!
-//! Spec: `shared/specs/teeworlds-master.md`; reference implementations teeworlds/teeworlds
+//! Spec: `docs/protocols/teeworlds-master.md`; reference implementations teeworlds/teeworlds
 //! `src/mastersrv/mastersrv.cpp`, `src/engine/server/register.cpp` and ddnet/ddnet
 //! `src/mastersrv/src/main.rs`, `src/engine/server/register.cpp`,
 //! `src/engine/client/serverbrowser_http.cpp`.

@@ -189,7 +189,7 @@ impl Packet {
         }
     }
 
-    /// Decode one datagram. Byte 0 selects the framing (`shared/specs/teeworlds.md` §2.4);
+    /// Decode one datagram. Byte 0 selects the framing (`docs/protocols/teeworlds.md` §2.4);
     /// the framings are [`crate::teeworlds::header`]'s.
     pub fn decode(datagram: &[u8]) -> Result<Self, DecodeError> {
         let first = *datagram.first().ok_or(DecodeError::Truncated("header"))?;

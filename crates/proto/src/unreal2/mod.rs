@@ -1,6 +1,6 @@
 //! Unreal Engine 2 native query over UDP (UT2003, UT2004, Killing Floor, Unreal 2 XMP).
 //!
-//! Spec: `/work/shared/specs/unreal2.md` (Muster's reference; section numbers below point there).
+//! Spec: `docs/protocols/unreal2.md` (Muster's reference; section numbers below point there).
 //! The servers answer on game port + 1. Everything is little-endian.
 //!
 //! ```text

@@ -14,7 +14,7 @@
 //! fetcher move the body), no hostnames or IPv6 (the format never carried them), and nothing
 //! of Epic's native CD-key master on TCP 28902 (§5).
 //!
-//! Reference: `shared/specs/ut2003-list.md`; qstat `info/UT2003.txt`; XQF `src/stat.c`.
+//! Reference: `docs/protocols/ut2003-list.md`; qstat `info/UT2003.txt`; XQF `src/stat.c`.
 
 pub mod packet;
 

@@ -1,4 +1,4 @@
-//! Golden tests for gameagent: every test vector of `shared/specs/gameagent.md` §6 (fixtures in
+//! Golden tests for gameagent: every test vector of `docs/protocols/gameagent.md` §6 (fixtures in
 //! `tests/fixtures/gameagent/`, see its README), decoded, snapshotted and re-encoded byte for
 //! byte; then one test per quirk of spec §7.
 

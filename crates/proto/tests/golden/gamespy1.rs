@@ -1,4 +1,4 @@
-//! Golden tests for gamespy1: every vector of `shared/specs/gamespy1.md` (§7.5 reassembly,
+//! Golden tests for gamespy1: every vector of `docs/protocols/gamespy1.md` (§7.5 reassembly,
 //! §8.4 tokenizer, §11 hex examples), the fixtures in `tests/fixtures/gamespy1/`, the stock
 //! reply styles byte for byte, and one test per quirk of §12.
 

@@ -1,6 +1,6 @@
 //! Conformance of the gameagent responder with real client peers: there are none to run.
 //!
-//! No third-party query tool speaks GameAgent (`shared/specs/peers.md` §8 lists none, spec §10): qstat's `-sms`,
+//! No third-party query tool speaks GameAgent (`docs/protocols/peers.md` §8 lists none, spec §10): qstat's `-sms`,
 //! gamedig's `serioussam`/`sstse` and opengsq's `ssc` all speak GameSpy v1 to the same query
 //! port, which a Serious Engine server answers only in legacy mode; the GameSpy v1 responder's
 //! conformance tests cover those peers. The only GameAgent peers are the Serious Engine 1.10

@@ -2,7 +2,7 @@
 //! `-uns`), gamedig (`serioussam`, `sstse`, `unrealtournament`) and opengsq (`ssc`,
 //! `gamespy1`) read exactly the configured state.
 //!
-//! Known peer manglings asserted as such (measured with this suite; `shared/specs/peers.md`
+//! Known peer manglings asserted as such (measured with this suite; `docs/protocols/peers.md`
 //! §3.4, §7; `gamespy1.md` §14):
 //! * qstat `-json` (`-sms`, `-gps`) drops non-ASCII characters (`Café` → `Caf`), and
 //!   `-uns` clears their high bit instead (`é` 0xE9 → `i`, `ô` 0xF4 → `t`);

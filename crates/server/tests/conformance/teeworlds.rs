@@ -1,7 +1,7 @@
 //! Conformance of the teeworlds responder with real client peers.
 //!
 //! qstat 2.17 `-tees` speaks only the 0.6 vanilla family (`gie3` → `inf3`), so it sees DDNet's
-//! 16-client shaping (spec §5.3). Known qstat manglings (`shared/specs/peers.md` §3.4),
+//! 16-client shaping (spec §5.3). Known qstat manglings (`docs/protocols/peers.md` §3.4),
 //! asserted as they are:
 //! * `-json` drops every non-ASCII character of the server name; `-raw` keeps it byte-exact,
 //!   so the exact name is checked there.
