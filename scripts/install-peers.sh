@@ -160,7 +160,7 @@ copy_folder() {
 # fetch_pinned NAME REPO COMMIT SUBDIR LICENCE: make .peers/src/NAME the folder SUBDIR (empty: the
 # whole tree) of REPO at COMMIT, fetched with git (depth 1; with SUBDIR a partial clone that downloads
 # only the files checked out, falling back to a plain depth-1 fetch when the server refuses the filter).
-# LICENCE (with SUBDIR) is the repository's licence file, kept beside the source as LICENSE-<NAME>.txt.
+# LICENCE (with SUBDIR) is `FILE:COPY`: the repository's licence FILE, kept beside the source as COPY.
 # NOT RUN on the project machine (it has no internet access): written to the git documentation and
 # exercised only against a local file:// repository; the commit-id check below is what verifies it.
 fetch_pinned() {
@@ -178,7 +178,7 @@ fetch_pinned() {
     if [ -n "$subdir" ]; then
         want=("$subdir")
         if [ -n "$licence" ]; then
-            want+=("$licence")
+            want+=("${licence%%:*}")
         fi
         "${g[@]}" config remote.origin.promisor true
         "${g[@]}" config remote.origin.partialclonefilter blob:none
@@ -201,7 +201,7 @@ fetch_pinned() {
     if [ -n "$subdir" ]; then
         cp -R "$work/$subdir" "$dest.new"
         if [ -n "$licence" ]; then
-            cp "$work/$licence" "$dest.new/LICENSE-$name.txt"
+            cp "$work/${licence%%:*}" "$dest.new/${licence#*:}"
         fi
     else
         rm -rf "$work/.git"
@@ -262,7 +262,7 @@ install_source() {
 }
 
 install_source "$MASTERSRV_NAME" MUSTER_MASTERSRV_SRC "$MASTERSRV_REPO" "$MASTERSRV_COMMIT" \
-    "$MASTERSRV_SUBDIR" license.txt Cargo.toml "$MASTERSRV_CONTENT" "${MASTERSRV_PATHS[@]}"
+    "$MASTERSRV_SUBDIR" license.txt:LICENSE-ddnet.txt Cargo.toml "$MASTERSRV_CONTENT" "${MASTERSRV_PATHS[@]}"
 install_source "$PERL_NAME" MUSTER_PERL_MASTER_SRC "$PERL_REPO" "$PERL_COMMIT" \
     "" "" util/masterserver.pl "$PERL_CONTENT" "${PERL_PATHS[@]}"
 
