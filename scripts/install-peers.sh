@@ -48,7 +48,7 @@ PERL_PATHS=(lib util data)
 PERL_CONTENT=dfea04edee8ae16cfa978a8fb1606156ec4b55a8510a9b30c7476381a134f0dc
 
 DEB_PACKAGES=(qstat teeworlds-server ddnet-server iproute2)
-# 333networks' Masterserver-Perl (its ORIGIN.md): AnyEvent, AnyEvent::Handle::UDP, DBI with SQLite,
+# 333networks' Masterserver-Perl (its README): AnyEvent, AnyEvent::Handle::UDP, DBI with SQLite,
 # Switch, JSON. IP::Country::Fast is not packaged; the test harness stubs it.
 DEB_PACKAGES+=(perl libanyevent-perl libanyevent-handle-udp-perl libdbi-perl libdbd-sqlite3-perl
     libswitch-perl libjson-perl sqlite3)
