@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Install the real third-party peers Muster's conformance tests run against
-# (see shared/specs/peers.md and docs/peers.md):
+# (see docs/protocols/peers.md and docs/peers.md):
 #
 #   Debian packages  qstat (binary: quakestat), teeworlds-server, ddnet-server, iproute2, and the
-#                    Perl modules 333networks' Perl master needs (run from ../shared/peers, unmodified)
+#                    Perl modules 333networks' Perl master needs
 #   npm              gamedig, pinned in scripts/peers/package.json + package-lock.json -> .peers/node/
 #   PyPI             opengsq, pinned in scripts/peers/requirements.txt                -> .peers/venv/
-#   cargo            DDNet's master server (mastersrv), built from the unmodified source in
-#                    ../shared/peers/ddnet-mastersrv (MUSTER_MASTERSRV_SRC overrides)  -> .peers/bin/mastersrv
+#   sources          DDNet's master server (ddnet/ddnet src/mastersrv) and 333networks'
+#                    Masterserver-Perl, unmodified, each pinned to one upstream commit  -> .peers/src/<name>/
+#   cargo            DDNet's mastersrv, built from .peers/src/ddnet-mastersrv          -> .peers/bin/mastersrv
+#
+# Where the two sources come from, the first that applies (see "third-party sources" below):
+#   1. MUSTER_MASTERSRV_SRC / MUSTER_PERL_MASTER_SRC: a folder holding that one source;
+#   2. MUSTER_PEERS_SRC: a folder holding both, as MUSTER_PEERS_SRC/ddnet-mastersrv and
+#      MUSTER_PEERS_SRC/333networks-masterserver-perl;
+#   3. the local mirror LOCAL_PEERS_MIRROR/<name> (below), when it exists;
+#   4. otherwise GitHub: the pinned commit is fetched with git (shallow) and its commit id checked.
 #
 # Idempotent: every step checks first and installs only what is missing or at the wrong version, so a
 # second run takes about a second. `apt-get update` runs only when a Debian package must be installed.
@@ -19,11 +27,28 @@ PINS="$ROOT/scripts/peers"
 PEERS="$ROOT/.peers"
 NODE_DIR="$PEERS/node"
 VENV="$PEERS/venv"
-MASTERSRV_SRC="${MUSTER_MASTERSRV_SRC:-$ROOT/../shared/peers/ddnet-mastersrv}"
+SRC_DIR="$PEERS/src"
 MASTERSRV_BIN="$PEERS/bin/mastersrv"
+# Local mirror of the two peer sources (unmodified, one folder per <name>): where the environment the
+# project was started in keeps them, beside the clone. Used only when it exists; otherwise GitHub.
+LOCAL_PEERS_MIRROR="$ROOT/../shared/peers"
+
+# The pinned sources. *_CONTENT is the digest (tree_digest below, over *_PATHS) of the copy the
+# conformance tests were written and measured against; a source that differs is used, with a note.
+MASTERSRV_NAME=ddnet-mastersrv
+MASTERSRV_REPO=https://github.com/ddnet/ddnet.git
+MASTERSRV_COMMIT=28baa427bad88b7dd0b04eca370ab8c9daed9a7c
+MASTERSRV_SUBDIR=src/mastersrv
+MASTERSRV_PATHS=(Cargo.toml Cargo.lock src)
+MASTERSRV_CONTENT=10af794dd8930222c5460fc9d4b400232be88ce057bcd65190e2b49dd50d6c37
+PERL_NAME=333networks-masterserver-perl
+PERL_REPO=https://github.com/333networks/Masterserver-Perl.git
+PERL_COMMIT=7510e6780dd4c1f18e66c19dcd7bd401614c8a60
+PERL_PATHS=(lib util data)
+PERL_CONTENT=dfea04edee8ae16cfa978a8fb1606156ec4b55a8510a9b30c7476381a134f0dc
 
 DEB_PACKAGES=(qstat teeworlds-server ddnet-server iproute2)
-# 333networks' Masterserver-Perl (its ORIGIN.md): AnyEvent, AnyEvent::Handle::UDP, DBI with SQLite,
+# 333networks' Masterserver-Perl (its README): AnyEvent, AnyEvent::Handle::UDP, DBI with SQLite,
 # Switch, JSON. IP::Country::Fast is not packaged; the test harness stubs it.
 DEB_PACKAGES+=(perl libanyevent-perl libanyevent-handle-udp-perl libdbi-perl libdbd-sqlite3-perl
     libswitch-perl libjson-perl sqlite3)
@@ -33,6 +58,16 @@ die() {
     exit 1
 }
 say() { echo "install-peers: $*"; }
+
+# tree_digest DIR [PATH...]: one SHA-256 over the files under PATH... (default: all) inside DIR, in
+# byte order of their names, so the same tree gives the same digest on every machine.
+tree_digest() {
+    local dir="$1"
+    shift
+    [ "$#" -gt 0 ] || set -- .
+    (cd "$dir" && find "$@" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum \
+        | sha256sum | cut -d' ' -f1)
+}
 
 deb_installed() {
     [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" = "install ok installed" ]
@@ -102,22 +137,148 @@ fi
 OPENGSQ_BIN="$VENV/bin/opengsq"
 [ -x "$OPENGSQ_BIN" ] || die "opengsq installed but $OPENGSQ_BIN is missing"
 
+# --- third-party sources (DDNet's mastersrv, 333networks' Masterserver-Perl) -----------------------------
+# Both are third-party programs the tests run unmodified; they are installed as source under
+# .peers/src/<name>/, and .peers/src/<name>.from records where the copy came from (line 1) and the digest
+# of its pinned paths (line 2). A folder source is copied when its content differs from the copy; GitHub
+# is asked only when no folder source exists and the copy is not already the pinned one.
+
+# copy_folder NAME FROM: make .peers/src/NAME an exact copy of folder FROM.
+copy_folder() {
+    local name="$1" from="$2" dest="$SRC_DIR/$1"
+    if [ -d "$dest" ] && [ "$(tree_digest "$from")" = "$(tree_digest "$dest")" ]; then
+        return 0
+    fi
+    say "copying the $name source from $from"
+    rm -rf "$dest.new"
+    mkdir -p "$dest.new"
+    cp -R "$from/." "$dest.new/" || die "copying $from to $dest failed"
+    rm -rf "$dest"
+    mv "$dest.new" "$dest"
+}
+
+# fetch_pinned NAME REPO COMMIT SUBDIR LICENCE: make .peers/src/NAME the folder SUBDIR (empty: the
+# whole tree) of REPO at COMMIT, fetched with git (depth 1; with SUBDIR a partial clone that downloads
+# only the files checked out, falling back to a plain depth-1 fetch when the server refuses the filter).
+# LICENCE (with SUBDIR) is `FILE:COPY`: the repository's licence FILE, kept beside the source as COPY.
+# NOT RUN on the project machine (it has no internet access): written to the git documentation and
+# exercised only against a local file:// repository; the commit-id check below is what verifies it.
+fetch_pinned() {
+    local name="$1" repo="$2" commit="$3" subdir="$4" licence="$5"
+    local dest="$SRC_DIR/$1" work="$SRC_DIR/.fetch-$1"
+    command -v git >/dev/null || die "git is not on PATH (needed to fetch the $name source from $repo)"
+    say "fetching the $name source from $repo at $commit"
+    rm -rf "$work"
+    mkdir -p "$work"
+    local -a g=(git -C "$work" -c advice.detachedHead=false)
+    export GIT_TERMINAL_PROMPT=0
+    "${g[@]}" init -q || die "git init in $work failed"
+    "${g[@]}" remote add origin "$repo"
+    local -a want=(.)
+    if [ -n "$subdir" ]; then
+        want=("$subdir")
+        if [ -n "$licence" ]; then
+            want+=("${licence%%:*}")
+        fi
+        "${g[@]}" config remote.origin.promisor true
+        "${g[@]}" config remote.origin.partialclonefilter blob:none
+        if ! "${g[@]}" fetch -q --depth 1 --filter=blob:none origin "$commit"; then
+            say "the filtered fetch failed; fetching the whole commit (depth 1)"
+            "${g[@]}" config --unset remote.origin.promisor
+            "${g[@]}" config --unset remote.origin.partialclonefilter
+            "${g[@]}" fetch -q --depth 1 origin "$commit" \
+                || die "git fetch of $commit from $repo failed"
+        fi
+    else
+        "${g[@]}" fetch -q --depth 1 origin "$commit" || die "git fetch of $commit from $repo failed"
+    fi
+    local got
+    got="$("${g[@]}" rev-parse --verify 'FETCH_HEAD^{commit}')" || die "git fetched no commit from $repo"
+    [ "$got" = "$commit" ] || die "git fetched $got from $repo, not the pinned $commit"
+    "${g[@]}" checkout -q FETCH_HEAD -- "${want[@]}" \
+        || die "git checkout of ${want[*]} at $commit failed"
+    rm -rf "$dest.new"
+    if [ -n "$subdir" ]; then
+        cp -R "$work/$subdir" "$dest.new"
+        if [ -n "$licence" ]; then
+            cp "$work/${licence%%:*}" "$dest.new/${licence#*:}"
+        fi
+    else
+        rm -rf "$work/.git"
+        cp -R "$work" "$dest.new"
+    fi
+    rm -rf "$dest" "$work"
+    mv "$dest.new" "$dest"
+}
+
+# install_source NAME OVERRIDE_VAR REPO COMMIT SUBDIR LICENCE MARKER CONTENT PATH...: put the source
+# of NAME at .peers/src/NAME (see the header for where it comes from); MARKER is a file every copy
+# must hold; CONTENT is the pinned digest of PATH... (see *_CONTENT above).
+install_source() {
+    local name="$1" override="$2" repo="$3" commit="$4" subdir="$5" licence="$6" marker="$7" content="$8"
+    shift 8
+    local dest="$SRC_DIR/$name" from="" origin=""
+    if [ -n "${!override:-}" ]; then
+        from="${!override}"
+        origin="$override"
+    elif [ -n "${MUSTER_PEERS_SRC:-}" ]; then
+        from="$MUSTER_PEERS_SRC/$name"
+        origin=MUSTER_PEERS_SRC
+    elif [ -d "$LOCAL_PEERS_MIRROR/$name" ]; then
+        from="$LOCAL_PEERS_MIRROR/$name"
+        origin="the local mirror"
+    fi
+    mkdir -p "$SRC_DIR"
+    if [ -n "$from" ]; then
+        [ -f "$from/$marker" ] || die "no $name source at $from (from $origin): $marker is missing"
+        from="$(cd "$from" && pwd)"
+        copy_folder "$name" "$from"
+        printf 'folder %s\n%s\n' "$from" "$(tree_digest "$dest" "$@")" > "$dest.from"
+    else
+        # Keep the copy when it is the pinned content, or what an earlier run fetched at the pinned commit.
+        local kind="" recorded="" now=""
+        if [ -f "$dest.from" ]; then
+            kind="$(sed -n 1p "$dest.from")"
+            recorded="$(sed -n 2p "$dest.from")"
+        fi
+        if [ -f "$dest/$marker" ]; then
+            now="$(tree_digest "$dest" "$@")"
+        fi
+        if [ -n "$now" ] && { [ "$now" = "$content" ] \
+            || { [ "$kind" = "git $repo $commit" ] && [ "$now" = "$recorded" ]; }; }; then
+            printf '%s\n%s\n' "${kind:-kept}" "$now" > "$dest.from"
+        else
+            fetch_pinned "$name" "$repo" "$commit" "$subdir" "$licence"
+            [ -f "$dest/$marker" ] || die "the fetched $name source has no $marker"
+            printf 'git %s %s\n%s\n' "$repo" "$commit" "$(tree_digest "$dest" "$@")" > "$dest.from"
+        fi
+    fi
+    local have
+    have="$(sed -n 2p "$dest.from")"
+    if [ "$have" != "$content" ]; then
+        say "note: the $name source ($(sed -n 1p "$dest.from")) differs from the copy the tests were" \
+            "written against (digest $have, pinned $content); using it as it is"
+    fi
+}
+
+install_source "$MASTERSRV_NAME" MUSTER_MASTERSRV_SRC "$MASTERSRV_REPO" "$MASTERSRV_COMMIT" \
+    "$MASTERSRV_SUBDIR" license.txt:LICENSE-ddnet.txt Cargo.toml "$MASTERSRV_CONTENT" "${MASTERSRV_PATHS[@]}"
+install_source "$PERL_NAME" MUSTER_PERL_MASTER_SRC "$PERL_REPO" "$PERL_COMMIT" \
+    "" "" util/masterserver.pl "$PERL_CONTENT" "${PERL_PATHS[@]}"
+
 # --- DDNet's mastersrv (cargo, project-local) ------------------------------------------------------
-# Built from a copy of the source (the shared folder is never written to), with its own lock file
-# (--locked) and target folder. The source's digest marks what is built: a changed source rebuilds.
-[ -f "$MASTERSRV_SRC/Cargo.toml" ] \
-    || die "DDNet mastersrv source not found at $MASTERSRV_SRC (set MUSTER_MASTERSRV_SRC)"
+# Built from .peers/src/ddnet-mastersrv with its own lock file (--locked, so nothing in the source is
+# written) into its own target folder. The source's digest marks what is built: a changed source rebuilds.
+MASTERSRV_SRC="$SRC_DIR/$MASTERSRV_NAME"
 command -v cargo >/dev/null || die "cargo is not on PATH (needed to build mastersrv)"
-want_mastersrv="$(cd "$MASTERSRV_SRC" && find Cargo.toml Cargo.lock src -type f -print0 | sort -z \
-    | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+want_mastersrv="$(tree_digest "$MASTERSRV_SRC" "${MASTERSRV_PATHS[@]}")"
 have_mastersrv="$(cat "$PEERS/mastersrv.sha256" 2>/dev/null || true)"
+rm -rf "$PEERS/mastersrv-src"   # the build copy earlier versions of this script made
 if [ ! -x "$MASTERSRV_BIN" ] || [ "$have_mastersrv" != "$want_mastersrv" ]; then
     say "building DDNet mastersrv from $MASTERSRV_SRC (about a minute)"
-    rm -rf "$PEERS/mastersrv-src"
-    mkdir -p "$PEERS/mastersrv-src" "$PEERS/bin"
-    cp -R "$MASTERSRV_SRC/Cargo.toml" "$MASTERSRV_SRC/Cargo.lock" "$MASTERSRV_SRC/src" "$PEERS/mastersrv-src/"
+    mkdir -p "$PEERS/bin"
     cargo build --quiet --release --locked \
-        --manifest-path "$PEERS/mastersrv-src/Cargo.toml" \
+        --manifest-path "$MASTERSRV_SRC/Cargo.toml" \
         --target-dir "$PEERS/mastersrv-target" \
         || die "cargo build of mastersrv failed"
     cp "$PEERS/mastersrv-target/release/mastersrv" "$MASTERSRV_BIN"
@@ -128,6 +289,13 @@ fi
 # --- where everything is -----------------------------------------------------------------------------
 deb_version() { dpkg-query -W -f='${Version}' "$1"; }
 deb_path() { dpkg -L "$1" | grep -m1 "/$2\$" || die "package $1 has no file named $2"; }
+# source_version NAME CONTENT: how a source was got (folder, git, kept) and whether it is the pinned one.
+source_version() {
+    local kind digest
+    kind="$(sed -n 1p "$SRC_DIR/$1.from" | cut -d' ' -f1)"
+    digest="$(sed -n 2p "$SRC_DIR/$1.from")"
+    if [ "$digest" = "$2" ]; then echo "$kind,pinned"; else echo "$kind,${digest:0:12}"; fi
+}
 
 QSTAT="$(deb_path qstat quakestat)"
 TW07="$(deb_path teeworlds-server teeworlds-server)"
@@ -141,6 +309,8 @@ printf '%-17s %-22s %s\n' \
     DDNet-Server "$(deb_version ddnet-server)" "$DDNET" \
     ip "$(deb_version iproute2)" "$IP" \
     mastersrv "ddnet@$(cut -c1-12 "$PEERS/mastersrv.sha256")" "$MASTERSRV_BIN" \
+    mastersrv-src "$(source_version "$MASTERSRV_NAME" "$MASTERSRV_CONTENT")" "$SRC_DIR/$MASTERSRV_NAME" \
+    masterserver-perl "$(source_version "$PERL_NAME" "$PERL_CONTENT")" "$SRC_DIR/$PERL_NAME" \
     gamedig "$(node -p 'require(process.argv[1]).version' "$NODE_DIR/node_modules/gamedig/package.json")" "$GAMEDIG_BIN" \
     opengsq "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("opengsq"))')" "$OPENGSQ_BIN" \
     node "$(node --version)" "$(command -v node)" \

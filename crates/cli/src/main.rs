@@ -15,7 +15,7 @@ mod timing;
 mod watch;
 
 /// The allocator: a scan makes and frees many small strings per reply, and glibc's malloc
-/// spends a third of a fast scan's time on them (measured with perf, issue 4).
+/// spends a third of a fast scan's time on them (measured with `perf record`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

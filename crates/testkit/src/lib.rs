@@ -24,7 +24,7 @@
 //! | gamedig 5.x | `<repo>/.peers/node/node_modules/.bin/gamedig` |
 //! | opengsq | `<repo>/.peers/venv/bin/opengsq` |
 //! | DDNet mastersrv | `<repo>/.peers/bin/mastersrv` (built by `install-peers.sh`) |
-//! | 333networks Masterserver-Perl | `<repo>/../shared/peers/333networks-masterserver-perl` (`MUSTER_PERL_MASTER_SRC`), `perl` with its Debian modules, `sqlite3` |
+//! | 333networks Masterserver-Perl | `<repo>/.peers/src/333networks-masterserver-perl` (put there by `install-peers.sh`; `MUSTER_PERL_MASTER_SRC` overrides), `perl` with its Debian modules, `sqlite3` |
 //!
 //! `<repo>` is the workspace root; `MUSTER_PEERS_DIR` overrides `<repo>/.peers`.
 
@@ -62,7 +62,7 @@ impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "peer {} not found ({}); install the peers with scripts/install-peers.sh",
+            "peer {} not found ({}); install the peers with `bash scripts/install-peers.sh`",
             self.peer, self.detail
         )
     }
@@ -108,7 +108,8 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Where `scripts/install-peers.sh` puts gamedig and opengsq (`<repo>/.peers`, or `MUSTER_PEERS_DIR`).
+/// Where `scripts/install-peers.sh` puts gamedig, opengsq, mastersrv and the peer sources (`<repo>/.peers`, or
+/// `MUSTER_PEERS_DIR`).
 pub fn peers_dir() -> PathBuf {
     std::env::var_os("MUSTER_PEERS_DIR").map_or_else(|| repo_root().join(".peers"), PathBuf::from)
 }

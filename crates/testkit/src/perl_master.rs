@@ -1,7 +1,7 @@
-//! 333networks' Masterserver-Perl 2.4.3, the unmodified source in
-//! `<repo>/../shared/peers/333networks-masterserver-perl` (`MUSTER_PERL_MASTER_SRC` overrides),
-//! run from a patched copy in a scratch folder on one loopback address, stopped by PID when its
-//! guard drops.
+//! 333networks' Masterserver-Perl 2.4.3, the unmodified source that `scripts/install-peers.sh`
+//! puts in `<peers>/src/333networks-masterserver-perl` (`MUSTER_PERL_MASTER_SRC` overrides), run
+//! from a patched copy in a scratch folder on one loopback address, stopped by PID when its guard
+//! drops.
 //!
 //! Its Perl modules are Debian packages (`scripts/install-peers.sh` installs them);
 //! `IP::Country::Fast` is not packaged and is stubbed (it only fills a country column). The
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::net::free_udp_port;
 use super::process::{ChildGuard, ScratchDir, run_bounded};
-use super::{Missing, repo_root, require, which};
+use super::{Missing, peers_dir, require, which};
 
 /// How long the master may take to start (load its game table, bind).
 pub const START_LIMIT: Duration = Duration::from_secs(20);
@@ -130,12 +130,12 @@ impl PerlMaster {
             detail,
         };
         let src = std::env::var_os("MUSTER_PERL_MASTER_SRC").map_or_else(
-            || repo_root().join("../shared/peers/333networks-masterserver-perl"),
+            || peers_dir().join("src/333networks-masterserver-perl"),
             PathBuf::from,
         );
         if !src.join("util/masterserver.pl").is_file() {
             return Err(missing(format!(
-                "no source at {} (set MUSTER_PERL_MASTER_SRC)",
+                "no source at {} (or set MUSTER_PERL_MASTER_SRC to another folder)",
                 src.display()
             )));
         }

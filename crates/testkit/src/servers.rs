@@ -20,20 +20,20 @@ pub const READY_TRY: Duration = Duration::from_millis(200);
 pub const READY_TRIES: u32 = 50;
 
 /// The 0.6 connless header + `gie3` + token byte `5a`: byte for byte
-/// `shared/fixtures/teeworlds/serverinfo/ddnet-16.4-vanilla-p0-request.bin` (teeworlds.md §5).
+/// `crates/proto/tests/fixtures/teeworlds/serverinfo/ddnet-16.4-vanilla-p0-request.bin` (teeworlds.md §5).
 pub const GIE3_06_REQUEST: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffgie3\x5a";
 
 /// The 0.6 reply prefix: `ff`×6 header, `ff ff ff ff`, `inf3`.
 pub const INF3_06_PREFIX: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffinf3";
 
-/// Our 0.7 client token (the one the shared fixtures used).
+/// Our 0.7 client token (the one the captured fixtures used).
 pub const TOKEN_07: [u8; 4] = [0xc0, 0xff, 0xee, 0x01];
 
 /// Size of a 0.7 token request: servers ignore shorter ones (teeworlds.md, peers.md §4.4).
 pub const TOKEN_REQUEST_07_LEN: usize = 520;
 
 /// The 0.7 control TOKEN request carrying [`TOKEN_07`], zero-padded to [`TOKEN_REQUEST_07_LEN`] bytes
-/// (`shared/fixtures/teeworlds/serverinfo/tw-0.7.5-p0-token-request.bin`).
+/// (`crates/proto/tests/fixtures/teeworlds/serverinfo/tw-0.7.5-p0-token-request.bin`).
 pub fn token_request_07() -> Vec<u8> {
     let mut v = vec![0x04, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x05];
     v.extend_from_slice(&TOKEN_07);
@@ -54,8 +54,8 @@ pub fn server_token_07(reply: &[u8]) -> Option<[u8; 4]> {
 }
 
 /// The 0.7 connless info request: `21` + server token + our token + `ff ff ff ff gie3` + browse token 200
-/// (varint `88 03`) (`shared/fixtures/teeworlds/serverinfo/tw-0.7.5-p0-info-request.bin` with the token of
-/// this run). Never send browse token −1 to teeworlds 0.7.5: it crashes (peers.md §4.4).
+/// (varint `88 03`) (`crates/proto/tests/fixtures/teeworlds/serverinfo/tw-0.7.5-p0-info-request.bin` with
+/// the token of this run). Never send browse token −1 to teeworlds 0.7.5: it crashes (peers.md §4.4).
 pub fn info_request_07(server_token: [u8; 4]) -> Vec<u8> {
     let mut v = vec![0x21];
     v.extend_from_slice(&server_token);
@@ -229,8 +229,8 @@ impl TeeworldsServer {
         require(Self::find())
     }
 
-    /// The lab configuration of `shared/fixtures/teeworlds/configs/tw-0.7.5-lab.cfg` on `port`
-    /// (`sv_register 0`, `bindaddr 127.0.0.1`).
+    /// The lab configuration the teeworlds captures were made with (`docs/protocols/peers.md` §4.1) on
+    /// `port` (`sv_register 0`, `bindaddr 127.0.0.1`).
     pub fn config(port: u16) -> String {
         format!(
             "bindaddr 127.0.0.1\nsv_port {port}\nsv_register 0\n\
@@ -291,7 +291,7 @@ impl DdnetServer {
         require(Self::find())
     }
 
-    /// The lab configuration of `shared/fixtures/teeworlds/configs/ddnet-16.4-lab.cfg` on `port`, plus
+    /// The lab configuration the DDNet captures were made with (`docs/protocols/peers.md` §5.1) on `port`, plus
     /// `bindaddr 127.0.0.1` with `sv_ipv4only 1`: with both DDNet 16.4 binds only 127.0.0.1 (measured; peers.md
     /// §5.1 only tried `bindaddr` alone, which fails on the IPv6 socket), so no namespace is needed.
     pub fn config(port: u16) -> String {

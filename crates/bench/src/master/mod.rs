@@ -94,8 +94,9 @@ pub(crate) struct MasterArgs {
     /// Rounds of the side-by-side servers.json measurements (alternating the two).
     #[arg(long, default_value_t = 2)]
     vs_rounds: usize,
-    /// DDNet mastersrv sources (relative paths from the workspace root).
-    #[arg(long, default_value = "../shared/peers/ddnet-mastersrv")]
+    /// DDNet mastersrv sources (relative paths from the workspace root); `bash
+    /// scripts/install-peers.sh` puts the pinned, unmodified source in the default folder.
+    #[arg(long, default_value = ".peers/src/ddnet-mastersrv")]
     mastersrv_src: PathBuf,
     /// Instead of the runs above: two masters sharing this PostgreSQL server
     /// (`postgres://USER:PASS@HOST:PORT/DB`; a fresh database per size is created there)

@@ -19,7 +19,10 @@ pub(crate) fn build_mastersrv(src: &Path) -> anyhow::Result<PathBuf> {
     let target = root.join("target/peers/mastersrv");
     let manifest = src.join("Cargo.toml");
     if !manifest.exists() {
-        bail!("no mastersrv sources at {}", src.display());
+        bail!(
+            "no mastersrv sources at {} (run `bash scripts/install-peers.sh`, or give --mastersrv-src)",
+            src.display()
+        );
     }
     eprintln!("building mastersrv from {} …", src.display());
     let mut cmd = Command::new("cargo");
