@@ -25,7 +25,7 @@ use rusqlite::{Connection, params};
 use tokio::sync::mpsc;
 
 use crate::poller::PollSample;
-use crate::registry::{Record, ServerKey, Timestamp};
+use crate::registry::{Record, Timestamp};
 use crate::store::{DB_FILE, StoreError};
 
 /// Default time samples are kept.
@@ -240,11 +240,20 @@ pub async fn run(
     write.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut buf: Vec<PollSample> = Vec::new();
-    let flush = |buf: &mut Vec<PollSample>| {
-        if let Err(e) = history.append(buf) {
-            tracing::warn!(error = %e, dropped = buf.len(), "history write failed");
+    // SQLite runs on the blocking pool: a batch of thousands of rows (every server's first
+    // sample) must not hold a reactor thread that serves the faces.
+    let flush = async |buf: &mut Vec<PollSample>| {
+        if buf.is_empty() {
+            return;
         }
-        buf.clear();
+        let batch = std::mem::take(buf);
+        let h = history.clone();
+        let n = batch.len();
+        match tokio::task::spawn_blocking(move || h.append(&batch)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, dropped = n, "history write failed"),
+            Err(e) => tracing::warn!(error = %e, dropped = n, "history write failed"),
+        }
     };
     loop {
         tokio::select! {
@@ -256,20 +265,24 @@ pub async fn run(
                     }
                     buf.push(s);
                     if buf.len() >= MAX_BUFFERED {
-                        flush(&mut buf);
+                        flush(&mut buf).await;
                     }
                 }
                 None => break,
             },
-            _ = write.tick() => flush(&mut buf),
-            _ = prune.tick() => match history.prune(Timestamp::now()) {
-                Ok(n) if n > 0 => tracing::debug!(n, "history pruned"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "history prune failed"),
-            },
+            _ = write.tick() => flush(&mut buf).await,
+            _ = prune.tick() => {
+                let h = history.clone();
+                match tokio::task::spawn_blocking(move || h.prune(Timestamp::now())).await {
+                    Ok(Ok(n)) if n > 0 => tracing::debug!(n, "history pruned"),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "history prune failed"),
+                    Err(e) => tracing::warn!(error = %e, "history prune failed"),
+                }
+            }
         }
     }
-    flush(&mut buf);
+    flush(&mut buf).await;
 }
 
 /// How often [`feed_unpolled`] looks for changes.
@@ -283,8 +296,10 @@ pub struct Unpolled {
     poller: bool,
     /// A sample at least this often while nothing changes.
     every: Duration,
-    /// Per record: players, slots, when written, the scan that last saw it.
-    last: std::collections::HashMap<ServerKey, (u32, u32, Timestamp, u64)>,
+    /// Per record id ([`Record::id`]: stable while the record lives, and 8 bytes where a key
+    /// would be a clone of the game and address): players, slots, when written, the scan
+    /// that last saw it.
+    last: std::collections::HashMap<u64, (u32, u32, Timestamp, u64)>,
     scans: u64,
     /// The earliest time a sample is due without a change.
     next_due: Option<Timestamp>,
@@ -334,7 +349,7 @@ impl Unpolled {
                 continue;
             };
             let (n, max) = (info.num_players, info.max_players);
-            let due = match self.last.get_mut(&r.key) {
+            let due = match self.last.get_mut(&r.id) {
                 Some(e) => {
                     e.3 = scan;
                     (e.0, e.1) != (n, max) || now.since(e.2) >= self.every
@@ -342,7 +357,7 @@ impl Unpolled {
                 None => true,
             };
             if due {
-                self.last.insert(r.key.clone(), (n, max, now, scan));
+                self.last.insert(r.id, (n, max, now, scan));
                 out.push(PollSample {
                     key: r.key.clone(),
                     at: now,
@@ -385,7 +400,17 @@ pub async fn feed_unpolled(
             continue;
         }
         seen = Some(mark);
-        for s in unpolled.scan(view.listed().iter().map(|r| &**r), now) {
+        // A pass over every listed record: off the reactor, as every whole-list pass is.
+        let Ok((back, due)) = tokio::task::spawn_blocking(move || {
+            let due = unpolled.scan(view.listed().iter().map(|r| &**r), now);
+            (unpolled, due)
+        })
+        .await
+        else {
+            return;
+        };
+        unpolled = back;
+        for s in due {
             if samples.send(s).is_err() {
                 return;
             }
@@ -396,7 +421,7 @@ pub async fn feed_unpolled(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Face, GameAddr, PollInfo, Registration};
+    use crate::registry::{Face, GameAddr, PollInfo, Registration, ServerKey};
     use muster_proto::limit::SourceKey;
 
     fn sample(addr: &str, at: u64, n: u32) -> PollSample {
@@ -444,7 +469,7 @@ mod tests {
         let addr: std::net::SocketAddr = format!("192.0.2.1:{port}").parse().unwrap();
         let polled = face != Face::Mgmt;
         let mut r = Record::new(
-            1,
+            u64::from(port),
             Registration {
                 key: ServerKey::new("g", GameAddr::Ip(addr)),
                 face,
