@@ -361,10 +361,11 @@ impl GameAgentFace {
     fn verified(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4, key: ServerKey, f: &HeartbeatFields) {
         // One server is one record: the same address under another product (it changed, or a
         // record from before a restart) is replaced.
+        // The registry's address index: a snapshot's index is rebuilt for each snapshot, a
+        // pass over every record under the lock.
         let stale: Vec<ServerKey> = cx
-            .view
-            .find_by_addr(&key.addr)
-            .into_iter()
+            .registry
+            .at_addr(&key.addr)
             .filter(|r| r.face == Face::GameAgent && r.key != key)
             .map(|r| r.key.clone())
             .collect();
@@ -406,10 +407,9 @@ impl GameAgentFace {
     fn state_changed(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4) {
         let addr = GameAddr::Ip(SocketAddr::V4(game_of(a)));
         let listed: Vec<ServerKey> = cx
-            .view
-            .find_by_addr(&addr)
-            .into_iter()
-            .filter(|r| r.face == Face::GameAgent && r.key.addr == addr)
+            .registry
+            .at_addr(&addr)
+            .filter(|r| r.face == Face::GameAgent && r.is_listed())
             .map(|r| r.key.clone())
             .collect();
         if listed.is_empty() {

@@ -353,6 +353,12 @@ impl Registry {
         self.per_source.get(&source).map_or(0, |n| *n as usize)
     }
 
+    /// The records registered under the address `addr` (any game, any instance, listed or
+    /// not), from the registry's own index: no pass over every record.
+    pub fn at_addr<'a>(&'a self, addr: &'a GameAddr) -> impl Iterator<Item = &'a Arc<Record>> + 'a {
+        self.records.at_addr(addr)
+    }
+
     /// The record under `key`.
     #[must_use]
     pub fn get(&self, key: &ServerKey) -> Option<&Record> {

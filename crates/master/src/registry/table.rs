@@ -9,17 +9,46 @@ use hashbrown::HashTable;
 
 use super::{Record, ServerKey};
 
-/// Records by [`ServerKey`]. Hashing is SipHash with a per-table random key (keys come from
-/// the wire).
+/// Records by [`ServerKey`], and by the address in the key. Hashing is SipHash with a
+/// per-table random key (keys come from the wire).
+///
+/// The address index holds, per record, the hash of its address and the hash of its key
+/// (16 bytes): the records at an address are found through the key hashes without a second
+/// pointer to keep in step when a record is replaced by its changed copy.
 #[derive(Debug, Clone, Default)]
 pub(super) struct RecordTable {
     table: HashTable<Arc<Record>>,
+    /// (hash of `key.addr`, hash of `key`) per record.
+    by_addr: HashTable<(u64, u64)>,
     hasher: std::collections::hash_map::RandomState,
 }
 
 impl RecordTable {
     fn hash(&self, key: &ServerKey) -> u64 {
         self.hasher.hash_one(key)
+    }
+
+    fn addr_hash(&self, addr: &super::GameAddr) -> u64 {
+        self.hasher.hash_one(addr)
+    }
+
+    /// The records whose key has the address `addr` (any game, any instance).
+    pub(super) fn at_addr<'a>(
+        &'a self,
+        addr: &'a super::GameAddr,
+    ) -> impl Iterator<Item = &'a Arc<Record>> + 'a {
+        let mut keys: Vec<u64> = self
+            .by_addr
+            .iter_hash(self.addr_hash(addr))
+            .map(|&(_, k)| k)
+            .collect();
+        // Two records at one address whose key hashes collide are one entry each here, and
+        // both are found by each: look each key hash up once.
+        keys.sort_unstable();
+        keys.dedup();
+        keys.into_iter()
+            .flat_map(move |k| self.table.iter_hash(k))
+            .filter(move |r| r.key.addr == *addr)
     }
 
     pub(super) fn get(&self, key: &ServerKey) -> Option<&Arc<Record>> {
@@ -43,7 +72,9 @@ impl RecordTable {
                 Some(std::mem::replace(e.get_mut(), rec))
             }
             hashbrown::hash_table::Entry::Vacant(e) => {
+                let a = hasher.hash_one(&rec.key.addr);
                 e.insert(rec);
+                self.by_addr.insert_unique(a, (a, h), |&(a, _)| a);
                 None
             }
         }
@@ -51,10 +82,16 @@ impl RecordTable {
 
     pub(super) fn remove(&mut self, key: &ServerKey) -> Option<Arc<Record>> {
         let h = self.hash(key);
-        match self.table.find_entry(h, |r| r.key == *key) {
-            Ok(e) => Some(e.remove().0),
-            Err(_) => None,
+        let removed = match self.table.find_entry(h, |r| r.key == *key) {
+            Ok(e) => e.remove().0,
+            Err(_) => return None,
+        };
+        let a = self.addr_hash(&key.addr);
+        // Entries with the same pair are alike: removing any one of them keeps the count.
+        if let Ok(e) = self.by_addr.find_entry(a, |&(ea, eh)| ea == a && eh == h) {
+            e.remove();
         }
+        Some(removed)
     }
 
     pub(super) fn values(&self) -> impl Iterator<Item = &Arc<Record>> {
@@ -108,5 +145,28 @@ mod tests {
         assert!(t.get(&k).is_none());
         assert_eq!(t.values().count(), 1);
         assert!(!t.is_empty());
+    }
+
+    #[test]
+    fn finds_every_record_at_an_address_and_forgets_removed_ones() {
+        let mut t = RecordTable::default();
+        let one = rec(7);
+        let addr = one.key.addr.clone();
+        let mut other_game = (*rec(7)).clone();
+        other_game.key = ServerKey::new("unreal", addr.clone());
+        t.insert(one);
+        t.insert(Arc::new(other_game));
+        t.insert(rec(8));
+        // A replaced record (its changed copy) stays found once.
+        t.insert(rec(7));
+        let mut games: Vec<&str> = t.at_addr(&addr).map(|r| r.key.game.as_str()).collect();
+        games.sort_unstable();
+        assert_eq!(games, ["unreal", "ut"]);
+        assert!(t.remove(&ServerKey::new("ut", addr.clone())).is_some());
+        let games: Vec<&str> = t.at_addr(&addr).map(|r| r.key.game.as_str()).collect();
+        assert_eq!(games, ["unreal"]);
+        assert!(t.remove(&ServerKey::new("unreal", addr.clone())).is_some());
+        assert_eq!(t.at_addr(&addr).count(), 0);
+        assert_eq!(t.by_addr.len(), 1, "only the record at port 8 is left");
     }
 }
