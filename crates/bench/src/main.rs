@@ -16,6 +16,11 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+/// The allocator the `muster` binary ships with, so that the master child's memory and CPU
+/// are those of `muster serve`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod loopback;
 mod master;
 mod procs;

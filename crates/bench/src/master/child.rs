@@ -367,7 +367,18 @@ impl ChildMaster {
         ));
         std::fs::create_dir_all(&dir)?;
         let exe = std::env::current_exe()?;
-        let mut cmd = Command::new(exe);
+        // A profiler around the child (`MUSTER_BENCH_CHILD_WRAPPER="heaptrack -o FILE"`): its
+        // memory and CPU figures are then the wrapper's, the profile is what counts.
+        let wrapper = std::env::var("MUSTER_BENCH_CHILD_WRAPPER").unwrap_or_default();
+        let mut words = wrapper.split_whitespace();
+        let mut cmd = match words.next() {
+            Some(program) => {
+                let mut c = Command::new(program);
+                c.args(words).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         cmd.arg("master-child")
             .arg("--data-dir")
             .arg(&dir)
@@ -408,12 +419,17 @@ impl ChildMaster {
     }
 
     fn read(&mut self) -> anyhow::Result<Value> {
-        let mut line = String::new();
-        let n = tokio::task::block_in_place(|| self.stdout.read_line(&mut line))?;
-        if n == 0 {
-            bail!("the master child exited");
+        loop {
+            let mut line = String::new();
+            let n = tokio::task::block_in_place(|| self.stdout.read_line(&mut line))?;
+            if n == 0 {
+                bail!("the master child exited");
+            }
+            // The child answers in JSON objects; a wrapper's own lines are passed over.
+            if line.starts_with('{') {
+                return Ok(serde_json::from_str(&line)?);
+            }
         }
-        Ok(serde_json::from_str(&line)?)
     }
 
     /// Sends one command and reads its answer.
