@@ -236,7 +236,6 @@ impl Upstream {
             local,
             ..PullReport::default()
         };
-        let view = handle.snapshot();
         let (unknown, applied) = handle.write(|r| {
             let mut known: HashSet<ServerKey> = HashSet::new();
             let mut unknown = Vec::new();
@@ -245,10 +244,9 @@ impl Upstream {
                     Some(k) => r.get(&k).is_some().then_some(k),
                     // The game comes from the server's answer: a listed record of the same
                     // face at that address is this one.
-                    None => view
-                        .find_by_addr(&GameAddr::Ip(l.addr))
-                        .into_iter()
-                        .find(|rec| rec.face == l.face)
+                    None => r
+                        .at_addr(&GameAddr::Ip(l.addr))
+                        .find(|rec| rec.face == l.face && rec.is_listed())
                         .map(|rec| rec.key.clone()),
                 };
                 match key {

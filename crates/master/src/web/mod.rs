@@ -116,16 +116,22 @@ pub(crate) async fn server_history(
         .filter(|g| !g.is_empty())
         .map(|g| g.to_ascii_lowercase());
     // Samples are kept under the registered address; the list shows the game address.
-    let registered = st
-        .handle
-        .snapshot()
-        .find_by_addr(&addr)
-        .into_iter()
-        .find(|r| {
-            game.as_deref()
-                .is_none_or(|g| g.eq_ignore_ascii_case(&r.key.game))
-        })
-        .map(|r| r.key.addr.to_string());
+    // The snapshot's address index is built once per snapshot, over every record: off the
+    // reactor.
+    let view = st.handle.snapshot();
+    let (wanted, g) = (addr.clone(), game.clone());
+    let registered = tokio::task::spawn_blocking(move || {
+        view.find_by_addr(&wanted)
+            .into_iter()
+            .find(|r| {
+                g.as_deref()
+                    .is_none_or(|g| g.eq_ignore_ascii_case(&r.key.game))
+            })
+            .map(|r| r.key.addr.to_string())
+    })
+    .await
+    .ok()
+    .flatten();
     let addr = registered.unwrap_or_else(|| addr.to_string());
     let history = st.history;
     let now = Timestamp::now();
