@@ -202,7 +202,7 @@ const CONTROL_KEYS: [&str; 18] = [
 ];
 
 /// Known vocabulary keys (spec §8.3), lower case.
-const VOCABULARY_KEYS: [&str; 49] = [
+pub(crate) const VOCABULARY_KEYS: [&str; 49] = [
     "gamename",
     "gamever",
     "gamesubver",
