@@ -331,24 +331,9 @@ impl ServerResult {
         Self {
             address: show_addr(address),
             query_address: Some(show_addr(query_address)),
-            resolved_address: Resolved::NotApplicable,
-            protocol,
             status,
             error: Some(error),
-            ping_ms: None,
-            name: None,
-            map: None,
-            game_type: None,
-            version: None,
-            password: None,
-            num_players: None,
-            max_players: None,
-            players: Vec::new(),
-            rules: Fields::default(),
-            partial: false,
-            partial_reason: None,
-            lobby: None,
-            raw: Fields::default(),
+            ..Self::listed(protocol)
         }
     }
 
