@@ -132,6 +132,28 @@ fn gamespy_addr(i: usize) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(ip), 7778 + 10 * (i % 100) as u16)
 }
 
+/// What the poller leaves on GameSpy server `i` (names and maps for the API's sorts), with
+/// `players` players.
+fn gamespy_info(i: usize, map: String, players: usize, addr: SocketAddr) -> PollInfo {
+    PollInfo {
+        name: format!("UT bench server {i}"),
+        map,
+        game_type: "DeathMatchPlus".to_owned(),
+        num_players: players as u32,
+        max_players: 16,
+        password: Some(false),
+        players: (0..players)
+            .map(|p| PollPlayer {
+                name: format!("Player{p}"),
+                score: Some(p as i64),
+                ..PollPlayer::default()
+            })
+            .collect(),
+        rules: Vec::new(),
+        game_port: Some(addr.port() - 1),
+    }
+}
+
 fn insert_gamespy(handle: &MasterHandle, first: usize, n: usize) -> Value {
     let start = Instant::now();
     let mut ok = 0;
@@ -152,25 +174,8 @@ fn insert_gamespy(handle: &MasterHandle, first: usize, n: usize) -> Value {
             handle.verify(&key, now);
             listed = handle.with_registry(|r| r.get(&key).is_some_and(|rec| rec.is_listed()));
         }
-        // What the poller leaves on a record (names and maps for the API's sorts).
-        let info = PollInfo {
-            name: format!("UT bench server {i}"),
-            map: ["DM-Deck16][", "CTF-Face", "DM-Morpheus", "AS-Frigate"][i % 4].to_owned(),
-            game_type: "DeathMatchPlus".to_owned(),
-            num_players: (i % 9) as u32,
-            max_players: 16,
-            password: Some(false),
-            players: (0..(i % 9))
-                .map(|p| PollPlayer {
-                    name: format!("Player{p}"),
-                    score: Some(p as i64),
-                    ..PollPlayer::default()
-                })
-                .collect(),
-            rules: Vec::new(),
-            game_port: Some(addr.port() - 1),
-        };
-        handle.update_poll(&key, Some(info), now);
+        let map = ["DM-Deck16][", "CTF-Face", "DM-Morpheus", "AS-Frigate"][i % 4].to_owned();
+        handle.update_poll(&key, Some(gamespy_info(i, map, i % 9, addr)), now);
         ok += usize::from(listed);
     }
     json!({"secs": start.elapsed().as_secs_f64(), "ok": ok})
@@ -216,23 +221,7 @@ fn churn(handle: &MasterHandle, n: usize, rate: usize, secs: usize) {
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos());
-            let info = PollInfo {
-                name: format!("UT bench server {}", i % n),
-                map: format!("t{nanos}"),
-                game_type: "DeathMatchPlus".to_owned(),
-                num_players: (done % 9) as u32,
-                max_players: 16,
-                password: Some(false),
-                players: (0..(done % 9))
-                    .map(|p| PollPlayer {
-                        name: format!("Player{p}"),
-                        score: Some(p as i64),
-                        ..PollPlayer::default()
-                    })
-                    .collect(),
-                rules: Vec::new(),
-                game_port: Some(addr.port() - 1),
-            };
+            let info = gamespy_info(i % n, format!("t{nanos}"), done % 9, addr);
             handle.update_poll(&key, Some(info), Timestamp::now());
             done += 1;
             i = i.wrapping_add(7919);
