@@ -731,12 +731,6 @@ impl Registry {
         Some(rec)
     }
 
-    /// Whether `key` has a change waiting for the persister.
-    #[must_use]
-    pub fn is_dirty(&self, key: &ServerKey) -> bool {
-        self.dirty.contains(key)
-    }
-
     /// A record another instance wrote to the shared store: inserted, or put in place of the
     /// local one (keeping its id and the local re-verification progress). Logged for the
     /// view, so lists, snapshots and events show it, but **not** marked dirty: it came from
@@ -767,7 +761,6 @@ impl Registry {
                     || o.query_addr != rec.query_addr
                     || o.query_protocol != rec.query_protocol
                     || o.state != rec.state
-                    || o.first_seen != rec.first_seen
                     || o.info != rec.info
                     || o.ddnet
                         .as_ref()
