@@ -14,7 +14,8 @@
 #   1. MUSTER_MASTERSRV_SRC / MUSTER_PERL_MASTER_SRC: a folder holding that one source;
 #   2. MUSTER_PEERS_SRC: a folder holding both, as MUSTER_PEERS_SRC/ddnet-mastersrv and
 #      MUSTER_PEERS_SRC/333networks-masterserver-perl;
-#   3. the local mirror LOCAL_PEERS_MIRROR/<name> (below), when it exists;
+#   3. the local mirror LOCAL_PEERS_MIRROR/<name> (below; beside the clone, or beside the local
+#      checkout it was cloned from), when it exists;
 #   4. otherwise GitHub: the pinned commit is fetched with git (shallow) and its commit id checked.
 #
 # Idempotent: every step checks first and installs only what is missing or at the wrong version, so a
@@ -32,6 +33,15 @@ MASTERSRV_BIN="$PEERS/bin/mastersrv"
 # Local mirror of the two peer sources (unmodified, one folder per <name>): where the environment the
 # project was started in keeps them, beside the clone. Used only when it exists; otherwise GitHub.
 LOCAL_PEERS_MIRROR="$ROOT/../shared/peers"
+# A clone of such a checkout made elsewhere (`git clone -q /path/to/checkout /tmp/x/m`) finds the
+# mirror beside the checkout it was cloned from, when that is a local path.
+if [ ! -d "$LOCAL_PEERS_MIRROR" ]; then
+    origin_url="$(git -C "$ROOT" remote get-url origin 2>/dev/null || true)"
+    origin_url="${origin_url#file://}"
+    if [ -n "$origin_url" ] && [ -d "$origin_url/../shared/peers" ]; then
+        LOCAL_PEERS_MIRROR="$(cd "$origin_url/../shared/peers" && pwd)"
+    fi
+fi
 
 # The pinned sources. *_CONTENT is the digest (tree_digest below, over *_PATHS) of the copy the
 # conformance tests were written and measured against; a source that differs is used, with a note.
