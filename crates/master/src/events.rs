@@ -27,7 +27,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use muster_proto::limit::SourceKey;
@@ -80,18 +80,30 @@ pub struct Delta {
     pub record: Arc<Record>,
 }
 
-/// One numbered event, serialised, and framed once for every stream (see [`Frame`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One numbered event. Its text (and the text compressed) is made from the record on first
+/// read and then shared by every stream (see [`Frame`]): a daemon nobody follows never
+/// serialises or compresses an event, and the backlog holds records (mostly shared with the
+/// registry), not their JSON.
+#[derive(Debug)]
 pub struct ServerEvent {
     /// Its number (from 1, never reused while the daemon runs).
     pub id: u64,
     /// What happened.
     pub kind: EventKind,
-    /// The one-line JSON of its `data:` field.
-    pub data: Arc<str>,
-    /// Its Server-Sent Events text, plain and compressed.
-    pub frame: Frame,
+    /// The record as the publisher saw it (as it was last listed, for a removal).
+    record: Arc<Record>,
+    text: OnceLock<bytes::Bytes>,
+    deflated: OnceLock<bytes::Bytes>,
 }
+
+impl PartialEq for ServerEvent {
+    /// Ids are never reused in a run: the same id is the same event.
+    fn eq(&self, other: &Self) -> bool {
+        (self.id, self.kind) == (other.id, other.kind)
+    }
+}
+
+impl Eq for ServerEvent {}
 
 /// A deflate compressor reused for many pieces (its state is large: make one per batch).
 #[derive(Debug)]
@@ -100,6 +112,44 @@ pub struct Deflater(flate2::Compress);
 impl Default for Deflater {
     fn default() -> Self {
         Self(flate2::Compress::new(flate2::Compression::fast(), false))
+    }
+}
+
+impl Deflater {
+    /// `text` deflated on its own (the compressor is reset first: a piece never refers to
+    /// another's bytes), ending with a sync flush.
+    #[must_use]
+    pub fn piece(&mut self, text: &[u8]) -> bytes::Bytes {
+        let z = &mut self.0;
+        z.reset();
+        let mut out = Vec::with_capacity(text.len() / 2 + 64);
+        // A sync flush of at most the input plus its block overhead; loop until all is out.
+        loop {
+            let before = z.total_in();
+            let input = text
+                .get(usize::try_from(before).unwrap_or(0)..)
+                .unwrap_or_default();
+            out.reserve(input.len() + 64);
+            if z.compress_vec(input, &mut out, flate2::FlushCompress::Sync)
+                .is_err()
+            {
+                break;
+            }
+            if z.total_in() as usize >= text.len() && out.ends_with(&[0, 0, 0xff, 0xff]) {
+                break;
+            }
+        }
+        bytes::Bytes::from(out)
+    }
+
+    /// [`Deflater::piece`] with this thread's compressor (its state is large: one per thread,
+    /// made on first use).
+    #[must_use]
+    pub fn piece_here(text: &[u8]) -> bytes::Bytes {
+        thread_local! {
+            static Z: std::cell::RefCell<Deflater> = std::cell::RefCell::new(Deflater::default());
+        }
+        Z.with(|z| z.borrow_mut().piece(text))
     }
 }
 
@@ -128,28 +178,8 @@ impl Frame {
     /// Frames `text` with `z` (reset first: a piece never refers to another's bytes).
     #[must_use]
     pub fn with(z: &mut Deflater, text: String) -> Self {
-        let z = &mut z.0;
-        z.reset();
-        let mut out = Vec::with_capacity(text.len() / 2 + 64);
-        // A sync flush of at most the input plus its block overhead; loop until all is out.
-        loop {
-            let before = z.total_in();
-            let input = text
-                .as_bytes()
-                .get(usize::try_from(before).unwrap_or(0)..)
-                .unwrap_or_default();
-            out.reserve(input.len() + 64);
-            if z.compress_vec(input, &mut out, flate2::FlushCompress::Sync)
-                .is_err()
-            {
-                break;
-            }
-            if z.total_in() as usize >= text.len() && out.ends_with(&[0, 0, 0xff, 0xff]) {
-                break;
-            }
-        }
         Self {
-            deflated: bytes::Bytes::from(out),
+            deflated: z.piece(text.as_bytes()),
             text: bytes::Bytes::from(text),
         }
     }
@@ -157,24 +187,7 @@ impl Frame {
     /// The SSE text of an event.
     #[must_use]
     pub fn event(id: Option<u64>, name: &str, data: &str) -> Self {
-        Self::event_with(&mut Deflater::default(), id, name, data)
-    }
-
-    /// [`Frame::event`] with a reused compressor.
-    #[must_use]
-    pub fn event_with(z: &mut Deflater, id: Option<u64>, name: &str, data: &str) -> Self {
-        let mut t = String::with_capacity(data.len() + 48);
-        if let Some(id) = id {
-            t.push_str("id: ");
-            t.push_str(&id.to_string());
-            t.push('\n');
-        }
-        t.push_str("event: ");
-        t.push_str(name);
-        t.push_str("\ndata: ");
-        t.push_str(data);
-        t.push_str("\n\n");
-        Self::with(z, t)
+        Self::new(event_text(id, name, data))
     }
 
     /// The SSE text of a comment.
@@ -182,6 +195,22 @@ impl Frame {
     pub fn comment(text: &str) -> Self {
         Self::new(format!(": {text}\n\n"))
     }
+}
+
+/// The SSE text of an event: its id, name and one-line data.
+fn event_text(id: Option<u64>, name: &str, data: &str) -> String {
+    let mut t = String::with_capacity(data.len() + 48);
+    if let Some(id) = id {
+        t.push_str("id: ");
+        t.push_str(&id.to_string());
+        t.push('\n');
+    }
+    t.push_str("event: ");
+    t.push_str(name);
+    t.push_str("\ndata: ");
+    t.push_str(data);
+    t.push_str("\n\n");
+    t
 }
 
 /// The data of a removal.
@@ -194,9 +223,30 @@ struct Removed<'a> {
 }
 
 impl ServerEvent {
-    fn data_of(d: &Delta) -> String {
-        let r = &d.record;
-        let json = match d.kind {
+    /// Its Server-Sent Events text (made on first read).
+    pub fn text(&self) -> &bytes::Bytes {
+        self.text.get_or_init(|| {
+            let data = Self::data_of(self.kind, &self.record);
+            bytes::Bytes::from(event_text(Some(self.id), self.kind.name(), &data))
+        })
+    }
+
+    /// Its text deflated on its own, ending with a sync flush (made on first read; see
+    /// [`Frame`]).
+    pub fn deflated(&self) -> &bytes::Bytes {
+        self.deflated
+            .get_or_init(|| Deflater::piece_here(self.text()))
+    }
+
+    /// The one-line JSON of its `data:` field.
+    pub fn data(&self) -> &str {
+        let t = std::str::from_utf8(self.text()).unwrap_or_default();
+        t.split_once("\ndata: ")
+            .map_or("", |(_, d)| d.strip_suffix("\n\n").unwrap_or(d))
+    }
+
+    fn data_of(kind: EventKind, r: &Record) -> String {
+        let json = match kind {
             EventKind::Added | EventKind::Changed => {
                 serde_json::to_string(&ServerDetail::from_record(r))
             }
@@ -348,21 +398,19 @@ impl EventHub {
         if deltas.is_empty() || !self.on.load(Ordering::Acquire) {
             return self.last_id();
         }
-        // Serialise and frame outside the lock: readers of the backlog never wait for JSON or
-        // compression. Only `emit` numbers events, under the publisher's lock, so the ids
-        // reserved here are the ones used below.
+        // Only `emit` numbers events, under the publisher's lock, so the ids reserved here are
+        // the ones used below. The text is made by the first stream that reads an event.
         let first = self.lock_log().next_id;
-        let mut z = Deflater::default();
         let events: Vec<Arc<ServerEvent>> = deltas
             .iter()
             .zip(first..)
             .map(|(d, id)| {
-                let data: Arc<str> = Arc::from(ServerEvent::data_of(d));
                 Arc::new(ServerEvent {
                     id,
                     kind: d.kind,
-                    frame: Frame::event_with(&mut z, Some(id), d.kind.name(), &data),
-                    data,
+                    record: Arc::clone(&d.record),
+                    text: OnceLock::new(),
+                    deflated: OnceLock::new(),
                 })
             })
             .collect();
@@ -594,13 +642,28 @@ mod tests {
             panic!()
         };
         assert_eq!((a.id, a.kind), (1, EventKind::Added));
-        let v: serde_json::Value = serde_json::from_str(&a.data).unwrap();
+        let v: serde_json::Value = serde_json::from_str(a.data()).unwrap();
         assert_eq!(v["address"], "192.0.2.1:1");
+        assert!(a.text().starts_with(b"id: 1\nevent: server_added\ndata: {"));
+        let mut inflated = Vec::new();
+        let mut z = flate2::Decompress::new(false);
+        z.decompress_vec(a.deflated(), &mut inflated, flate2::FlushDecompress::Sync)
+            .unwrap();
+        inflated.reserve(a.text().len() * 2);
+        z.decompress_vec(
+            a.deflated()
+                .get(z.total_in() as usize..)
+                .unwrap_or_default(),
+            &mut inflated,
+            flate2::FlushDecompress::Sync,
+        )
+        .unwrap();
+        assert_eq!(inflated, a.text()[..], "the compressed text is the text");
         assert!(v["players"].is_array(), "{v}");
         let Next::Event(r) = s.next().await else {
             panic!()
         };
-        let v: serde_json::Value = serde_json::from_str(&r.data).unwrap();
+        let v: serde_json::Value = serde_json::from_str(r.data()).unwrap();
         assert_eq!(
             (r.kind, v["address"].as_str()),
             (EventKind::Removed, Some("192.0.2.1:2"))

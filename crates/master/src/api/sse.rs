@@ -36,7 +36,7 @@ use serde::Deserialize;
 use crate::MasterHandle;
 use crate::api::dto::ErrorDto;
 use crate::drops::DropReason;
-use crate::events::{Frame, Next, Refused, Subscription};
+use crate::events::{Frame, Next, Refused, ServerEvent, Subscription};
 use crate::runtime::tcp::LongLived;
 
 /// The data of the `resync` event.
@@ -202,6 +202,15 @@ impl Stream {
         f.deflated.clone()
     }
 
+    /// [`Stream::piece`] of an event, whose text is made by the first stream that reads it.
+    fn event(&mut self, e: &ServerEvent) -> Bytes {
+        if !self.gzip {
+            return e.text().clone();
+        }
+        self.crc.update(e.text());
+        e.deflated().clone()
+    }
+
     /// The end of a gzip stream: an empty final block, the CRC-32 and the length.
     fn trailer(&self) -> Bytes {
         let mut t = Vec::with_capacity(10);
@@ -240,7 +249,7 @@ impl Stream {
         };
         match next {
             None => Some(self.piece(keep_alive)),
-            Some(Next::Event(e)) => Some(self.piece(&e.frame)),
+            Some(Next::Event(e)) => Some(self.event(&e)),
             Some(Next::Resync) => Some(self.piece(resync)),
             Some(Next::Dropped) => {
                 self.h.metrics().count_drop(DropReason::EventStreamLagged);
