@@ -257,7 +257,7 @@ async fn ingest(ga: SocketAddr, n: usize, in_flight: usize) -> (Latencies, usize
                     break;
                 }
                 // 100 servers per source address.
-                match register_gameagent(source_ip(i / 100), ga).await {
+                match register_gameagent(source_ip(i / 100), (i % 100) as u16, ga).await {
                     Ok(r) => {
                         ok += 1;
                         retries += u64::from(r.retries);
@@ -290,9 +290,9 @@ async fn probe(ga: SocketAddr, rate: u32, duration: Duration, base: usize) -> (L
     let mut k = 0usize;
     while Instant::now() < end {
         tick.tick().await;
-        let src = source_ip(base + k / 50);
+        let (src, port) = (source_ip(base + k / 50), (k % 50) as u16);
         k += 1;
-        tasks.spawn(async move { register_gameagent(src, ga).await });
+        tasks.spawn(async move { register_gameagent(src, port, ga).await });
     }
     let mut lat = Latencies::default();
     let mut failed = 0;

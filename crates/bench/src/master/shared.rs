@@ -245,7 +245,8 @@ async fn ingest_range(ga: std::net::SocketAddr, first: usize, n: usize, in_fligh
                 if i >= n {
                     return ok;
                 }
-                if register_gameagent(source_ip((first + i) / 100), ga)
+                let j = first + i;
+                if register_gameagent(source_ip(j / 100), (j % 100) as u16, ga)
                     .await
                     .is_ok()
                 {
@@ -286,7 +287,7 @@ async fn propagation(
             // One server per source: the probe never meets a per-source cap.
             let src = source_ip(base + k);
             tasks.spawn(async move {
-                if register_gameagent(src, ga).await.is_ok() {
+                if register_gameagent(src, 0, ga).await.is_ok() {
                     let _ = tx.send(Instant::now());
                 }
             });

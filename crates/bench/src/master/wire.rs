@@ -56,12 +56,19 @@ pub(crate) struct Registered {
     pub retries: u32,
 }
 
-/// One GameAgent registration from `ip`: `q`, the challenge, the heartbeat echoing it.
+/// First port of the emulated GameAgent servers on one source address: the server at index
+/// `k` of its address uses `SERVER_PORT_BASE + k`, so no two registrations of a run share a key
+/// (a port the kernel picks could be picked again for a later registration).
+pub(crate) const SERVER_PORT_BASE: u16 = 20_000;
+
+/// One GameAgent registration from `ip`, port [`SERVER_PORT_BASE`] + `k`: `q`, the challenge,
+/// the heartbeat echoing it.
 pub(crate) async fn register_gameagent(
     ip: Ipv4Addr,
+    k: u16,
     master: SocketAddr,
 ) -> anyhow::Result<Registered> {
-    let sock = UdpSocket::bind((ip, 0)).await?;
+    let sock = UdpSocket::bind((ip, SERVER_PORT_BASE.saturating_add(k))).await?;
     let mut buf = [0u8; 512];
     let start = Instant::now();
     for attempt in 0..ATTEMPTS {
