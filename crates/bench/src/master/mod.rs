@@ -216,6 +216,20 @@ pub(crate) async fn run(args: &MasterArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long the master is left quiet before its resident set is read: longer than the
+/// allocator's purge delay (mimalloc gives pages freed for a second back to the system).
+const SETTLE: Duration = Duration::from_millis(1500);
+
+/// The child's `VmRSS` (KiB) once it settled: store flushed and snapshot published, then
+/// [`SETTLE`] of quiet, then one more flush (the allocator purges what it freed long enough
+/// ago when it next works), as a monitoring system sees a running master between bursts.
+async fn settled_rss(m: &mut ChildMaster) -> anyhow::Result<u64> {
+    m.call("flush")?;
+    tokio::time::sleep(SETTLE).await;
+    m.call("flush")?;
+    Ok(rss_kib(m.pid).unwrap_or(0))
+}
+
 fn kib_per(a: u64, b: u64, count: usize) -> Option<f64> {
     (count > 0).then(|| (b.saturating_sub(a) * 1024) as f64 / count as f64)
 }
@@ -497,9 +511,8 @@ async fn run_size(args: &MasterArgs, n: usize) -> anyhow::Result<SizeResult> {
         ddnet_info_bytes: ddnet::info_body(0)?.len(),
         ..SizeResult::default()
     };
-    let rss = |m: &ChildMaster| rss_kib(m.pid).unwrap_or(0);
     m.call("flush")?;
-    let rss0 = rss(&m);
+    let rss0 = settled_rss(&mut m).await?;
 
     eprintln!("  registering {n} GameAgent servers over UDP …");
     let phase = Phase::start(&pids);
@@ -514,18 +527,15 @@ async fn run_size(args: &MasterArgs, n: usize) -> anyhow::Result<SizeResult> {
         r.reg_retries,
         r.reg_latency,
     ) = (secs, ok, failed, retries, lat);
-    m.call("flush")?;
-    let rss1 = rss(&m);
+    let rss1 = settled_rss(&mut m).await?;
 
     eprintln!("  inserting {n} DDNet and {n} GameSpy records through the handle …");
     let v = m.call(&format!("ddnet 0 {n}"))?;
     r.ddnet_secs = v.get("secs").and_then(Value::as_f64).unwrap_or(0.0);
-    m.call("flush")?;
-    let rss2 = rss(&m);
+    let rss2 = settled_rss(&mut m).await?;
     let v = m.call(&format!("gamespy 0 {n}"))?;
     r.gamespy_secs = v.get("secs").and_then(Value::as_f64).unwrap_or(0.0);
-    m.call("flush")?;
-    let rss3 = rss(&m);
+    let rss3 = settled_rss(&mut m).await?;
     r.mem = [
         kib_per(rss0, rss1, r.reg_ok),
         kib_per(rss1, rss2, n),
@@ -677,8 +687,7 @@ async fn run_size(args: &MasterArgs, n: usize) -> anyhow::Result<SizeResult> {
     r.probe_load = lat;
     r.probe_failed += failed;
 
-    m.call("flush")?;
-    r.rss_end_kib = rss(&m);
+    r.rss_end_kib = settled_rss(&mut m).await?;
     let probes = r.probe_idle.len() + r.probe_load.len();
     r.listed_end = listed_all(
         &mut m,
@@ -784,7 +793,7 @@ fn print_size(r: &SizeResult, args: &MasterArgs) {
     rows.push(vec![
         "memory per GameAgent server (wire)".to_owned(),
         fmt_mem(r.mem[0]),
-        "child VmRSS delta / servers, store flushed and snapshot published".to_owned(),
+        "child VmRSS delta / servers, store flushed, snapshot published, 1.5 s quiet".to_owned(),
     ]);
     rows.push(vec![
         "memory per DDNet server (handle)".to_owned(),
