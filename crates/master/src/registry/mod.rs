@@ -1068,8 +1068,9 @@ impl Registry {
             .min()
     }
 
-    /// When the registry must look at `rec` next: its expiry, or its oldest DDNet stream's.
-    fn deadline_of(&self, rec: &Record) -> Option<Timestamp> {
+    /// When the registry must look at `rec` next: its expiry, or its oldest DDNet stream's
+    /// ([`Timestamp::NEVER`] when neither comes).
+    fn deadline_of(&self, rec: &Record) -> Timestamp {
         let expiry = self.expires_at(rec);
         let stale = self
             .config
@@ -1084,6 +1085,7 @@ impl Registry {
             .into_iter()
             .flatten()
             .min()
+            .unwrap_or(Timestamp::NEVER)
     }
 
     /// Removes every record that expired at or before `now`, and the DDNet streams not
@@ -1094,7 +1096,7 @@ impl Registry {
         let due: Vec<&Arc<Record>> = self
             .records
             .values()
-            .filter(|r| r.deadline.is_some_and(|d| d <= now))
+            .filter(|r| r.deadline <= now)
             .collect();
         let mut dead: Vec<ServerKey> = due
             .iter()
