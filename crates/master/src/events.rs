@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  publish (views::Publisher::apply → Delta per record)
-//!      │ EventHub::emit: number, serialise once, append to the backlog, broadcast
+//!      │ EventHub::emit: number, append to the backlog, broadcast (the first stream to
+//!      │ read an event serialises it, and compresses it for gzip streams, once for all)
 //!      v
 //!  backlog (last `events.backlog`)      broadcast channel (bounded)
 //!      │ replay after Last-Event-ID          │ live

@@ -427,6 +427,7 @@ impl Registry {
             if rec.deadline != d {
                 // Unique here: whoever changed the record just made it so.
                 Arc::make_mut(rec).deadline = d;
+                self.records.sync_deadline(key);
             }
         }
         if let Some(rec) = self.records.get(key) {
@@ -1093,11 +1094,7 @@ impl Registry {
     /// [`Record::deadline`] passed are looked at: a pass over 100,000s of records compares one
     /// time each.
     pub fn prune_before(&mut self, now: Timestamp) -> Vec<ServerKey> {
-        let due: Vec<&Arc<Record>> = self
-            .records
-            .values()
-            .filter(|r| r.deadline <= now)
-            .collect();
+        let due: Vec<&Arc<Record>> = self.records.due(now).collect();
         let mut dead: Vec<ServerKey> = due
             .iter()
             .filter(|r| self.expires_at(r).is_some_and(|t| t <= now))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::{Record, ServerKey};
+use super::{Record, ServerKey, Timestamp};
 
 /// Records by [`ServerKey`], and by the address in the key. Hashing is SipHash with a
 /// per-table random key (keys come from the wire).
@@ -17,10 +17,28 @@ use super::{Record, ServerKey};
 /// pointer to keep in step when a record is replaced by its changed copy.
 #[derive(Debug, Clone, Default)]
 pub(super) struct RecordTable {
-    table: HashTable<Arc<Record>>,
+    table: HashTable<Slot>,
     /// (hash of `key.addr`, hash of `key`) per record.
     by_addr: HashTable<(u64, u64)>,
     hasher: std::collections::hash_map::RandomState,
+}
+
+/// A record and a copy of its [`Record::deadline`], so that finding the records due for
+/// pruning reads the table's own memory in order instead of every record (a cache miss each:
+/// at 300,000 records that scan held the registry lock for ~10 ms).
+#[derive(Debug, Clone)]
+struct Slot {
+    deadline: Timestamp,
+    rec: Arc<Record>,
+}
+
+impl Slot {
+    fn new(rec: Arc<Record>) -> Self {
+        Self {
+            deadline: rec.deadline,
+            rec,
+        }
+    }
 }
 
 impl RecordTable {
@@ -48,16 +66,39 @@ impl RecordTable {
         keys.dedup();
         keys.into_iter()
             .flat_map(move |k| self.table.iter_hash(k))
+            .map(|s| &s.rec)
             .filter(move |r| r.key.addr == *addr)
     }
 
     pub(super) fn get(&self, key: &ServerKey) -> Option<&Arc<Record>> {
-        self.table.find(self.hash(key), |r| r.key == *key)
+        self.table
+            .find(self.hash(key), |s| s.rec.key == *key)
+            .map(|s| &s.rec)
     }
 
+    /// The record under `key`, to change. A change of its deadline must be followed by
+    /// [`RecordTable::sync_deadline`].
     pub(super) fn get_mut(&mut self, key: &ServerKey) -> Option<&mut Arc<Record>> {
         let h = self.hash(key);
-        self.table.find_mut(h, |r| r.key == *key)
+        self.table
+            .find_mut(h, |s| s.rec.key == *key)
+            .map(|s| &mut s.rec)
+    }
+
+    /// Copies the deadline of the record under `key` into its slot.
+    pub(super) fn sync_deadline(&mut self, key: &ServerKey) {
+        let h = self.hash(key);
+        if let Some(s) = self.table.find_mut(h, |s| s.rec.key == *key) {
+            s.deadline = s.rec.deadline;
+        }
+    }
+
+    /// The records whose deadline is at or before `now`.
+    pub(super) fn due(&self, now: Timestamp) -> impl Iterator<Item = &Arc<Record>> {
+        self.table
+            .iter()
+            .filter(move |s| s.deadline <= now)
+            .map(|s| &s.rec)
     }
 
     /// Inserts `rec` under its own key; returns the record it replaced.
@@ -66,14 +107,14 @@ impl RecordTable {
         let hasher = &self.hasher;
         match self
             .table
-            .entry(h, |r| r.key == rec.key, |r| hasher.hash_one(&r.key))
+            .entry(h, |s| s.rec.key == rec.key, |s| hasher.hash_one(&s.rec.key))
         {
             hashbrown::hash_table::Entry::Occupied(mut e) => {
-                Some(std::mem::replace(e.get_mut(), rec))
+                Some(std::mem::replace(e.get_mut(), Slot::new(rec)).rec)
             }
             hashbrown::hash_table::Entry::Vacant(e) => {
                 let a = hasher.hash_one(&rec.key.addr);
-                e.insert(rec);
+                e.insert(Slot::new(rec));
                 self.by_addr.insert_unique(a, (a, h), |&(a, _)| a);
                 None
             }
@@ -82,8 +123,8 @@ impl RecordTable {
 
     pub(super) fn remove(&mut self, key: &ServerKey) -> Option<Arc<Record>> {
         let h = self.hash(key);
-        let removed = match self.table.find_entry(h, |r| r.key == *key) {
-            Ok(e) => e.remove().0,
+        let removed = match self.table.find_entry(h, |s| s.rec.key == *key) {
+            Ok(e) => e.remove().0.rec,
             Err(_) => return None,
         };
         let a = self.addr_hash(&key.addr);
@@ -95,7 +136,7 @@ impl RecordTable {
     }
 
     pub(super) fn values(&self) -> impl Iterator<Item = &Arc<Record>> {
-        self.table.iter()
+        self.table.iter().map(|s| &s.rec)
     }
 
     pub(super) fn len(&self) -> usize {
@@ -145,6 +186,27 @@ mod tests {
         assert!(t.get(&k).is_none());
         assert_eq!(t.values().count(), 1);
         assert!(!t.is_empty());
+    }
+
+    #[test]
+    fn finds_due_records_by_the_deadline_copy_kept_in_step() {
+        let mut t = RecordTable::default();
+        let mut a = (*rec(1)).clone();
+        a.deadline = Timestamp::from_secs(10);
+        t.insert(Arc::new(a));
+        t.insert(rec(2));
+        let due = |t: &RecordTable, s| -> Vec<u64> {
+            let mut v: Vec<u64> = t.due(Timestamp::from_secs(s)).map(|r| r.id).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(due(&t, 9), Vec::<u64>::new());
+        assert_eq!(due(&t, 10), [1], "a record without a deadline is never due");
+        let k = rec(1).key.clone();
+        Arc::make_mut(t.get_mut(&k).unwrap()).deadline = Timestamp::from_secs(20);
+        t.sync_deadline(&k);
+        assert_eq!(due(&t, 10), Vec::<u64>::new());
+        assert_eq!(due(&t, 20), [1]);
     }
 
     #[test]
