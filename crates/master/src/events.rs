@@ -140,6 +140,8 @@ impl Deflater {
                 break;
             }
         }
+        // Kept in the backlog: without the headroom reserved for incompressible input.
+        out.shrink_to_fit();
         bytes::Bytes::from(out)
     }
 
