@@ -746,7 +746,19 @@ pub fn document(view: &Snapshot) -> Arc<Bytes> {
             addrs.dedup();
         }
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out = Vec::with_capacity(64 + entries.len() * 512);
+        // Sized from the infos kept verbatim, so that the buffer is allocated once (growing a
+        // 100 MB document by doubling copies it again and leaves twice its size reserved).
+        let size: usize = entries
+            .iter()
+            .map(|(addrs, info)| {
+                let info = match info {
+                    EntryInfo::Registered(_, raw) => raw.len(),
+                    EntryInfo::Made(_) => 512,
+                };
+                info + 64 + addrs.iter().map(|k| k.3.len() + 3).sum::<usize>()
+            })
+            .sum();
+        let mut out = Vec::with_capacity(64 + size);
         out.extend_from_slice(b"{\"servers\":[");
         for (i, (addrs, info)) in entries.into_iter().enumerate() {
             if i > 0 {
