@@ -422,13 +422,9 @@ impl Registry {
     /// does not.
     fn log_view(&mut self, key: &ServerKey, structural: bool) {
         self.version = self.version.wrapping_add(1);
-        let deadline = self.records.get(key).map(|r| self.deadline_of(r));
-        if let (Some(rec), Some(d)) = (self.records.get_mut(key), deadline) {
-            if rec.deadline != d {
-                // Unique here: whoever changed the record just made it so.
-                Arc::make_mut(rec).deadline = d;
-                self.records.sync_deadline(key);
-            }
+        // Unique here when it changes: whoever changed the record just made it so.
+        if let Some(d) = self.records.get(key).map(|r| self.deadline_of(r)) {
+            self.records.set_deadline(key, d);
         }
         if let Some(rec) = self.records.get(key) {
             self.changes.push(Change {

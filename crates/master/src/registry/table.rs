@@ -76,8 +76,8 @@ impl RecordTable {
             .map(|s| &s.rec)
     }
 
-    /// The record under `key`, to change. A change of its deadline must be followed by
-    /// [`RecordTable::sync_deadline`].
+    /// The record under `key`, to change; its deadline only through
+    /// [`RecordTable::set_deadline`], which keeps the slot's copy in step.
     pub(super) fn get_mut(&mut self, key: &ServerKey) -> Option<&mut Arc<Record>> {
         let h = self.hash(key);
         self.table
@@ -85,11 +85,14 @@ impl RecordTable {
             .map(|s| &mut s.rec)
     }
 
-    /// Copies the deadline of the record under `key` into its slot.
-    pub(super) fn sync_deadline(&mut self, key: &ServerKey) {
+    /// Sets the deadline of the record under `key`, in the record and in its slot.
+    pub(super) fn set_deadline(&mut self, key: &ServerKey, deadline: Timestamp) {
         let h = self.hash(key);
         if let Some(s) = self.table.find_mut(h, |s| s.rec.key == *key) {
-            s.deadline = s.rec.deadline;
+            if s.rec.deadline != deadline {
+                Arc::make_mut(&mut s.rec).deadline = deadline;
+            }
+            s.deadline = deadline;
         }
     }
 
@@ -203,8 +206,8 @@ mod tests {
         assert_eq!(due(&t, 9), Vec::<u64>::new());
         assert_eq!(due(&t, 10), [1], "a record without a deadline is never due");
         let k = rec(1).key.clone();
-        Arc::make_mut(t.get_mut(&k).unwrap()).deadline = Timestamp::from_secs(20);
-        t.sync_deadline(&k);
+        t.set_deadline(&k, Timestamp::from_secs(20));
+        assert_eq!(t.get(&k).unwrap().deadline, Timestamp::from_secs(20));
         assert_eq!(due(&t, 10), Vec::<u64>::new());
         assert_eq!(due(&t, 20), [1]);
     }
