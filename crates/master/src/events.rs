@@ -106,7 +106,8 @@ impl PartialEq for ServerEvent {
 
 impl Eq for ServerEvent {}
 
-/// A deflate compressor reused for many pieces (its state is large: make one per batch).
+/// A deflate compressor reused for many pieces (its state is large: one per thread, see
+/// [`Deflater::piece_here`]).
 #[derive(Debug)]
 pub struct Deflater(flate2::Compress);
 
@@ -175,14 +176,8 @@ impl Frame {
     /// Frames `text`.
     #[must_use]
     pub fn new(text: String) -> Self {
-        Self::with(&mut Deflater::default(), text)
-    }
-
-    /// Frames `text` with `z` (reset first: a piece never refers to another's bytes).
-    #[must_use]
-    pub fn with(z: &mut Deflater, text: String) -> Self {
         Self {
-            deflated: z.piece(text.as_bytes()),
+            deflated: Deflater::piece_here(text.as_bytes()),
             text: bytes::Bytes::from(text),
         }
     }
