@@ -195,20 +195,21 @@ const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 
 impl Stream {
     fn piece(&mut self, f: &Frame) -> Bytes {
-        if !self.gzip {
-            return f.text.clone();
-        }
-        self.crc.update(&f.text);
-        f.deflated.clone()
+        self.send(&f.text, || f.deflated.clone())
     }
 
-    /// [`Stream::piece`] of an event, whose text is made by the first stream that reads it.
+    /// [`Stream::piece`] of an event: its compressed form is made only for a gzip stream.
     fn event(&mut self, e: &ServerEvent) -> Bytes {
+        self.send(e.text(), || e.deflated().clone())
+    }
+
+    /// What goes on the wire for `text`: itself, or (gzip) `deflated()` with the CRC kept.
+    fn send(&mut self, text: &Bytes, deflated: impl FnOnce() -> Bytes) -> Bytes {
         if !self.gzip {
-            return e.text().clone();
+            return text.clone();
         }
-        self.crc.update(e.text());
-        e.deflated().clone()
+        self.crc.update(text);
+        deflated()
     }
 
     /// The end of a gzip stream: an empty final block, the CRC-32 and the length.
