@@ -511,7 +511,6 @@ async fn run_size(args: &MasterArgs, n: usize) -> anyhow::Result<SizeResult> {
         ddnet_info_bytes: ddnet::info_body(0)?.len(),
         ..SizeResult::default()
     };
-    m.call("flush")?;
     let rss0 = settled_rss(&mut m).await?;
 
     eprintln!("  registering {n} GameAgent servers over UDP …");
