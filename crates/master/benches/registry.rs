@@ -36,7 +36,7 @@ fn reg(i: u32) -> Registration {
 
 fn info(i: u32) -> PollInfo {
     PollInfo {
-        name: format!("Server {i}"),
+        name: format!("Server {i}").into(),
         map: "Karnak".into(),
         game_type: "Cooperative".into(),
         num_players: i % 9,
@@ -44,7 +44,7 @@ fn info(i: u32) -> PollInfo {
         password: Some(i % 7 == 0),
         players: (0..i % 9)
             .map(|p| PollPlayer {
-                name: format!("player{p}"),
+                name: format!("player{p}").into(),
                 score: Some(i64::from(p)),
                 ..PollPlayer::default()
             })

@@ -136,15 +136,15 @@ fn gamespy_addr(i: usize) -> SocketAddr {
 /// `players` players.
 fn gamespy_info(i: usize, map: String, players: usize, addr: SocketAddr) -> PollInfo {
     PollInfo {
-        name: format!("UT bench server {i}"),
-        map,
-        game_type: "DeathMatchPlus".to_owned(),
+        name: format!("UT bench server {i}").into(),
+        map: map.into(),
+        game_type: "DeathMatchPlus".into(),
         num_players: players as u32,
         max_players: 16,
         password: Some(false),
         players: (0..players)
             .map(|p| PollPlayer {
-                name: format!("Player{p}"),
+                name: format!("Player{p}").into(),
                 score: Some(p as i64),
                 ..PollPlayer::default()
             })

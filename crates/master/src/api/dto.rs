@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::registry::{Origin, PollInfo, Record};
+use crate::registry::{Origin, PollInfo, Record, ShortText};
 use crate::views::Snapshot;
 
 /// The state of a management-server game (the seed's lobby and gameplay fields).
@@ -27,7 +27,8 @@ pub struct LobbyDto {
     /// Whether the lobby accepts players (`isLobbyOpen`).
     pub open: bool,
     /// The gameplay mode: `Standard A` or `Standard A+B`.
-    pub mode: String,
+    #[schema(value_type = String)]
+    pub mode: ShortText,
 }
 
 impl LobbyDto {
@@ -101,7 +102,8 @@ pub struct ServerSummary {
     /// Where it is queried, if it can be.
     pub query_address: Option<String>,
     /// Game name.
-    pub game: String,
+    #[schema(value_type = String)]
+    pub game: ShortText,
     /// The face that registered it (`gameagent`, `gamespy`, `teeworlds07`, `teeworlds06`,
     /// `ddnet`, `mgmt`).
     pub protocol: &'static str,
@@ -110,11 +112,14 @@ pub struct ServerSummary {
     /// How it is queried (`gameagent`, `gamespy1`, `unreal2`, `teeworlds`).
     pub query_protocol: Option<&'static str>,
     /// Server name (empty until the first poll).
-    pub name: String,
+    #[schema(value_type = String)]
+    pub name: ShortText,
     /// Map.
-    pub map: String,
+    #[schema(value_type = String)]
+    pub map: ShortText,
     /// Game type.
-    pub game_type: String,
+    #[schema(value_type = String)]
+    pub game_type: ShortText,
     /// Players.
     pub num_players: u32,
     /// Slots.
@@ -178,7 +183,8 @@ impl ServerSummary {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct PlayerDto {
     /// Name (colour codes removed).
-    pub name: String,
+    #[schema(value_type = String)]
+    pub name: ShortText,
     /// Score, when reported.
     pub score: Option<i64>,
     /// Ping in milliseconds, when reported.
@@ -228,15 +234,15 @@ impl ServerDetail {
         let info = r.info.as_deref();
         let mut rules: BTreeMap<String, RuleValue> = BTreeMap::new();
         for (k, v) in info.map(|i| i.rules.as_slice()).unwrap_or_default() {
-            match rules.get_mut(k) {
+            match rules.get_mut(k.as_str()) {
                 None => {
-                    rules.insert(k.clone(), RuleValue::One(v.clone()));
+                    rules.insert(k.to_string(), RuleValue::One(v.to_string()));
                 }
                 Some(RuleValue::One(first)) => {
                     let first = std::mem::take(first);
-                    rules.insert(k.clone(), RuleValue::Many(vec![first, v.clone()]));
+                    rules.insert(k.to_string(), RuleValue::Many(vec![first, v.to_string()]));
                 }
-                Some(RuleValue::Many(all)) => all.push(v.clone()),
+                Some(RuleValue::Many(all)) => all.push(v.to_string()),
             }
         }
         Self {

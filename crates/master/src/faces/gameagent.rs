@@ -52,6 +52,7 @@ use crate::config::LimitsConfig;
 use crate::drops::DropReason;
 use crate::registry::{
     Face, GameAddr, HeartbeatOutcome, MAX_GAME_LEN, PollInfo, Registration, ServerKey, Timestamp,
+    short,
 };
 use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
 use crate::secrets::Secrets;
@@ -175,15 +176,15 @@ fn game_name(product: &[u8]) -> String {
 
 /// What a heartbeat says about the server, as record info (no name: heartbeats carry none).
 fn heartbeat_info(f: &HeartbeatFields) -> PollInfo {
-    let text = |raw: &[u8]| decode_text(raw).plain;
+    let text = |raw: &[u8]| short(&decode_text(raw).plain);
     PollInfo {
         map: text(&f.level),
         game_type: text(&f.gametype),
         num_players: f.players,
         max_players: f.max_players,
         rules: vec![
-            ("version".to_owned(), text(&f.version)),
-            ("product".to_owned(), decode_text(&f.product).text),
+            ("version".into(), text(&f.version)),
+            ("product".into(), short(&decode_text(&f.product).text)),
         ],
         ..PollInfo::default()
     }

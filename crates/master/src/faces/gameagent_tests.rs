@@ -158,7 +158,8 @@ fn a_changed_product_replaces_the_record() {
     let mut f = face(&h);
     register(&mut h, &mut f, "192.0.2.1:25601", "serioussam");
     register(&mut h, &mut f, "192.0.2.1:25601", "serioussamse");
-    let games: Vec<String> = h.registry.iter().map(|r| r.key.game.clone()).collect();
+    let games: Vec<crate::registry::ShortText> =
+        h.registry.iter().map(|r| r.key.game.clone()).collect();
     assert_eq!(games, ["serioussamse"]);
 }
 

@@ -67,8 +67,8 @@ use muster_proto::limit::SourceKey;
 pub use types::{
     DdnetData, DdnetStream, Face, GameAddr, MAX_DDNET_INFO, MAX_DDNET_STREAMS, MAX_GAME_LEN,
     MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, MAX_SOURCES, Origin, PollInfo,
-    PollPlayer, Record, Registration, ServerKey, Source, Timestamp, Verification,
-    protocol_from_name,
+    PollPlayer, Record, Registration, ServerKey, ShortText, Source, Timestamp, Verification,
+    protocol_from_name, short,
 };
 
 /// Default cap on records per source (IPv4 address / IPv6 /64).

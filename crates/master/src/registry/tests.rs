@@ -44,16 +44,16 @@ fn reg(game: &str, addr: SocketAddr, face: Face) -> Registration {
 
 fn info(name: &str, num: u32, max: u32, players: &[&str]) -> PollInfo {
     PollInfo {
-        name: name.to_owned(),
-        map: format!("map-{name}"),
-        game_type: "dm".to_owned(),
+        name: name.into(),
+        map: format!("map-{name}").into(),
+        game_type: "dm".into(),
         num_players: num,
         max_players: max,
         password: Some(name.contains("pw")),
         players: players
             .iter()
             .map(|p| PollPlayer {
-                name: (*p).to_owned(),
+                name: (*p).into(),
                 score: Some(1),
                 ..PollPlayer::default()
             })

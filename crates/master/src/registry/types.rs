@@ -5,6 +5,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Short text kept inline: a game name, a map, a player's name or a rule of up to 24 bytes
+/// takes no allocation of its own (most of them are that short), which is most of a record's
+/// memory and allocations after the record itself.
+pub use compact_str::CompactString as ShortText;
 use muster_proto::limit::SourceKey;
 use muster_proto::{Protocol, ServerInfo};
 
@@ -221,7 +225,7 @@ impl fmt::Display for GameAddr {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ServerKey {
     /// Game name, ASCII lower-cased by [`ServerKey::new`].
-    pub game: String,
+    pub game: ShortText,
     /// The address the face registered.
     pub addr: GameAddr,
     /// 0, or the management face's connection id.
@@ -233,7 +237,11 @@ impl ServerKey {
     #[must_use]
     pub fn new(game: &str, addr: GameAddr) -> Self {
         Self {
-            game: game.to_ascii_lowercase(),
+            game: {
+                let mut g = ShortText::from(game);
+                g.as_mut_str().make_ascii_lowercase();
+                g
+            },
             addr,
             instance: 0,
         }
@@ -282,7 +290,7 @@ impl Verification {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PollPlayer {
     /// Name, plain text.
-    pub name: String,
+    pub name: ShortText,
     /// Score, when the protocol reports one.
     pub score: Option<i64>,
     /// Ping in milliseconds, when the protocol reports one.
@@ -301,11 +309,11 @@ pub struct PollPlayer {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PollInfo {
     /// Server name, plain text.
-    pub name: String,
+    pub name: ShortText,
     /// Map.
-    pub map: String,
+    pub map: ShortText,
     /// Game type / mode.
-    pub game_type: String,
+    pub game_type: ShortText,
     /// Players on the server.
     pub num_players: u32,
     /// Player slots.
@@ -315,7 +323,7 @@ pub struct PollInfo {
     /// Players.
     pub players: Vec<PollPlayer>,
     /// Rules as (key, value), plain text.
-    pub rules: Vec<(String, String)>,
+    pub rules: Vec<(ShortText, ShortText)>,
     /// The game port, when the reply said it (GameSpy `hostport`).
     pub game_port: Option<u16>,
 }
@@ -331,10 +339,20 @@ fn bot_flag(p: &muster_proto::model::Player) -> Option<bool> {
     })
 }
 
-fn clip(s: &mut String) {
+fn clip(s: &mut ShortText) {
     if let Some((i, _)) = s.char_indices().nth(MAX_POLL_TEXT) {
         s.truncate(i);
     }
+}
+
+/// `s` clipped to [`MAX_POLL_TEXT`] chars, as kept text.
+#[must_use]
+pub fn short(s: &str) -> ShortText {
+    let end = s
+        .char_indices()
+        .nth(MAX_POLL_TEXT)
+        .map_or(s.len(), |(i, _)| i);
+    ShortText::from(s.get(..end).unwrap_or(s))
 }
 
 impl PollInfo {
@@ -343,20 +361,20 @@ impl PollInfo {
     /// from a `hostport` rule when there is one.
     #[must_use]
     pub fn from_server_info(info: &ServerInfo) -> Self {
-        let rules: Vec<(String, String)> = info
+        let rules: Vec<(ShortText, ShortText)> = info
             .rules
             .iter()
             .take(MAX_POLL_RULES)
-            .map(|r| (r.key.plain.clone(), r.value.plain.clone()))
+            .map(|r| (short(&r.key.plain), short(&r.value.plain)))
             .collect();
         let game_port = rules
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case("hostport"))
             .and_then(|(_, v)| v.trim().parse().ok());
         Self {
-            name: info.name.plain.clone(),
-            map: info.map.plain.clone(),
-            game_type: info.game_type.plain.clone(),
+            name: short(&info.name.plain),
+            map: short(&info.map.plain),
+            game_type: short(&info.game_type.plain),
             num_players: info.num_players,
             max_players: info.max_players,
             password: info.password,
@@ -365,7 +383,7 @@ impl PollInfo {
                 .iter()
                 .take(MAX_POLL_PLAYERS)
                 .map(|p| PollPlayer {
-                    name: p.name.plain.clone(),
+                    name: short(&p.name.plain),
                     score: p.score,
                     ping_ms: p.ping_ms,
                     team: p.team,
@@ -394,6 +412,8 @@ impl PollInfo {
             clip(k);
             clip(v);
         }
+        self.players.shrink_to_fit();
+        self.rules.shrink_to_fit();
         self
     }
 

@@ -736,7 +736,7 @@ impl PgShared {
             let mut instance = Vec::with_capacity(chunk.len());
             for k in chunk {
                 let (kd, h, p) = addr_cols(&k.addr);
-                game.push(k.game.clone());
+                game.push(k.game.as_str());
                 kind.push(kd);
                 host.push(h);
                 port.push(i32::from(p));
@@ -934,7 +934,7 @@ impl PutColumns {
         let mut c = Self::default();
         for r in records {
             let (kind, host, port) = addr_cols(&r.key.addr);
-            c.game.push(r.key.game.clone());
+            c.game.push(r.key.game.to_string());
             c.kind.push(kind);
             c.host.push(host);
             c.port.push(i32::from(port));
@@ -1012,7 +1012,7 @@ fn row_key(row: &Row) -> Result<ServerKey, String> {
         k => return Err(format!("unknown address kind {k:?}")),
     };
     Ok(ServerKey {
-        game: row.game.clone(),
+        game: row.game.as_str().into(),
         addr,
         instance: u64::try_from(row.instance).map_err(|_| "bad instance".to_owned())?,
     })

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{
-    DdnetData, DdnetStream, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo, PollPlayer, Source,
-    Timestamp,
+    DdnetData, DdnetStream, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo, PollPlayer, ShortText,
+    Source, Timestamp,
 };
 
 /// [`PollInfo`] as stored in the `info` column.
@@ -17,11 +17,11 @@ use crate::registry::{
 #[serde(default)]
 pub struct InfoRow {
     /// Server name.
-    pub name: String,
+    pub name: ShortText,
     /// Map.
-    pub map: String,
+    pub map: ShortText,
     /// Game type.
-    pub game_type: String,
+    pub game_type: ShortText,
     /// Players.
     pub num_players: u32,
     /// Slots.
@@ -31,7 +31,7 @@ pub struct InfoRow {
     /// Per player: `[name, score]` (the layout of earlier builds) or an object.
     pub players: Vec<PlayerRow>,
     /// `[key, value]` per rule.
-    pub rules: Vec<(String, String)>,
+    pub rules: Vec<(ShortText, ShortText)>,
     /// The game port the poll reported.
     pub game_port: Option<u16>,
 }
@@ -113,7 +113,7 @@ pub enum PlayerRow {
     /// `{"name": …, "score": …, "ping_ms": …, "team": …, "spectator": …, "bot": …}`.
     Full {
         /// Name.
-        name: String,
+        name: ShortText,
         /// Score.
         #[serde(default)]
         score: Option<i64>,
@@ -131,7 +131,7 @@ pub enum PlayerRow {
         bot: Option<bool>,
     },
     /// `[name, score]`.
-    Pair(String, Option<i64>),
+    Pair(ShortText, Option<i64>),
 }
 
 /// [`DdnetData`] as stored in the `ddnet` column.

@@ -132,7 +132,7 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
         .map(|d| serde_json::to_string(&DdnetRow::from(d)).unwrap_or_default());
     let sources = sources_column(r);
     conn.prepare_cached(UPSERT)?.execute(params![
-        r.key.game,
+        r.key.game.as_str(),
         kind,
         host,
         port,
@@ -159,7 +159,7 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
 fn delete_one(conn: &Connection, key: &ServerKey) -> rusqlite::Result<()> {
     let (kind, host, port) = addr_cols(&key.addr);
     conn.prepare_cached(DELETE)?.execute(params![
-        key.game,
+        key.game.as_str(),
         kind,
         host,
         port,
@@ -255,7 +255,7 @@ impl Row {
         };
         let reg = Registration {
             key: ServerKey {
-                game: self.game,
+                game: self.game.into(),
                 addr,
                 instance: u64::try_from(self.instance).map_err(|_| "bad instance")?,
             },

@@ -125,7 +125,7 @@ impl HistoryStore for SqliteHistory {
             for s in samples {
                 stmt.execute(params![
                     s.key.addr.to_string(),
-                    s.key.game,
+                    s.key.game.as_str(),
                     i64::try_from(s.key.instance).unwrap_or(i64::MAX),
                     ts(s.at),
                     s.ok,

@@ -118,12 +118,12 @@ fn mgmt_record(d: &Daemon, port: u16, lobby_open: bool) {
         source: SourceKey::of(addr.ip()),
     };
     let info = PollInfo {
-        name: format!("Bomber {port}"),
+        name: format!("Bomber {port}").into(),
         game_type: "Standard A+B".into(),
         num_players: 1,
         max_players: 4,
         rules: vec![
-            ("isLobbyOpen".into(), lobby_open.to_string()),
+            ("isLobbyOpen".into(), lobby_open.to_string().into()),
             ("gameplayMode".into(), "1".into()),
         ],
         ..PollInfo::default()

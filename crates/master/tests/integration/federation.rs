@@ -249,7 +249,7 @@ async fn fixture() -> Fixture {
         );
         // servers.json shows UDP-registered servers with what their polls said.
         let info = PollInfo {
-            name: "tee".to_owned(),
+            name: "tee".into(),
             max_players: 16,
             ..PollInfo::default()
         };

@@ -401,7 +401,7 @@ async fn populate(d: &Daemon) -> Vec<JoinHandle<()>> {
         listed(&h, reg);
         // servers.json shows only servers with an info.
         let info = PollInfo {
-            name: format!("Tee {i}"),
+            name: format!("Tee {i}").into(),
             map: "dm1".into(),
             max_players: 8,
             ..PollInfo::default()

@@ -397,7 +397,7 @@ async fn changed_records_are_polled_at_once_and_delisted_after_one_miss() {
     );
     // Polled before (it has info), so with a one-hour interval it is not due for a while.
     let stale = PollInfo {
-        name: "Stale name".to_owned(),
+        name: "Stale name".into(),
         ..PollInfo::default()
     };
     h.update_poll(&gs_key, Some(stale), Timestamp::now());

@@ -69,13 +69,13 @@ pub(crate) fn info(server: &GameServer, stats: &Stats) -> PollInfo {
         GameplayMode::StandardAB => "Standard A+B",
     };
     PollInfo {
-        name: server.name().to_owned(),
-        game_type: mode.to_owned(),
+        name: server.name().into(),
+        game_type: mode.into(),
         num_players: stats.current.get(),
         max_players: u32::from(stats.max.get()),
         rules: vec![
-            (RULE_LOBBY.to_owned(), stats.lobby_open.to_string()),
-            (RULE_MODE.to_owned(), stats.mode.code().to_string()),
+            (RULE_LOBBY.into(), stats.lobby_open.to_string().into()),
+            (RULE_MODE.into(), stats.mode.code().to_string().into()),
         ],
         game_port: Some(server.port().get()),
         ..PollInfo::default()

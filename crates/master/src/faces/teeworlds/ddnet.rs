@@ -878,7 +878,7 @@ mod tests {
             max_players: 2,
             players: (0..3)
                 .map(|i| crate::registry::PollPlayer {
-                    name: format!("p{i}"),
+                    name: format!("p{i}").into(),
                     score: Some(i),
                     ..crate::registry::PollPlayer::default()
                 })
