@@ -614,7 +614,7 @@ enum Next {
 async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
     let t = now_instant();
     let version = view.version();
-    let plain = tokio::task::spawn_blocking(move || (*document(&view)).clone())
+    let plain = tokio::task::spawn_blocking(move || document(&view))
         .await
         .unwrap_or_default();
     let doc = Arc::new(Doc {
@@ -678,111 +678,111 @@ enum EntryInfo {
     Made(Value),
 }
 
-/// `servers.json` of `view` (built once per snapshot): every listed Teeworlds or DDNet server
+/// `servers.json` of `view`: every listed Teeworlds or DDNet server
 /// with an IP address. Addresses registered by one DDNet `Secret` are one entry with the info
 /// as registered. Servers of the Teeworlds UDP faces (not at an address a DDNet server
 /// registered) get an info made from their last poll, one address each; they are sorted in
 /// with the others, as the reference master sorts the entries it imports from the old UDP
 /// masters with its own. Entries are ordered by their sorted address lists, so with DDNet
 /// registrations only the document is the reference master's, byte for byte.
+///
+/// Not kept in the snapshot's cache: the route's current document is its one owner, so a
+/// snapshot that outlives it (a reader still holding it, heartbeat-only successors sharing
+/// its cache) does not keep a second copy of the largest thing the master holds.
 #[must_use]
-pub fn document(view: &Snapshot) -> Arc<Bytes> {
-    view.cached(("servers.json", "".into()), |s| {
-        let mut entries: Vec<(Vec<AddrKey>, EntryInfo)> = Vec::new();
-        let mut by_secret: std::collections::HashMap<&str, usize> =
-            std::collections::HashMap::new();
-        let mut seen = std::collections::HashSet::new();
-        let teeworlds =
-            |r: &&Arc<crate::registry::Record>| TEEWORLDS_GAMES.contains(&r.key.game.as_str());
-        for r in s.listed().iter().filter(teeworlds) {
-            let (GameAddr::Ip(addr), Some(d)) = (&r.key.addr, &r.ddnet) else {
-                continue;
-            };
-            if d.streams.is_empty() {
-                continue;
-            }
-            let addr = *addr;
-            seen.insert(addr);
-            let keys = d.streams.iter().map(|st| addr_key(addr, &st.url));
-            let fresh = || EntryInfo::Registered(d.serial, d.info.clone());
-            match by_secret.get(&*d.secret).and_then(|&i| entries.get_mut(i)) {
-                Some((addrs, info)) => {
-                    addrs.extend(keys);
-                    if matches!(info, EntryInfo::Registered(serial, _) if *serial < d.serial) {
-                        *info = fresh();
-                    }
-                }
-                None => {
-                    by_secret.insert(&d.secret, entries.len());
-                    entries.push((keys.collect(), fresh()));
+pub fn document(s: &Snapshot) -> Bytes {
+    let mut entries: Vec<(Vec<AddrKey>, EntryInfo)> = Vec::new();
+    let mut by_secret: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    let teeworlds =
+        |r: &&Arc<crate::registry::Record>| TEEWORLDS_GAMES.contains(&r.key.game.as_str());
+    for r in s.listed().iter().filter(teeworlds) {
+        let (GameAddr::Ip(addr), Some(d)) = (&r.key.addr, &r.ddnet) else {
+            continue;
+        };
+        if d.streams.is_empty() {
+            continue;
+        }
+        let addr = *addr;
+        seen.insert(addr);
+        let keys = d.streams.iter().map(|st| addr_key(addr, &st.url));
+        let fresh = || EntryInfo::Registered(d.serial, d.info.clone());
+        match by_secret.get(&*d.secret).and_then(|&i| entries.get_mut(i)) {
+            Some((addrs, info)) => {
+                addrs.extend(keys);
+                if matches!(info, EntryInfo::Registered(serial, _) if *serial < d.serial) {
+                    *info = fresh();
                 }
             }
+            None => {
+                by_secret.insert(&d.secret, entries.len());
+                entries.push((keys.collect(), fresh()));
+            }
         }
-        for r in s.listed().iter().filter(teeworlds) {
-            let GameAddr::Ip(addr) = r.key.addr else {
-                continue;
+    }
+    for r in s.listed().iter().filter(teeworlds) {
+        let GameAddr::Ip(addr) = r.key.addr else {
+            continue;
+        };
+        if r.ddnet.is_some() || (!LISTED_BY_07.contains(&r.face) && r.face != Face::Teeworlds06) {
+            continue;
+        }
+        let Some(info) = &r.info else { continue };
+        if !seen.insert(addr) {
+            continue;
+        }
+        let protocol = if r.face == Face::Teeworlds07 {
+            StreamProtocol::V7
+        } else {
+            StreamProtocol::V6
+        };
+        let url: Arc<str> = Arc::from(stream_url(protocol, addr));
+        entries.push((
+            vec![addr_key(addr, &url)],
+            EntryInfo::Made(synthesized_info(info)),
+        ));
+    }
+    for (addrs, _) in &mut entries {
+        addrs.sort();
+        addrs.dedup();
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    // Sized from the infos kept verbatim, so that the buffer is allocated once (growing a
+    // 100 MB document by doubling copies it again and leaves twice its size reserved).
+    let size: usize = entries
+        .iter()
+        .map(|(addrs, info)| {
+            let info = match info {
+                EntryInfo::Registered(_, raw) => raw.len(),
+                EntryInfo::Made(_) => 512,
             };
-            if r.ddnet.is_some() || (!LISTED_BY_07.contains(&r.face) && r.face != Face::Teeworlds06)
-            {
-                continue;
-            }
-            let Some(info) = &r.info else { continue };
-            if !seen.insert(addr) {
-                continue;
-            }
-            let protocol = if r.face == Face::Teeworlds07 {
-                StreamProtocol::V7
-            } else {
-                StreamProtocol::V6
-            };
-            let url: Arc<str> = Arc::from(stream_url(protocol, addr));
-            entries.push((
-                vec![addr_key(addr, &url)],
-                EntryInfo::Made(synthesized_info(info)),
-            ));
+            info + 64 + addrs.iter().map(|k| k.3.len() + 3).sum::<usize>()
+        })
+        .sum();
+    let mut out = Vec::with_capacity(64 + size);
+    out.extend_from_slice(b"{\"servers\":[");
+    for (i, (addrs, info)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        for (addrs, _) in &mut entries {
-            addrs.sort();
-            addrs.dedup();
+        out.extend_from_slice(b"{\"addresses\":");
+        let urls: Vec<&str> = addrs.iter().map(|k| &*k.3).collect();
+        let _ = serde_json::to_writer(&mut out, &urls);
+        if let Some(l) = addrs.iter().find_map(|k| crate::api::locations::of_ip(k.0)) {
+            out.extend_from_slice(b",\"location\":");
+            let _ = serde_json::to_writer(&mut out, &*l);
         }
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        // Sized from the infos kept verbatim, so that the buffer is allocated once (growing a
-        // 100 MB document by doubling copies it again and leaves twice its size reserved).
-        let size: usize = entries
-            .iter()
-            .map(|(addrs, info)| {
-                let info = match info {
-                    EntryInfo::Registered(_, raw) => raw.len(),
-                    EntryInfo::Made(_) => 512,
-                };
-                info + 64 + addrs.iter().map(|k| k.3.len() + 3).sum::<usize>()
-            })
-            .sum();
-        let mut out = Vec::with_capacity(64 + size);
-        out.extend_from_slice(b"{\"servers\":[");
-        for (i, (addrs, info)) in entries.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
+        out.extend_from_slice(b",\"info\":");
+        match info {
+            EntryInfo::Registered(_, raw) => out.extend_from_slice(&raw),
+            EntryInfo::Made(v) => {
+                let _ = serde_json::to_writer(&mut out, &v);
             }
-            out.extend_from_slice(b"{\"addresses\":");
-            let urls: Vec<&str> = addrs.iter().map(|k| &*k.3).collect();
-            let _ = serde_json::to_writer(&mut out, &urls);
-            if let Some(l) = addrs.iter().find_map(|k| crate::api::locations::of_ip(k.0)) {
-                out.extend_from_slice(b",\"location\":");
-                let _ = serde_json::to_writer(&mut out, &*l);
-            }
-            out.extend_from_slice(b",\"info\":");
-            match info {
-                EntryInfo::Registered(_, raw) => out.extend_from_slice(&raw),
-                EntryInfo::Made(v) => {
-                    let _ = serde_json::to_writer(&mut out, &v);
-                }
-            }
-            out.push(b'}');
         }
-        out.extend_from_slice(b"]}\n");
-        Bytes::from(out)
-    })
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}\n");
+    Bytes::from(out)
 }
 
 /// A `servers.json` info object from what the registry knows (restored or polled records),
