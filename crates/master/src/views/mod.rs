@@ -62,6 +62,7 @@ impl std::fmt::Debug for Derived {
 #[derive(Debug)]
 pub struct Snapshot {
     version: u64,
+    content_version: u64,
     built_at: Timestamp,
     listed: Arc<Vec<Arc<Record>>>,
     per_face: [usize; Face::ALL.len()],
@@ -79,6 +80,7 @@ impl Snapshot {
     pub fn empty() -> Self {
         Self {
             version: 0,
+            content_version: 0,
             built_at: Timestamp::default(),
             listed: Arc::default(),
             per_face: [0; Face::ALL.len()],
@@ -107,6 +109,14 @@ impl Snapshot {
     #[must_use]
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// The version of the last change to membership, order or listed fields: snapshots with
+    /// the same content version share their derived values (heartbeat-only changes keep it),
+    /// so anything built from one of them is current for all of them.
+    #[must_use]
+    pub fn content_version(&self) -> u64 {
+        self.content_version
     }
 
     /// When it was built.
@@ -253,6 +263,8 @@ fn unreachable_build<T>() -> Arc<T> {
 #[derive(Debug)]
 pub struct Publisher {
     mirror: BTreeMap<OrderKey, Arc<Record>>,
+    /// The version at which `derived` was made.
+    content_version: u64,
     structural: bool,
     dirty: bool,
     derived: Arc<Derived>,
@@ -274,6 +286,7 @@ impl Publisher {
     pub fn new(ddnet_lifetime: Duration) -> Self {
         Self {
             mirror: BTreeMap::new(),
+            content_version: 0,
             structural: true,
             dirty: true,
             derived: Arc::default(),
@@ -362,6 +375,7 @@ impl Publisher {
         let structural = self.structural;
         if structural {
             self.derived = Arc::default();
+            self.content_version = self.version;
         }
         self.structural = false;
         self.dirty = false;
@@ -375,6 +389,7 @@ impl Publisher {
         self.update_orders(&listed, structural);
         Snapshot {
             version: self.version,
+            content_version: self.content_version,
             built_at: now,
             listed,
             per_face,
@@ -480,6 +495,12 @@ mod tests {
         let s2 = publish(&mut r, &mut p);
         let b = s2.cached(("t", "".into()), |_| 99usize);
         assert!(Arc::ptr_eq(&a, &b), "same membership, same cache");
+        assert!(s2.version() > s1.version());
+        assert_eq!(
+            s2.content_version(),
+            s1.content_version(),
+            "what was built from the first is current for the second"
+        );
         assert_eq!(
             s2.listed()[0].last_heartbeat,
             T0.plus(Duration::from_secs(5))
@@ -487,6 +508,11 @@ mod tests {
         r.register(reg(2), T0);
         let s3 = publish(&mut r, &mut p);
         assert_eq!(*s3.cached(("t", "".into()), |s| s.len()), 2);
+        assert_eq!(
+            s3.content_version(),
+            s3.version(),
+            "a new member: new content"
+        );
     }
 
     #[test]

@@ -139,8 +139,8 @@ struct Limits {
     budget: ByteBudget,
 }
 
-/// One built `servers.json`: the snapshot version it shows, when it was built and what the
-/// build cost; its gzip form once a request asked for it.
+/// One built `servers.json`: the snapshot content version it shows, when it was built and
+/// what the build cost; its gzip form once a request asked for it.
 #[derive(Debug)]
 struct Doc {
     version: u64,
@@ -569,7 +569,7 @@ async fn current_document(face: &Arc<DdnetFace>) -> Arc<Doc> {
             let mut docs = lock(&face.docs);
             let costly = docs.doc.as_ref().is_some_and(|d| d.cost > FRESH_BUILD);
             let fresh = docs.doc.as_ref().is_some_and(|d| {
-                d.version == view.version()
+                d.version == view.content_version()
                     || (costly
                         && now_instant().saturating_duration_since(d.built)
                             < d.cost.saturating_mul(4))
@@ -613,7 +613,7 @@ enum Next {
 /// Builds the document of `view` off the reactor and makes it current.
 async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
     let t = now_instant();
-    let version = view.version();
+    let version = view.content_version();
     let plain = tokio::task::spawn_blocking(move || document(&view))
         .await
         .unwrap_or_default();
