@@ -2,7 +2,7 @@
 //! without any lock the registry's writers take.
 //!
 //! ```text
-//!  Registry ──view log (Change)──> Publisher (mirror of listed records, in list order)
+//!  Registry ──view log (Change)──> Publisher (last listed + pending changes, in list order)
 //!                                      │ build, at most every min_gap
 //!                                      v
 //!                          Arc<Snapshot> ──ArcSwap──> faces' lists, API, metrics, poller
@@ -257,12 +257,14 @@ fn unreachable_build<T>() -> Arc<T> {
     unreachable!("a snapshot cache value was built twice")
 }
 
-/// Builds snapshots from the view log: keeps a mirror of the listed records in list order and
-/// turns it into a [`Snapshot`] on demand. Owned by one place (the handle), fed only by the
-/// registry's [`Change`]s.
+/// Builds snapshots from the view log: keeps the changes since the last build by list place
+/// and merges them into the last build's listed records on demand (no second index of every
+/// listed record: the last snapshot's vector is the mirror). Owned by one place (the handle),
+/// fed only by the registry's [`Change`]s.
 #[derive(Debug)]
 pub struct Publisher {
-    mirror: BTreeMap<OrderKey, Arc<Record>>,
+    /// Since the last build, per list place: the record as it is now (`None`: not listed).
+    pending: BTreeMap<OrderKey, Option<Arc<Record>>>,
     /// The version at which `derived` was made.
     content_version: u64,
     structural: bool,
@@ -272,7 +274,7 @@ pub struct Publisher {
     version: u64,
     /// Ids of records changed since the last build.
     touched: HashSet<u64>,
-    /// The listed records of the last build (what `orders` index).
+    /// The listed records of the last build, in list order (what `orders` index).
     last_listed: Arc<Vec<Arc<Record>>>,
     /// Sort orders kept, and when each column was last asked for.
     orders: HashMap<SortKey, Order>,
@@ -281,11 +283,11 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// An empty mirror.
+    /// A publisher of an empty list.
     #[must_use]
     pub fn new(ddnet_lifetime: Duration) -> Self {
         Self {
-            mirror: BTreeMap::new(),
+            pending: BTreeMap::new(),
             content_version: 0,
             structural: true,
             dirty: true,
@@ -315,7 +317,7 @@ impl Publisher {
             self.structural |= c.structural;
             self.touched.insert(c.id);
             // A record's place in the list never changes (first registration, id).
-            let before = self.mirror.remove(&c.order);
+            let before = self.listed_at(&c.order);
             match seen.get(&c.id) {
                 Some(&i) => {
                     if let Some(t) = touched.get_mut(i) {
@@ -327,21 +329,17 @@ impl Publisher {
                     touched.push((c.order, before, c.structural));
                 }
             }
-            match c.record {
-                Some(r) if r.is_listed() => {
-                    self.mirror.insert(c.order, r);
-                }
-                _ => {}
-            }
+            let now = c.record.filter(|r| r.is_listed());
+            self.pending.insert(c.order, now);
         }
         touched
             .into_iter()
             .filter_map(|(order, before, structural)| {
-                let now = self.mirror.get(&order);
+                let now = self.listed_at(&order);
                 match (before, now) {
                     (None, Some(now)) => Some(Delta {
                         kind: EventKind::Added,
-                        record: Arc::clone(now),
+                        record: now,
                     }),
                     (Some(before), None) => Some(Delta {
                         kind: EventKind::Removed,
@@ -349,12 +347,44 @@ impl Publisher {
                     }),
                     (Some(_), Some(now)) if structural => Some(Delta {
                         kind: EventKind::Changed,
-                        record: Arc::clone(now),
+                        record: now,
                     }),
                     _ => None,
                 }
             })
             .collect()
+    }
+
+    /// The record listed at `order` now: the pending change there, else the last build's.
+    fn listed_at(&self, order: &OrderKey) -> Option<Arc<Record>> {
+        if let Some(now) = self.pending.get(order) {
+            return now.clone();
+        }
+        let i = self
+            .last_listed
+            .binary_search_by(|r| r.order_key().cmp(order))
+            .ok()?;
+        self.last_listed.get(i).cloned()
+    }
+
+    /// The last build's listed records with the pending changes merged in, in list order:
+    /// `O(n + k)` for `k` changes (they come sorted).
+    fn merged(&mut self) -> Vec<Arc<Record>> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut out = Vec::with_capacity(self.last_listed.len() + pending.len());
+        let mut changes = pending.into_iter().peekable();
+        for r in self.last_listed.iter() {
+            let key = r.order_key();
+            while let Some((_, now)) = changes.next_if(|(k, _)| *k < key) {
+                out.extend(now);
+            }
+            match changes.next_if(|(k, _)| *k == key) {
+                Some((_, now)) => out.extend(now),
+                None => out.push(Arc::clone(r)),
+            }
+        }
+        out.extend(changes.filter_map(|(_, now)| now));
+        out
     }
 
     /// Whether anything changed since the last build.
@@ -370,7 +400,7 @@ impl Publisher {
         self.structural
     }
 
-    /// A snapshot of the mirror as it is now.
+    /// A snapshot of the listed records as they are now.
     pub fn build(&mut self, now: Timestamp) -> Snapshot {
         let structural = self.structural;
         if structural {
@@ -379,7 +409,7 @@ impl Publisher {
         }
         self.structural = false;
         self.dirty = false;
-        let listed: Arc<Vec<Arc<Record>>> = Arc::new(self.mirror.values().cloned().collect());
+        let listed: Arc<Vec<Arc<Record>>> = Arc::new(self.merged());
         let mut per_face = [0; Face::ALL.len()];
         for r in listed.iter() {
             if let Some(n) = per_face.get_mut(r.face.index()) {
