@@ -34,8 +34,10 @@
 //! `servers.json` is built from the view off the reactor, one build at a time, sorted as the
 //! reference master sorts it (by address list; an address by IP, port, protocol); its gzip
 //! form is made once per document, on the first request that accepts gzip. Serving either
-//! costs a copy of shared bytes however many clients ask. A document that is cheap to build
-//! ([`FRESH_BUILD`]) follows every snapshot (a request waits for the rebuild); a costly one is
+//! costs a copy of shared bytes however many clients ask. A document shows a snapshot's
+//! content (its content version: heartbeats and unchanged refreshes keep it current). One that
+//! is cheap to build ([`FRESH_BUILD`]) follows every change of content (a request waits for the
+//! rebuild); a costly one is
 //! rebuilt at most once per four times its cost (while the rebuild runs, requests get the
 //! previous document), so a busy master spends at most a quarter of a core on it whatever
 //! its churn, as the reference master writes its file once a second.
