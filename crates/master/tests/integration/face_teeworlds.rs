@@ -846,3 +846,70 @@ async fn servers_json_rebuilds_info_for_restored_and_07_records() {
         }]})
     );
 }
+
+/// The ETag of `GET /ddnet/15/servers.json` (it names one build of the document) and the body.
+async fn servers_json_tag(http: SocketAddr, gzip: bool) -> (String, usize) {
+    let accept = if gzip { "Accept-Encoding: gzip\n" } else { "" };
+    let head =
+        format!("GET /ddnet/15/servers.json HTTP/1.1\nHost: x\nConnection: close\n{accept}\n");
+    let mut s = TcpStream::connect(http).await.unwrap();
+    s.write_all(head.replace('\n', "\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    let tag = head
+        .lines()
+        .find_map(|l| l.strip_prefix("etag: "))
+        .expect("an etag")
+        .to_owned();
+    (tag, buf.len() - end - 4)
+}
+
+#[tokio::test]
+async fn servers_json_is_not_rebuilt_by_refreshes_that_change_nothing_listed() {
+    let dir = TempDir::new("ddnet-doc");
+    let h = open(&dir);
+    let http = start_http(&h).await.addr;
+    let body = muster_testkit::fixture(&format!("{DD}/01-http-request-body.bin"));
+    let info =
+        bytes::Bytes::from(ddnet::normalized_info(&body).expect("the captured info is JSON"));
+    let register = |port: u16, secret: &str| {
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let d = muster_master::registry::DdnetRegister {
+            addr,
+            secret: Arc::from(secret),
+            serial: 0,
+            info: Some(info.clone()),
+            poll_info: None,
+            url: Arc::from(format!("tw-0.6+udp://{addr}").as_str()),
+        };
+        h.ddnet_register(d, ddnet::ddnet_registration(addr), Timestamp::now())
+    };
+    register(8303, "secret-a");
+    h.publish();
+    let (plain, n) = servers_json_tag(http, false).await;
+    let (gz, _) = servers_json_tag(http, true).await;
+    assert!(n > 100, "the document lists the server");
+
+    // Refreshes that change nothing listed: new snapshots, the same document and gzip form.
+    for _ in 0..3 {
+        register(8303, "secret-a");
+        let before = h.snapshot().version();
+        assert!(h.publish().version() > before, "a refresh publishes");
+        assert_eq!(servers_json_tag(http, false).await.0, plain);
+        assert_eq!(servers_json_tag(http, true).await.0, gz);
+    }
+
+    // A new server is new content: a new document.
+    register(8304, "secret-b");
+    h.publish();
+    let (plain2, n2) = servers_json_tag(http, false).await;
+    assert_ne!(plain2, plain);
+    assert!(n2 > n);
+}
