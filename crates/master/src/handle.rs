@@ -505,7 +505,7 @@ impl MasterHandle {
             }
         }
         let h = self.clone();
-        let _ = tokio::task::spawn_blocking(move || h.snapshot_since(version)).await;
+        let _ = crate::runtime::bulk::spawn(move || h.snapshot_since(version)).await;
     }
 
     /// Records waiting for the next flush.
@@ -528,7 +528,7 @@ impl MasterHandle {
             }
             let h = self.clone();
             // Building is CPU work; keep it off the reactor threads.
-            let _ = tokio::task::spawn_blocking(move || h.publish()).await;
+            let _ = crate::runtime::bulk::spawn(move || h.publish()).await;
             let cost = *self
                 .inner
                 .build_cost
@@ -562,7 +562,7 @@ impl MasterHandle {
                 }
             }
             let h = self.clone();
-            let ok = tokio::task::spawn_blocking(move || h.flush().is_ok())
+            let ok = crate::runtime::bulk::spawn(move || h.flush().is_ok())
                 .await
                 .unwrap_or(false);
             backoff = if ok {

@@ -380,7 +380,7 @@ async fn list_servers(
     let view = h.snapshot();
     // Filtering, a first sort of a column and serialising are CPU work: off the reactor, so
     // that no face waits for a listing.
-    let body = tokio::task::spawn_blocking(move || {
+    let body = crate::runtime::bulk::spawn(move || {
         let page = crate::api::list::list(&view, &q);
         let dto = ServerListDto {
             last_event_id: view.last_event_id(),
@@ -431,7 +431,7 @@ async fn server_detail(
     };
     let view = h.snapshot();
     // The address index is built once per snapshot: off the reactor.
-    let found = tokio::task::spawn_blocking(move || {
+    let found = crate::runtime::bulk::spawn(move || {
         view.find_by_addr(&addr)
             .into_iter()
             .find(|rec| {

@@ -1,8 +1,10 @@
 //! The only code of the daemon that touches sockets: binding ([`bind_tcp`], [`bind_udp`]), the
 //! UDP runner ([`udp`]) that drives every UDP face machine, the TCP accept side with its caps
 //! ([`tcp`]) and the HTTP server ([`http`]). Faces are pure machines handed to a runner;
-//! shutdown is one [`CancellationToken`] cloned into every task.
+//! shutdown is one [`CancellationToken`] cloned into every task. Work over the whole registry
+//! runs on the lower-priority [`bulk`] pool, behind the threads that answer faces.
 
+pub mod bulk;
 pub mod http;
 pub mod tcp;
 pub mod udp;

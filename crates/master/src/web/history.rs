@@ -249,7 +249,7 @@ pub async fn run(
         let batch = std::mem::take(buf);
         let h = history.clone();
         let n = batch.len();
-        match tokio::task::spawn_blocking(move || h.append(&batch)).await {
+        match crate::runtime::bulk::spawn(move || h.append(&batch)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, dropped = n, "history write failed"),
             Err(e) => tracing::warn!(error = %e, dropped = n, "history write failed"),
@@ -273,7 +273,7 @@ pub async fn run(
             _ = write.tick() => flush(&mut buf).await,
             _ = prune.tick() => {
                 let h = history.clone();
-                match tokio::task::spawn_blocking(move || h.prune(Timestamp::now())).await {
+                match crate::runtime::bulk::spawn(move || h.prune(Timestamp::now())).await {
                     Ok(Ok(n)) if n > 0 => tracing::debug!(n, "history pruned"),
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => tracing::warn!(error = %e, "history prune failed"),
@@ -401,7 +401,7 @@ pub async fn feed_unpolled(
         }
         seen = Some(mark);
         // A pass over every listed record: off the reactor, as every whole-list pass is.
-        let Ok((back, due)) = tokio::task::spawn_blocking(move || {
+        let Ok((back, due)) = crate::runtime::bulk::spawn(move || {
             let due = unpolled.scan(view.listed().iter().map(|r| &**r), now);
             (unpolled, due)
         })

@@ -120,7 +120,7 @@ pub(crate) async fn server_history(
     // reactor.
     let view = st.handle.snapshot();
     let (wanted, g) = (addr.clone(), game.clone());
-    let registered = tokio::task::spawn_blocking(move || {
+    let registered = crate::runtime::bulk::spawn(move || {
         view.find_by_addr(&wanted)
             .into_iter()
             .find(|r| {
@@ -136,7 +136,7 @@ pub(crate) async fn server_history(
     let history = st.history;
     let now = Timestamp::now();
     let res =
-        tokio::task::spawn_blocking(move || history.recent(&addr, game.as_deref(), now)).await;
+        crate::runtime::bulk::spawn(move || history.recent(&addr, game.as_deref(), now)).await;
     match res {
         Ok(Ok(points)) => axum::Json(
             points

@@ -616,7 +616,7 @@ enum Next {
 async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
     let t = now_instant();
     let version = view.content_version();
-    let plain = tokio::task::spawn_blocking(move || document(&view))
+    let plain = crate::runtime::bulk::spawn(move || document(&view))
         .await
         .unwrap_or_default();
     let doc = Arc::new(Doc {
@@ -640,7 +640,7 @@ async fn gzipped(doc: &Doc) -> Bytes {
     doc.gz
         .get_or_init(|| async {
             let src = doc.plain.clone();
-            tokio::task::spawn_blocking(move || {
+            crate::runtime::bulk::spawn(move || {
                 use std::io::Write as _;
                 let mut e = flate2::write::GzEncoder::new(
                     Vec::with_capacity(src.len() / 4),

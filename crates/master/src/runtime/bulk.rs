@@ -1,0 +1,87 @@
+//! Work proportional to the whole registry, off the reactor and behind the faces.
+//!
+//! Publishing snapshots, persisting, the API's listings and sorts, `servers.json` builds and
+//! the history's scans run on this pool's threads, which lower their own scheduling priority
+//! by [`BULK_NICE`] when they start. On a machine whose cores are all busy the kernel then runs
+//! a thread with a datagram to answer before them, so a registration's round trip does not
+//! wait out a time slice behind a sort; on an idle machine nothing changes.
+//!
+//! [`spawn`] runs its closure inside the caller's runtime context, so the caller's clock
+//! (a paused test clock included) and handle are the ones the closure sees.
+
+use std::sync::OnceLock;
+
+use tokio::task::JoinHandle;
+
+/// How much lower than the daemon's other threads the bulk threads run (`nice` steps: each
+/// step gives a thread about 1.25× less CPU than the one above when both want it).
+pub const BULK_NICE: i32 = 5;
+
+/// Bulk threads at most (they run whole-list passes; more than the cores only queue).
+pub const MAX_BULK_THREADS: usize = 64;
+
+fn pool() -> &'static tokio::runtime::Runtime {
+    static POOL: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    POOL.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .thread_name("muster-bulk")
+            .max_blocking_threads(MAX_BULK_THREADS)
+            .on_thread_start(lower_priority)
+            .build()
+            .unwrap_or_else(|e| panic!("cannot make the bulk thread pool: {e}"))
+    })
+}
+
+/// Lowers the calling thread's priority by [`BULK_NICE`] (on Linux a thread's nice value is
+/// its own). Failing to is harmless: the work runs at the normal priority.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let tid = rustix::thread::gettid();
+        if let Ok(now) = rustix::process::getpriority_process(Some(tid)) {
+            let _ = rustix::process::setpriority_process(Some(tid), now.saturating_add(BULK_NICE));
+        }
+    }
+}
+
+/// Runs `f` on a bulk thread; await the handle for its result.
+pub fn spawn<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let caller = tokio::runtime::Handle::try_current().ok();
+    pool().spawn_blocking(move || {
+        let _context = caller.as_ref().map(tokio::runtime::Handle::enter);
+        f()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn runs_at_a_lower_priority_in_the_callers_context() {
+        let mine = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
+        let (theirs, has_context) = spawn(|| {
+            let p = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
+            (p, tokio::runtime::Handle::try_current().is_ok())
+        })
+        .await
+        .unwrap();
+        assert_eq!(theirs, (mine + BULK_NICE).min(19));
+        assert!(
+            has_context,
+            "the closure runs in the caller's runtime context"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sees_the_callers_paused_clock() {
+        let before = tokio::time::Instant::now();
+        tokio::time::advance(std::time::Duration::from_secs(3600)).await;
+        let seen = spawn(tokio::time::Instant::now).await.unwrap();
+        assert!(seen.duration_since(before) >= std::time::Duration::from_secs(3600));
+    }
+}
