@@ -49,7 +49,7 @@ fn info(i: u32) -> PollInfo {
                 ..PollPlayer::default()
             })
             .collect(),
-        rules: vec![],
+        rules: muster_master::registry::Rules::default(),
         game_port: None,
     }
 }

@@ -149,7 +149,7 @@ fn gamespy_info(i: usize, map: String, players: usize, addr: SocketAddr) -> Poll
                 ..PollPlayer::default()
             })
             .collect(),
-        rules: Vec::new(),
+        rules: muster_master::registry::Rules::default(),
         game_port: Some(addr.port() - 1),
     }
 }

@@ -233,8 +233,8 @@ impl ServerDetail {
     pub fn from_record(r: &Record) -> Self {
         let info = r.info.as_deref();
         let mut rules: BTreeMap<String, RuleValue> = BTreeMap::new();
-        for (k, v) in info.map(|i| i.rules.as_slice()).unwrap_or_default() {
-            match rules.get_mut(k.as_str()) {
+        for (k, v) in info.iter().flat_map(|i| i.rules.iter()) {
+            match rules.get_mut(k) {
                 None => {
                     rules.insert(k.to_string(), RuleValue::One(v.to_string()));
                 }
@@ -423,7 +423,7 @@ impl HealthDto {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Face, GameAddr, Registration, ServerKey, Timestamp};
+    use crate::registry::{Face, GameAddr, Registration, Rules, ServerKey, Timestamp};
     use muster_proto::limit::SourceKey;
     use muster_proto::teeworlds::info::{Answer, Family};
     use muster_proto::teeworlds::{Info7Body, Player7, TwStr};
@@ -489,12 +489,12 @@ mod tests {
     #[test]
     fn rule_names_cover_known_keys_only() {
         let d = ServerDetail::from_record(&record(PollInfo {
-            rules: vec![
-                ("friendlyfire".into(), "0".into()),
-                ("Mutator".into(), "a".into()),
-                ("Mutator".into(), "b".into()),
-                ("sv_custom".into(), "1".into()),
-            ],
+            rules: Rules::new([
+                ("friendlyfire", "0"),
+                ("Mutator", "a"),
+                ("Mutator", "b"),
+                ("sv_custom", "1"),
+            ]),
             ..PollInfo::default()
         }));
         assert_eq!(

@@ -51,8 +51,8 @@ use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
 use crate::config::LimitsConfig;
 use crate::drops::DropReason;
 use crate::registry::{
-    Face, GameAddr, HeartbeatOutcome, MAX_GAME_LEN, PollInfo, Registration, ServerKey, Timestamp,
-    short,
+    Face, GameAddr, HeartbeatOutcome, MAX_GAME_LEN, PollInfo, Registration, Rules, ServerKey,
+    Timestamp, short,
 };
 use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
 use crate::secrets::Secrets;
@@ -182,10 +182,10 @@ fn heartbeat_info(f: &HeartbeatFields) -> PollInfo {
         game_type: text(&f.gametype),
         num_players: f.players,
         max_players: f.max_players,
-        rules: vec![
-            ("version".into(), text(&f.version)),
-            ("product".into(), short(&decode_text(&f.product).text)),
-        ],
+        rules: Rules::new([
+            ("version", decode_text(&f.version).plain),
+            ("product", decode_text(&f.product).text),
+        ]),
         ..PollInfo::default()
     }
     .bounded()

@@ -67,7 +67,7 @@ use muster_proto::limit::SourceKey;
 pub use types::{
     DdnetData, DdnetStream, Face, GameAddr, MAX_DDNET_INFO, MAX_DDNET_STREAMS, MAX_GAME_LEN,
     MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, MAX_SOURCES, Origin, PollInfo,
-    PollPlayer, Record, Registration, ServerKey, ShortText, Source, Timestamp, Verification,
+    PollPlayer, Record, Registration, Rules, ServerKey, ShortText, Source, Timestamp, Verification,
     protocol_from_name, short,
 };
 

@@ -58,7 +58,7 @@ fn info(name: &str, num: u32, max: u32, players: &[&str]) -> PollInfo {
                 ..PollPlayer::default()
             })
             .collect(),
-        rules: vec![],
+        rules: Rules::default(),
         game_port: None,
     }
 }
@@ -912,4 +912,46 @@ fn remote_changes_reach_the_view_but_not_the_persister() {
     assert_eq!(here.count_of_source(rec.source), 0);
     assert!(here.take_changes().iter().any(|c| c.record.is_none()));
     assert!(!here.remove_remote(&key), "already gone");
+}
+
+#[test]
+fn rules_keep_pairs_in_order_and_find_keys_without_case() {
+    let r = Rules::new([("Version", "1.05"), ("product", "SeriousSam"), ("", "")]);
+    assert_eq!(
+        r.iter().collect::<Vec<_>>(),
+        [("Version", "1.05"), ("product", "SeriousSam"), ("", "")]
+    );
+    assert_eq!(r.len(), 3);
+    assert_eq!(r.get("version"), Some("1.05"));
+    assert_eq!(r.get("mutator"), None);
+    assert!(Rules::default().is_empty());
+    assert_eq!(Rules::default().iter().count(), 0);
+    // An empty pair is a pair: not the same as no rules.
+    assert_ne!(Rules::new([("", "")]), Rules::default());
+    assert_eq!(
+        format!("{r:?}"),
+        r#"[("Version", "1.05"), ("product", "SeriousSam"), ("", "")]"#
+    );
+}
+
+#[test]
+fn rules_drop_nuls_and_clip_to_the_limits() {
+    let long = "é".repeat(MAX_POLL_TEXT + 5);
+    let r = Rules::new([("a\0b", long.as_str())]);
+    let (k, v) = r.iter().next().unwrap();
+    assert_eq!(k, "ab");
+    assert_eq!(v.chars().count(), MAX_POLL_TEXT);
+    let many = Rules::new((0..MAX_POLL_RULES + 3).map(|i| (i.to_string(), "v")));
+    assert_eq!(many.len(), MAX_POLL_RULES);
+}
+
+proptest! {
+    #[test]
+    fn rules_give_back_what_they_were_given(pairs in proptest::collection::vec(("[^\0]{0,8}", "[^\0]{0,8}"), 0..12)) {
+        let r = Rules::new(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let back: Vec<(String, String)> = r.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+        prop_assert_eq!(&back, &pairs);
+        prop_assert_eq!(r.len(), pairs.len());
+        prop_assert_eq!(Rules::new(back), r);
+    }
 }

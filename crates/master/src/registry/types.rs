@@ -323,7 +323,7 @@ pub struct PollInfo {
     /// Players.
     pub players: Vec<PollPlayer>,
     /// Rules as (key, value), plain text.
-    pub rules: Vec<(ShortText, ShortText)>,
+    pub rules: Rules,
     /// The game port, when the reply said it (GameSpy `hostport`).
     pub game_port: Option<u16>,
 }
@@ -337,6 +337,66 @@ fn bot_flag(p: &muster_proto::model::Player) -> Option<bool> {
             .iter()
             .any(|(k, v)| k == "bot" && *v == muster_proto::model::RawValue::Bool(true))
     })
+}
+
+/// A server's rules: (key, value) pairs of plain text in their order, at most
+/// [`MAX_POLL_RULES`] pairs of texts clipped to [`MAX_POLL_TEXT`] chars, packed in one
+/// allocation of their own size as `key NUL value NUL …` (a NUL inside a text is dropped).
+/// A GameAgent heartbeat's two rules take about 40 bytes so, where a vector of pairs took 96
+/// and the vector itself 24 more in every poll info.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Rules(Box<str>);
+
+impl Rules {
+    /// The rules `pairs`, clipped to the limits.
+    pub fn new<K: AsRef<str>, V: AsRef<str>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
+        let mut packed = String::new();
+        for (k, v) in pairs.into_iter().take(MAX_POLL_RULES) {
+            for text in [k.as_ref(), v.as_ref()] {
+                packed.extend(text.chars().filter(|&c| c != '\0').take(MAX_POLL_TEXT));
+                packed.push('\0');
+            }
+        }
+        Self(packed.into_boxed_str())
+    }
+
+    /// The pairs, in their order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        let mut texts = self.0.split('\0');
+        std::iter::from_fn(move || Some((texts.next()?, texts.next()?)))
+    }
+
+    /// How many pairs.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.bytes().filter(|&b| b == 0).count() / 2
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value of the first rule `key` (ASCII case-insensitive), if there is one.
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v)
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Rules {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        Self::new(pairs)
+    }
+}
+
+impl fmt::Debug for Rules {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 fn clip(s: &mut ShortText) {
@@ -361,16 +421,12 @@ impl PollInfo {
     /// from a `hostport` rule when there is one.
     #[must_use]
     pub fn from_server_info(info: &ServerInfo) -> Self {
-        let rules: Vec<(ShortText, ShortText)> = info
+        let rules: Rules = info
             .rules
             .iter()
-            .take(MAX_POLL_RULES)
-            .map(|r| (short(&r.key.plain), short(&r.value.plain)))
+            .map(|r| (&r.key.plain, &r.value.plain))
             .collect();
-        let game_port = rules
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("hostport"))
-            .and_then(|(_, v)| v.trim().parse().ok());
+        let game_port = rules.get("hostport").and_then(|v| v.trim().parse().ok());
         Self {
             name: short(&info.name.plain),
             map: short(&info.map.plain),
@@ -407,23 +463,14 @@ impl PollInfo {
         for p in &mut self.players {
             clip(&mut p.name);
         }
-        self.rules.truncate(MAX_POLL_RULES);
-        for (k, v) in &mut self.rules {
-            clip(k);
-            clip(v);
-        }
         self.players.shrink_to_fit();
-        self.rules.shrink_to_fit();
         self
     }
 
     /// The value of the rule `key` (ASCII case-insensitive), if there is one.
     #[must_use]
     pub fn rule(&self, key: &str) -> Option<&str> {
-        self.rules
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v.as_str())
+        self.rules.get(key)
     }
 }
 

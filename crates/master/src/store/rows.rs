@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{
-    DdnetData, DdnetStream, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo, PollPlayer, ShortText,
-    Source, Timestamp,
+    DdnetData, DdnetStream, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo, PollPlayer, Rules,
+    ShortText, Source, Timestamp,
 };
 
 /// [`PollInfo`] as stored in the `info` column.
@@ -57,7 +57,7 @@ impl From<&PollInfo> for InfoRow {
                     bot: p.bot,
                 })
                 .collect(),
-            rules: i.rules.clone(),
+            rules: i.rules.iter().map(|(k, v)| (k.into(), v.into())).collect(),
             game_port: i.game_port,
         }
     }
@@ -98,7 +98,7 @@ impl From<InfoRow> for PollInfo {
                     },
                 })
                 .collect(),
-            rules: r.rules,
+            rules: Rules::new(r.rules),
             game_port: r.game_port,
         }
         .bounded()

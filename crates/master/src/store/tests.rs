@@ -1,7 +1,7 @@
 //! Store tests: write, drop, reopen; crash without close; migration; damage and repair.
 
 use super::*;
-use crate::registry::{DdnetData, DdnetStream, PollInfo, PollPlayer};
+use crate::registry::{DdnetData, DdnetStream, PollInfo, PollPlayer, Rules};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -86,7 +86,7 @@ fn write_drop_reopen_same_contents() {
                 ..PollPlayer::default()
             },
         ],
-        rules: vec![("hostport".into(), "7777".into())],
+        rules: Rules::new([("hostport", "7777")]),
         game_port: Some(7777),
     }));
     a.poll_failures = 2;

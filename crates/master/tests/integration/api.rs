@@ -122,10 +122,10 @@ fn mgmt_record(d: &Daemon, port: u16, lobby_open: bool) {
         game_type: "Standard A+B".into(),
         num_players: 1,
         max_players: 4,
-        rules: vec![
-            ("isLobbyOpen".into(), lobby_open.to_string().into()),
-            ("gameplayMode".into(), "1".into()),
-        ],
+        rules: muster_master::registry::Rules::new([
+            ("isLobbyOpen", lobby_open.to_string().as_str()),
+            ("gameplayMode", "1"),
+        ]),
         ..PollInfo::default()
     };
     d.handle.write(|r| {
@@ -360,10 +360,10 @@ async fn detail_tells_bots_and_names_rules() {
                 player("robot", Some(true)),
                 player("unknown", None),
             ],
-            rules: vec![
-                ("AdminEMail".into(), "a@example.org".into()),
-                ("mymod".into(), "1".into()),
-            ],
+            rules: muster_master::registry::Rules::new([
+                ("AdminEMail", "a@example.org"),
+                ("mymod", "1"),
+            ]),
             ..PollInfo::default()
         },
     );

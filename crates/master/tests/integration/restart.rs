@@ -75,7 +75,7 @@ fn fill(h: &MasterHandle) {
                 score: Some(5),
                 ..PollPlayer::default()
             }],
-            rules: vec![],
+            rules: muster_master::registry::Rules::default(),
             game_port: None,
         }),
         now,

@@ -13,7 +13,9 @@ use muster_proto::mgmt::{
     ServerAddress, ServerListAnswer, Stats,
 };
 
-use crate::registry::{Face, GameAddr, MAX_POLL_TEXT, PollInfo, Record, Registration, ServerKey};
+use crate::registry::{
+    Face, GameAddr, MAX_POLL_TEXT, PollInfo, Record, Registration, Rules, ServerKey,
+};
 
 /// The game name management registrations are filed under.
 pub(crate) const GAME: &str = "bomberman";
@@ -73,20 +75,17 @@ pub(crate) fn info(server: &GameServer, stats: &Stats) -> PollInfo {
         game_type: mode.into(),
         num_players: stats.current.get(),
         max_players: u32::from(stats.max.get()),
-        rules: vec![
-            (RULE_LOBBY.into(), stats.lobby_open.to_string().into()),
-            (RULE_MODE.into(), stats.mode.code().to_string().into()),
-        ],
+        rules: Rules::new([
+            (RULE_LOBBY, stats.lobby_open.to_string()),
+            (RULE_MODE, stats.mode.code().to_string()),
+        ]),
         game_port: Some(server.port().get()),
         ..PollInfo::default()
     }
 }
 
 fn rule<'a>(info: &'a PollInfo, key: &str) -> Option<&'a str> {
-    info.rules
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
+    info.rules.iter().find(|&(k, _)| k == key).map(|(_, v)| v)
 }
 
 /// The answer entry of a management record; `None` for a record this face did not write
