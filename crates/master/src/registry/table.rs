@@ -55,9 +55,14 @@ impl RecordTable {
         &'a self,
         addr: &'a super::GameAddr,
     ) -> impl Iterator<Item = &'a Arc<Record>> + 'a {
+        // `iter_hash` also yields entries whose hash only shares its top bits with the one
+        // asked for: an entry counts under its own hash only, or a record whose key hash
+        // shares those bits with another record's at the address is found twice.
+        let a = self.addr_hash(addr);
         let mut keys: Vec<u64> = self
             .by_addr
-            .iter_hash(self.addr_hash(addr))
+            .iter_hash(a)
+            .filter(|&&(ea, _)| ea == a)
             .map(|&(_, k)| k)
             .collect();
         // Two records at one address whose key hashes collide are one entry each here, and
@@ -65,9 +70,12 @@ impl RecordTable {
         keys.sort_unstable();
         keys.dedup();
         keys.into_iter()
-            .flat_map(move |k| self.table.iter_hash(k))
+            .flat_map(move |k| {
+                self.table
+                    .iter_hash(k)
+                    .filter(move |s| s.rec.key.addr == *addr && self.hash(&s.rec.key) == k)
+            })
             .map(|s| &s.rec)
-            .filter(move |r| r.key.addr == *addr)
     }
 
     pub(super) fn get(&self, key: &ServerKey) -> Option<&Arc<Record>> {
@@ -210,6 +218,24 @@ mod tests {
         assert_eq!(t.get(&k).unwrap().deadline, Timestamp::from_secs(20));
         assert_eq!(due(&t, 10), Vec::<u64>::new());
         assert_eq!(due(&t, 20), [1]);
+    }
+
+    #[test]
+    fn finds_each_record_at_an_address_once_whatever_its_hash_shares() {
+        // 300 games at one address: some of their key hashes share the top bits the table
+        // groups by (1 in 128 per pair), which once made a record come back twice.
+        let mut t = RecordTable::default();
+        let addr = rec(7).key.addr.clone();
+        for i in 0..300 {
+            let mut r = (*rec(7)).clone();
+            r.id = i;
+            r.key = ServerKey::new(&format!("g{i}"), addr.clone());
+            t.insert(Arc::new(r));
+        }
+        t.insert(rec(8));
+        let mut ids: Vec<u64> = t.at_addr(&addr).map(|r| r.id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..300).collect::<Vec<u64>>());
     }
 
     #[test]
