@@ -399,20 +399,21 @@ impl fmt::Debug for Rules {
     }
 }
 
+/// Where the first [`MAX_POLL_TEXT`] chars of `s` end.
+fn clip_end(s: &str) -> usize {
+    s.char_indices()
+        .nth(MAX_POLL_TEXT)
+        .map_or(s.len(), |(i, _)| i)
+}
+
 fn clip(s: &mut ShortText) {
-    if let Some((i, _)) = s.char_indices().nth(MAX_POLL_TEXT) {
-        s.truncate(i);
-    }
+    s.truncate(clip_end(s));
 }
 
 /// `s` clipped to [`MAX_POLL_TEXT`] chars, as kept text.
 #[must_use]
 pub fn short(s: &str) -> ShortText {
-    let end = s
-        .char_indices()
-        .nth(MAX_POLL_TEXT)
-        .map_or(s.len(), |(i, _)| i);
-    ShortText::from(s.get(..end).unwrap_or(s))
+    ShortText::from(s.get(..clip_end(s)).unwrap_or(s))
 }
 
 impl PollInfo {
