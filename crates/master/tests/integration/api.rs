@@ -5,40 +5,14 @@ use std::net::SocketAddr;
 
 use muster_master::registry::{Face, GameAddr, PollInfo, Registration, ServerKey, Timestamp};
 use muster_proto::limit::SourceKey;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
 
-use crate::{Daemon, TempDir, config, get, get_json};
+use crate::{Daemon, TempDir, config, exchange, get, get_json};
 
-/// A GET with extra header lines; the raw response head and body.
+/// A GET with extra header lines (each ended by `\n`); the head, lowercased, and the body.
 async fn raw_get(addr: SocketAddr, path: &str, headers: &str) -> (String, Vec<u8>) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: m\r\nConnection: close\r\n{headers}\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-    let mut body = buf[end + 4..].to_vec();
-    if head.contains("transfer-encoding: chunked") {
-        body = dechunk(&body);
-    }
-    (head, body)
-}
-
-/// The payload of a chunked body.
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line = b.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size =
-            usize::from_str_radix(std::str::from_utf8(&b[..line]).unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[line + 2..line + 2 + size]);
-        b = &b[line + 2 + size + 2..];
-    }
+    let head = format!("GET {path} HTTP/1.1\nHost: m\nConnection: close\n{headers}\n");
+    let r = exchange(addr, &head, b"").await;
+    (r.head, r.body)
 }
 
 #[tokio::test]
@@ -75,12 +49,7 @@ async fn responses_are_compressed_and_cors_follows_the_config() {
     let mut c = config(&dir);
     c.http.cors_origins = vec!["https://browser.example".to_owned()];
     let d = Daemon::start(c);
-    let (head, body) = raw_get(
-        d.http(),
-        "/api/v1/openapi.json",
-        "Accept-Encoding: gzip\r\n",
-    )
-    .await;
+    let (head, body) = raw_get(d.http(), "/api/v1/openapi.json", "Accept-Encoding: gzip\n").await;
     assert!(head.contains("content-encoding: gzip"), "{head}");
     let mut plain = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut plain)
@@ -89,7 +58,7 @@ async fn responses_are_compressed_and_cors_follows_the_config() {
     let (head, _) = raw_get(
         d.http(),
         "/api/v1/servers",
-        "Origin: https://browser.example\r\n",
+        "Origin: https://browser.example\n",
     )
     .await;
     assert!(
@@ -99,7 +68,7 @@ async fn responses_are_compressed_and_cors_follows_the_config() {
     let (head, _) = raw_get(
         d.http(),
         "/api/v1/servers",
-        "Origin: https://evil.example\r\n",
+        "Origin: https://evil.example\n",
     )
     .await;
     assert!(!head.contains("access-control-allow-origin"), "{head}");

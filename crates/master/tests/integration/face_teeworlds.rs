@@ -15,8 +15,7 @@ use muster_master::{Master, MasterHandle};
 use muster_proto::teeworlds_master::{MasterListQuery, Message, Packet, Token};
 use muster_query::{Job, Options};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpStream, UdpSocket};
+use tokio::net::UdpSocket;
 
 use crate::TempDir;
 
@@ -497,23 +496,8 @@ async fn start_http_on(h: &MasterHandle, at: &str) -> Http {
 }
 
 async fn request(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String) {
-    let fut = async {
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        let mut req = head.replace('\n', "\r\n").into_bytes();
-        req.extend_from_slice(body);
-        s.write_all(&req).await.unwrap();
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.unwrap();
-        let text = String::from_utf8(buf).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        (
-            head.split(' ').nth(1).unwrap().parse().unwrap(),
-            body.to_owned(),
-        )
-    };
-    tokio::time::timeout(Duration::from_secs(10), fut)
-        .await
-        .unwrap()
+    let r = crate::exchange(addr, head, body).await;
+    (r.status, r.text())
 }
 
 /// A register POST with the captured headers for `scheme` on `port`.
@@ -852,23 +836,9 @@ async fn servers_json_tag(http: SocketAddr, gzip: bool) -> (String, usize) {
     let accept = if gzip { "Accept-Encoding: gzip\n" } else { "" };
     let head =
         format!("GET /ddnet/15/servers.json HTTP/1.1\nHost: x\nConnection: close\n{accept}\n");
-    let mut s = TcpStream::connect(http).await.unwrap();
-    s.write_all(head.replace('\n', "\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
-        .await
-        .unwrap()
-        .unwrap();
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-    let tag = head
-        .lines()
-        .find_map(|l| l.strip_prefix("etag: "))
-        .expect("an etag")
-        .to_owned();
-    (tag, buf.len() - end - 4)
+    let r = crate::exchange(http, &head, b"").await;
+    let tag = r.header("etag").expect("an etag").to_owned();
+    (tag, r.body.len())
 }
 
 #[tokio::test]

@@ -134,28 +134,77 @@ impl Daemon {
     }
 }
 
-/// A minimal HTTP/1.1 GET over a fresh connection: (status, body).
-pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+/// A response read by [`exchange`].
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// The head (status line and headers), lowercased.
+    pub head: String,
+    /// The body as sent, or its payload when it was chunked.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The value of header `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    }
+
+    /// The body as UTF-8 text.
+    pub fn text(self) -> String {
+        String::from_utf8(self.body).unwrap()
+    }
+}
+
+/// One HTTP/1.1 exchange over a fresh connection, within 10 s: sends `head` (lines ended by
+/// `\n`, sent as `\r\n`; it should ask for `Connection: close`) and then `body`, and reads the
+/// response to the end.
+pub async fn exchange(addr: SocketAddr, head: &str, body: &[u8]) -> Response {
     let fut = async {
         let mut s = TcpStream::connect(addr).await.unwrap();
-        let req = format!("GET {path} HTTP/1.1\r\nHost: muster\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.unwrap();
+        let mut req = head.replace('\n', "\r\n").into_bytes();
+        req.extend_from_slice(body);
+        s.write_all(&req).await.unwrap();
         let mut buf = Vec::new();
         s.read_to_end(&mut buf).await.unwrap();
-        let text = String::from_utf8(buf).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-        assert!(
-            !head
-                .to_ascii_lowercase()
-                .contains("transfer-encoding: chunked"),
-            "the test client reads plain bodies only"
-        );
-        (status, body.to_owned())
+        buf
     };
-    tokio::time::timeout(Duration::from_secs(10), fut)
+    let buf = tokio::time::timeout(Duration::from_secs(10), fut)
         .await
-        .unwrap()
+        .unwrap();
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut body = buf[end + 4..].to_vec();
+    if head.contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    Response { status, head, body }
+}
+
+/// The payload of a chunked body.
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line = b.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&b[..line]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[line + 2..line + 2 + size]);
+        b = &b[line + 2 + size + 2..];
+    }
+}
+
+/// A minimal HTTP/1.1 GET over a fresh connection: (status, body).
+pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let head = format!("GET {path} HTTP/1.1\nHost: muster\nConnection: close\n\n");
+    let r = exchange(addr, &head, b"").await;
+    (r.status, r.text())
 }
 
 /// GET and parse JSON, asserting the status.
