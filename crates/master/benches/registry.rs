@@ -45,7 +45,7 @@ fn info(i: u32) -> PollInfo {
         players: (0..i % 9)
             .map(|p| PollPlayer {
                 name: format!("player{p}").into(),
-                score: Some(i64::from(p)),
+                score: Some(PollPlayer::score_of(i64::from(p))),
                 ..PollPlayer::default()
             })
             .collect(),

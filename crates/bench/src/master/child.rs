@@ -145,7 +145,7 @@ fn gamespy_info(i: usize, map: String, players: usize, addr: SocketAddr) -> Poll
         players: (0..players)
             .map(|p| PollPlayer {
                 name: format!("Player{p}").into(),
-                score: Some(p as i64),
+                score: Some(p as i32),
                 ..PollPlayer::default()
             })
             .collect(),

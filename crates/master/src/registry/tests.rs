@@ -955,3 +955,15 @@ proptest! {
         prop_assert_eq!(Rules::new(back), r);
     }
 }
+
+#[test]
+fn player_numbers_beyond_their_kept_width_are_clamped() {
+    assert_eq!(PollPlayer::score_of(-9999), -9999);
+    assert_eq!(PollPlayer::score_of(i64::MAX), i32::MAX);
+    assert_eq!(PollPlayer::score_of(i64::MIN), i32::MIN);
+    assert_eq!(PollPlayer::ping_of(999), 999);
+    assert_eq!(PollPlayer::ping_of(100_000), u16::MAX);
+    assert_eq!(PollPlayer::team_of(-70_000), i16::MIN);
+    assert_eq!(PollPlayer::team_of(70_000), i16::MAX);
+    assert_eq!(PollPlayer::team_of(1), 1);
+}

@@ -286,22 +286,46 @@ impl Verification {
     }
 }
 
-/// One player from a poll.
+/// One player from a poll, in 48 bytes: the numbers are kept in the widths games use (a
+/// value beyond one is clamped to it), so a player list of a full server does not take a
+/// third more for bits no game sends.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PollPlayer {
     /// Name, plain text.
     pub name: ShortText,
     /// Score, when the protocol reports one.
-    pub score: Option<i64>,
+    pub score: Option<i32>,
     /// Ping in milliseconds, when the protocol reports one.
-    pub ping_ms: Option<u32>,
+    pub ping_ms: Option<u16>,
     /// Team number, when the protocol reports one.
-    pub team: Option<i32>,
+    pub team: Option<i16>,
     /// Whether the player only watches, when the protocol tells.
     pub spectator: Option<bool>,
     /// Whether the player is a bot, when the protocol tells (Teeworlds 0.7's player flags,
     /// `teeworlds.md` §8.4).
     pub bot: Option<bool>,
+}
+
+const _: () = assert!(size_of::<PollPlayer>() <= 48);
+
+impl PollPlayer {
+    /// `v` as a kept score (clamped to the `i32` range).
+    #[must_use]
+    pub fn score_of(v: i64) -> i32 {
+        i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })
+    }
+
+    /// `v` as a kept ping (at most 65,535 ms).
+    #[must_use]
+    pub fn ping_of(v: u32) -> u16 {
+        u16::try_from(v).unwrap_or(u16::MAX)
+    }
+
+    /// `v` as a kept team number (clamped to the `i16` range).
+    #[must_use]
+    pub fn team_of(v: i32) -> i16 {
+        i16::try_from(v).unwrap_or(if v < 0 { i16::MIN } else { i16::MAX })
+    }
 }
 
 /// What the last successful poll (or a face that carries state, such as the management
@@ -441,9 +465,9 @@ impl PollInfo {
                 .take(MAX_POLL_PLAYERS)
                 .map(|p| PollPlayer {
                     name: short(&p.name.plain),
-                    score: p.score,
-                    ping_ms: p.ping_ms,
-                    team: p.team,
+                    score: p.score.map(PollPlayer::score_of),
+                    ping_ms: p.ping_ms.map(PollPlayer::ping_of),
+                    team: p.team.map(PollPlayer::team_of),
                     spectator: p.spectator,
                     bot: bot_flag(p),
                 })

@@ -50,9 +50,9 @@ impl From<&PollInfo> for InfoRow {
                 .iter()
                 .map(|p| PlayerRow::Full {
                     name: p.name.clone(),
-                    score: p.score,
-                    ping_ms: p.ping_ms,
-                    team: p.team,
+                    score: p.score.map(i64::from),
+                    ping_ms: p.ping_ms.map(u32::from),
+                    team: p.team.map(i32::from),
                     spectator: p.spectator,
                     bot: p.bot,
                 })
@@ -78,7 +78,7 @@ impl From<InfoRow> for PollInfo {
                 .map(|p| match p {
                     PlayerRow::Pair(name, score) => PollPlayer {
                         name,
-                        score,
+                        score: score.map(PollPlayer::score_of),
                         ..PollPlayer::default()
                     },
                     PlayerRow::Full {
@@ -90,9 +90,9 @@ impl From<InfoRow> for PollInfo {
                         bot,
                     } => PollPlayer {
                         name,
-                        score,
-                        ping_ms,
-                        team,
+                        score: score.map(PollPlayer::score_of),
+                        ping_ms: ping_ms.map(PollPlayer::ping_of),
+                        team: team.map(PollPlayer::team_of),
                         spectator,
                         bot,
                     },
