@@ -436,13 +436,36 @@ impl Registry {
             self.records.set_deadline(key, d);
         }
         if let Some(rec) = self.records.get(key) {
-            self.changes.push(Change {
-                id: rec.id,
-                order: rec.order_key(),
-                record: Some(Arc::clone(rec)),
-                structural,
-            });
+            match self.changes.last_mut() {
+                // The entry `record_to_change` emptied for this change.
+                Some(last) if last.id == rec.id && last.record.is_none() => {
+                    last.record = Some(Arc::clone(rec));
+                    last.structural |= structural;
+                }
+                _ => self.changes.push(Change {
+                    id: rec.id,
+                    order: rec.order_key(),
+                    record: Some(Arc::clone(rec)),
+                    structural,
+                }),
+            }
         }
+    }
+
+    /// The record under `key`, to change; a [`Registry::log`] of it must follow. When the view
+    /// log's last entry holds this record (changed twice in a row: a registration and then
+    /// its info, its DDNet data or a poll), the entry lets go of it first, so that the record
+    /// is changed in place instead of copied (a second 256-byte record per registration, kept
+    /// until the publisher drained the log); the log that follows fills the entry again, as
+    /// one change: the publisher reads two changes of one record in a row as the last one.
+    fn record_to_change(&mut self, key: &ServerKey) -> Option<&mut Record> {
+        self.records.get(key)?;
+        if let Some(last) = self.changes.last_mut() {
+            if last.record.as_ref().is_some_and(|r| r.key == *key) {
+                last.record = None;
+            }
+        }
+        self.records.get_mut(key).map(Arc::make_mut)
     }
 
     fn log_removal(&mut self, rec: &Record) {
@@ -818,10 +841,9 @@ impl Registry {
         info: Option<PollInfo>,
         now: Timestamp,
     ) -> PollOutcome {
-        let Some(rec) = self.records.get_mut(key) else {
+        let Some(rec) = self.record_to_change(key) else {
             return PollOutcome::Unknown;
         };
-        let rec = Arc::make_mut(rec);
         let (out, structural) = match info {
             Some(info) => {
                 let info = info.bounded();
@@ -852,32 +874,35 @@ impl Registry {
     /// ignored after (the poll is authoritative). Unlike [`Registry::update_poll`] it neither
     /// counts as a poll nor keeps the record alive. Returns whether it was stored.
     pub fn registration_info(&mut self, key: &ServerKey, info: PollInfo) -> bool {
-        let Some(rec) = self.records.get_mut(key) else {
+        let Some(rec) = self.records.get(key) else {
             return false;
         };
         if rec.last_poll_ok.is_some() {
             return false;
         }
-        let info = info.bounded();
-        if rec.info.as_deref() == Some(&info) {
-            return false;
-        }
-        Arc::make_mut(rec).info = Some(Arc::new(info));
-        self.log(key, true);
-        true
+        self.store_info(key, info)
     }
 
     /// The info of the management face's record: always stored (the connection is the only
     /// source of it; management records are not polled).
     pub fn set_info(&mut self, key: &ServerKey, info: PollInfo) -> bool {
-        let Some(rec) = self.records.get_mut(key) else {
-            return false;
-        };
+        self.store_info(key, info)
+    }
+
+    /// Stores `info` as the record's info when it differs; whether it did.
+    fn store_info(&mut self, key: &ServerKey, info: PollInfo) -> bool {
         let info = info.bounded();
-        if rec.info.as_deref() == Some(&info) {
+        if self
+            .records
+            .get(key)
+            .is_none_or(|r| r.info.as_deref() == Some(&info))
+        {
             return false;
         }
-        Arc::make_mut(rec).info = Some(Arc::new(info));
+        let Some(rec) = self.record_to_change(key) else {
+            return false;
+        };
+        rec.info = Some(Arc::new(info));
         self.log(key, true);
         true
     }
@@ -944,10 +969,9 @@ impl Registry {
                 }
             }
         }
-        let Some(rec) = self.records.get_mut(&key) else {
+        let Some(rec) = self.record_to_change(&key) else {
             return DdnetOutcome::NeedInfo;
         };
-        let rec = Arc::make_mut(rec);
         let same_secret = rec.ddnet.as_ref().is_some_and(|d| d.secret == r.secret);
         let mut streams = match &rec.ddnet {
             Some(d) if same_secret => d.streams.clone(),

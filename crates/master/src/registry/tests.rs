@@ -612,13 +612,15 @@ fn changes_feed_the_views_and_the_store() {
     let mut r = Registry::new(RegistryConfig::default());
     let k = listed(&mut r, reg("ut2", v4(1, 1), Face::GameSpy), T0);
     r.heartbeat(&k, at(1));
+    let structural =
+        |r: &mut Registry| -> Vec<bool> { r.take_changes().iter().map(|c| c.structural).collect() };
+    assert_eq!(structural(&mut r), [true, false]);
     r.update_poll(&k, Some(info("a", 1, 2, &[])), at(2));
+    assert_eq!(structural(&mut r), [true]);
     r.update_poll(&k, Some(info("a", 1, 2, &[])), at(3));
-    let c = r.take_changes();
-    let structural: Vec<bool> = c.iter().map(|c| c.structural).collect();
     assert_eq!(
-        structural,
-        [true, false, true, false],
+        structural(&mut r),
+        [false],
         "an unchanged poll is no structural change"
     );
     assert!(r.has_structural_dirty());
@@ -966,4 +968,32 @@ fn player_numbers_beyond_their_kept_width_are_clamped() {
     assert_eq!(PollPlayer::team_of(-70_000), i16::MIN);
     assert_eq!(PollPlayer::team_of(70_000), i16::MAX);
     assert_eq!(PollPlayer::team_of(1), 1);
+}
+
+#[test]
+fn a_registration_and_its_info_are_one_change_made_in_place() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let k = listed(&mut r, reg("ut2", v4(1, 1), Face::GameAgent), T0);
+    let first: *const Record = r.get(&k).unwrap();
+    assert!(r.registration_info(&k, info("a", 1, 2, &[])));
+    assert!(
+        std::ptr::eq(r.get(&k).unwrap(), first),
+        "changed in place, not on a copy"
+    );
+    let c = r.take_changes();
+    assert_eq!(c.len(), 1, "one change");
+    assert!(c[0].structural);
+    let logged = c[0].record.as_ref().unwrap();
+    assert_eq!(logged.info.as_ref().unwrap().name, "a");
+    // Once a snapshot holds the record, a change goes to a copy: the snapshot keeps its own.
+    let mut p = Publisher::new(Duration::from_secs(30));
+    let v = r.version();
+    let _ = p.apply(c, v);
+    let snap = p.build(at(1));
+    assert!(r.registration_info(&k, info("b", 1, 2, &[])));
+    assert_eq!(snap.listed()[0].info.as_ref().unwrap().name, "a");
+    assert_eq!(r.get(&k).unwrap().info.as_ref().unwrap().name, "b");
+    let v = r.version();
+    let _ = p.apply(r.take_changes(), v);
+    assert_eq!(p.build(at(2)).listed()[0].info.as_ref().unwrap().name, "b");
 }
