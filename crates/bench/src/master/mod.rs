@@ -17,7 +17,8 @@
 //! 3. **API under load**: `--api-clients` keep-alive clients page and sort (random column,
 //!    order and page) for `--load-duration`, while a probe registers GameAgent servers at
 //!    `--probe-rate` per second (open loop) and times `q` → challenge; the same probe alone
-//!    first, for the idle figure. The probe's registrations change the registry, so the
+//!    first, for the idle figure. The probe runs on a thread and runtime of its own, so the
+//!    bench's own HTTP clients do not delay it. The probe's registrations change the registry, so the
 //!    publisher makes new snapshots and the API sorts again all the time.
 //!
 //! With `--vs-mastersrv`: DDNet's mastersrv (built from source) and Debian's nginx serving the
@@ -291,6 +292,27 @@ async fn ingest(ga: SocketAddr, n: usize, in_flight: usize) -> (Latencies, usize
         all.3 += retries;
     }
     all
+}
+
+/// [`probe`] on a thread and runtime of its own: the bench's HTTP clients (reading and
+/// parsing API pages on the bench's runtime) cannot delay the probe reading its challenge,
+/// so the round trip is the master's.
+async fn probe_alone(
+    ga: SocketAddr,
+    rate: u32,
+    duration: Duration,
+    base: usize,
+) -> anyhow::Result<(Latencies, usize)> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("probe".to_owned())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            let _ = tx.send(rt.map(|rt| rt.block_on(probe(ga, rate, duration, base))));
+        })?;
+    Ok(rx.await??)
 }
 
 /// Registrations at `rate` per second for `duration`, each started on time whatever the
@@ -661,7 +683,7 @@ async fn run_size(args: &MasterArgs, n: usize) -> anyhow::Result<SizeResult> {
 
     // The probe alone, then with the API load.
     eprintln!("  probe idle …");
-    let (lat, failed) = probe(ga, args.probe_rate, args.load_duration, 500_000).await;
+    let (lat, failed) = probe_alone(ga, args.probe_rate, args.load_duration, 500_000).await?;
     r.probe_idle = lat;
     r.probe_failed += failed;
     eprintln!(
@@ -673,7 +695,7 @@ async fn run_size(args: &MasterArgs, n: usize) -> anyhow::Result<SizeResult> {
     let phase = Phase::start(&pids);
     let load_for = args.load_duration;
     let load = tokio::spawn(async move { measure(clients, load_for).await });
-    let (lat, failed) = probe(ga, args.probe_rate, args.load_duration, 510_000).await;
+    let (lat, failed) = probe_alone(ga, args.probe_rate, args.load_duration, 510_000).await?;
     let api_rate = load.await?;
     r.api_load = Some(ListResult {
         name: format!(
