@@ -243,9 +243,7 @@ fn count(handle: &MasterHandle) -> Value {
 
 /// `muster-bench master-child`: serves until `quit` (or stdin closes).
 pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = muster_master::runtime::daemon_runtime()?;
     rt.block_on(serve(args))
 }
 
