@@ -172,13 +172,11 @@ fn main() -> ExitCode {
     init_logging(verbosity, daemon);
     // Querying runs one engine task (one socket per family, one timer heap): a single thread
     // does it best, without handing every allocation across threads. The daemons use all cores.
-    let runtime = match cli.command {
-        Command::Emulate(_) | Command::Serve(_) => muster_master::runtime::daemon_runtime(),
-        _ => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
+    let builder = match cli.command {
+        Command::Emulate(_) | Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
     };
-    let runtime = match runtime {
+    let runtime = match { builder }.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "muster: cannot start the runtime: {e}");

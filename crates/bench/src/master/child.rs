@@ -243,7 +243,9 @@ fn count(handle: &MasterHandle) -> Value {
 
 /// `muster-bench master-child`: serves until `quit` (or stdin closes).
 pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
-    let rt = muster_master::runtime::daemon_runtime()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(serve(args))
 }
 

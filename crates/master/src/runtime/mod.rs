@@ -15,23 +15,6 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 pub use tokio_util::sync::CancellationToken;
 
-/// Task polls a busy worker makes between two looks at the sockets (tokio's default is 61).
-/// With both workers serializing API pages (0.1–0.4 ms a poll), 61 polls left a GameAgent
-/// `q` unread for 5–8 ms; a look is one `epoll_wait` that does not wait.
-pub const EVENT_INTERVAL: u32 = 8;
-
-/// The daemon's runtime: one worker per core, sockets looked at every [`EVENT_INTERVAL`]
-/// task polls.
-///
-/// # Errors
-/// When the runtime's threads or its I/O driver cannot be made.
-pub fn daemon_runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .event_interval(EVENT_INTERVAL)
-        .build()
-}
-
 /// Pending connections the kernel queues per listener.
 pub const LISTEN_BACKLOG: i32 = 1024;
 
