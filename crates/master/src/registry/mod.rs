@@ -304,6 +304,9 @@ pub struct Registry {
     secrets: HashMap<Arc<str>, Vec<ServerKey>>,
     next_id: u64,
     changes: Vec<Change>,
+    /// The id of the record whose view-log entry [`Registry::record_to_change`] emptied, until
+    /// the log that must follow fills it again (checked in debug builds).
+    released: Option<u64>,
     dirty: HashSet<ServerKey>,
     structural_dirty: bool,
     version: u64,
@@ -386,6 +389,10 @@ impl Registry {
 
     /// The view log since the last call: what the publisher applies to its mirror.
     pub fn take_changes(&mut self) -> Vec<Change> {
+        debug_assert!(
+            self.released.is_none(),
+            "an emptied view-log entry was not filled"
+        );
         std::mem::take(&mut self.changes)
     }
 
@@ -441,6 +448,7 @@ impl Registry {
                 Some(last) if last.id == rec.id && last.record.is_none() => {
                     last.record = Some(Arc::clone(rec));
                     last.structural |= structural;
+                    self.released = None;
                 }
                 _ => self.changes.push(Change {
                     id: rec.id,
@@ -459,10 +467,15 @@ impl Registry {
     /// until the publisher drained the log); the log that follows fills the entry again, as
     /// one change: the publisher reads two changes of one record in a row as the last one.
     fn record_to_change(&mut self, key: &ServerKey) -> Option<&mut Record> {
+        debug_assert!(
+            self.released.is_none(),
+            "an emptied view-log entry was not filled"
+        );
         self.records.get(key)?;
         if let Some(last) = self.changes.last_mut() {
             if last.record.as_ref().is_some_and(|r| r.key == *key) {
                 last.record = None;
+                self.released = Some(last.id);
             }
         }
         self.records.get_mut(key).map(Arc::make_mut)
