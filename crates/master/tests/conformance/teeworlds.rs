@@ -51,6 +51,21 @@ fn listed(h: &MasterHandle, face: Face) -> Vec<SocketAddr> {
         .collect()
 }
 
+/// Every record of the registry (key, face, state, query address), for a failure message.
+fn registry_state(h: &MasterHandle) -> String {
+    h.with_registry(|r| {
+        r.iter()
+            .map(|rec| {
+                format!(
+                    "{:?} {:?} {:?} query {:?}",
+                    rec.key, rec.face, rec.state, rec.query_addr
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+}
+
 /// Polls `f` every 200 ms for at most `secs` seconds.
 async fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     for _ in 0..secs * 5 {
@@ -102,7 +117,9 @@ async fn teeworlds_075_registers_with_the_07_face() {
     let log = server.log();
     assert!(
         got.is_some(),
-        "not listed within 30 s\n--- server log\n{log}"
+        "{game} not listed within 30 s\n--- registry\n{}\n--- metrics\n{}\n--- server log\n{log}",
+        registry_state(&h),
+        h.metrics().render(&std::collections::BTreeMap::new()),
     );
     // Read it back as a 0.7 browser does.
     let mut rx = muster_query::spawn(
