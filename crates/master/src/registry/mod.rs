@@ -471,14 +471,14 @@ impl Registry {
             self.released.is_none(),
             "an emptied view-log entry was not filled"
         );
-        self.records.get(key)?;
+        let rec = self.records.get_mut(key)?;
         if let Some(last) = self.changes.last_mut() {
             if last.record.as_ref().is_some_and(|r| r.key == *key) {
                 last.record = None;
                 self.released = Some(last.id);
             }
         }
-        self.records.get_mut(key).map(Arc::make_mut)
+        Some(Arc::make_mut(rec))
     }
 
     fn log_removal(&mut self, rec: &Record) {
