@@ -18,8 +18,8 @@
 //!    order and page) for `--load-duration`, while a probe registers GameAgent servers at
 //!    `--probe-rate` per second (open loop) and times `q` → challenge; the same probe alone
 //!    first, for the idle figure. The probe runs on a thread and runtime of its own, so the
-//!    bench's own HTTP clients do not delay it. The probe's registrations change the registry, so the
-//!    publisher makes new snapshots and the API sorts again all the time.
+//!    bench's own HTTP clients do not delay it. The probe's registrations change the registry,
+//!    so the publisher makes new snapshots and the API sorts again all the time.
 //!
 //! With `--vs-mastersrv`: DDNet's mastersrv (built from source) and Debian's nginx serving the
 //! file mastersrv writes, against a master holding only the DDNet face, each given the same
