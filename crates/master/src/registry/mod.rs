@@ -887,29 +887,26 @@ impl Registry {
     /// ignored after (the poll is authoritative). Unlike [`Registry::update_poll`] it neither
     /// counts as a poll nor keeps the record alive. Returns whether it was stored.
     pub fn registration_info(&mut self, key: &ServerKey, info: PollInfo) -> bool {
-        let Some(rec) = self.records.get(key) else {
-            return false;
-        };
-        if rec.last_poll_ok.is_some() {
-            return false;
-        }
-        self.store_info(key, info)
+        self.store_info(key, info, true)
     }
 
     /// The info of the management face's record: always stored (the connection is the only
     /// source of it; management records are not polled).
     pub fn set_info(&mut self, key: &ServerKey, info: PollInfo) -> bool {
-        self.store_info(key, info)
+        self.store_info(key, info, false)
     }
 
-    /// Stores `info` as the record's info when it differs; whether it did.
-    fn store_info(&mut self, key: &ServerKey, info: PollInfo) -> bool {
+    /// Stores `info` as the record's info when it differs (and, with `only_unpolled`, when the
+    /// record was never polled); whether it did.
+    fn store_info(&mut self, key: &ServerKey, info: PollInfo, only_unpolled: bool) -> bool {
+        let Some(rec) = self.records.get(key) else {
+            return false;
+        };
+        if only_unpolled && rec.last_poll_ok.is_some() {
+            return false;
+        }
         let info = info.bounded();
-        if self
-            .records
-            .get(key)
-            .is_none_or(|r| r.info.as_deref() == Some(&info))
-        {
+        if rec.info.as_deref() == Some(&info) {
             return false;
         }
         let Some(rec) = self.record_to_change(key) else {

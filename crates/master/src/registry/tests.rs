@@ -997,3 +997,35 @@ fn a_registration_and_its_info_are_one_change_made_in_place() {
     let _ = p.apply(r.take_changes(), v);
     assert_eq!(p.build(at(2)).listed()[0].info.as_ref().unwrap().name, "b");
 }
+
+/// A query result converted for the registry is within every limit already: the conversion
+/// clips as it copies, so the registry's own `bounded()` finds nothing left to do.
+#[test]
+fn converted_query_results_are_already_bounded() {
+    use muster_proto::model::{Player, Rule, ServerInfo, Text};
+    let long = "é".repeat(MAX_POLL_TEXT + 40);
+    let text = |s: &str| Text {
+        plain: s.to_owned(),
+        ..Text::default()
+    };
+    let mut info = ServerInfo::new(Protocol::GameSpy1);
+    info.name = text(&long);
+    info.map = text(&long);
+    info.game_type = text(&long);
+    info.players = (0..MAX_POLL_PLAYERS + 10)
+        .map(|_| Player {
+            name: text(&long),
+            ..Player::default()
+        })
+        .collect();
+    info.rules = vec![Rule {
+        key: text("hostport"),
+        value: text("7777"),
+    }];
+    let p = PollInfo::from_server_info(&info);
+    assert_eq!(p.name.chars().count(), MAX_POLL_TEXT);
+    assert_eq!(p.players.len(), MAX_POLL_PLAYERS);
+    assert_eq!(p.players.capacity(), MAX_POLL_PLAYERS);
+    assert_eq!(p.game_port, Some(7777));
+    assert_eq!(p.clone().bounded(), p);
+}

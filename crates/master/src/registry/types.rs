@@ -475,7 +475,6 @@ impl PollInfo {
             rules,
             game_port,
         }
-        .bounded()
     }
 
     /// This info with every text and list clipped to the named limits.
