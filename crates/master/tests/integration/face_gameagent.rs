@@ -556,6 +556,8 @@ async fn spoofed_keepalives_cannot_outlive_reverification() {
         state(&face.handle, "serioussam", game),
         Some(Verification::Delisted)
     );
+    // Lists follow the registry at the next publish.
+    assert!(until(|| face.handle.snapshot().listed().is_empty()).await);
     assert!(e_list(face.udp[0], "127.0.0.1:0").await.is_empty());
     assert!(face.handle.metrics().drops("expired") == 0);
     face.stop().await;
