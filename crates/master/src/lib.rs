@@ -608,15 +608,16 @@ impl Master {
             },
         };
         for l in listeners.http {
+            let (ddnet_routes, ddnet_files) = faces::teeworlds::ddnet::router_and_files(
+                handle.clone(),
+                listeners.ddnet_challenge.clone(),
+                ddnet.clone(),
+            );
             let app = http::router(handle.clone())
                 .merge(http::info_router(info.clone()))
                 .merge(web::router(history.clone(), handle.clone()))
                 .merge(faces::gamespy::router(handle.clone()))
-                .merge(faces::teeworlds::ddnet::router(
-                    handle.clone(),
-                    listeners.ddnet_challenge.clone(),
-                    ddnet.clone(),
-                ))
+                .merge(ddnet_routes)
                 .layer(axum::middleware::from_fn_with_state(
                     Arc::clone(&list_limit),
                     http_limit::limit,
@@ -628,6 +629,7 @@ impl Master {
             tasks.spawn(runtime::http::serve(
                 l,
                 app,
+                Some(ddnet_files),
                 http_limits,
                 Arc::clone(&sink),
                 stop.clone(),

@@ -16,10 +16,30 @@
 //! Shutdown: on cancel the listener stops accepting, every connection finishes its request in
 //! flight ([`hyper::server::conn::http1::Connection::graceful_shutdown`]) and the server
 //! returns once they are closed.
+//!
+//! **Documents sent from a file.** A [`FileRoute`] (DDNet's `servers.json`) answers plain
+//! `GET`s of its path before hyper sees them: the connection's first requests are read here
+//! (same header deadline), and while each is such a `GET`, its document goes out with
+//! `sendfile` from the file holding it, the way nginx serves a file: no copy of a 10–100 MB
+//! body through the process per request. The first request of any other kind, and every
+//! request after it, goes to hyper with the bytes already read; so does a `GET` carrying
+//! conditions (`If-None-Match`, `Range`), an `Origin` (CORS) or anything unusual.
+//!
+//! ```text
+//! accept ─> read a head (header deadline) ─> plain GET of a file route? ─yes─> head + sendfile ─┐
+//!              ^                                │ no                                            │
+//!              └────────────────────────────────┼──────────────────────── keep-alive ───────────┘
+//!                                               v
+//!                     hyper (the bytes read so far first), for the rest of the connection
+//! ```
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -31,7 +51,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
-use super::tcp::{CappedListener, ConnLimits, MetricsSink};
+use bytes::{Buf as _, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+
+use super::tcp::{CappedListener, CappedStream, ConnLimits, MetricsSink};
 use crate::drops::DropReason;
 
 /// The limits of the HTTP face.
@@ -50,11 +73,203 @@ pub struct HttpLimits {
 /// How long shutdown waits for connections to finish their requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Serves `app` on `listener` until `stop` is cancelled. Each request carries the peer's
-/// address as [`ConnectInfo<SocketAddr>`] and its connection's [`super::tcp::LongLived`].
+/// A response whose body is a file sent with `sendfile`.
+#[derive(Debug)]
+pub struct FileResponse {
+    /// Status line and headers, up to and including the empty line; `Content-Length` must be
+    /// `len`.
+    pub head: Vec<u8>,
+    /// The body's file (read from offset 0, never written again while shared).
+    pub file: Arc<std::fs::File>,
+    /// The body's length.
+    pub len: u64,
+}
+
+/// The answer of a [`FileRoute`], made off the connection (it may wait for a document build).
+pub type FileAnswer = Pin<Box<dyn Future<Output = Option<FileResponse>> + Send>>;
+
+/// A route whose plain `GET`s are answered from a file before hyper sees them (see the module
+/// docs).
+pub trait FileRoute: Send + Sync + std::fmt::Debug {
+    /// The answer to this `GET` (unconditional, no `Origin`, HTTP/1.1, no body), or `None` when
+    /// it is not this route's; an answer of `None` hands the request to the router.
+    fn respond(&self, path: &str, headers: &[httparse::Header<'_>]) -> Option<FileAnswer>;
+}
+
+/// Longest request head read before hyper (a longer one goes to hyper, which refuses it).
+const MAX_FRONT_HEAD: usize = 16 * 1024;
+/// Headers a request read before hyper may have.
+const MAX_FRONT_HEADERS: usize = 64;
+
+/// Request headers that send a `GET` to hyper even on a file route: conditions and ranges
+/// (hyper's route answers them), CORS, bodies, protocol changes.
+const NOT_PLAIN: [&str; 9] = [
+    "if-none-match",
+    "if-modified-since",
+    "range",
+    "if-range",
+    "origin",
+    "transfer-encoding",
+    "content-length",
+    "expect",
+    "upgrade",
+];
+
+/// Whether `req` (complete) may be answered by a [`FileRoute`]: `Some(close)`, with whether
+/// the client asked to close the connection after the response.
+fn plain_get(req: &httparse::Request<'_, '_>) -> Option<bool> {
+    if req.method != Some("GET") || req.version != Some(1) {
+        return None;
+    }
+    let mut close = false;
+    for h in req.headers.iter() {
+        if NOT_PLAIN.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+            return None;
+        }
+        if h.name.eq_ignore_ascii_case("connection") {
+            if h.value.eq_ignore_ascii_case(b"close") {
+                close = true;
+            } else if !h.value.eq_ignore_ascii_case(b"keep-alive") {
+                return None;
+            }
+        }
+    }
+    Some(close)
+}
+
+/// How the requests read before hyper ended.
+enum Front {
+    /// Hand the connection to hyper (the bytes read so far first).
+    Hyper,
+    /// The connection is over.
+    Closed,
+}
+
+/// Answers the connection's requests while they are plain `GET`s of `route` (see the module
+/// docs). `buf` keeps what was read and not answered.
+async fn front(
+    stream: &mut CappedStream,
+    buf: &mut BytesMut,
+    route: &dyn FileRoute,
+    limits: &HttpLimits,
+    sink: &dyn MetricsSink,
+    stop: &CancellationToken,
+) -> Front {
+    let mut deadline = tokio::time::Instant::now() + limits.header_timeout;
+    loop {
+        let answer = {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_FRONT_HEADERS];
+            let mut req = httparse::Request::new(&mut headers);
+            match req.parse(buf) {
+                Ok(httparse::Status::Complete(n)) => {
+                    let Some(close) = plain_get(&req) else {
+                        return Front::Hyper;
+                    };
+                    match req.path.and_then(|p| route.respond(p, req.headers)) {
+                        Some(answer) => Some((n, close, answer)),
+                        None => return Front::Hyper,
+                    }
+                }
+                Ok(httparse::Status::Partial) if buf.len() < MAX_FRONT_HEAD => None,
+                Ok(httparse::Status::Partial) | Err(_) => return Front::Hyper,
+            }
+        };
+        let Some((n, close, answer)) = answer else {
+            let read = tokio::select! {
+                () = stop.cancelled() => return Front::Closed,
+                r = tokio::time::timeout_at(deadline, stream.read_buf(buf)) => r,
+            };
+            match read {
+                Ok(Ok(0)) | Ok(Err(_)) => return Front::Closed,
+                Ok(Ok(_)) => continue,
+                Err(_) => {
+                    sink.refused(DropReason::HttpHeaderTimeout);
+                    return Front::Closed;
+                }
+            }
+        };
+        // Past the whole-request deadline, the router answers (408) as for any route.
+        let Ok(Some(res)) = tokio::time::timeout(limits.request_timeout, answer).await else {
+            return Front::Hyper;
+        };
+        buf.advance(n);
+        let mut head = res.head;
+        if close && head.ends_with(b"\r\n\r\n") {
+            head.truncate(head.len() - 2);
+            head.extend_from_slice(b"connection: close\r\n\r\n");
+        }
+        if stream.write_all(&head).await.is_err()
+            || stream.send_file(&res.file, 0, res.len).await.is_err()
+        {
+            return Front::Closed;
+        }
+        if close || stop.is_cancelled() {
+            let _ = stream.shutdown().await;
+            return Front::Closed;
+        }
+        deadline = tokio::time::Instant::now() + limits.header_timeout;
+    }
+}
+
+/// A stream that yields `head` before its own bytes: hyper gets the bytes [`front`] read.
+struct Prefixed {
+    head: bytes::Bytes,
+    inner: CappedStream,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.head.is_empty() {
+            return Pin::new(&mut self.inner).poll_read(cx, buf);
+        }
+        let n = self.head.len().min(buf.remaining());
+        let part = self.head.split_to(n);
+        buf.put_slice(&part);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Serves `app` on `listener` until `stop` is cancelled; `files` answers its plain `GET`s
+/// before the router (see the module docs). Each request carries the peer's address as
+/// [`ConnectInfo<SocketAddr>`] and its connection's [`super::tcp::LongLived`].
 pub async fn serve(
     listener: TcpListener,
     app: Router,
+    files: Option<Arc<dyn FileRoute>>,
     limits: HttpLimits,
     sink: Arc<dyn MetricsSink>,
     stop: CancellationToken,
@@ -66,6 +281,8 @@ pub async fn serve(
             () = stop.cancelled() => break,
             c = listener.accept_capped() => c,
         };
+        let mut stream = stream;
+        let files = files.clone();
         let router = app.clone();
         let long_lived = stream.long_lived();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
@@ -84,12 +301,23 @@ pub async fn serve(
         let sink = Arc::clone(&sink);
         let header_timeout = limits.header_timeout;
         tracker.spawn(async move {
+            let mut read = BytesMut::new();
+            if let Some(files) = files {
+                let end = front(&mut stream, &mut read, &*files, &limits, &*sink, &stop).await;
+                if matches!(end, Front::Closed) {
+                    return;
+                }
+            }
+            let io = Prefixed {
+                head: read.freeze(),
+                inner: stream,
+            };
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
                 .keep_alive(true);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let conn = builder.serve_connection(TokioIo::new(io), service);
             tokio::pin!(conn);
             let res = tokio::select! {
                 r = conn.as_mut() => r,

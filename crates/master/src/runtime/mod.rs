@@ -6,6 +6,7 @@
 
 pub mod bulk;
 pub mod http;
+pub mod memfile;
 pub mod tcp;
 pub mod udp;
 

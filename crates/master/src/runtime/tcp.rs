@@ -329,6 +329,54 @@ impl CappedStream {
     }
 }
 
+impl CappedStream {
+    /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`: the kernel moves them
+    /// from the file's pages into the socket, with no copy through this process. Within the
+    /// idle timeout, as every write; fails with `UnexpectedEof` when the file is shorter.
+    pub async fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        mut offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let end = offset.saturating_add(len);
+        while offset < end {
+            let count = usize::try_from(end - offset).unwrap_or(usize::MAX);
+            let n = std::future::poll_fn(|cx| self.poll_send_file(cx, file, &mut offset, count))
+                .await?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        Ok(())
+    }
+
+    fn poll_send_file(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: &std::fs::File,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match self.inner.poll_write_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return self.after_write(cx, Poll::Pending),
+            }
+            let sock = &self.inner;
+            let sent = sock.try_io(tokio::io::Interest::WRITABLE, || {
+                rustix::fs::sendfile(sock, file, Some(&mut *offset), count).map_err(io::Error::from)
+            });
+            match sent {
+                Ok(n) => return self.after_write(cx, Poll::Ready(Ok(n))),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
 impl AsyncWrite for CappedStream {
     fn poll_write(
         mut self: Pin<&mut Self>,

@@ -4,6 +4,7 @@
 mod api;
 mod limits;
 mod restart;
+mod servers_json_file;
 
 mod events;
 mod face_gameagent;

@@ -33,14 +33,17 @@
 //!
 //! `servers.json` is built from the view off the reactor, one build at a time, sorted as the
 //! reference master sorts it (by address list; an address by IP, port, protocol); its gzip
-//! form is made once per document, on the first request that accepts gzip. Serving either
-//! costs a copy of shared bytes however many clients ask. A document shows a snapshot's
-//! content (its content version: heartbeats and unchanged refreshes keep it current). One that
-//! is cheap to build ([`FRESH_BUILD`]) follows every change of content (a request waits for the
-//! rebuild); a costly one is
-//! rebuilt at most once per four times its cost (while the rebuild runs, requests get the
-//! previous document), so a busy master spends at most a quarter of a core on it whatever
-//! its churn, as the reference master writes its file once a second.
+//! form is made once per document, on the first request that accepts gzip. Both are kept in
+//! memory files ([`crate::runtime::memfile`]): a plain `GET` is answered before the router
+//! with `sendfile` ([`router_and_files`], [`crate::runtime::http::FileRoute`]), the way
+//! nginx serves the reference master's file; a conditional or cross-origin one goes through
+//! the router, which reads the document into memory once for such requests. A document shows
+//! a snapshot's content (its content version: heartbeats and unchanged refreshes keep it
+//! current). One that is cheap to build ([`FRESH_BUILD`]) follows every change of content (a
+//! request waits for the rebuild); a costly one is rebuilt at most once per four times its
+//! cost (while the rebuild runs, requests get the previous document), so a busy master spends
+//! at most a quarter of a core on it whatever its churn, as the reference master writes its
+//! file once a second.
 //!
 //! Abuse limits beyond the reference master's (they answer only past normal use): per-source
 //! buckets on POSTs (429) and on UDP challenges (not sent); a global egress budget for
@@ -88,6 +91,8 @@ use crate::registry::{
     DdnetOutcome, DdnetRegister, Face, GameAddr, MAX_DDNET_INFO, PollInfo, Registration, ServerKey,
     TEEWORLDS_GAMES, Timestamp,
 };
+use crate::runtime::http::{FileAnswer, FileResponse, FileRoute};
+use crate::runtime::memfile::MemFile;
 use crate::views::Snapshot;
 
 /// The game name DDNet HTTP registrations are listed under.
@@ -145,11 +150,30 @@ struct Limits {
 /// what the build cost; its gzip form once a request asked for it.
 #[derive(Debug)]
 struct Doc {
+    /// Unique per build in this process (for the ETag).
+    id: u64,
     version: u64,
     built: Instant,
     cost: Duration,
-    plain: Bytes,
-    gz: tokio::sync::OnceCell<Bytes>,
+    plain: MemFile,
+    gz: tokio::sync::OnceCell<MemFile>,
+    /// The plain and gzip bytes in memory, read once for the router's answers (conditional,
+    /// cross-origin and HEAD requests, HTTP/1.0) if any come.
+    heap_plain: tokio::sync::OnceCell<Bytes>,
+    heap_gz: tokio::sync::OnceCell<Bytes>,
+}
+
+impl Doc {
+    /// The ETag of the plain or gzip form: names this build, so that the middleware that
+    /// hashes other bodies skips this one.
+    fn tag(&self, gzip: bool) -> String {
+        format!(
+            "\"sj-{:x}-{:x}{}\"",
+            process_nonce() ^ self.id,
+            self.plain.len(),
+            if gzip { "-gz" } else { "" }
+        )
+    }
 }
 
 /// The current document and whether a rebuild runs.
@@ -184,6 +208,16 @@ pub fn router(
     challenge_sockets: Vec<Arc<UdpSocket>>,
     settings: DdnetSettings,
 ) -> Router {
+    router_and_files(handle, challenge_sockets, settings).0
+}
+
+/// [`router`], and the [`FileRoute`] that sends its `servers.json` from a memory file; give
+/// both to [`crate::runtime::http::serve`].
+pub fn router_and_files(
+    handle: MasterHandle,
+    challenge_sockets: Vec<Arc<UdpSocket>>,
+    settings: DdnetSettings,
+) -> (Router, Arc<dyn FileRoute>) {
     let n = settings.max_tracked_sources;
     let limits = Limits {
         register: SourceLimiter::new(
@@ -205,7 +239,7 @@ pub fn router(
         docs: Mutex::new(Docs::default()),
         built: tokio::sync::Notify::new(),
     });
-    Router::new()
+    let router = Router::new()
         .route(
             REGISTER_PATH,
             post(register).fallback(|| async {
@@ -213,7 +247,53 @@ pub fn router(
             }),
         )
         .route(SERVERS_JSON_PATH, get(servers_json))
-        .with_state(face)
+        .with_state(Arc::clone(&face));
+    (router, Arc::new(ServersJsonFile(face)))
+}
+
+/// `servers.json` sent from its memory file (see the module docs).
+#[derive(Debug)]
+struct ServersJsonFile(Arc<DdnetFace>);
+
+impl FileRoute for ServersJsonFile {
+    fn respond(&self, path: &str, headers: &[httparse::Header<'_>]) -> Option<FileAnswer> {
+        if path != SERVERS_JSON_PATH {
+            return None;
+        }
+        let gzip = accepts_gzip_in(
+            headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case("accept-encoding"))
+                .map(|h| h.value),
+        );
+        let face = Arc::clone(&self.0);
+        Some(Box::pin(async move {
+            let doc = current_document(&face).await;
+            let body = if gzip {
+                gzipped(&doc).await
+            } else {
+                doc.plain.clone()
+            };
+            // A body in memory (no memory files here) goes through the router.
+            let MemFile::File { file, len } = body else {
+                return None;
+            };
+            face.handle.metrics().count_list_request("ddnet");
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nvary: accept-encoding\r\n\
+                 etag: {}\r\ncache-control: no-cache\r\ncontent-encoding: {}\r\n\
+                 content-length: {len}\r\ndate: {}\r\n\r\n",
+                doc.tag(gzip),
+                if gzip { "gzip" } else { "identity" },
+                httpdate::fmt_http_date(std::time::SystemTime::now()),
+            );
+            Some(FileResponse {
+                head: head.into_bytes(),
+                file,
+                len,
+            })
+        }))
+    }
 }
 
 fn now_instant() -> Instant {
@@ -497,10 +577,18 @@ async fn delete(face: &DdnetFace, ip: IpAddr, d: &DeleteHeaders<'_>) -> Response
 }
 
 fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
+    accepts_gzip_in(
+        headers
+            .get_all(header::ACCEPT_ENCODING)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    )
+}
+
+/// Whether these `Accept-Encoding` values accept gzip.
+fn accepts_gzip_in<'a>(values: impl Iterator<Item = &'a [u8]>) -> bool {
+    values
+        .filter_map(|v| std::str::from_utf8(v).ok())
         .flat_map(|v| v.split(','))
         .any(|e| {
             let mut it = e.split(';');
@@ -513,15 +601,8 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Response {
     face.handle.metrics().count_list_request("ddnet");
     let doc = current_document(&face).await;
-    // The ETag names this build of the document (its bytes live as long as any response or
-    // cache holds them), so the middleware that hashes other bodies skips this one.
     let gzip = accepts_gzip(req.headers());
-    let tag = format!(
-        "\"sj-{:x}-{:x}{}\"",
-        process_nonce() ^ doc.plain.as_ptr() as u64,
-        doc.plain.len(),
-        if gzip { "-gz" } else { "" }
-    );
+    let tag = doc.tag(gzip);
     let not_modified = req
         .headers()
         .get(header::IF_NONE_MATCH)
@@ -535,10 +616,27 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
         }
         return res;
     }
-    let body = if gzip {
+    let file = if gzip {
         gzipped(&doc).await
     } else {
         doc.plain.clone()
+    };
+    // Read back from the memory file once per document: few requests come here, plain GETs
+    // are sent from the file.
+    let heap = if gzip { &doc.heap_gz } else { &doc.heap_plain };
+    let body = heap
+        .get_or_try_init(|| async move {
+            match crate::runtime::bulk::spawn(move || file.bytes()).await {
+                Ok(Ok(b)) => Ok(b),
+                _ => Err(()),
+            }
+        })
+        .await;
+    let Ok(body) = body.cloned() else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "servers.json could not be read",
+        );
     };
     let mut res = Response::new(Body::from(body));
     let h = res.headers_mut();
@@ -616,15 +714,19 @@ enum Next {
 async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
     let t = now_instant();
     let version = view.content_version();
-    let plain = crate::runtime::bulk::spawn(move || document(&view))
-        .await
-        .unwrap_or_default();
+    let plain =
+        crate::runtime::bulk::spawn(move || MemFile::new("servers.json", document_bytes(&view)))
+            .await
+            .unwrap_or(MemFile::Heap(Bytes::new()));
     let doc = Arc::new(Doc {
+        id: next_doc_id(),
         version,
         built: now_instant(),
         cost: now_instant().saturating_duration_since(t),
         plain,
         gz: tokio::sync::OnceCell::new(),
+        heap_plain: tokio::sync::OnceCell::new(),
+        heap_gz: tokio::sync::OnceCell::new(),
     });
     {
         let mut docs = lock(&face.docs);
@@ -636,31 +738,31 @@ async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
 }
 
 /// The gzip form of `doc`, made once (off the reactor) by the first request that asks.
-async fn gzipped(doc: &Doc) -> Bytes {
+async fn gzipped(doc: &Doc) -> MemFile {
     doc.gz
         .get_or_init(|| async {
             let src = doc.plain.clone();
             crate::runtime::bulk::spawn(move || {
                 use std::io::Write as _;
+                let src = src.bytes().unwrap_or_default();
                 let mut e = flate2::write::GzEncoder::new(
                     Vec::with_capacity(src.len() / 4),
                     flate2::Compression::fast(),
                 );
                 let _ = e.write_all(&src);
-                // The output is a fraction of the guess above (a tenth for typical infos): give
-                // the rest back, or every document keeps ~3× its gzip size for its lifetime.
-                e.finish()
-                    .map(|mut gz| {
-                        gz.shrink_to_fit();
-                        Bytes::from(gz)
-                    })
-                    .unwrap_or_default()
+                MemFile::new("servers.json.gz", e.finish().unwrap_or_default())
             })
             .await
-            .unwrap_or_default()
+            .unwrap_or(MemFile::Heap(Bytes::new()))
         })
         .await
         .clone()
+}
+
+/// A number for each document built by this process.
+fn next_doc_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A random number drawn once per process, so ETags of two processes never collide.
@@ -700,6 +802,11 @@ enum EntryInfo {
 /// its cache) does not keep a second copy of the largest thing the master holds.
 #[must_use]
 pub fn document(s: &Snapshot) -> Bytes {
+    Bytes::from(document_bytes(s))
+}
+
+/// [`document`], as the bytes it is made of.
+fn document_bytes(s: &Snapshot) -> Vec<u8> {
     let mut entries: Vec<(Vec<AddrKey>, EntryInfo)> = Vec::new();
     let mut by_secret: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut seen = std::collections::HashSet::new();
@@ -791,7 +898,7 @@ pub fn document(s: &Snapshot) -> Bytes {
         out.push(b'}');
     }
     out.extend_from_slice(b"]}\n");
-    Bytes::from(out)
+    out
 }
 
 /// A `servers.json` info object from what the registry knows (restored or polled records),
