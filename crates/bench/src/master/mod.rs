@@ -56,7 +56,9 @@ use child::{ChildMaster, GAMESPY_GAME, RAISED};
 use ddnet::SERVERS_JSON_PATH;
 pub(crate) use events::{EventsArgs, run as run_events};
 use http::Conn;
-use stats::{Client, Latencies, Phase, Rate, Request, Spent, StopFlag, measure, rss_kib};
+use stats::{
+    Client, Latencies, Phase, Rate, Request, Spent, StopFlag, measure, memfd_kib, rss_kib,
+};
 use wire::{GameAgentList, GameSpyList, TeeworldsList, register_gameagent, source_ip};
 
 use crate::table;
@@ -143,6 +145,8 @@ struct SizeResult {
     mem: [Option<f64>; 3],
     rss_after_reg_kib: u64,
     rss_end_kib: u64,
+    /// The memory files at the end (`servers.json` and its gzip form).
+    memfd_end_kib: u64,
     ddnet_info_bytes: usize,
     lists: Vec<ListResult>,
     probe_idle: Latencies,
@@ -166,6 +170,7 @@ struct VsResult {
     /// (what, muster, nginx) per round.
     rows: Vec<(String, Vec<ListResult>, Vec<ListResult>)>,
     muster_rss_kib: u64,
+    muster_memfd_kib: u64,
     mastersrv_rss_kib: u64,
     nginx_rss_kib: u64,
     refresh: Vec<(usize, usize)>,
@@ -709,6 +714,7 @@ async fn run_size(args: &MasterArgs, n: usize) -> anyhow::Result<SizeResult> {
     r.probe_failed += failed;
 
     r.rss_end_kib = settled_rss(&mut m).await?;
+    r.memfd_end_kib = memfd_kib(m.pid);
     let probes = r.probe_idle.len() + r.probe_load.len();
     r.listed_end = listed_all(
         &mut m,
@@ -839,8 +845,10 @@ fn print_size(r: &SizeResult, args: &MasterArgs) {
             r.rss_end_kib / 1024
         ),
         format!(
-            "{:.0} B per record at the end, list caches (servers.json, gzip, sort orders) included",
-            (r.rss_end_kib * 1024) as f64 / records as f64
+            "{:.0} B per record at the end, list caches (sort orders) included; servers.json and \
+             its gzip form in memory files besides: {} MiB",
+            (r.rss_end_kib * 1024) as f64 / records as f64,
+            r.memfd_end_kib / 1024
         ),
     ]);
     println!(
@@ -997,6 +1005,7 @@ async fn vs_in(
     }
     v.mastersrv_cpu_pct = ms_phase.end().master_pct;
     v.muster_rss_kib = rss_kib(muster.pid).unwrap_or(0);
+    v.muster_memfd_kib = memfd_kib(muster.pid);
     v.mastersrv_rss_kib = rss_kib(mastersrv.pid()).unwrap_or(0);
     v.nginx_rss_kib = nginx_pids.iter().filter_map(|p| rss_kib(*p)).sum();
     stop.raise();
@@ -1108,7 +1117,9 @@ fn print_vs(v: &VsResult) {
         format!("{:.2}×", v.muster_rss_kib as f64 / theirs.max(1) as f64),
         format!(
             "VmRSS after the runs; nginx = master + workers; the file nginx serves sits in the page \
-             cache, counted by neither; mastersrv used {:.0}% CPU meanwhile (writing the file each second)",
+             cache, and Muster's servers.json and its gzip form in memory files ({} MiB), counted \
+             by neither; mastersrv used {:.0}% CPU meanwhile (writing the file each second)",
+            v.muster_memfd_kib / 1024,
             v.mastersrv_cpu_pct
         ),
     ]];

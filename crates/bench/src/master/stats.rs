@@ -194,6 +194,22 @@ pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// Bytes in the memory files `pid` holds open (`memfd_create`: Muster keeps `servers.json`
+/// and its gzip form there to send them with `sendfile`), KiB. They are shared memory, not in
+/// `VmRSS`, as a file nginx serves sits in the page cache.
+pub(crate) fn memfd_kib(pid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("/memfd:"))
+        })
+        .filter_map(|e| std::fs::metadata(e.path()).ok())
+        .map(|m| m.len() / 1024)
+        .sum()
+}
+
 /// Direct children of `pid` (nginx's workers).
 pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
