@@ -435,8 +435,17 @@ impl GameAgentFace {
         let mut due: Vec<(ServerKey, SocketAddrV4)> = Vec::new();
         let mut delist: Vec<ServerKey> = Vec::new();
         let mut next = (start + SWEEP_CHUNK).min(listed.len());
-        for (i, r) in listed.iter().enumerate().take(next).skip(start) {
-            if r.face != Face::GameAgent {
+        for (i, seen) in listed.iter().enumerate().take(next).skip(start) {
+            if seen.face != Face::GameAgent {
+                continue;
+            }
+            // The view only names the candidates: its copy of a record can be older than the
+            // challenges this sweep and the last ones sent (a challenge is not a change any
+            // list shows, so it may wait for the next publish). Decide on the registry's.
+            let Some(r) = cx.registry.get(&seen.key) else {
+                continue;
+            };
+            if r.face != Face::GameAgent || !r.is_listed() {
                 continue;
             }
             let Some(SocketAddr::V4(q)) = r.query_addr else {

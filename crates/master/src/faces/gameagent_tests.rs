@@ -284,6 +284,25 @@ fn reverification_challenges_then_delists_a_silent_server() {
     assert!(h.registry.get(&key).unwrap().is_listed());
 }
 
+/// The sweep decides on the registry's record, not on the view's copy: a view published
+/// before the challenges went out (a challenge is no change any list shows) must not make it
+/// challenge forever and never de-list.
+#[test]
+fn reverification_counts_challenges_the_view_has_not_seen() {
+    let mut h = Harness::new();
+    let mut f = face(&h);
+    register(&mut h, &mut f, "192.0.2.1:25601", "serioussam");
+    let key = ServerKey::new("serioussam", GameAddr::Ip(from("192.0.2.1:25600")));
+    h.advance(Duration::from_secs(599));
+    let mut challenges = 0;
+    for _ in 0..40 {
+        h.advance(Duration::from_secs(1));
+        challenges += sent(&h.timeout_unpublished(&mut f)).len();
+    }
+    assert_eq!(challenges, 3, "three tries, 10 s apart, with a stale view");
+    assert!(!h.registry.get(&key).unwrap().is_listed(), "de-listed");
+}
+
 #[test]
 fn an_answered_reverification_keeps_the_server_listed() {
     let mut h = Harness::new();

@@ -473,6 +473,21 @@ pub(crate) mod harness {
             self.publish();
             out
         }
+
+        /// [`Harness::timeout`] without publishing after it: the view stays as it was, as it
+        /// does between two publishes of the daemon.
+        pub(crate) fn timeout_unpublished<M: UdpMachine>(&mut self, m: &mut M) -> Outbox {
+            let mut out = Outbox::default();
+            let mut cx = Cx {
+                now: self.now,
+                wall: self.wall,
+                view: &self.view,
+                registry: &mut self.registry,
+                out: &mut out,
+            };
+            m.on_timeout(&mut cx);
+            out
+        }
     }
 
     /// Every datagram of every reply, with its destination.

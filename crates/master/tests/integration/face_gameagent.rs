@@ -545,17 +545,23 @@ async fn spoofed_keepalives_cannot_outlive_reverification() {
         Some(Verification::Verified),
         "listed while the challenge is outstanding"
     );
-    for _ in 0..4 {
+    // Keep-alives every 10 s go on; three unanswered challenges 10 s apart de-list the record
+    // all the same. (The face machine's own tests time this exactly; here a loaded machine may
+    // deliver a datagram after the virtual clock moved on, so a few more rounds are allowed.)
+    let mut rounds = 0;
+    while state(&face.handle, "serioussam", game) != Some(Verification::Delisted) {
+        rounds += 1;
+        assert!(rounds <= 10, "still listed after 100 s of keep-alives");
         spoof.send_to(hb, face.udp[0]).await.unwrap();
         settle(Duration::from_millis(10)).await;
         tokio::time::advance(Duration::from_secs(10)).await;
+        settle(Duration::from_secs(2)).await;
     }
-    settle(Duration::from_secs(2)).await;
-    tokio::time::resume();
-    assert_eq!(
-        state(&face.handle, "serioussam", game),
-        Some(Verification::Delisted)
+    assert!(
+        rounds >= 3,
+        "de-listed after {rounds} rounds, before its three challenges"
     );
+    tokio::time::resume();
     // Lists follow the registry at the next publish.
     assert!(until(|| face.handle.snapshot().listed().is_empty()).await);
     assert!(e_list(face.udp[0], "127.0.0.1:0").await.is_empty());
