@@ -35,11 +35,9 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -52,7 +50,7 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
 use bytes::{Buf as _, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::tcp::{CappedListener, CappedStream, ConnLimits, MetricsSink};
 use crate::drops::DropReason;
@@ -211,58 +209,6 @@ async fn front(
     }
 }
 
-/// A stream that yields `head` before its own bytes: hyper gets the bytes [`front`] read.
-struct Prefixed {
-    head: bytes::Bytes,
-    inner: CappedStream,
-}
-
-impl AsyncRead for Prefixed {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if self.head.is_empty() {
-            return Pin::new(&mut self.inner).poll_read(cx, buf);
-        }
-        let n = self.head.len().min(buf.remaining());
-        let part = self.head.split_to(n);
-        buf.put_slice(&part);
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl AsyncWrite for Prefixed {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
 /// Serves `app` on `listener` until `stop` is cancelled; `files` answers its plain `GET`s
 /// before the router (see the module docs). Each request carries the peer's address as
 /// [`ConnectInfo<SocketAddr>`] and its connection's [`super::tcp::LongLived`].
@@ -308,16 +254,13 @@ pub async fn serve(
                     return;
                 }
             }
-            let io = Prefixed {
-                head: read.freeze(),
-                inner: stream,
-            };
+            stream.unread(read.freeze());
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
                 .keep_alive(true);
-            let conn = builder.serve_connection(TokioIo::new(io), service);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             let res = tokio::select! {
                 r = conn.as_mut() => r,

@@ -180,6 +180,7 @@ impl CappedListener {
                 } else {
                     idle
                 })),
+                unread: bytes::Bytes::new(),
                 _guard: Guard {
                     _permit: permit,
                     per_source: Arc::clone(&caps.per_source),
@@ -246,6 +247,8 @@ pub struct CappedStream {
     /// A write is pending (long-lived streams time that, from when it started).
     write_stalled: bool,
     deadline: Pin<Box<Sleep>>,
+    /// Bytes given back with [`CappedStream::unread`], returned before the socket's.
+    unread: bytes::Bytes,
     _guard: Guard,
 }
 
@@ -253,6 +256,12 @@ impl CappedStream {
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.inner.peer_addr()
+    }
+
+    /// Gives back `bytes` read from this stream: the next reads return them first (the HTTP
+    /// server hands hyper the request heads it read itself).
+    pub fn unread(&mut self, bytes: bytes::Bytes) {
+        self.unread = bytes;
     }
 
     /// The handle that marks this connection long-lived.
@@ -286,6 +295,12 @@ impl AsyncRead for CappedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if !self.unread.is_empty() {
+            let n = self.unread.len().min(buf.remaining());
+            let part = self.unread.split_to(n);
+            buf.put_slice(&part);
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         match Pin::new(&mut self.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
