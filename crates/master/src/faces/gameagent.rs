@@ -436,7 +436,12 @@ impl GameAgentFace {
         let mut delist: Vec<ServerKey> = Vec::new();
         let mut next = (start + SWEEP_CHUNK).min(listed.len());
         for (i, seen) in listed.iter().enumerate().take(next).skip(start) {
-            if seen.face != Face::GameAgent {
+            // Not due by the view's copy: not due by the registry's either (its proof is only
+            // newer, and no challenge goes out before the proof is old).
+            let fresh = !restart
+                && seen.challenges_unanswered == 0
+                && cx.wall < seen.last_proof.plus(s.reverify_interval);
+            if seen.face != Face::GameAgent || fresh {
                 continue;
             }
             // The view only names the candidates: its copy of a record can be older than the
