@@ -96,6 +96,8 @@ pub trait FileRoute: Send + Sync + std::fmt::Debug {
 
 /// Longest request head read before hyper (a longer one goes to hyper, which refuses it).
 const MAX_FRONT_HEAD: usize = 16 * 1024;
+/// The first read of a connection's request head, bytes.
+const FRONT_READ: usize = 1024;
 /// Headers a request read before hyper may have.
 const MAX_FRONT_HEADERS: usize = 64;
 
@@ -247,7 +249,8 @@ pub async fn serve(
         let sink = Arc::clone(&sink);
         let header_timeout = limits.header_timeout;
         tracker.spawn(async move {
-            let mut read = BytesMut::new();
+            // Room for a usual request head in one read.
+            let mut read = BytesMut::with_capacity(FRONT_READ);
             if let Some(files) = files {
                 let end = front(&mut stream, &mut read, &*files, &limits, &*sink, &stop).await;
                 if matches!(end, Front::Closed) {

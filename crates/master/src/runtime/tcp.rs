@@ -299,6 +299,10 @@ impl AsyncRead for CappedStream {
             let n = self.unread.len().min(buf.remaining());
             let part = self.unread.split_to(n);
             buf.put_slice(&part);
+            if self.unread.is_empty() {
+                // Let the buffer go: an empty view of it would keep it for the connection's life.
+                self.unread = bytes::Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
