@@ -461,15 +461,7 @@ pub(crate) mod harness {
         }
 
         pub(crate) fn timeout<M: UdpMachine>(&mut self, m: &mut M) -> Outbox {
-            let mut out = Outbox::default();
-            let mut cx = Cx {
-                now: self.now,
-                wall: self.wall,
-                view: &self.view,
-                registry: &mut self.registry,
-                out: &mut out,
-            };
-            m.on_timeout(&mut cx);
+            let out = self.timeout_unpublished(m);
             self.publish();
             out
         }
