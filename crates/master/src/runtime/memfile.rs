@@ -7,10 +7,13 @@
 //! `/proc/meminfo`), not to the process's resident set: the same place a file served by nginx
 //! sits (the page cache), except that they cannot be evicted to disk.
 
-use std::io::{self, Write as _};
+use std::io::{self, Write};
 use std::sync::Arc;
 
 use bytes::Bytes;
+
+/// Bytes [`MemFile::write_to`] reads from the file at a time.
+const WRITE_CHUNK: usize = 256 * 1024;
 
 /// An immutable body: a memory file, or bytes in memory.
 #[derive(Debug, Clone)]
@@ -77,13 +80,32 @@ impl MemFile {
     pub fn bytes(&self) -> io::Result<Bytes> {
         match self {
             Self::Heap(b) => Ok(b.clone()),
-            Self::File { file, len } => {
-                use std::os::unix::fs::FileExt as _;
-                let mut out = vec![0; usize::try_from(*len).map_err(io::Error::other)?];
-                file.read_exact_at(&mut out, 0)?;
+            Self::File { len, .. } => {
+                let mut out = Vec::with_capacity(usize::try_from(*len).map_err(io::Error::other)?);
+                self.write_to(&mut out)?;
                 Ok(Bytes::from(out))
             }
         }
+    }
+
+    /// Writes the body to `out` a chunk at a time (no copy of the whole body in memory), with
+    /// positional reads: the file's offset, shared by every holder, is never moved.
+    pub fn write_to(&self, out: &mut impl Write) -> io::Result<()> {
+        use std::os::unix::fs::FileExt as _;
+        let (file, len) = match self {
+            Self::Heap(b) => return out.write_all(b),
+            Self::File { file, len } => (file, *len),
+        };
+        let mut chunk = vec![0; WRITE_CHUNK];
+        let mut at = 0u64;
+        while at < len {
+            let n = usize::try_from(len - at).map_or(WRITE_CHUNK, |left| left.min(WRITE_CHUNK));
+            let part = chunk.get_mut(..n).unwrap_or_default();
+            file.read_exact_at(part, at)?;
+            out.write_all(part)?;
+            at += n as u64;
+        }
+        Ok(())
     }
 }
 
@@ -101,6 +123,13 @@ mod tests {
             "memfd_create works on Linux"
         );
         assert_eq!(m.bytes().unwrap(), data);
+        let mut out = Vec::new();
+        m.write_to(&mut out).unwrap();
+        assert_eq!(out, data);
+        let big: Vec<u8> = (0..WRITE_CHUNK * 2 + 7).map(|i| (i % 253) as u8).collect();
+        let mut out = Vec::new();
+        MemFile::new("big", big.clone()).write_to(&mut out).unwrap();
+        assert!(out == big, "several chunks, the last one short");
         assert!(MemFile::new("empty", Vec::new()).is_empty());
     }
 }

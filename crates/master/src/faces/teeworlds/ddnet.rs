@@ -743,14 +743,14 @@ async fn gzipped(doc: &Doc) -> MemFile {
         .get_or_init(|| async {
             let src = doc.plain.clone();
             crate::runtime::bulk::spawn(move || {
-                use std::io::Write as _;
-                let src = src.bytes().unwrap_or_default();
+                let guess = usize::try_from(src.len() / 4).unwrap_or_default();
                 let mut e = flate2::write::GzEncoder::new(
-                    Vec::with_capacity(src.len() / 4),
+                    Vec::with_capacity(guess),
                     flate2::Compression::fast(),
                 );
-                let _ = e.write_all(&src);
-                MemFile::new("servers.json.gz", e.finish().unwrap_or_default())
+                // Streamed from the memory file: no second copy of the plain document.
+                let gz = src.write_to(&mut e).and_then(|()| e.finish());
+                MemFile::new("servers.json.gz", gz.unwrap_or_default())
             })
             .await
             .unwrap_or(MemFile::Heap(Bytes::new()))
