@@ -174,6 +174,22 @@ impl Doc {
             if gzip { "-gz" } else { "" }
         )
     }
+
+    /// The headers of the plain or gzip form, whether sent from the file or by the router.
+    /// It is compressed once per document here, so the HTTP layer must not compress it per
+    /// request: the encoding is always named.
+    fn headers(&self, gzip: bool) -> [(header::HeaderName, String); 5] {
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (header::VARY, "accept-encoding".to_owned()),
+            (header::ETAG, self.tag(gzip)),
+            (header::CACHE_CONTROL, "no-cache".to_owned()),
+            (
+                header::CONTENT_ENCODING,
+                if gzip { "gzip" } else { "identity" }.to_owned(),
+            ),
+        ]
+    }
 }
 
 /// The current document and whether a rebuild runs.
@@ -279,14 +295,14 @@ impl FileRoute for ServersJsonFile {
                 return None;
             };
             face.handle.metrics().count_list_request("ddnet");
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nvary: accept-encoding\r\n\
-                 etag: {}\r\ncache-control: no-cache\r\ncontent-encoding: {}\r\n\
-                 content-length: {len}\r\ndate: {}\r\n\r\n",
-                doc.tag(gzip),
-                if gzip { "gzip" } else { "identity" },
-                httpdate::fmt_http_date(std::time::SystemTime::now()),
-            );
+            let mut head = String::from("HTTP/1.1 200 OK\r\n");
+            for (name, value) in doc.headers(gzip) {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str(&format!(
+                "content-length: {len}\r\ndate: {}\r\n\r\n",
+                httpdate::fmt_http_date(std::time::SystemTime::now())
+            ));
             Some(FileResponse {
                 head: head.into_bytes(),
                 file,
@@ -640,18 +656,11 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
     };
     let mut res = Response::new(Body::from(body));
     let h = res.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
-    if let Ok(v) = HeaderValue::from_str(&tag) {
-        h.insert(header::ETAG, v);
+    for (name, value) in doc.headers(gzip) {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
     }
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    // Compressed once per document here; the HTTP layer must not compress it per request.
-    let encoding = if gzip { "gzip" } else { "identity" };
-    h.insert(header::CONTENT_ENCODING, HeaderValue::from_static(encoding));
     res
 }
 
