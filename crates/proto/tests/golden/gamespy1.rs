@@ -359,6 +359,41 @@ fn reassembly_r6_style_c_tail_first_waits_for_head() {
     assert_eq!(kv(&r.pairs()).first().unwrap().0, "gamename");
 }
 
+const R16_MIDDLE: &[u8] = b"\\player_1\\^oMax^r\\frags_1\\2\\ping_1\\55";
+const R16_TAIL: &[u8] = b"\\player_2\\^oKenny^r\\frags_2\\1\\ping_2\\70\\final\\\\queryid\\333.1";
+
+#[test]
+fn reassembly_r16_style_c_three_parts_tail_before_middle_completes_early() {
+    // Nothing in a style C reply counts its untagged continuations: once the head and the
+    // tagged last datagram are in, the reply is complete, and a continuation that the
+    // network delayed past both comes too late (docs/protocols/gamespy1.md §7.3).
+    let (r, p) = reassemble(RequestKind::Status, &[R5_HEAD, R16_TAIL, R16_MIDDLE]);
+    assert_eq!(
+        p,
+        [
+            Push::Accepted,
+            Push::Finished(Outcome::Complete),
+            Push::AlreadyFinished
+        ]
+    );
+    let keys: Vec<String> = kv(&r.pairs()).into_iter().map(|(k, _)| k).collect();
+    assert!(keys.contains(&"player_2".to_owned()));
+    assert!(!keys.contains(&"player_1".to_owned()));
+}
+
+#[test]
+fn reassembly_r17_style_c_three_parts_head_last_gets_everything() {
+    // The tail and a continuation came first: the reply waits for the head, and everything
+    // that arrived is merged, untagged parts in arrival order, then the tail.
+    let (r, p) = reassemble(RequestKind::Status, &[R16_TAIL, R16_MIDDLE, R5_HEAD]);
+    assert_eq!(completed_after(&p), Some(3));
+    let keys: Vec<String> = kv(&r.pairs()).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys.first().map(String::as_str), Some("player_1"));
+    for k in ["gamename", "player_0", "player_1", "player_2"] {
+        assert!(keys.contains(&k.to_owned()), "{k} missing");
+    }
+}
+
 #[test]
 fn reassembly_r7_style_c_tail_only_is_partial() {
     let (mut r, p) = reassemble(RequestKind::Status, &[R5_TAIL]);
