@@ -553,6 +553,7 @@ impl Master {
             register_refill: limits.ddnet_register_refill.0,
             challenge_burst: limits.ddnet_challenge_burst,
             challenge_refill: limits.ddnet_challenge_refill.0,
+            body_dir: Some(self.config.data_dir.clone()),
         };
         let mut samples = self.samples.clone();
         let mut history = None;

@@ -1,13 +1,19 @@
-//! Large response bodies held in anonymous memory files (`memfd_create`), so that the HTTP
-//! server sends them with `sendfile` ([`super::http::FileRoute`]) instead of copying them
-//! through the process for every request. Where the system has no memory files the bytes stay
-//! in the heap and are served as any other body.
+//! Large response bodies held in files the kernel sends from with `sendfile`
+//! ([`super::http::FileRoute`]) instead of copying them through the process for every request.
 //!
-//! The pages of a memory file belong to the kernel's shared memory (`Shmem` in
-//! `/proc/meminfo`), not to the process's resident set: the same place a file served by nginx
-//! sits (the page cache), except that they cannot be evicted to disk.
+//! Where the body goes, first that works:
+//!
+//! 1. an unnamed file in a given directory (`O_TMPFILE`: never linked, gone when the last
+//!    holder closes it). Its pages sit in the page cache, as the file nginx serves for
+//!    mastersrv does: counted in no resident set, evictable under memory pressure (written
+//!    back first if the file lived past the writeback delay), and on filesystems with large
+//!    folios (ext4, xfs) sent with a fraction of the per-page work of shared memory;
+//! 2. an anonymous memory file (`memfd_create`): shared memory (`Shmem` in `/proc/meminfo`),
+//!    also outside the resident set, but never evicted, only swapped;
+//! 3. the heap, served as any other body.
 
 use std::io::{self, Write};
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,17 +21,17 @@ use bytes::Bytes;
 /// Bytes [`MemFile::write_to`] reads from the file at a time.
 const WRITE_CHUNK: usize = 256 * 1024;
 
-/// An immutable body: a memory file, or bytes in memory.
+/// An immutable body: a file (unnamed, or a memory file), or bytes in memory.
 #[derive(Debug, Clone)]
 pub enum MemFile {
-    /// In a memory file (read from offset 0; never written after [`MemFile::new`]).
+    /// In a file (read from offset 0; never written after [`MemFile::new_in`]).
     File {
         /// The file.
         file: Arc<std::fs::File>,
         /// Its length.
         len: u64,
     },
-    /// In memory (no memory files here).
+    /// In memory (no file could be made).
     Heap(Bytes),
 }
 
@@ -34,7 +40,22 @@ impl MemFile {
     /// when one cannot be made.
     #[must_use]
     pub fn new(name: &str, bytes: Vec<u8>) -> Self {
-        match Self::file(name, &bytes) {
+        Self::new_in(None, name, bytes)
+    }
+
+    /// `bytes` in a new unnamed file in `dir`, else in a memory file named `name`, else kept
+    /// in memory (see the module docs).
+    #[must_use]
+    pub fn new_in(dir: Option<&Path>, name: &str, bytes: Vec<u8>) -> Self {
+        let unnamed = dir.map(|d| {
+            Self::unnamed(d, &bytes).inspect_err(|e| {
+                tracing::debug!(dir = %d.display(), error = %e, "no unnamed file there");
+            })
+        });
+        match unnamed
+            .and_then(Result::ok)
+            .map_or_else(|| Self::memfd(name, &bytes), Ok)
+        {
             Ok(file) => Self::File {
                 file: Arc::new(file),
                 len: bytes.len() as u64,
@@ -46,8 +67,23 @@ impl MemFile {
         }
     }
 
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn unnamed(dir: &Path, bytes: &[u8]) -> io::Result<std::fs::File> {
+        use rustix::fs::{Mode, OFlags, open};
+        let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+        let fd = open(dir, flags, Mode::RUSR | Mode::WUSR)?;
+        let mut file = std::fs::File::from(fd);
+        file.write_all(bytes)?;
+        Ok(file)
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn unnamed(_dir: &Path, _bytes: &[u8]) -> io::Result<std::fs::File> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-    fn file(name: &str, bytes: &[u8]) -> io::Result<std::fs::File> {
+    fn memfd(name: &str, bytes: &[u8]) -> io::Result<std::fs::File> {
         use rustix::fs::{MemfdFlags, memfd_create};
         let fd = memfd_create(name, MemfdFlags::CLOEXEC)?;
         let mut file = std::fs::File::from(fd);
@@ -56,7 +92,7 @@ impl MemFile {
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
-    fn file(_name: &str, _bytes: &[u8]) -> io::Result<std::fs::File> {
+    fn memfd(_name: &str, _bytes: &[u8]) -> io::Result<std::fs::File> {
         Err(io::ErrorKind::Unsupported.into())
     }
 
@@ -131,5 +167,40 @@ mod tests {
         MemFile::new("big", big.clone()).write_to(&mut out).unwrap();
         assert!(out == big, "several chunks, the last one short");
         assert!(MemFile::new("empty", Vec::new()).is_empty());
+    }
+
+    fn fd_target(file: &std::fs::File) -> String {
+        use std::os::fd::AsRawFd as _;
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        link.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn unnamed_file_in_the_directory_leaves_no_entry() {
+        let dir = crate::store::sqlite::tests::TempDir::new("memfile");
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 249) as u8).collect();
+        let m = MemFile::new_in(Some(&dir.0), "test", data.clone());
+        let MemFile::File { file, len } = &m else {
+            panic!("O_TMPFILE works in the system's temp dir");
+        };
+        assert_eq!(*len, data.len() as u64);
+        assert_eq!(m.bytes().unwrap(), data);
+        // Never linked: nothing in the directory, and the kernel names it as deleted.
+        assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+        let target = fd_target(file);
+        assert!(target.starts_with(&*dir.0.to_string_lossy()), "{target}");
+        assert!(target.ends_with("(deleted)"), "{target}");
+    }
+
+    #[test]
+    fn a_missing_directory_falls_back_to_a_memory_file() {
+        let dir = crate::store::sqlite::tests::TempDir::new("memfile-missing");
+        let m = MemFile::new_in(Some(&dir.0), "fallback", b"abc".to_vec());
+        let MemFile::File { file, .. } = &m else {
+            panic!("memfd_create works on Linux");
+        };
+        assert!(fd_target(file).starts_with("/memfd:fallback"));
+        assert_eq!(m.bytes().unwrap(), &b"abc"[..]);
     }
 }

@@ -598,4 +598,4 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
 
 #[cfg(test)]
 #[path = "tests.rs"]
-mod tests;
+pub(crate) mod tests;

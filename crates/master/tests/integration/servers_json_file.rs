@@ -225,3 +225,34 @@ async fn a_trickled_head_meets_the_header_deadline() {
     assert_eq!(read_response(&mut s, &mut buf).await.status, 200);
     d.stop().await;
 }
+
+#[tokio::test]
+async fn the_documents_are_unnamed_files_in_the_data_directory() {
+    let (dir, d) = daemon("sj-unnamed", 50, Duration::from_secs(5));
+    let plain = via_router(&d, "").await;
+    let gz = via_router(&d, "Accept-Encoding: gzip\n").await;
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    // Open in this process (the daemon runs in it), under the data directory, never linked.
+    let data_dir = std::fs::canonicalize(&dir.0).unwrap();
+    let mut sizes: Vec<u64> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| {
+                t.starts_with(&data_dir) && t.to_string_lossy().ends_with("(deleted)")
+            })
+        })
+        .filter_map(|e| std::fs::metadata(e.path()).ok())
+        .map(|m| m.len())
+        .collect();
+    sizes.sort_unstable();
+    let mut want = vec![plain.body.len() as u64, gz.body.len() as u64];
+    want.sort_unstable();
+    assert_eq!(sizes, want, "servers.json and its gzip form");
+    let names: Vec<String> = std::fs::read_dir(&data_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains("servers")), "{names:?}");
+}

@@ -123,6 +123,10 @@ pub struct DdnetSettings {
     pub egress_bytes_per_sec: u64,
     /// Largest register body (§3.6: 16 KiB in the 16.4 era, 32 KiB now).
     pub body_limit: usize,
+    /// Where `servers.json` and its gzip form are kept, as unnamed files (the data directory):
+    /// the page cache holds them, as it holds the file nginx serves for mastersrv. `None`, or
+    /// a directory that cannot take one: anonymous memory files ([`MemFile::new_in`]).
+    pub body_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for DdnetSettings {
@@ -135,6 +139,7 @@ impl Default for DdnetSettings {
             max_tracked_sources: 100_000,
             egress_bytes_per_sec: 1 << 20,
             body_limit: MAX_REGISTER_BODY,
+            body_dir: None,
         }
     }
 }
@@ -286,7 +291,7 @@ impl FileRoute for ServersJsonFile {
         Some(Box::pin(async move {
             let doc = current_document(&face).await;
             let body = if gzip {
-                gzipped(&doc).await
+                gzipped(&face, &doc).await
             } else {
                 doc.plain.clone()
             };
@@ -633,7 +638,7 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
         return res;
     }
     let file = if gzip {
-        gzipped(&doc).await
+        gzipped(&face, &doc).await
     } else {
         doc.plain.clone()
     };
@@ -723,10 +728,12 @@ enum Next {
 async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
     let t = now_instant();
     let version = view.content_version();
-    let plain =
-        crate::runtime::bulk::spawn(move || MemFile::new("servers.json", document_bytes(&view)))
-            .await
-            .unwrap_or(MemFile::Heap(Bytes::new()));
+    let dir = face.settings.body_dir.clone();
+    let plain = crate::runtime::bulk::spawn(move || {
+        MemFile::new_in(dir.as_deref(), "servers.json", document_bytes(&view))
+    })
+    .await
+    .unwrap_or(MemFile::Heap(Bytes::new()));
     let doc = Arc::new(Doc {
         id: next_doc_id(),
         version,
@@ -747,19 +754,20 @@ async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
 }
 
 /// The gzip form of `doc`, made once (off the reactor) by the first request that asks.
-async fn gzipped(doc: &Doc) -> MemFile {
+async fn gzipped(face: &DdnetFace, doc: &Doc) -> MemFile {
     doc.gz
         .get_or_init(|| async {
             let src = doc.plain.clone();
+            let dir = face.settings.body_dir.clone();
             crate::runtime::bulk::spawn(move || {
                 let guess = usize::try_from(src.len() / 4).unwrap_or_default();
                 let mut e = flate2::write::GzEncoder::new(
                     Vec::with_capacity(guess),
                     flate2::Compression::fast(),
                 );
-                // Streamed from the memory file: no second copy of the plain document.
+                // Streamed from its file: no second copy of the plain document.
                 let gz = src.write_to(&mut e).and_then(|()| e.finish());
-                MemFile::new("servers.json.gz", gz.unwrap_or_default())
+                MemFile::new_in(dir.as_deref(), "servers.json.gz", gz.unwrap_or_default())
             })
             .await
             .unwrap_or(MemFile::Heap(Bytes::new()))
