@@ -319,40 +319,40 @@ impl Farm {
         tokio::spawn(async move {
             let mut tasks = tokio::task::JoinSet::new();
             let n_groups = groups.len().max(1) as u32;
+            // One task per source address and master: a master that stalls (the side-by-side
+            // bench pauses the side it is not measuring) holds up only its own refreshes.
             for (g, servers) in groups.into_iter().enumerate() {
-                let masters = masters.clone();
-                let counts = Arc::clone(&c2);
-                let stop = stop.clone();
-                tasks.spawn(async move {
-                    let Some(first) = servers.first() else { return };
-                    let ip = first.ip();
-                    let mut conns: Vec<Conn> = masters
-                        .iter()
-                        .map(|(_, http)| Conn::new(ip, *http, true))
-                        .collect();
-                    // Start offsets spread the groups over the period.
-                    let step = REFRESH_EVERY / u32::try_from(servers.len().max(1)).unwrap_or(1);
-                    tokio::time::sleep(step.mul_f64(g as f64 / f64::from(n_groups))).await;
-                    let mut tick = tokio::time::interval(step);
-                    'outer: loop {
-                        for s in &servers {
-                            tick.tick().await;
-                            if stop.raised() {
-                                break 'outer;
-                            }
-                            for (k, (m, _)) in masters.iter().enumerate() {
-                                let (Some(conn), Some(c)) = (conns.get_mut(k), counts.get(k))
-                                else {
-                                    continue;
-                                };
-                                match refresh_one(conn, s, *m).await {
+                let servers = Arc::new(servers);
+                for (k, &(m, http)) in masters.iter().enumerate() {
+                    let servers = Arc::clone(&servers);
+                    let counts = Arc::clone(&c2);
+                    let stop = stop.clone();
+                    tasks.spawn(async move {
+                        let Some(first) = servers.first() else { return };
+                        let Some(c) = counts.get(k) else { return };
+                        let mut conn = Conn::new(first.ip(), http, true);
+                        // Start offsets spread the groups over the period.
+                        let step = REFRESH_EVERY / u32::try_from(servers.len().max(1)).unwrap_or(1);
+                        tokio::time::sleep(step.mul_f64(g as f64 / f64::from(n_groups))).await;
+                        let mut tick = tokio::time::interval(step);
+                        // Ticks missed while the master was paused are sent in a burst once it
+                        // runs again (tokio's default), so that pauses never stretch the period
+                        // past the 30 s lifetime: each side meets the refreshes of its pauses
+                        // in its own rounds, both alike.
+                        'outer: loop {
+                            for s in servers.iter() {
+                                tick.tick().await;
+                                if stop.raised() {
+                                    break 'outer;
+                                }
+                                match refresh_one(&mut conn, s, m).await {
                                     Ok(()) => c.0.fetch_add(1, Ordering::Relaxed),
                                     Err(_) => c.1.fetch_add(1, Ordering::Relaxed),
                                 };
                             }
                         }
-                    }
-                });
+                    });
+                }
             }
             while tasks.join_next().await.is_some() {}
             counts

@@ -57,7 +57,7 @@ use ddnet::SERVERS_JSON_PATH;
 pub(crate) use events::{EventsArgs, run as run_events};
 use http::Conn;
 use stats::{
-    Client, Latencies, Phase, Rate, Request, Spent, StopFlag, measure, memfd_kib, rss_kib,
+    Client, Latencies, Phase, Rate, Request, Spent, StopFlag, body_files_kib, measure, rss_kib,
 };
 use wire::{GameAgentList, GameSpyList, TeeworldsList, register_gameagent, source_ip};
 
@@ -97,6 +97,12 @@ pub(crate) struct MasterArgs {
     /// Rounds of the side-by-side servers.json measurements (alternating the two).
     #[arg(long, default_value_t = 2)]
     vs_rounds: usize,
+    /// In the side-by-side `servers.json` rounds, pin the servers (Muster, mastersrv, nginx)
+    /// to the first CPU and the bench's clients to the second, and stop (SIGSTOP) the side
+    /// not being measured for each round: the side measured has one CPU to itself (its
+    /// refresh work included) and the clients reading the documents another (needs 2 CPUs).
+    #[arg(long)]
+    split_cores: bool,
     /// DDNet mastersrv sources (relative paths from the workspace root); `bash
     /// scripts/install-peers.sh` puts the pinned, unmodified source in the default folder.
     #[arg(long, default_value = ".peers/src/ddnet-mastersrv")]
@@ -145,8 +151,8 @@ struct SizeResult {
     mem: [Option<f64>; 3],
     rss_after_reg_kib: u64,
     rss_end_kib: u64,
-    /// The memory files at the end (`servers.json` and its gzip form).
-    memfd_end_kib: u64,
+    /// The body files at the end (`servers.json` and its gzip form).
+    body_files_end_kib: u64,
     ddnet_info_bytes: usize,
     lists: Vec<ListResult>,
     probe_idle: Latencies,
@@ -170,11 +176,13 @@ struct VsResult {
     /// (what, muster, nginx) per round.
     rows: Vec<(String, Vec<ListResult>, Vec<ListResult>)>,
     muster_rss_kib: u64,
-    muster_memfd_kib: u64,
+    muster_body_kib: u64,
     mastersrv_rss_kib: u64,
     nginx_rss_kib: u64,
     refresh: Vec<(usize, usize)>,
     mastersrv_cpu_pct: f64,
+    /// The servers.json rounds ran with the servers on one CPU and the clients on another.
+    split_cores: bool,
 }
 
 /// Runs the master bench and prints its tables.
@@ -714,7 +722,7 @@ async fn run_size(args: &MasterArgs, n: usize) -> anyhow::Result<SizeResult> {
     r.probe_failed += failed;
 
     r.rss_end_kib = settled_rss(&mut m).await?;
-    r.memfd_end_kib = memfd_kib(m.pid);
+    r.body_files_end_kib = body_files_kib(m.pid);
     let probes = r.probe_idle.len() + r.probe_load.len();
     r.listed_end = listed_all(
         &mut m,
@@ -846,9 +854,9 @@ fn print_size(r: &SizeResult, args: &MasterArgs) {
         ),
         format!(
             "{:.0} B per record at the end, list caches (sort orders) included; servers.json and \
-             its gzip form in memory files besides: {} MiB",
+             its gzip form in body files (page cache or shared memory) besides: {} MiB",
             (r.rss_end_kib * 1024) as f64 / records as f64,
-            r.memfd_end_kib / 1024
+            r.body_files_end_kib / 1024
         ),
     ]);
     println!(
@@ -982,6 +990,22 @@ async fn vs_in(
     let doc = fetch(muster_http, SERVERS_JSON_PATH, false).await?;
     v.muster_listed = occurrences(&doc.body, b"\"addresses\"");
     let sj = Path::Fixed(SERVERS_JSON_PATH.to_owned());
+    let their_side: Vec<u32> = std::iter::once(mastersrv.pid())
+        .chain(nginx_pids.iter().copied())
+        .collect();
+    if args.split_cores {
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        anyhow::ensure!(
+            cpus >= 2,
+            "--split-cores needs 2 CPUs, this machine offers {cpus}"
+        );
+        for &pid in std::iter::once(&muster.pid).chain(&their_side) {
+            stats::pin_threads(pid, 0)?;
+        }
+        let own = stats::pin_threads(std::process::id(), 1)?;
+        eprintln!("  servers pinned to CPU 0, the bench's {own} threads to CPU 1");
+        v.split_cores = true;
+    }
     let ms_phase = Phase::start(&[mastersrv.pid()]);
     let c = args.clients;
     for (gzip, keep, label) in [
@@ -995,17 +1019,21 @@ async fn vs_in(
         for round in 0..args.vs_rounds.max(1) {
             let name = format!("servers.json {label}, round {}", round + 1);
             let cl = http_clients(muster_http, 250_000, c, keep, &sj, gzip);
+            let paused = pause_if(args.split_cores, &their_side)?;
             ours.push(
                 bench_list(&format!("Muster {name}"), &[muster.pid], args.duration, cl).await,
             );
+            drop(paused);
             let cl = http_clients(nginx.addr, 260_000, c, keep, &sj, gzip);
+            let paused = pause_if(args.split_cores, &[muster.pid])?;
             theirs.push(bench_list(&format!("nginx {name}"), &nginx_pids, args.duration, cl).await);
+            drop(paused);
         }
         v.rows.push((label.to_owned(), ours, theirs));
     }
     v.mastersrv_cpu_pct = ms_phase.end().master_pct;
     v.muster_rss_kib = rss_kib(muster.pid).unwrap_or(0);
-    v.muster_memfd_kib = memfd_kib(muster.pid);
+    v.muster_body_kib = body_files_kib(muster.pid);
     v.mastersrv_rss_kib = rss_kib(mastersrv.pid()).unwrap_or(0);
     v.nginx_rss_kib = nginx_pids.iter().filter_map(|p| rss_kib(*p)).sum();
     stop.raise();
@@ -1018,6 +1046,12 @@ async fn vs_in(
     mastersrv.stop();
     muster.quit()?;
     Ok(v)
+}
+
+/// With `--split-cores`, the side not being measured is stopped for the round, so that the
+/// side measured has the servers' CPU to itself, its own refresh work included.
+fn pause_if(split: bool, pids: &[u32]) -> anyhow::Result<Option<stats::Paused>> {
+    split.then(|| stats::Paused::new(pids)).transpose()
 }
 
 fn mean_rate(v: &[ListResult]) -> f64 {
@@ -1117,9 +1151,9 @@ fn print_vs(v: &VsResult) {
         format!("{:.2}×", v.muster_rss_kib as f64 / theirs.max(1) as f64),
         format!(
             "VmRSS after the runs; nginx = master + workers; the file nginx serves sits in the page \
-             cache, and Muster's servers.json and its gzip form in memory files ({} MiB), counted \
-             by neither; mastersrv used {:.0}% CPU meanwhile (writing the file each second)",
-            v.muster_memfd_kib / 1024,
+             cache, and so do Muster's servers.json and its gzip form, in unnamed files ({} MiB); \
+             neither is counted here; mastersrv used {:.0}% CPU meanwhile (writing the file each second)",
+            v.muster_body_kib / 1024,
             v.mastersrv_cpu_pct
         ),
     ]];
@@ -1131,6 +1165,12 @@ fn print_vs(v: &VsResult) {
         )
     );
     println!("nginx: {}", peers::NGINX_GZIP);
+    if v.split_cores {
+        println!(
+            "servers.json rounds with --split-cores: Muster, mastersrv and nginx on CPU 0, the \
+             bench's clients on CPU 1; the side not measured stopped (SIGSTOP) for each round"
+        );
+    }
 }
 
 /// A list's name without its parenthesised counts (which differ between sizes).

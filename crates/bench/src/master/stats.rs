@@ -194,20 +194,81 @@ pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// Bytes in the memory files `pid` holds open (`memfd_create`: Muster keeps `servers.json`
-/// and its gzip form there to send them with `sendfile`), KiB. They are shared memory, not in
-/// `VmRSS`, as a file nginx serves sits in the page cache.
-pub(crate) fn memfd_kib(pid: u32) -> u64 {
+/// KiB in the body files `pid` holds open: memory files (`memfd_create`) and unnamed files
+/// (`O_TMPFILE`, shown as deleted), where Muster keeps `servers.json` and its gzip form to send
+/// them with `sendfile`. Their pages are not in `VmRSS`, as a file nginx serves sits in the
+/// page cache.
+pub(crate) fn body_files_kib(pid: u32) -> u64 {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return 0;
     };
     dir.filter_map(Result::ok)
         .filter(|e| {
-            std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("/memfd:"))
+            std::fs::read_link(e.path()).is_ok_and(|t| {
+                let t = t.to_string_lossy();
+                t.starts_with("/memfd:") || (t.starts_with('/') && t.ends_with(" (deleted)"))
+            })
         })
         .filter_map(|e| std::fs::metadata(e.path()).ok())
+        .filter(std::fs::Metadata::is_file)
         .map(|m| m.len() / 1024)
         .sum()
+}
+
+/// Pins every thread of `pid` to `cpu` (threads it starts later inherit the pinning from the
+/// thread that starts them). Returns how many threads were pinned.
+pub(crate) fn pin_threads(pid: u32, cpu: usize) -> anyhow::Result<usize> {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    use nix::unistd::Pid;
+    let mut set = CpuSet::new();
+    set.set(cpu)?;
+    let mut pinned = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Some(tid) = task?
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // A thread that ended since the listing is no error.
+        match sched_setaffinity(Pid::from_raw(tid), &set) {
+            Ok(()) => pinned += 1,
+            Err(nix::errno::Errno::ESRCH) => {}
+            Err(e) => anyhow::bail!("pinning thread {tid} of {pid} to CPU {cpu}: {e}"),
+        }
+    }
+    Ok(pinned)
+}
+
+/// Processes stopped with `SIGSTOP` for as long as this lives, continued on drop.
+pub(crate) struct Paused(Vec<u32>);
+
+impl Paused {
+    /// Stops every process in `pids`.
+    pub(crate) fn new(pids: &[u32]) -> anyhow::Result<Self> {
+        // Filled one by one, so that a failure continues those already stopped.
+        let mut paused = Self(Vec::with_capacity(pids.len()));
+        for &pid in pids {
+            signal_pid(pid, nix::sys::signal::Signal::SIGSTOP)?;
+            paused.0.push(pid);
+        }
+        Ok(paused)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            let _ = signal_pid(pid, nix::sys::signal::Signal::SIGCONT);
+        }
+    }
+}
+
+fn signal_pid(pid: u32, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+    let raw = i32::try_from(pid)?;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), signal)
+        .map_err(|e| anyhow::anyhow!("sending {signal} to {pid}: {e}"))
 }
 
 /// Direct children of `pid` (nginx's workers).
