@@ -34,7 +34,8 @@
 //! `servers.json` is built from the view off the reactor, one build at a time, sorted as the
 //! reference master sorts it (by address list; an address by IP, port, protocol); its gzip
 //! form is made once per document, on the first request that accepts gzip. Both are kept in
-//! memory files ([`crate::runtime::memfile`]): a plain `GET` is answered before the router
+//! unnamed files in the data directory, else memory files ([`crate::runtime::memfile`]):
+//! their pages sit in the page cache, and a plain `GET` is answered before the router
 //! with `sendfile` ([`router_and_files`], [`crate::runtime::http::FileRoute`]), the way
 //! nginx serves the reference master's file; a conditional or cross-origin one goes through
 //! the router, which reads the document into memory once for such requests. A document shows
@@ -232,7 +233,7 @@ pub fn router(
     router_and_files(handle, challenge_sockets, settings).0
 }
 
-/// [`router`], and the [`FileRoute`] that sends its `servers.json` from a memory file; give
+/// [`router`], and the [`FileRoute`] that sends its `servers.json` from its file; give
 /// both to [`crate::runtime::http::serve`].
 pub fn router_and_files(
     handle: MasterHandle,
@@ -272,7 +273,7 @@ pub fn router_and_files(
     (router, Arc::new(ServersJsonFile(face)))
 }
 
-/// `servers.json` sent from its memory file (see the module docs).
+/// `servers.json` sent from its file (see the module docs).
 #[derive(Debug)]
 struct ServersJsonFile(Arc<DdnetFace>);
 
@@ -295,7 +296,7 @@ impl FileRoute for ServersJsonFile {
             } else {
                 doc.plain.clone()
             };
-            // A body in memory (no memory files here) goes through the router.
+            // A body in the heap (no file could be made) goes through the router.
             let MemFile::File { file, len } = body else {
                 return None;
             };
@@ -642,7 +643,7 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
     } else {
         doc.plain.clone()
     };
-    // Read back from the memory file once per document: few requests come here, plain GETs
+    // Read back from its file once per document: few requests come here, plain GETs
     // are sent from the file.
     let heap = if gzip { &doc.heap_gz } else { &doc.heap_plain };
     let body = heap
