@@ -13,6 +13,7 @@
 //! 3. the heap, served as any other body.
 
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -44,17 +45,18 @@ impl MemFile {
     }
 
     /// `bytes` in a new unnamed file in `dir`, else in a memory file named `name`, else kept
-    /// in memory (see the module docs).
+    /// in memory (see the module docs). A file that cannot be filled (a full disk) counts as
+    /// one that cannot be made.
     #[must_use]
     pub fn new_in(dir: Option<&Path>, name: &str, bytes: Vec<u8>) -> Self {
         let unnamed = dir.map(|d| {
-            Self::unnamed(d, &bytes).inspect_err(|e| {
+            Self::filled(Self::unnamed(d), &bytes).inspect_err(|e| {
                 tracing::debug!(dir = %d.display(), error = %e, "no unnamed file there");
             })
         });
         match unnamed
             .and_then(Result::ok)
-            .map_or_else(|| Self::memfd(name, &bytes), Ok)
+            .map_or_else(|| Self::filled(Self::memfd(name), &bytes), Ok)
         {
             Ok(file) => Self::File {
                 file: Arc::new(file),
@@ -67,32 +69,32 @@ impl MemFile {
         }
     }
 
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    fn unnamed(dir: &Path, bytes: &[u8]) -> io::Result<std::fs::File> {
-        use rustix::fs::{Mode, OFlags, open};
-        let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
-        let fd = open(dir, flags, Mode::RUSR | Mode::WUSR)?;
-        let mut file = std::fs::File::from(fd);
+    fn filled(fd: io::Result<OwnedFd>, bytes: &[u8]) -> io::Result<std::fs::File> {
+        let mut file = std::fs::File::from(fd?);
         file.write_all(bytes)?;
         Ok(file)
     }
 
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn unnamed(dir: &Path) -> io::Result<OwnedFd> {
+        use rustix::fs::{Mode, OFlags, open};
+        let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+        Ok(open(dir, flags, Mode::RUSR | Mode::WUSR)?)
+    }
+
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    fn unnamed(_dir: &Path, _bytes: &[u8]) -> io::Result<std::fs::File> {
+    fn unnamed(_dir: &Path) -> io::Result<OwnedFd> {
         Err(io::ErrorKind::Unsupported.into())
     }
 
     #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-    fn memfd(name: &str, bytes: &[u8]) -> io::Result<std::fs::File> {
+    fn memfd(name: &str) -> io::Result<OwnedFd> {
         use rustix::fs::{MemfdFlags, memfd_create};
-        let fd = memfd_create(name, MemfdFlags::CLOEXEC)?;
-        let mut file = std::fs::File::from(fd);
-        file.write_all(bytes)?;
-        Ok(file)
+        Ok(memfd_create(name, MemfdFlags::CLOEXEC)?)
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
-    fn memfd(_name: &str, _bytes: &[u8]) -> io::Result<std::fs::File> {
+    fn memfd(_name: &str) -> io::Result<OwnedFd> {
         Err(io::ErrorKind::Unsupported.into())
     }
 
