@@ -565,7 +565,7 @@ impl Default for HistoryConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Where the database lives.
+    /// Where the database lives (and, as unnamed files, `servers.json` and its gzip form).
     pub data_dir: PathBuf,
     /// Listen addresses.
     pub listen: ListenConfig,
