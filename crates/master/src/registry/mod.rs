@@ -190,8 +190,11 @@ pub struct DdnetRegister {
 /// Result of [`Registry::ddnet_register`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DdnetOutcome {
-    /// Listed (new or refreshed).
+    /// Listed: new, or something a list or the store's copy of its info shows changed.
     Success,
+    /// Listed already with this info, secret and stream: only its times moved, which no
+    /// list shows (the store gets them with its next periodic flush).
+    Refreshed,
     /// No info at this serial or newer is known for the secret: the server must send it.
     NeedInfo,
     /// Refused; nothing changed.
@@ -533,12 +536,19 @@ impl Registry {
     /// times are now, re-verification starts over; a de-listed record is listed again
     /// (`Relisted`), a listed one refreshed (`Refreshed`).
     pub fn register(&mut self, reg: Registration, now: Timestamp) -> Outcome {
+        self.register_changed(reg, now).0
+    }
+
+    /// [`Registry::register`], and whether it changed anything beyond the record's times
+    /// (always for an added or relisted record).
+    fn register_changed(&mut self, reg: Registration, now: Timestamp) -> (Outcome, bool) {
         let key = reg.key.clone();
         let Some(rec) = self.records.get_mut(&key) else {
-            return match self.insert_new(reg, now) {
+            let out = match self.insert_new(reg, now) {
                 Ok(()) => Outcome::Added,
                 Err(r) => Outcome::Rejected(r),
             };
+            return (out, true);
         };
         let rec = Arc::make_mut(rec);
         let structural = rec.face != reg.face
@@ -564,8 +574,9 @@ impl Registry {
             rec.state = Verification::Verified;
             Outcome::Relisted
         };
-        self.log(&key, structural || became_direct);
-        out
+        let changed = structural || became_direct;
+        self.log(&key, changed);
+        (out, changed || out != Outcome::Refreshed)
     }
 
     /// A server an upstream listed answered this master's own query: a new listed record with
@@ -967,7 +978,8 @@ impl Registry {
             .and_then(|rec| rec.ddnet.as_ref())
             .map(|d| Arc::clone(&d.secret))
             .filter(|s| *s != r.secret);
-        if let Outcome::Rejected(why) = self.register(reg, now) {
+        let (registered, changed_record) = self.register_changed(reg, now);
+        if let Outcome::Rejected(why) = registered {
             return DdnetOutcome::Rejected(why);
         }
         if let Some(old) = old_secret {
@@ -1045,7 +1057,11 @@ impl Registry {
                 }
             }
         }
-        DdnetOutcome::Success
+        if structural || changed_record {
+            DdnetOutcome::Success
+        } else {
+            DdnetOutcome::Refreshed
+        }
     }
 
     /// A DDNet `Action: delete` for the stream `url` of the server `secret`: the stream goes,

@@ -341,6 +341,57 @@ fn mgmt_instances_are_separate_records() {
 }
 
 #[test]
+fn a_ddnet_refresh_that_moves_only_times_says_so() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let d = |serial: i64, info: &'static [u8], url: &str| DdnetRegister {
+        addr: v4(1, 8303),
+        secret: Arc::from("s"),
+        serial,
+        info: Some(bytes::Bytes::from_static(info)),
+        poll_info: None,
+        url: Arc::from(url),
+    };
+    let dr = || reg("ddnet", v4(1, 8303), Face::DdnetHttp);
+    let u6 = "tw-0.6+udp://10.0.0.1:8303";
+    let t1 = at(15);
+    assert_eq!(
+        r.ddnet_register(d(1, b"{}", u6), dr(), T0),
+        DdnetOutcome::Success
+    );
+    r.take_dirty();
+    // The same POST 15 s later: only the stream's time moves, and the store still hears of it.
+    assert_eq!(
+        r.ddnet_register(d(1, b"{}", u6), dr(), t1),
+        DdnetOutcome::Refreshed
+    );
+    assert!(!r.has_structural_dirty());
+    assert_eq!(
+        r.take_dirty().len(),
+        1,
+        "written with the next periodic flush"
+    );
+    let key = dr().key;
+    let streams = &r.get(&key).unwrap().ddnet.as_ref().unwrap().streams;
+    assert_eq!(streams[0].last, t1);
+    // A newer info, a new stream, another face: each a change to store before `success`.
+    assert_eq!(
+        r.ddnet_register(d(2, b"{\"n\":2}", u6), dr(), t1),
+        DdnetOutcome::Success
+    );
+    let u7 = "tw-0.7+udp://10.0.0.1:8303";
+    assert_eq!(
+        r.ddnet_register(d(2, b"{}", u7), dr(), t1),
+        DdnetOutcome::Success
+    );
+    let mut other_face = dr();
+    other_face.face = Face::Teeworlds06;
+    assert_eq!(
+        r.ddnet_register(d(2, b"{}", u7), other_face, t1),
+        DdnetOutcome::Success
+    );
+}
+
+#[test]
 fn ddnet_info_is_per_secret_and_only_newer_serials_replace_it() {
     let mut r = Registry::new(RegistryConfig::default());
     let d = |addr: SocketAddr, serial: i64, info: Option<&'static [u8]>, url: &str| DdnetRegister {

@@ -28,7 +28,8 @@
 //! the info of the highest `Info-Serial` seen, shared by all its addresses (§3.6; so a
 //! body-less POST from a second stream is `success`, quirk 7), and the streams with their last
 //! POST. The info is kept as the reference master keeps it: parsed and written back compact,
-//! key order kept. A success is answered only once it is in the store. The listed address is
+//! key order kept. A success is answered only once it is in the store, except for a refresh that
+//! moves only times (stored with the next periodic flush, a second at most). The listed address is
 //! the HTTP peer's IP with the port of `Address`; an IPv4-mapped peer becomes IPv4.
 //!
 //! `servers.json` is built from the view off the reactor, one build at a time, sorted as the
@@ -512,6 +513,9 @@ async fn list(
     match face.handle.ddnet_register(d, ddnet_registration(addr), now) {
         DdnetOutcome::NeedInfo => json_response(StatusCode::OK, &RegisterResponse::NeedInfo),
         DdnetOutcome::Rejected(why) => error(StatusCode::TOO_MANY_REQUESTS, why.name()),
+        // Stored and listed already: a crash loses at most the newer times of this refresh
+        // (until the next periodic flush), never the registration.
+        DdnetOutcome::Refreshed => json_response(StatusCode::OK, &RegisterResponse::Success),
         DdnetOutcome::Success => {
             // Acknowledged only once it survives a crash, and once the lists show it.
             let version = face.handle.version();
