@@ -183,6 +183,45 @@ struct VsResult {
     mastersrv_cpu_pct: f64,
     /// The servers.json rounds ran with the servers on one CPU and the clients on another.
     split_cores: bool,
+    /// Muster's CPU while nginx is measured, and mastersrv's while Muster is: each then
+    /// handles only the refresh POSTs (and mastersrv writes its file).
+    muster_idle: IdleCpu,
+    mastersrv_idle: IdleCpu,
+}
+
+/// CPU seconds a process spent over some wall seconds.
+#[derive(Debug, Default)]
+struct IdleCpu {
+    cpu: f64,
+    wall: f64,
+}
+
+impl IdleCpu {
+    fn add(&mut self, from: &Idle) {
+        self.cpu += stats::cpu_secs(from.pid).map_or(0.0, |c| (c - from.cpu).max(0.0));
+        self.wall += from.at.elapsed().as_secs_f64();
+    }
+
+    fn pct(&self) -> f64 {
+        100.0 * self.cpu / self.wall.max(1e-9)
+    }
+}
+
+/// Where [`IdleCpu::add`] counts from.
+struct Idle {
+    pid: u32,
+    cpu: f64,
+    at: Instant,
+}
+
+impl Idle {
+    fn start(pid: u32) -> Self {
+        Self {
+            pid,
+            cpu: stats::cpu_secs(pid).unwrap_or(0.0),
+            at: Instant::now(),
+        }
+    }
 }
 
 /// Runs the master bench and prints its tables.
@@ -1020,13 +1059,17 @@ async fn vs_in(
             let name = format!("servers.json {label}, round {}", round + 1);
             let cl = http_clients(muster_http, 250_000, c, keep, &sj, gzip);
             let paused = pause_if(args.split_cores, &their_side)?;
+            let idle = Idle::start(mastersrv.pid());
             ours.push(
                 bench_list(&format!("Muster {name}"), &[muster.pid], args.duration, cl).await,
             );
+            v.mastersrv_idle.add(&idle);
             drop(paused);
             let cl = http_clients(nginx.addr, 260_000, c, keep, &sj, gzip);
             let paused = pause_if(args.split_cores, &[muster.pid])?;
+            let idle = Idle::start(muster.pid);
             theirs.push(bench_list(&format!("nginx {name}"), &nginx_pids, args.duration, cl).await);
+            v.muster_idle.add(&idle);
             drop(paused);
         }
         v.rows.push((label.to_owned(), ours, theirs));
@@ -1165,6 +1208,15 @@ fn print_vs(v: &VsResult) {
         )
     );
     println!("nginx: {}", peers::NGINX_GZIP);
+    if !v.split_cores {
+        println!(
+            "refresh POSTs alone ({:.0}/s to each): Muster {:.0}% of a core while nginx was \
+             measured, mastersrv {:.0}% while Muster was (its file written each second included)",
+            v.n as f64 / ddnet::REFRESH_EVERY.as_secs_f64(),
+            v.muster_idle.pct(),
+            v.mastersrv_idle.pct()
+        );
+    }
     if v.split_cores {
         println!(
             "servers.json rounds with --split-cores: Muster, mastersrv and nginx on CPU 0, the \
