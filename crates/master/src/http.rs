@@ -144,14 +144,31 @@ async fn docs() -> Response {
         .into_response()
 }
 
+/// A response extension: this body is already in its final encoding (DDNet's
+/// `servers.json`, compressed once per document), so the compression layer leaves it alone.
+/// Such a response names `Content-Encoding` only when it is encoded, as a file server does.
+#[derive(Debug, Clone, Copy)]
+pub struct Precompressed;
+
+fn not_precompressed(
+    _: StatusCode,
+    _: axum::http::Version,
+    _: &axum::http::HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> bool {
+    extensions.get::<Precompressed>().is_none()
+}
+
 /// `app` with response compression and CORS as `config` asks.
 pub fn shared_layers(app: Router, config: &crate::config::HttpConfig) -> Router {
+    use tower_http::compression::predicate::{DefaultPredicate, Predicate as _};
     use tower_http::cors::{AllowOrigin, Any, CorsLayer};
     let app = if config.compression {
         app.layer(
             tower_http::compression::CompressionLayer::new()
                 .gzip(true)
-                .br(true),
+                .br(true)
+                .compress_when(DefaultPredicate::new().and(not_precompressed)),
         )
     } else {
         app

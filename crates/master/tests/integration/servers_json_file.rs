@@ -256,3 +256,23 @@ async fn the_documents_are_unnamed_files_in_the_data_directory() {
         .collect();
     assert!(!names.iter().any(|n| n.contains("servers")), "{names:?}");
 }
+
+#[tokio::test]
+async fn the_plain_document_names_no_encoding_and_is_never_compressed_again() {
+    let (_dir, d) = daemon("sj-encoding", 50, Duration::from_secs(5));
+    // Through the router (a query string), asking for brotli only: the compression layer would
+    // take an unmarked JSON body; this one goes out as built.
+    let br = via_router(&d, "Accept-Encoding: br\n").await;
+    assert_eq!(br.status, 200);
+    assert_eq!(br.header("content-encoding"), None, "{}", br.head);
+    assert!(br.body.starts_with(b"{\"servers\":["));
+    // The file route: no Content-Encoding for the plain form either, gzip named for gzip.
+    let mut s = TcpStream::connect(d.http()).await.unwrap();
+    let mut buf = Vec::new();
+    for (extra, encoding) in [("", None), ("Accept-Encoding: gzip\r\n", Some("gzip"))] {
+        let get = format!("GET {PATH} HTTP/1.1\r\nHost: m\r\n{extra}\r\n");
+        s.write_all(get.as_bytes()).await.unwrap();
+        let r = read_response(&mut s, &mut buf).await;
+        assert_eq!(r.header("content-encoding"), encoding, "{}", r.head);
+    }
+}

@@ -183,19 +183,19 @@ impl Doc {
     }
 
     /// The headers of the plain or gzip form, whether sent from the file or by the router.
-    /// It is compressed once per document here, so the HTTP layer must not compress it per
-    /// request: the encoding is always named.
-    fn headers(&self, gzip: bool) -> [(header::HeaderName, String); 5] {
-        [
+    /// `Content-Encoding` only for the gzip form, as nginx sends a file (the router's answer
+    /// is marked [`crate::http::Precompressed`], so the HTTP layer does not compress it again).
+    fn headers(&self, gzip: bool) -> Vec<(header::HeaderName, String)> {
+        let mut h = vec![
             (header::CONTENT_TYPE, "application/json".to_owned()),
             (header::VARY, "accept-encoding".to_owned()),
             (header::ETAG, self.tag(gzip)),
             (header::CACHE_CONTROL, "no-cache".to_owned()),
-            (
-                header::CONTENT_ENCODING,
-                if gzip { "gzip" } else { "identity" }.to_owned(),
-            ),
-        ]
+        ];
+        if gzip {
+            h.push((header::CONTENT_ENCODING, "gzip".to_owned()));
+        }
+        h
     }
 }
 
@@ -665,6 +665,7 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
         );
     };
     let mut res = Response::new(Body::from(body));
+    res.extensions_mut().insert(crate::http::Precompressed);
     let h = res.headers_mut();
     for (name, value) in doc.headers(gzip) {
         if let Ok(v) = HeaderValue::from_str(&value) {
