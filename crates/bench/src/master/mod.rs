@@ -189,7 +189,7 @@ struct VsResult {
     mastersrv_idle: IdleCpu,
 }
 
-/// CPU seconds a process spent over some wall seconds.
+/// CPU seconds a process spent over some wall seconds, summed over phases.
 #[derive(Debug, Default)]
 struct IdleCpu {
     cpu: f64,
@@ -197,30 +197,14 @@ struct IdleCpu {
 }
 
 impl IdleCpu {
-    fn add(&mut self, from: &Idle) {
-        self.cpu += stats::cpu_secs(from.pid).map_or(0.0, |c| (c - from.cpu).max(0.0));
-        self.wall += from.at.elapsed().as_secs_f64();
+    fn add(&mut self, phase: &Phase) {
+        let spent = phase.end();
+        self.cpu += spent.master_cpu;
+        self.wall += spent.wall;
     }
 
     fn pct(&self) -> f64 {
         100.0 * self.cpu / self.wall.max(1e-9)
-    }
-}
-
-/// Where [`IdleCpu::add`] counts from.
-struct Idle {
-    pid: u32,
-    cpu: f64,
-    at: Instant,
-}
-
-impl Idle {
-    fn start(pid: u32) -> Self {
-        Self {
-            pid,
-            cpu: stats::cpu_secs(pid).unwrap_or(0.0),
-            at: Instant::now(),
-        }
     }
 }
 
@@ -1059,7 +1043,7 @@ async fn vs_in(
             let name = format!("servers.json {label}, round {}", round + 1);
             let cl = http_clients(muster_http, 250_000, c, keep, &sj, gzip);
             let paused = pause_if(args.split_cores, &their_side)?;
-            let idle = Idle::start(mastersrv.pid());
+            let idle = Phase::start(&[mastersrv.pid()]);
             ours.push(
                 bench_list(&format!("Muster {name}"), &[muster.pid], args.duration, cl).await,
             );
@@ -1067,7 +1051,7 @@ async fn vs_in(
             drop(paused);
             let cl = http_clients(nginx.addr, 260_000, c, keep, &sj, gzip);
             let paused = pause_if(args.split_cores, &[muster.pid])?;
-            let idle = Idle::start(muster.pid);
+            let idle = Phase::start(&[muster.pid]);
             theirs.push(bench_list(&format!("nginx {name}"), &nginx_pids, args.duration, cl).await);
             v.muster_idle.add(&idle);
             drop(paused);
@@ -1208,19 +1192,18 @@ fn print_vs(v: &VsResult) {
         )
     );
     println!("nginx: {}", peers::NGINX_GZIP);
-    if !v.split_cores {
+    if v.split_cores {
+        println!(
+            "servers.json rounds with --split-cores: Muster, mastersrv and nginx on CPU 0, the \
+             bench's clients on CPU 1; the side not measured stopped (SIGSTOP) for each round"
+        );
+    } else {
         println!(
             "refresh POSTs alone ({:.0}/s to each): Muster {:.0}% of a core while nginx was \
              measured, mastersrv {:.0}% while Muster was (its file written each second included)",
             v.n as f64 / ddnet::REFRESH_EVERY.as_secs_f64(),
             v.muster_idle.pct(),
             v.mastersrv_idle.pct()
-        );
-    }
-    if v.split_cores {
-        println!(
-            "servers.json rounds with --split-cores: Muster, mastersrv and nginx on CPU 0, the \
-             bench's clients on CPU 1; the side not measured stopped (SIGSTOP) for each round"
         );
     }
 }

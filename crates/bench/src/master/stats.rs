@@ -352,6 +352,8 @@ pub(crate) struct Spent {
     pub others_pct: f64,
     /// Cores of the machine (percent = 100 × cores when all are busy).
     pub cores: f64,
+    /// Wall seconds of the phase.
+    pub wall: f64,
 }
 
 impl Phase {
@@ -383,6 +385,7 @@ impl Phase {
             bench_pct: me.cpu_pct_since(&self.me),
             others_pct: (100.0 * (busy - master_cpu - bench_cpu) / wall).max(0.0),
             cores: total / wall,
+            wall,
         }
     }
 }
