@@ -225,11 +225,10 @@ pub async fn serve(
     let mut listener = CappedListener::new(listener, limits.conn).with_metrics(Arc::clone(&sink));
     let tracker = TaskTracker::new();
     loop {
-        let (stream, peer) = tokio::select! {
+        let (mut stream, peer) = tokio::select! {
             () = stop.cancelled() => break,
             c = listener.accept_capped() => c,
         };
-        let mut stream = stream;
         let files = files.clone();
         let router = app.clone();
         let long_lived = stream.long_lived();

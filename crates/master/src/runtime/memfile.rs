@@ -48,7 +48,7 @@ impl MemFile {
     /// in memory (see the module docs). A file that cannot be filled (a full disk) counts as
     /// one that cannot be made.
     #[must_use]
-    pub fn new_in(dir: Option<&Path>, name: &str, bytes: Vec<u8>) -> Self {
+    pub fn new_in(dir: Option<&Path>, name: &str, mut bytes: Vec<u8>) -> Self {
         let unnamed = dir.map(|d| {
             Self::filled(Self::unnamed(d), &bytes).inspect_err(|e| {
                 tracing::debug!(dir = %d.display(), error = %e, "no unnamed file there");
@@ -64,6 +64,9 @@ impl MemFile {
             },
             Err(e) => {
                 tracing::debug!(error = %e, "no memory file; the body stays in memory");
+                // Built with room to spare (a guessed or doubled capacity): give it back, or
+                // the body keeps it for its lifetime.
+                bytes.shrink_to_fit();
                 Self::Heap(Bytes::from(bytes))
             }
         }
