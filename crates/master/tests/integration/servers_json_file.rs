@@ -79,6 +79,14 @@ async fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> Response {
         .unwrap()
 }
 
+/// Sends `GET target` with the `extra` header lines (each ending in CRLF) on `s` and reads
+/// its response.
+async fn get(s: &mut TcpStream, buf: &mut Vec<u8>, target: &str, extra: &str) -> Response {
+    let head = format!("GET {target} HTTP/1.1\r\nHost: m\r\n{extra}\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    read_response(s, buf).await
+}
+
 fn gunzip(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(b)
@@ -119,11 +127,9 @@ async fn plain_gets_come_from_the_file_then_the_router_takes_over() {
 
     let mut s = TcpStream::connect(d.http()).await.unwrap();
     let mut buf = Vec::new();
-    let get = |extra: &str| format!("GET {PATH} HTTP/1.1\r\nHost: m\r\n{extra}\r\n");
     // Two plain GETs and a gzip one on one keep-alive connection.
     for extra in ["", "", "Accept-Encoding: br, gzip\r\n"] {
-        s.write_all(get(extra).as_bytes()).await.unwrap();
-        let r = read_response(&mut s, &mut buf).await;
+        let r = get(&mut s, &mut buf, PATH, extra).await;
         assert_eq!(r.status, 200);
         assert!(r.header("date").is_some(), "{}", r.head);
         if extra.is_empty() {
@@ -136,7 +142,7 @@ async fn plain_gets_come_from_the_file_then_the_router_takes_over() {
     }
     // Pipelined: two documents and a health check in one write; the third goes to the router,
     // and so does every request after it on this connection.
-    let mut three = get("").repeat(2);
+    let mut three = format!("GET {PATH} HTTP/1.1\r\nHost: m\r\n\r\n").repeat(2);
     three.push_str("GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n");
     s.write_all(three.as_bytes()).await.unwrap();
     for _ in 0..2 {
@@ -146,8 +152,7 @@ async fn plain_gets_come_from_the_file_then_the_router_takes_over() {
     let health = read_response(&mut s, &mut buf).await;
     assert_eq!(health.status, 200);
     assert!(String::from_utf8_lossy(&health.body).contains("\"ok\""));
-    s.write_all(get("").as_bytes()).await.unwrap();
-    let r = read_response(&mut s, &mut buf).await;
+    let r = get(&mut s, &mut buf, PATH, "").await;
     assert!(
         r.status == 200 && r.body == plain.body,
         "the router's answer"
@@ -161,18 +166,10 @@ async fn conditional_and_unusual_requests_go_to_the_router() {
     let (_dir, d) = daemon("sj-cond", 20, Duration::from_secs(5));
     let mut s = TcpStream::connect(d.http()).await.unwrap();
     let mut buf = Vec::new();
-    s.write_all(format!("GET {PATH} HTTP/1.1\r\nHost: m\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let first = read_response(&mut s, &mut buf).await;
+    let first = get(&mut s, &mut buf, PATH, "").await;
     let tag = first.header("etag").unwrap().to_owned();
     // The tag the file route gave is the router's: a conditional GET is answered 304.
-    s.write_all(
-        format!("GET {PATH} HTTP/1.1\r\nHost: m\r\nIf-None-Match: {tag}\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let again = read_response(&mut s, &mut buf).await;
+    let again = get(&mut s, &mut buf, PATH, &format!("If-None-Match: {tag}\r\n")).await;
     assert_eq!(again.status, 304, "{}", again.head);
     // HEAD and a request with a query string are the router's too.
     let head = exchange(
@@ -188,10 +185,7 @@ async fn conditional_and_unusual_requests_go_to_the_router() {
     );
     let mut s = TcpStream::connect(d.http()).await.unwrap();
     let mut buf = Vec::new();
-    s.write_all(format!("GET {PATH}?x=1 HTTP/1.1\r\nHost: m\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let q = read_response(&mut s, &mut buf).await;
+    let q = get(&mut s, &mut buf, &format!("{PATH}?x=1"), "").await;
     assert!(q.status == 200 && q.body == first.body);
     // `Connection: close` is answered from the file, and the connection closed after it.
     let closed = exchange(
@@ -219,10 +213,7 @@ async fn a_trickled_head_meets_the_header_deadline() {
     // A complete request on a fresh connection is still answered.
     let mut s = TcpStream::connect(d.http()).await.unwrap();
     let mut buf = Vec::new();
-    s.write_all(format!("GET {PATH} HTTP/1.1\r\nHost: m\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    assert_eq!(read_response(&mut s, &mut buf).await.status, 200);
+    assert_eq!(get(&mut s, &mut buf, PATH, "").await.status, 200);
     d.stop().await;
 }
 
@@ -270,9 +261,7 @@ async fn the_plain_document_names_no_encoding_and_is_never_compressed_again() {
     let mut s = TcpStream::connect(d.http()).await.unwrap();
     let mut buf = Vec::new();
     for (extra, encoding) in [("", None), ("Accept-Encoding: gzip\r\n", Some("gzip"))] {
-        let get = format!("GET {PATH} HTTP/1.1\r\nHost: m\r\n{extra}\r\n");
-        s.write_all(get.as_bytes()).await.unwrap();
-        let r = read_response(&mut s, &mut buf).await;
+        let r = get(&mut s, &mut buf, PATH, extra).await;
         assert_eq!(r.header("content-encoding"), encoding, "{}", r.head);
     }
 }
