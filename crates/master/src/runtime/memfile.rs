@@ -22,6 +22,9 @@ use bytes::Bytes;
 /// Bytes [`MemFile::write_to`] reads from the file at a time.
 const WRITE_CHUNK: usize = 256 * 1024;
 
+/// Bytes [`MemFile::written_in`] gathers before each write to the file.
+const FILL_BUFFER: usize = 256 * 1024;
+
 /// An immutable body: a file (unnamed, or a memory file), or bytes in memory.
 #[derive(Debug, Clone)]
 pub enum MemFile {
@@ -76,6 +79,51 @@ impl MemFile {
         let mut file = std::fs::File::from(fd?);
         file.write_all(bytes)?;
         Ok(file)
+    }
+
+    /// The body `fill` writes, streamed into a new unnamed file in `dir`, else into a memory
+    /// file named `name`, else into memory (see the module docs): the body is never held in
+    /// the heap whole while a file can take it. `fill` runs again for each place tried, so it
+    /// must write the same bytes each time; a file it cannot fill (a full disk) counts as one
+    /// that cannot be made. Only an error of `fill` itself while writing to memory leaves the
+    /// body empty (logged).
+    #[must_use]
+    pub fn written_in(
+        dir: Option<&Path>,
+        name: &str,
+        mut fill: impl FnMut(&mut dyn Write) -> io::Result<()>,
+    ) -> Self {
+        let mut into = |fd: io::Result<OwnedFd>| -> io::Result<Self> {
+            let mut out = io::BufWriter::with_capacity(FILL_BUFFER, std::fs::File::from(fd?));
+            fill(&mut out)?;
+            let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+            let len = file.metadata()?.len();
+            Ok(Self::File {
+                file: Arc::new(file),
+                len,
+            })
+        };
+        let unnamed = dir.map(|d| {
+            into(Self::unnamed(d)).inspect_err(|e| {
+                tracing::debug!(dir = %d.display(), error = %e, "no unnamed file there");
+            })
+        });
+        match unnamed
+            .and_then(Result::ok)
+            .map_or_else(|| into(Self::memfd(name)), Ok)
+        {
+            Ok(file) => file,
+            Err(e) => {
+                tracing::debug!(error = %e, "no memory file; the body stays in memory");
+                let mut bytes = Vec::new();
+                if let Err(e) = fill(&mut bytes) {
+                    tracing::warn!(body = name, error = %e, "the body could not be made");
+                    bytes = Vec::new();
+                }
+                bytes.shrink_to_fit();
+                Self::Heap(Bytes::from(bytes))
+            }
+        }
     }
 
     #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -196,6 +244,36 @@ mod tests {
         let target = fd_target(file);
         assert!(target.starts_with(&*dir.0.to_string_lossy()), "{target}");
         assert!(target.ends_with("(deleted)"), "{target}");
+    }
+
+    #[test]
+    fn a_written_body_is_streamed_into_the_first_place_that_takes_it() {
+        let dir = crate::store::sqlite::tests::TempDir::new("memfile-written");
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let data: Vec<u8> = (0..(FILL_BUFFER * 3 + 11) as u32)
+            .map(|i| (i % 241) as u8)
+            .collect();
+        let fill = |w: &mut dyn Write| {
+            // Small writes, as a document writer makes them.
+            data.chunks(1000).try_for_each(|c| w.write_all(c))
+        };
+        let m = MemFile::written_in(Some(&dir.0), "written", fill);
+        let MemFile::File { file, len } = &m else {
+            panic!("O_TMPFILE works in the system's temp dir");
+        };
+        assert_eq!(*len, data.len() as u64);
+        assert!(m.bytes().unwrap() == data);
+        assert!(fd_target(file).ends_with("(deleted)"));
+        assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+        // No such directory: a memory file, filled again from the start.
+        let missing = dir.0.join("missing");
+        let m = MemFile::written_in(Some(&missing), "written", fill);
+        let MemFile::File { file, .. } = &m else {
+            panic!("memfd_create works on Linux");
+        };
+        assert!(fd_target(file).starts_with("/memfd:written"));
+        assert!(m.bytes().unwrap() == data);
+        assert!(MemFile::written_in(None, "empty", |_| Ok(())).is_empty());
     }
 
     #[test]

@@ -736,7 +736,9 @@ async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
     let version = view.content_version();
     let dir = face.settings.body_dir.clone();
     let plain = crate::runtime::bulk::spawn(move || {
-        MemFile::new_in(dir.as_deref(), "servers.json", document_bytes(&view))
+        MemFile::written_in(dir.as_deref(), "servers.json", |out| {
+            write_document(&view, out)
+        })
     })
     .await
     .unwrap_or(MemFile::Heap(Bytes::new()));
@@ -766,14 +768,12 @@ async fn gzipped(face: &DdnetFace, doc: &Doc) -> MemFile {
             let src = doc.plain.clone();
             let dir = face.settings.body_dir.clone();
             crate::runtime::bulk::spawn(move || {
-                let guess = usize::try_from(src.len() / 4).unwrap_or_default();
-                let mut e = flate2::write::GzEncoder::new(
-                    Vec::with_capacity(guess),
-                    flate2::Compression::fast(),
-                );
-                // Streamed from its file: no second copy of the plain document.
-                let gz = src.write_to(&mut e).and_then(|()| e.finish());
-                MemFile::new_in(dir.as_deref(), "servers.json.gz", gz.unwrap_or_default())
+                // Streamed from one file into the other: neither form is held whole.
+                MemFile::written_in(dir.as_deref(), "servers.json.gz", |out| {
+                    let mut e = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
+                    src.write_to(&mut e)?;
+                    e.finish().map(drop)
+                })
             })
             .await
             .unwrap_or(MemFile::Heap(Bytes::new()))
@@ -825,11 +825,15 @@ enum EntryInfo {
 /// its cache) does not keep a second copy of the largest thing the master holds.
 #[must_use]
 pub fn document(s: &Snapshot) -> Bytes {
-    Bytes::from(document_bytes(s))
+    let mut out = Vec::new();
+    // Writing to memory cannot fail.
+    let _ = write_document(s, &mut out);
+    Bytes::from(out)
 }
 
-/// [`document`], as the bytes it is made of.
-fn document_bytes(s: &Snapshot) -> Vec<u8> {
+/// Writes [`document`] to `out` entry by entry (the route streams it into its file: the
+/// document is never held whole in the heap).
+fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let mut entries: Vec<(Vec<AddrKey>, EntryInfo)> = Vec::new();
     let mut by_secret: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut seen = std::collections::HashSet::new();
@@ -886,42 +890,26 @@ fn document_bytes(s: &Snapshot) -> Vec<u8> {
         addrs.dedup();
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
-    // Sized from the infos kept verbatim, so that the buffer is allocated once (growing a
-    // 100 MB document by doubling copies it again and leaves twice its size reserved).
-    let size: usize = entries
-        .iter()
-        .map(|(addrs, info)| {
-            let info = match info {
-                EntryInfo::Registered(_, raw) => raw.len(),
-                EntryInfo::Made(_) => 512,
-            };
-            info + 64 + addrs.iter().map(|k| k.3.len() + 3).sum::<usize>()
-        })
-        .sum();
-    let mut out = Vec::with_capacity(64 + size);
-    out.extend_from_slice(b"{\"servers\":[");
+    out.write_all(b"{\"servers\":[")?;
     for (i, (addrs, info)) in entries.into_iter().enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.write_all(b",")?;
         }
-        out.extend_from_slice(b"{\"addresses\":");
+        out.write_all(b"{\"addresses\":")?;
         let urls: Vec<&str> = addrs.iter().map(|k| &*k.3).collect();
-        let _ = serde_json::to_writer(&mut out, &urls);
+        serde_json::to_writer(&mut *out, &urls)?;
         if let Some(l) = addrs.iter().find_map(|k| crate::api::locations::of_ip(k.0)) {
-            out.extend_from_slice(b",\"location\":");
-            let _ = serde_json::to_writer(&mut out, &*l);
+            out.write_all(b",\"location\":")?;
+            serde_json::to_writer(&mut *out, &*l)?;
         }
-        out.extend_from_slice(b",\"info\":");
+        out.write_all(b",\"info\":")?;
         match info {
-            EntryInfo::Registered(_, raw) => out.extend_from_slice(&raw),
-            EntryInfo::Made(v) => {
-                let _ = serde_json::to_writer(&mut out, &v);
-            }
+            EntryInfo::Registered(_, raw) => out.write_all(&raw)?,
+            EntryInfo::Made(v) => serde_json::to_writer(&mut *out, &v)?,
         }
-        out.push(b'}');
+        out.write_all(b"}")?;
     }
-    out.extend_from_slice(b"]}\n");
-    out
+    out.write_all(b"]}\n")
 }
 
 /// A `servers.json` info object from what the registry knows (restored or polled records),
