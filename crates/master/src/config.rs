@@ -939,6 +939,7 @@ impl Config {
                 &self.upstream,
                 &self.federation,
             ),
+            info_dir: Some(self.data_dir.clone()),
         }
     }
 }
@@ -961,7 +962,13 @@ mod tests {
         );
         assert_eq!(c.listen.mgmt, Listen::dual(51963));
         assert_eq!(c.listen.gamespy_tcp, Listen::dual(28900));
-        assert_eq!(c.registry_config(), RegistryConfig::default());
+        assert_eq!(
+            c.registry_config(),
+            RegistryConfig {
+                info_dir: Some(PathBuf::from("muster-data")),
+                ..RegistryConfig::default()
+            }
+        );
         assert_eq!(c.limits.list_bytes_burst, 256 * 1024);
         assert_eq!(c.limits.egress_bytes_per_sec, 1_048_576);
         let ddnet = crate::faces::teeworlds::ddnet::DdnetSettings::default();

@@ -55,6 +55,7 @@
 //! `muster_proto::limit` owns rate limits, [`crate::store`] owns persistence. The per-source
 //! cap here counts records, not requests.
 
+pub mod infos;
 mod table;
 mod types;
 
@@ -64,6 +65,7 @@ use std::time::Duration;
 
 use muster_proto::limit::SourceKey;
 
+pub use infos::{DdnetInfo, InfoFile, InfoStats};
 pub use types::{
     DdnetData, DdnetStream, Face, GameAddr, MAX_DDNET_INFO, MAX_DDNET_STREAMS, MAX_GAME_LEN,
     MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, MAX_SOURCES, Origin, PollInfo,
@@ -231,6 +233,9 @@ pub struct RegistryConfig {
     /// How long an upstream's word keeps a learned record (or that source of a direct one)
     /// after its last pull listed it.
     pub learned_lifetime: Duration,
+    /// Where the registry keeps the DDNet infos it holds: an unnamed file in this directory
+    /// ([`infos`]); `None`: in memory as they came.
+    pub info_dir: Option<std::path::PathBuf>,
 }
 
 /// Default of [`RegistryConfig::learned_lifetime`]: 1800 s, as the 333networks masters keep
@@ -260,6 +265,7 @@ impl Default for RegistryConfig {
             face_lifetimes,
             game_lifetimes,
             learned_lifetime: DEFAULT_LEARNED_LIFETIME,
+            info_dir: None,
         }
     }
 }
@@ -313,6 +319,8 @@ pub struct Registry {
     dirty: HashSet<ServerKey>,
     structural_dirty: bool,
     version: u64,
+    /// Where the DDNet infos go (see [`RegistryConfig::info_dir`]).
+    infos: Option<Arc<InfoFile>>,
 }
 
 /// Adds `key` to the addresses of one DDNet secret, growing the list by one: nearly every
@@ -333,8 +341,40 @@ impl Registry {
     #[must_use]
     pub fn new(config: RegistryConfig) -> Self {
         Self {
+            infos: config.info_dir.as_deref().map(|d| InfoFile::new(Some(d))),
             config,
             ..Self::default()
+        }
+    }
+
+    /// The file the DDNet infos are kept in, if they are not kept in memory.
+    #[must_use]
+    pub fn info_file(&self) -> Option<&Arc<InfoFile>> {
+        self.infos.as_ref()
+    }
+
+    /// `info`, kept where the registry keeps its DDNet infos.
+    fn own_info(&self, info: &DdnetInfo) -> DdnetInfo {
+        match &self.infos {
+            Some(f) => f.keep(info),
+            None => info.clone(),
+        }
+    }
+
+    /// `rec` with its DDNet info kept where the registry keeps them (it came from the store
+    /// or another instance): the info of the record it replaces when that has the same serial
+    /// and bytes (another instance's refresh sends the info again), else a new one.
+    fn own_ddnet(&self, rec: &mut Record) {
+        let Some(d) = &mut rec.ddnet else { return };
+        let local = self
+            .records
+            .get(&rec.key)
+            .and_then(|old| old.ddnet.as_ref())
+            .filter(|old| old.serial == d.serial && old.info == d.info)
+            .map(|old| old.info.clone());
+        let info = local.unwrap_or_else(|| self.own_info(&d.info));
+        if !info.same_as(&d.info) {
+            Arc::make_mut(d).info = info;
         }
     }
 
@@ -794,6 +834,7 @@ impl Registry {
         if self.dirty.contains(&rec.key) {
             return false;
         }
+        self.own_ddnet(&mut rec);
         let mut old = self.records.get(&rec.key).cloned();
         // A record's place in the list order never changes for its id: another first-seen
         // time (another instance saw it first) is a removal and a new record for the views.
@@ -930,7 +971,7 @@ impl Registry {
 
     /// The serial and info the DDNet server `secret` registered last, if any.
     #[must_use]
-    pub fn ddnet_info(&self, secret: &str) -> Option<(i64, &bytes::Bytes)> {
+    pub fn ddnet_info(&self, secret: &str) -> Option<(i64, &DdnetInfo)> {
         let key = self.secrets.get(secret)?.first()?;
         let d = self.records.get(key)?.ddnet.as_ref()?;
         Some((d.serial, &d.info))
@@ -951,8 +992,10 @@ impl Registry {
     ) -> DdnetOutcome {
         let known = self.ddnet_info(&r.secret).map(|(s, i)| (s, i.clone()));
         let (serial, info, fresh) = match (&r.info, known) {
-            (Some(new), Some((have, _))) if r.serial > have => (r.serial, new.clone(), true),
-            (Some(new), None) => (r.serial, new.clone(), true),
+            (Some(new), Some((have, _))) if r.serial > have => {
+                (r.serial, self.own_info(&new.clone().into()), true)
+            }
+            (Some(new), None) => (r.serial, self.own_info(&new.clone().into()), true),
             (_, Some((have, info))) if have >= r.serial => (have, info, false),
             (Some(_), Some((have, info))) => (have, info, false),
             (None, _) => return DdnetOutcome::NeedInfo,
@@ -1018,7 +1061,7 @@ impl Registry {
         let changed_info = rec
             .ddnet
             .as_ref()
-            .is_none_or(|d| d.serial != serial || d.info != info);
+            .is_none_or(|d| d.serial != serial || !d.info.same_as(&info));
         rec.ddnet = Some(Arc::new(DdnetData {
             secret: Arc::clone(&r.secret),
             serial,
@@ -1204,6 +1247,7 @@ impl Registry {
     /// load order). Replaces a record with the same key. Caps are not applied: what was
     /// accepted stays accepted. Nothing is logged: the store already has it.
     pub fn restore(&mut self, mut rec: Record) {
+        self.own_ddnet(&mut rec);
         if let Some(old) = self.records.remove(&rec.key) {
             if let Some(n) = self.per_source.get_mut(&old.source) {
                 *n = n.saturating_sub(1);

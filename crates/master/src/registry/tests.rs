@@ -392,6 +392,69 @@ fn a_ddnet_refresh_that_moves_only_times_says_so() {
 }
 
 #[test]
+fn the_registry_keeps_ddnet_infos_in_its_file_and_frees_what_it_lets_go() {
+    let dir = crate::store::sqlite::tests::TempDir::new("registry-infos");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mut r = Registry::new(RegistryConfig {
+        info_dir: Some(dir.0.clone()),
+        ..RegistryConfig::default()
+    });
+    let d = |serial: i64, info: &'static [u8]| DdnetRegister {
+        addr: v4(1, 8303),
+        secret: Arc::from("s"),
+        serial,
+        info: Some(bytes::Bytes::from_static(info)),
+        poll_info: None,
+        url: Arc::from("tw-0.6+udp://10.0.0.1:8303"),
+    };
+    let dr = || reg("ddnet", v4(1, 8303), Face::DdnetHttp);
+    let stats = |r: &Registry| r.info_file().unwrap().stats();
+    r.ddnet_register(d(1, b"{\"n\":1}"), dr(), T0);
+    let info = |r: &Registry| {
+        r.get(&dr().key)
+            .unwrap()
+            .ddnet
+            .as_ref()
+            .unwrap()
+            .info
+            .clone()
+    };
+    assert!(info(&r).in_file());
+    assert_eq!((stats(&r).infos, stats(&r).live), (1, 7));
+    // A refresh with the same serial writes nothing; a newer serial frees the old slot.
+    r.ddnet_register(d(1, b"{\"n\":1}"), dr(), at(15));
+    assert_eq!(stats(&r).end, 7);
+    r.ddnet_register(d(2, b"{\"n\":22}"), dr(), at(15));
+    // The view log holds the records it reports until the publisher takes it.
+    r.take_changes();
+    assert_eq!((stats(&r).infos, stats(&r).live, stats(&r).end), (1, 8, 15));
+    assert_eq!(&info(&r).bytes().unwrap()[..], b"{\"n\":22}");
+    // Another instance's copy of the same record: the same bytes keep the same slot.
+    let mut remote = r.get(&dr().key).unwrap().clone();
+    let mut data = (**remote.ddnet.as_ref().unwrap()).clone();
+    data.info = bytes::Bytes::from_static(b"{\"n\":22}").into();
+    remote.ddnet = Some(Arc::new(data.clone()));
+    remote.last_heartbeat = at(20);
+    r.take_dirty();
+    assert!(r.apply_remote(remote.clone()));
+    assert_eq!(stats(&r).end, 15, "nothing written");
+    // A record loaded from the store comes with its info in memory and goes into the file.
+    let mut fresh = Registry::new(RegistryConfig {
+        info_dir: Some(dir.0.clone()),
+        ..RegistryConfig::default()
+    });
+    fresh.restore(remote);
+    assert!(info(&fresh).in_file());
+    assert_eq!(&info(&fresh).bytes().unwrap()[..], b"{\"n\":22}");
+    // Gone from the registry (and from every clone): the slot is free.
+    r.remove(&dr().key);
+    r.take_changes();
+    assert_eq!((stats(&r).infos, stats(&r).live), (0, 0));
+    // The file is never linked into the directory.
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+}
+
+#[test]
 fn ddnet_info_is_per_secret_and_only_newer_serials_replace_it() {
     let mut r = Registry::new(RegistryConfig::default());
     let d = |addr: SocketAddr, serial: i64, info: Option<&'static [u8]>, url: &str| DdnetRegister {
@@ -423,9 +486,15 @@ fn ddnet_info_is_per_secret_and_only_newer_serials_replace_it() {
     assert_eq!(r.ddnet_info("s").map(|(s, _)| s), Some(1));
     // An older or the same serial does not replace the info; a newer one does.
     r.ddnet_register(d(a4, 0, Some(b"{\"n\":0}"), u6), dr(a4), T0);
-    assert_eq!(&r.ddnet_info("s").unwrap().1[..], b"{\"n\":1}");
+    assert_eq!(
+        &r.ddnet_info("s").unwrap().1.bytes().unwrap()[..],
+        b"{\"n\":1}"
+    );
     r.ddnet_register(d(a4, 1, Some(b"{\"n\":9}"), u6), dr(a4), T0);
-    assert_eq!(&r.ddnet_info("s").unwrap().1[..], b"{\"n\":1}");
+    assert_eq!(
+        &r.ddnet_info("s").unwrap().1.bytes().unwrap()[..],
+        b"{\"n\":1}"
+    );
     let a6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 8303);
     r.ddnet_register(
         d(a6, 2, Some(b"{\"n\":2}"), "tw-0.6+udp://[::1]:8303"),
@@ -434,7 +503,14 @@ fn ddnet_info_is_per_secret_and_only_newer_serials_replace_it() {
     );
     let key4 = dr(a4).key;
     assert_eq!(
-        &r.get(&key4).unwrap().ddnet.as_ref().unwrap().info[..],
+        &r.get(&key4)
+            .unwrap()
+            .ddnet
+            .as_ref()
+            .unwrap()
+            .info
+            .bytes()
+            .unwrap()[..],
         b"{\"n\":2}",
         "every address of the server shows the newest info"
     );

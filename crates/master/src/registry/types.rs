@@ -514,8 +514,9 @@ pub struct DdnetData {
     pub secret: Arc<str>,
     /// The `Info-Serial` of `info`.
     pub serial: i64,
-    /// The info object exactly as registered (compact JSON, at most [`MAX_DDNET_INFO`] bytes).
-    pub info: bytes::Bytes,
+    /// The info object exactly as registered (compact JSON, at most [`MAX_DDNET_INFO`] bytes);
+    /// in the registry's info file once the registry holds it.
+    pub info: super::infos::DdnetInfo,
     /// The streams registered at this address, sorted by URL.
     pub streams: Vec<DdnetStream>,
 }

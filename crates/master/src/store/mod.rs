@@ -72,6 +72,9 @@ pub enum StoreError {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// A record's DDNet info could not be read from the registry's info file.
+    #[error("cannot read a DDNet info from the registry's info file")]
+    InfoRead(#[source] std::io::Error),
     /// PostgreSQL reported an error.
     #[error("database error at {at}")]
     Postgres {

@@ -699,7 +699,7 @@ impl PgShared {
             .map_err(&e)?;
         let upsert = tx.prepare_cached(&upsert_sql()).await.map_err(&e)?;
         for chunk in puts.chunks(WRITE_CHUNK) {
-            let cols = PutColumns::of(chunk, node);
+            let cols = PutColumns::of(chunk, node)?;
             tx.execute(
                 &upsert,
                 &[
@@ -930,7 +930,7 @@ struct PutColumns {
 }
 
 impl PutColumns {
-    fn of(records: &[Arc<Record>], node: i64) -> Self {
+    fn of(records: &[Arc<Record>], node: i64) -> Result<Self, StoreError> {
         let mut c = Self::default();
         for r in records {
             let (kind, host, port) = addr_cols(&r.key.addr);
@@ -954,12 +954,12 @@ impl PutColumns {
                 serde_json::to_string(&super::rows::InfoRow::from(i)).unwrap_or_default()
             }));
             c.last_proof.push(ts(r.last_proof));
-            c.ddnet.push(r.ddnet.as_deref().map(|d| {
-                serde_json::to_string(&super::rows::DdnetRow::from(d)).unwrap_or_default()
-            }));
+            let ddnet = r.ddnet.as_deref().map(super::rows::ddnet_column);
+            c.ddnet
+                .push(ddnet.transpose().map_err(StoreError::InfoRead)?);
             c.sources.push(super::rows::sources_column(r));
         }
-        c
+        Ok(c)
     }
 }
 

@@ -147,18 +147,28 @@ pub struct DdnetRow {
     pub streams: Vec<(String, u64)>,
 }
 
-impl From<&DdnetData> for DdnetRow {
-    fn from(d: &DdnetData) -> Self {
-        Self {
+/// The `ddnet` column of `d`: a [`DdnetRow`] as JSON. An error is the registry's info file's
+/// read error.
+pub fn ddnet_column(d: &DdnetData) -> std::io::Result<String> {
+    let row = DdnetRow::try_from(d)?;
+    serde_json::to_string(&row).map_err(std::io::Error::other)
+}
+
+impl TryFrom<&DdnetData> for DdnetRow {
+    type Error = std::io::Error;
+
+    /// The row of `d`; its info is read from the registry's info file.
+    fn try_from(d: &DdnetData) -> std::io::Result<Self> {
+        Ok(Self {
             secret: d.secret.to_string(),
             serial: d.serial,
-            info: String::from_utf8_lossy(&d.info).into_owned(),
+            info: String::from_utf8_lossy(&d.info.bytes()?).into_owned(),
             streams: d
                 .streams
                 .iter()
                 .map(|s| (s.url.to_string(), s.last.0))
                 .collect(),
-        }
+        })
     }
 }
 
@@ -174,7 +184,7 @@ impl DdnetRow {
         Ok(DdnetData {
             secret: Arc::from(self.secret),
             serial: self.serial,
-            info: bytes::Bytes::from(self.info),
+            info: bytes::Bytes::from(self.info).into(),
             streams: self
                 .streams
                 .into_iter()

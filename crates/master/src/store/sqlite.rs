@@ -129,7 +129,9 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
     let ddnet = r
         .ddnet
         .as_deref()
-        .map(|d| serde_json::to_string(&DdnetRow::from(d)).unwrap_or_default());
+        .map(super::rows::ddnet_column)
+        .transpose()
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     let sources = sources_column(r);
     conn.prepare_cached(UPSERT)?.execute(params![
         r.key.game.as_str(),

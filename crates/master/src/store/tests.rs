@@ -107,7 +107,7 @@ fn write_drop_reopen_same_contents() {
     c.ddnet = Some(Arc::new(DdnetData {
         secret: "s3cret".into(),
         serial: 4,
-        info: bytes::Bytes::from_static(br#"{"name":"x","b":1,"a":[]}"#),
+        info: bytes::Bytes::from_static(br#"{"name":"x","b":1,"a":[]}"#).into(),
         streams: vec![DdnetStream {
             url: "tw-0.6+udp://192.0.2.3:7003".into(),
             last: Timestamp(2_900),
@@ -228,7 +228,7 @@ fn version_2_files_are_migrated_with_their_ddnet_data() {
     let d = l.records[0].ddnet.as_ref().unwrap();
     assert_eq!(&*d.secret, "s");
     assert_eq!(d.serial, 3);
-    assert_eq!(&d.info[..], br#"{"name":"x"}"#);
+    assert_eq!(&d.info.bytes().unwrap()[..], br#"{"name":"x"}"#);
     assert_eq!(d.streams[0].last, Timestamp(5000));
     assert_eq!(
         l.records[0].first_seen,

@@ -635,6 +635,20 @@ async fn ddnet_register_flow_with_challenge_delete_and_servers_json() {
     );
     let registered: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(servers[0]["info"], registered);
+    // The info sits once in the registry's info file (the master's data directory), not in
+    // the heap, and only its bytes are there.
+    let (stats, kept) = h.with_registry(|r| {
+        let info = r
+            .iter()
+            .find_map(|rec| rec.ddnet.clone())
+            .unwrap()
+            .info
+            .clone();
+        (r.info_file().unwrap().stats(), info)
+    });
+    assert!(kept.in_file() && stats.in_file, "{stats:?}");
+    let compact = serde_json::to_vec(&registered).unwrap();
+    assert_eq!((stats.infos, stats.live), (1, compact.len() as u64));
     // The registry knows name and map (for the HTTP API), and the 0.6 face lists it.
     let name = h.publish().listed()[0].info.as_ref().unwrap().name.clone();
     assert_eq!(name, registered["name"].as_str().unwrap());

@@ -369,6 +369,14 @@ async fn ddnet_registrations_survive_a_restart_as_they_were_listed() {
         json_after, json_before,
         "servers.json is the same after the restart"
     );
+    // The restored info went back into the registry's info file, out of the heap.
+    let (stats, in_file) = r.handle.with_registry(|reg| {
+        let d = reg.iter().find_map(|rec| rec.ddnet.clone()).unwrap();
+        (reg.info_file().map(|f| f.stats()), d.info.in_file())
+    });
+    let stats = stats.expect("the daemon keeps DDNet infos in a file");
+    assert!(in_file && stats.in_file, "{stats:?}");
+    assert_eq!(stats.infos, 1, "one info for both streams: {stats:?}");
     let api_after = get_json(r.http(), "/api/v1/servers", 200).await;
     assert_eq!(
         servers_of(api_after),

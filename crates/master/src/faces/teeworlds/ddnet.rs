@@ -90,8 +90,8 @@ use crate::MasterHandle;
 use crate::drops::DropReason;
 use crate::metrics::Metrics;
 use crate::registry::{
-    DdnetOutcome, DdnetRegister, Face, GameAddr, MAX_DDNET_INFO, PollInfo, Registration, ServerKey,
-    TEEWORLDS_GAMES, Timestamp,
+    DdnetInfo, DdnetOutcome, DdnetRegister, Face, GameAddr, MAX_DDNET_INFO, PollInfo, Registration,
+    ServerKey, TEEWORLDS_GAMES, Timestamp,
 };
 use crate::runtime::http::{FileAnswer, FileResponse, FileRoute};
 use crate::runtime::memfile::MemFile;
@@ -808,7 +808,7 @@ fn addr_key(addr: SocketAddr, url: &Arc<str>) -> AddrKey {
 /// One `servers.json` entry: its addresses, and the info as registered (with its serial) or
 /// as made from a poll.
 enum EntryInfo {
-    Registered(i64, Bytes),
+    Registered(i64, DdnetInfo),
     Made(Value),
 }
 
@@ -891,10 +891,27 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     out.write_all(b"{\"servers\":[")?;
-    for (i, (addrs, info)) in entries.into_iter().enumerate() {
-        if i > 0 {
+    let mut written = 0usize;
+    let mut unreadable = 0usize;
+    for (addrs, info) in entries {
+        // Read before the entry starts: an info that cannot be read leaves its server out.
+        let info = match info {
+            EntryInfo::Registered(_, i) => match i.bytes() {
+                Ok(raw) => Ok(raw),
+                Err(e) => {
+                    if unreadable == 0 {
+                        tracing::warn!(error = %e, "cannot read a DDNet info for servers.json");
+                    }
+                    unreadable += 1;
+                    continue;
+                }
+            },
+            EntryInfo::Made(v) => Err(v),
+        };
+        if written > 0 {
             out.write_all(b",")?;
         }
+        written += 1;
         out.write_all(b"{\"addresses\":")?;
         let urls: Vec<&str> = addrs.iter().map(|k| &*k.3).collect();
         serde_json::to_writer(&mut *out, &urls)?;
@@ -904,10 +921,16 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
         }
         out.write_all(b",\"info\":")?;
         match info {
-            EntryInfo::Registered(_, raw) => out.write_all(&raw)?,
-            EntryInfo::Made(v) => serde_json::to_writer(&mut *out, &v)?,
+            Ok(raw) => out.write_all(&raw)?,
+            Err(made) => serde_json::to_writer(&mut *out, &made)?,
         }
         out.write_all(b"}")?;
+    }
+    if unreadable > 0 {
+        tracing::warn!(
+            unreadable,
+            "servers left out of servers.json: their info could not be read"
+        );
     }
     out.write_all(b"]}\n")
 }
