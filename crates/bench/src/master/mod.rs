@@ -151,7 +151,7 @@ struct SizeResult {
     mem: [Option<f64>; 3],
     rss_after_reg_kib: u64,
     rss_end_kib: u64,
-    /// The body files at the end (`servers.json` and its gzip form).
+    /// The page-cache files at the end (`servers.json`, its gzip form, the DDNet infos).
     body_files_end_kib: u64,
     ddnet_info_bytes: usize,
     lists: Vec<ListResult>,
@@ -876,8 +876,8 @@ fn print_size(r: &SizeResult, args: &MasterArgs) {
             r.rss_end_kib / 1024
         ),
         format!(
-            "{:.0} B per record at the end, list caches (sort orders) included; servers.json and \
-             its gzip form in body files (page cache or shared memory) besides: {} MiB",
+            "{:.0} B per record at the end, list caches (sort orders) included; servers.json, \
+             its gzip form and the DDNet infos in unnamed files (page cache) besides: {} MiB",
             (r.rss_end_kib * 1024) as f64 / records as f64,
             r.body_files_end_kib / 1024
         ),
@@ -1178,8 +1178,8 @@ fn print_vs(v: &VsResult) {
         format!("{:.2}×", v.muster_rss_kib as f64 / theirs.max(1) as f64),
         format!(
             "VmRSS after the runs; nginx = master + workers; the file nginx serves sits in the page \
-             cache, and so do Muster's servers.json and its gzip form, in unnamed files ({} MiB); \
-             neither is counted here; mastersrv used {:.0}% CPU meanwhile (writing the file each second)",
+             cache, and so do Muster's servers.json, its gzip form and its DDNet infos, in unnamed \
+             files ({} MiB); none of these files is counted here; mastersrv used {:.0}% CPU meanwhile (writing the file each second)",
             v.muster_body_kib / 1024,
             v.mastersrv_cpu_pct
         ),

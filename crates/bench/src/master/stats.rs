@@ -194,10 +194,10 @@ pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// KiB in the body files `pid` holds open: memory files (`memfd_create`) and unnamed files
-/// (`O_TMPFILE`, shown as deleted), where Muster keeps `servers.json` and its gzip form to send
-/// them with `sendfile`. Their pages are not in `VmRSS`, as a file nginx serves sits in the
-/// page cache.
+/// KiB in the files `pid` holds open unnamed: memory files (`memfd_create`) and unnamed files
+/// (`O_TMPFILE`, shown as deleted), where Muster keeps `servers.json` and its gzip form (to
+/// send them with `sendfile`) and the DDNet infos it holds. Their pages are not in `VmRSS`, as
+/// a file nginx serves sits in the page cache.
 pub(crate) fn body_files_kib(pid: u32) -> u64 {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return 0;
