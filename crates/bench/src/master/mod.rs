@@ -857,9 +857,8 @@ fn print_size(r: &SizeResult, args: &MasterArgs) {
         "memory per DDNet server (handle)".to_owned(),
         fmt_mem(r.mem[1]),
         format!(
-            "includes its {} B info; {} beyond the info",
-            r.ddnet_info_bytes,
-            fmt_mem(r.mem[1].map(|b| b - r.ddnet_info_bytes as f64))
+            "its {} B info is in the master's DDNet info file (page cache), not counted here",
+            r.ddnet_info_bytes
         ),
     ]);
     rows.push(vec![

@@ -29,13 +29,14 @@
 //! [`MAX_DDNET_INFO`]: super::types::MAX_DDNET_INFO
 
 use std::io::{self, Write};
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
+
+use crate::runtime::memfile;
 
 /// Dead bytes below which the file is never compacted (however few are live).
 pub const COMPACT_MIN_DEAD: u64 = 4 << 20;
@@ -160,14 +161,14 @@ impl Place {
     /// An unnamed file in `dir`, else a memory file, else memory.
     fn new(dir: Option<&Path>) -> Self {
         let file = dir
-            .map(unnamed)
+            .map(memfile::unnamed)
             .and_then(|f| {
                 f.inspect_err(|e| {
                     tracing::debug!(error = %e, "no unnamed file for the DDNet infos");
                 })
                 .ok()
             })
-            .map_or_else(memfd, Ok);
+            .map_or_else(|| memfile::memfd("ddnet-infos"), Ok);
         match file {
             Ok(fd) => Self::File(Arc::new(std::fs::File::from(fd))),
             Err(e) => {
@@ -203,29 +204,6 @@ impl Place {
             }
         }
     }
-}
-
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn unnamed(dir: &Path) -> io::Result<OwnedFd> {
-    use rustix::fs::{Mode, OFlags, open};
-    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
-    Ok(open(dir, flags, Mode::RUSR | Mode::WUSR)?)
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn unnamed(_dir: &Path) -> io::Result<OwnedFd> {
-    Err(io::ErrorKind::Unsupported.into())
-}
-
-#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-fn memfd() -> io::Result<OwnedFd> {
-    use rustix::fs::{MemfdFlags, memfd_create};
-    Ok(memfd_create("ddnet-infos", MemfdFlags::CLOEXEC)?)
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
-fn memfd() -> io::Result<OwnedFd> {
-    Err(io::ErrorKind::Unsupported.into())
 }
 
 /// A slot's place; `FREE`: no info.

@@ -51,34 +51,8 @@ impl MemFile {
     /// in memory (see the module docs). A file that cannot be filled (a full disk) counts as
     /// one that cannot be made.
     #[must_use]
-    pub fn new_in(dir: Option<&Path>, name: &str, mut bytes: Vec<u8>) -> Self {
-        let unnamed = dir.map(|d| {
-            Self::filled(Self::unnamed(d), &bytes).inspect_err(|e| {
-                tracing::debug!(dir = %d.display(), error = %e, "no unnamed file there");
-            })
-        });
-        match unnamed
-            .and_then(Result::ok)
-            .map_or_else(|| Self::filled(Self::memfd(name), &bytes), Ok)
-        {
-            Ok(file) => Self::File {
-                file: Arc::new(file),
-                len: bytes.len() as u64,
-            },
-            Err(e) => {
-                tracing::debug!(error = %e, "no memory file; the body stays in memory");
-                // Built with room to spare (a guessed or doubled capacity): give it back, or
-                // the body keeps it for its lifetime.
-                bytes.shrink_to_fit();
-                Self::Heap(Bytes::from(bytes))
-            }
-        }
-    }
-
-    fn filled(fd: io::Result<OwnedFd>, bytes: &[u8]) -> io::Result<std::fs::File> {
-        let mut file = std::fs::File::from(fd?);
-        file.write_all(bytes)?;
-        Ok(file)
+    pub fn new_in(dir: Option<&Path>, name: &str, bytes: Vec<u8>) -> Self {
+        Self::written_in(dir, name, |out| out.write_all(&bytes))
     }
 
     /// The body `fill` writes, streamed into a new unnamed file in `dir`, else into a memory
@@ -104,13 +78,13 @@ impl MemFile {
             })
         };
         let unnamed = dir.map(|d| {
-            into(Self::unnamed(d)).inspect_err(|e| {
+            into(unnamed(d)).inspect_err(|e| {
                 tracing::debug!(dir = %d.display(), error = %e, "no unnamed file there");
             })
         });
         match unnamed
             .and_then(Result::ok)
-            .map_or_else(|| into(Self::memfd(name)), Ok)
+            .map_or_else(|| into(memfd(name)), Ok)
         {
             Ok(file) => file,
             Err(e) => {
@@ -124,29 +98,6 @@ impl MemFile {
                 Self::Heap(Bytes::from(bytes))
             }
         }
-    }
-
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    fn unnamed(dir: &Path) -> io::Result<OwnedFd> {
-        use rustix::fs::{Mode, OFlags, open};
-        let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
-        Ok(open(dir, flags, Mode::RUSR | Mode::WUSR)?)
-    }
-
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    fn unnamed(_dir: &Path) -> io::Result<OwnedFd> {
-        Err(io::ErrorKind::Unsupported.into())
-    }
-
-    #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-    fn memfd(name: &str) -> io::Result<OwnedFd> {
-        use rustix::fs::{MemfdFlags, memfd_create};
-        Ok(memfd_create(name, MemfdFlags::CLOEXEC)?)
-    }
-
-    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
-    fn memfd(_name: &str) -> io::Result<OwnedFd> {
-        Err(io::ErrorKind::Unsupported.into())
     }
 
     /// The body's length.
@@ -196,6 +147,33 @@ impl MemFile {
         }
         Ok(())
     }
+}
+
+/// A new unnamed file (`O_TMPFILE`) in `dir`, open for reading and writing.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn unnamed(dir: &Path) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags, open};
+    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+    Ok(open(dir, flags, Mode::RUSR | Mode::WUSR)?)
+}
+
+/// A new unnamed file in `dir`: not on this system.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn unnamed(_dir: &Path) -> io::Result<OwnedFd> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+/// A new anonymous memory file named `name` (shown in `/proc/PID/fd`).
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+pub(crate) fn memfd(name: &str) -> io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, memfd_create};
+    Ok(memfd_create(name, MemfdFlags::CLOEXEC)?)
+}
+
+/// A new anonymous memory file: not on this system.
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+pub(crate) fn memfd(_name: &str) -> io::Result<OwnedFd> {
+    Err(io::ErrorKind::Unsupported.into())
 }
 
 #[cfg(test)]
