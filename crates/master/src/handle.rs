@@ -47,6 +47,8 @@ pub const DURABLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 struct Inner {
+    /// The registry's DDNet info file, for its gauges without the registry lock.
+    info_file: Option<Arc<crate::registry::InfoFile>>,
     registry: Mutex<Registry>,
     publisher: Mutex<Publisher>,
     view: ArcSwap<Snapshot>,
@@ -149,8 +151,10 @@ impl MasterHandle {
         let first = publisher.build(now).with_last_event_id(events.last_id());
         events.start();
         let version = registry.version();
+        let info_file = registry.info_file().cloned();
         let handle = Self {
             inner: Arc::new(Inner {
+                info_file,
                 registry: Mutex::new(registry),
                 publisher: Mutex::new(publisher),
                 view: ArcSwap::from_pointee(first),
@@ -181,6 +185,12 @@ impl MasterHandle {
     #[must_use]
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// The file the registry keeps its DDNet infos in (`None`: they stay in memory).
+    #[must_use]
+    pub fn info_file(&self) -> Option<&Arc<crate::registry::InfoFile>> {
+        self.inner.info_file.as_ref()
     }
 
     /// The live events of the list.

@@ -235,6 +235,22 @@ async fn metrics(State(h): State<MasterHandle>) -> Response {
          # TYPE muster_event_streams gauge\nmuster_event_streams {}\n",
         h.events().subscribers()
     );
+    if let Some(f) = h.info_file() {
+        let s = f.stats();
+        let _ = write!(
+            body,
+            "# HELP muster_ddnet_infos DDNet infos in the registry's info file.\n\
+             # TYPE muster_ddnet_infos gauge\nmuster_ddnet_infos {}\n\
+             # HELP muster_ddnet_info_bytes Bytes of the DDNet info file: the infos in use, and \
+             the file's length (replaced infos included until the next compaction).\n\
+             # TYPE muster_ddnet_info_bytes gauge\nmuster_ddnet_info_bytes{{kind=\"live\"}} {}\n\
+             muster_ddnet_info_bytes{{kind=\"file\"}} {}\n\
+             # HELP muster_ddnet_info_compactions_total Compactions of the DDNet info file.\n\
+             # TYPE muster_ddnet_info_compactions_total counter\n\
+             muster_ddnet_info_compactions_total {}\n",
+            s.infos, s.live, s.end, s.compactions
+        );
+    }
     let servers = view.listed().iter().map(|r| ServerSeries {
         address: r.shown_addr(),
         protocol: r.face.name(),

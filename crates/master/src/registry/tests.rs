@@ -419,7 +419,7 @@ fn the_registry_keeps_ddnet_infos_in_its_file_and_frees_what_it_lets_go() {
             .info
             .clone()
     };
-    assert!(info(&r).in_file());
+    assert!(info(&r).is_kept());
     assert_eq!((stats(&r).infos, stats(&r).live), (1, 7));
     // A refresh with the same serial writes nothing; a newer serial frees the old slot.
     r.ddnet_register(d(1, b"{\"n\":1}"), dr(), at(15));
@@ -444,7 +444,7 @@ fn the_registry_keeps_ddnet_infos_in_its_file_and_frees_what_it_lets_go() {
         ..RegistryConfig::default()
     });
     fresh.restore(remote);
-    assert!(info(&fresh).in_file());
+    assert!(info(&fresh).is_kept());
     assert_eq!(&info(&fresh).bytes().unwrap()[..], b"{\"n\":22}");
     // Gone from the registry (and from every clone): the slot is free.
     r.remove(&dr().key);

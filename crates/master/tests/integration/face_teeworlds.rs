@@ -646,7 +646,7 @@ async fn ddnet_register_flow_with_challenge_delete_and_servers_json() {
             .clone();
         (r.info_file().unwrap().stats(), info)
     });
-    assert!(kept.in_file() && stats.in_file, "{stats:?}");
+    assert!(kept.is_kept() && stats.in_file, "{stats:?}");
     let compact = serde_json::to_vec(&registered).unwrap();
     assert_eq!((stats.infos, stats.live), (1, compact.len() as u64));
     // The registry knows name and map (for the HTTP API), and the 0.6 face lists it.

@@ -372,11 +372,25 @@ async fn ddnet_registrations_survive_a_restart_as_they_were_listed() {
     // The restored info went back into the registry's info file, out of the heap.
     let (stats, in_file) = r.handle.with_registry(|reg| {
         let d = reg.iter().find_map(|rec| rec.ddnet.clone()).unwrap();
-        (reg.info_file().map(|f| f.stats()), d.info.in_file())
+        (reg.info_file().map(|f| f.stats()), d.info.is_kept())
     });
     let stats = stats.expect("the daemon keeps DDNet infos in a file");
     assert!(in_file && stats.in_file, "{stats:?}");
     assert_eq!(stats.infos, 1, "one info for both streams: {stats:?}");
+    let compact = serde_json::to_vec(&registered).unwrap();
+    let metrics = crate::exchange(
+        r.http(),
+        "GET /metrics HTTP/1.1\nHost: x\nConnection: close\n\n",
+        b"",
+    )
+    .await
+    .text();
+    assert!(metrics.contains("\nmuster_ddnet_infos 1\n"), "{metrics}");
+    let live = format!(
+        "\nmuster_ddnet_info_bytes{{kind=\"live\"}} {}\n",
+        compact.len()
+    );
+    assert!(metrics.contains(&live), "{metrics}");
     let api_after = get_json(r.http(), "/api/v1/servers", 200).await;
     assert_eq!(
         servers_of(api_after),
