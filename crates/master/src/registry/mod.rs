@@ -992,10 +992,8 @@ impl Registry {
     ) -> DdnetOutcome {
         let known = self.ddnet_info(&r.secret).map(|(s, i)| (s, i.clone()));
         let (serial, info, fresh) = match (&r.info, known) {
-            (Some(new), Some((have, _))) if r.serial > have => {
-                (r.serial, self.own_info(&new.clone().into()), true)
-            }
-            (Some(new), None) => (r.serial, self.own_info(&new.clone().into()), true),
+            (Some(new), Some((have, _))) if r.serial > have => (r.serial, new.clone().into(), true),
+            (Some(new), None) => (r.serial, new.clone().into(), true),
             (_, Some((have, info))) if have >= r.serial => (have, info, false),
             (Some(_), Some((have, info))) => (have, info, false),
             (None, _) => return DdnetOutcome::NeedInfo,
@@ -1034,6 +1032,9 @@ impl Registry {
                 }
             }
         }
+        // Accepted: a new info goes into the info file now (not before: a refused POST would
+        // leave its bytes there dead).
+        let info = if fresh { self.own_info(&info) } else { info };
         let Some(rec) = self.record_to_change(&key) else {
             return DdnetOutcome::NeedInfo;
         };

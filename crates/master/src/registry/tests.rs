@@ -446,6 +446,21 @@ fn the_registry_keeps_ddnet_infos_in_its_file_and_frees_what_it_lets_go() {
     fresh.restore(remote);
     assert!(info(&fresh).is_kept());
     assert_eq!(&info(&fresh).bytes().unwrap()[..], b"{\"n\":22}");
+    // A POST the caps refuse leaves nothing in the file.
+    let mut capped = Registry::new(RegistryConfig {
+        info_dir: Some(dir.0.clone()),
+        max_per_source: 1,
+        ..RegistryConfig::default()
+    });
+    capped.ddnet_register(d(1, b"{\"n\":1}"), dr(), T0);
+    let other = DdnetRegister {
+        addr: v4(1, 8304),
+        secret: Arc::from("t"),
+        ..d(1, b"{\"other\":1}")
+    };
+    let refused = capped.ddnet_register(other, reg("ddnet", v4(1, 8304), Face::DdnetHttp), T0);
+    assert!(matches!(refused, DdnetOutcome::Rejected(_)), "{refused:?}");
+    assert_eq!(stats(&capped).end, 7);
     // Gone from the registry (and from every clone): the slot is free.
     r.remove(&dr().key);
     r.take_changes();
