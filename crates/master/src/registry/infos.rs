@@ -28,7 +28,7 @@
 //!
 //! [`MAX_DDNET_INFO`]: super::types::MAX_DDNET_INFO
 
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -97,14 +97,6 @@ impl DdnetInfo {
         match &self.0 {
             Repr::Heap(b) => Ok(b.clone()),
             Repr::Kept(k) => k.file.read(k.slot, k.len).map(Bytes::from),
-        }
-    }
-
-    /// Writes the bytes to `out`.
-    pub fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
-        match &self.0 {
-            Repr::Heap(b) => out.write_all(b),
-            Repr::Kept(k) => out.write_all(&k.file.read(k.slot, k.len)?),
         }
     }
 
@@ -327,7 +319,7 @@ impl InfoFile {
         let (Ok(bytes), Ok(len)) = (info.bytes(), u32::try_from(info.len())) else {
             return info.clone();
         };
-        let due = {
+        let (kept, due) = {
             let mut g = self.lock();
             let at = g.end;
             if let Err(e) = g.place.write_at(&bytes, at) {
@@ -363,7 +355,6 @@ impl InfoFile {
             })));
             (kept, compaction_due(&g))
         };
-        let (kept, due) = due;
         if due && self.auto_compact && !self.compacting.swap(true, Ordering::AcqRel) {
             let me = Arc::clone(self);
             let started = std::thread::Builder::new()
@@ -413,8 +404,10 @@ impl InfoFile {
     }
 
     /// Copies the live infos into a new file and moves their slots there (see the module
-    /// docs). Runs on the thread that calls it; a failure leaves everything as it was.
-    pub fn compact_now(&self) {
+    /// docs). Runs on the thread that calls it, one at a time: [`InfoFile::keep`] starts it
+    /// behind the `compacting` flag (tests call it directly). A failure leaves everything as
+    /// it was.
+    fn compact_now(&self) {
         match self.compact() {
             Ok(()) => {
                 self.compactions.fetch_add(1, Ordering::Relaxed);
@@ -516,9 +509,6 @@ mod tests {
         assert!(kept.is_kept());
         assert_eq!(kept, a);
         assert_eq!(kept.bytes().unwrap(), a.bytes().unwrap());
-        let mut out = Vec::new();
-        kept.write_to(&mut out).unwrap();
-        assert_eq!(out, a.bytes().unwrap());
         // Keeping it again is the same slot.
         let again = f.keep(&kept);
         assert_eq!(f.stats().infos, 1);
