@@ -127,7 +127,7 @@ pub struct DdnetSettings {
     pub body_limit: usize,
     /// Where `servers.json` and its gzip form are kept, as unnamed files (the data directory):
     /// the page cache holds them, as it holds the file nginx serves for mastersrv. `None`, or
-    /// a directory that cannot take one: anonymous memory files ([`MemFile::new_in`]).
+    /// a directory that cannot take one: anonymous memory files ([`MemFile::written_in`]).
     pub body_dir: Option<std::path::PathBuf>,
 }
 
@@ -892,17 +892,16 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     out.write_all(b"{\"servers\":[")?;
     let mut written = 0usize;
-    let mut unreadable = 0usize;
+    // How many infos could not be read, and the first error.
+    let mut unreadable: (usize, Option<std::io::Error>) = (0, None);
     for (addrs, info) in entries {
         // Read before the entry starts: an info that cannot be read leaves its server out.
         let info = match info {
             EntryInfo::Registered(_, i) => match i.bytes() {
                 Ok(raw) => Ok(raw),
                 Err(e) => {
-                    if unreadable == 0 {
-                        tracing::warn!(error = %e, "cannot read a DDNet info for servers.json");
-                    }
-                    unreadable += 1;
+                    unreadable.0 += 1;
+                    unreadable.1.get_or_insert(e);
                     continue;
                 }
             },
@@ -926,9 +925,10 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
         }
         out.write_all(b"}")?;
     }
-    if unreadable > 0 {
+    if let (n, Some(e)) = unreadable {
         tracing::warn!(
-            unreadable,
+            unreadable = n,
+            error = %e,
             "servers left out of servers.json: their info could not be read"
         );
     }
