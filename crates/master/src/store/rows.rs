@@ -162,7 +162,9 @@ impl TryFrom<&DdnetData> for DdnetRow {
         Ok(Self {
             secret: d.secret.to_string(),
             serial: d.serial,
-            info: String::from_utf8_lossy(&d.info.bytes()?).into_owned(),
+            // The info's own buffer becomes the string (it is JSON, so UTF-8): no second copy.
+            info: String::from_utf8(Vec::from(d.info.bytes()?))
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
             streams: d
                 .streams
                 .iter()
