@@ -565,7 +565,8 @@ impl Default for HistoryConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Where the database lives (and, as unnamed files, `servers.json` and its gzip form).
+    /// Where the database lives (and, as unnamed files, `servers.json`, its gzip form and the
+    /// registered DDNet infos).
     pub data_dir: PathBuf,
     /// Listen addresses.
     pub listen: ListenConfig,

@@ -1178,7 +1178,8 @@ fn print_vs(v: &VsResult) {
         format!(
             "VmRSS after the runs; nginx = master + workers; the file nginx serves sits in the page \
              cache, and so do Muster's servers.json, its gzip form and its DDNet infos, in unnamed \
-             files ({} MiB); none of these files is counted here; mastersrv used {:.0}% CPU meanwhile (writing the file each second)",
+             files ({} MiB); none of these files is counted here; mastersrv used {:.0}% CPU \
+             meanwhile (writing the file each second)",
             v.muster_body_kib / 1024,
             v.mastersrv_cpu_pct
         ),
