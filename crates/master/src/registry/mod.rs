@@ -309,8 +309,6 @@ pub struct Registry {
     config: RegistryConfig,
     records: table::RecordTable,
     per_source: HashMap<SourceKey, u32>,
-    /// DDNet secret → the records (addresses) it registered.
-    secrets: HashMap<Arc<str>, Vec<ServerKey>>,
     next_id: u64,
     changes: Vec<Change>,
     /// The id of the record whose view-log entry [`Registry::record_to_change`] emptied, until
@@ -321,15 +319,6 @@ pub struct Registry {
     version: u64,
     /// Where the DDNet infos go (see [`RegistryConfig::info_dir`]).
     infos: Option<Arc<InfoFile>>,
-}
-
-/// Adds `key` to the addresses of one DDNet secret, growing the list by one: nearly every
-/// secret has one address, and `push` would reserve four (288 bytes instead of 72).
-fn add_key(keys: &mut Vec<ServerKey>, key: &ServerKey) {
-    if !keys.contains(key) {
-        keys.reserve_exact(1);
-        keys.push(key.clone());
-    }
 }
 
 fn game_ok(game: &str) -> bool {
@@ -814,12 +803,7 @@ impl Registry {
             }
         }
         if let Some(d) = &rec.ddnet {
-            if let Some(keys) = self.secrets.get_mut(&d.secret) {
-                keys.retain(|k| k != key);
-                if keys.is_empty() {
-                    self.secrets.remove(&d.secret);
-                }
-            }
+            self.records.unlink_secret(&d.secret, key);
         }
         Some(rec)
     }
@@ -874,7 +858,7 @@ impl Registry {
         self.take_out(&key);
         *self.per_source.entry(rec.source).or_insert(0) += 1;
         if let Some(d) = &rec.ddnet {
-            add_key(self.secrets.entry(Arc::clone(&d.secret)).or_default(), &key);
+            self.records.link_secret(&d.secret, &key);
         }
         self.records.insert(Arc::new(rec));
         self.log_view(&key, structural);
@@ -972,8 +956,9 @@ impl Registry {
     /// The serial and info the DDNet server `secret` registered last, if any.
     #[must_use]
     pub fn ddnet_info(&self, secret: &str) -> Option<(i64, &DdnetInfo)> {
-        let key = self.secrets.get(secret)?.first()?;
-        let d = self.records.get(key)?.ddnet.as_ref()?;
+        // Every address of a secret holds its newest serial and info (a newer one is given to
+        // all of them): any of them tells.
+        let d = self.records.with_secret(secret).next()?.ddnet.as_ref()?;
         Some((d.serial, &d.info))
     }
 
@@ -998,12 +983,12 @@ impl Registry {
             (Some(_), Some((have, info))) => (have, info, false),
             (None, _) => return DdnetOutcome::NeedInfo,
         };
-        let streams_of_secret: usize = self.secrets.get(&r.secret).map_or(0, |keys| {
-            keys.iter()
-                .filter_map(|k| self.records.get(k)?.ddnet.as_ref())
-                .map(|d| d.streams.len())
-                .sum()
-        });
+        let streams_of_secret: usize = self
+            .records
+            .with_secret(&r.secret)
+            .filter_map(|rec| rec.ddnet.as_ref())
+            .map(|d| d.streams.len())
+            .sum();
         let key = reg.key.clone();
         let has_stream = self
             .records
@@ -1025,12 +1010,7 @@ impl Registry {
         }
         if let Some(old) = old_secret {
             // The address moved to another server: forget its streams under the old one.
-            if let Some(keys) = self.secrets.get_mut(&old) {
-                keys.retain(|k| *k != key);
-                if keys.is_empty() {
-                    self.secrets.remove(&old);
-                }
-            }
+            self.records.unlink_secret(&old, &key);
         }
         // Accepted: a new info goes into the info file now (not before: a refused POST would
         // leave its bytes there dead).
@@ -1077,17 +1057,18 @@ impl Registry {
                 changed_poll_info = true;
             }
         }
-        add_key(self.secrets.entry(Arc::clone(&r.secret)).or_default(), &key);
+        self.records.link_secret(&r.secret, &key);
         // A refresh that only moves a stream's time changes nothing a list shows.
         let structural = !same_secret || new_stream || changed_info || changed_poll_info;
         self.log(&key, structural);
         if fresh && changed_info {
             // The other addresses of the server show the newer info too.
             let siblings: Vec<ServerKey> = self
-                .secrets
-                .get(&r.secret)
-                .map(|ks| ks.iter().filter(|k| **k != key).cloned().collect())
-                .unwrap_or_default();
+                .records
+                .with_secret(&r.secret)
+                .filter(|rec| rec.key != key)
+                .map(|rec| rec.key.clone())
+                .collect();
             for k in siblings {
                 if let Some(rec) = self.records.get_mut(&k) {
                     let rec = Arc::make_mut(rec);
@@ -1112,7 +1093,11 @@ impl Registry {
     /// and the record with it when it was its last stream. Returns whether the server still
     /// has streams at that address, or `None` when there was no such stream.
     pub fn ddnet_delete(&mut self, secret: &str, url: &str) -> Option<bool> {
-        let keys = self.secrets.get(secret)?.clone();
+        let keys: Vec<ServerKey> = self
+            .records
+            .with_secret(secret)
+            .map(|rec| rec.key.clone())
+            .collect();
         for key in keys {
             let Some(rec) = self.records.get_mut(&key) else {
                 continue;
@@ -1265,10 +1250,7 @@ impl Registry {
         rec.deadline = self.deadline_of(&rec);
         *self.per_source.entry(rec.source).or_insert(0) += 1;
         if let Some(d) = &rec.ddnet {
-            add_key(
-                self.secrets.entry(Arc::clone(&d.secret)).or_default(),
-                &rec.key,
-            );
+            self.records.link_secret(&d.secret, &rec.key);
         }
         self.records.insert(Arc::new(rec));
     }

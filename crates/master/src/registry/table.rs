@@ -14,12 +14,17 @@ use super::{Record, ServerKey, Timestamp};
 ///
 /// The address index holds, per record, the hash of its address and the hash of its key
 /// (16 bytes): the records at an address are found through the key hashes without a second
-/// pointer to keep in step when a record is replaced by its changed copy.
+/// pointer to keep in step when a record is replaced by its changed copy. The secret index
+/// does the same for the records a DDNet secret registered (16 bytes each, where a map from
+/// the secret to a list of keys took ~150 bytes per DDNet server).
 #[derive(Debug, Clone, Default)]
 pub(super) struct RecordTable {
     table: HashTable<Slot>,
     /// (hash of `key.addr`, hash of `key`) per record.
     by_addr: HashTable<(u64, u64)>,
+    /// (hash of the DDNet secret, hash of `key`) per record linked with
+    /// [`RecordTable::link_secret`].
+    by_secret: HashTable<(u64, u64)>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -50,6 +55,68 @@ impl RecordTable {
         self.hasher.hash_one(addr)
     }
 
+    fn secret_hash(&self, secret: &str) -> u64 {
+        self.hasher.hash_one(secret)
+    }
+
+    /// The records with these key hashes that `keep` accepts, each once.
+    fn by_key_hashes<'a, F: Fn(&Record) -> bool>(
+        &'a self,
+        mut hashes: Vec<u64>,
+        keep: F,
+    ) -> impl Iterator<Item = &'a Arc<Record>> + use<'a, F> {
+        // Two records whose key hashes collide are one entry each in an index, and both are
+        // found by each: look each key hash up once.
+        hashes.sort_unstable();
+        hashes.dedup();
+        hashes
+            .into_iter()
+            .flat_map(move |k| {
+                self.table
+                    .iter_hash(k)
+                    .filter(move |s| self.hash(&s.rec.key) == k)
+            })
+            .map(|s| &s.rec)
+            .filter(move |r| keep(r))
+    }
+
+    /// Links the record under `key` with the DDNet `secret` (once; linking again is a no-op).
+    pub(super) fn link_secret(&mut self, secret: &str, key: &ServerKey) {
+        let s = self.secret_hash(secret);
+        let h = self.hash(key);
+        if self.by_secret.find(s, |&e| e == (s, h)).is_none() {
+            self.by_secret.insert_unique(s, (s, h), |&(s, _)| s);
+        }
+    }
+
+    /// Undoes [`RecordTable::link_secret`].
+    pub(super) fn unlink_secret(&mut self, secret: &str, key: &ServerKey) {
+        let s = self.secret_hash(secret);
+        let h = self.hash(key);
+        if let Ok(e) = self.by_secret.find_entry(s, |&e| e == (s, h)) {
+            e.remove();
+        }
+    }
+
+    /// The records linked with the DDNet `secret` whose DDNet data still names it. A link
+    /// is only a pair of hashes: the secret in the record decides, so a hash shared with
+    /// another secret or key finds nothing wrong.
+    pub(super) fn with_secret<'a, 's>(
+        &'a self,
+        secret: &'s str,
+    ) -> impl Iterator<Item = &'a Arc<Record>> + use<'a, 's> {
+        let s = self.secret_hash(secret);
+        let keys: Vec<u64> = self
+            .by_secret
+            .iter_hash(s)
+            .filter(|&&(es, _)| es == s)
+            .map(|&(_, k)| k)
+            .collect();
+        self.by_key_hashes(keys, move |r| {
+            r.ddnet.as_ref().is_some_and(|d| &*d.secret == secret)
+        })
+    }
+
     /// The records whose key has the address `addr` (any game, any instance).
     pub(super) fn at_addr<'a>(
         &'a self,
@@ -59,23 +126,13 @@ impl RecordTable {
         // asked for: an entry counts under its own hash only, or a record whose key hash
         // shares those bits with another record's at the address is found twice.
         let a = self.addr_hash(addr);
-        let mut keys: Vec<u64> = self
+        let keys: Vec<u64> = self
             .by_addr
             .iter_hash(a)
             .filter(|&&(ea, _)| ea == a)
             .map(|&(_, k)| k)
             .collect();
-        // Two records at one address whose key hashes collide are one entry each here, and
-        // both are found by each: look each key hash up once.
-        keys.sort_unstable();
-        keys.dedup();
-        keys.into_iter()
-            .flat_map(move |k| {
-                self.table
-                    .iter_hash(k)
-                    .filter(move |s| s.rec.key.addr == *addr && self.hash(&s.rec.key) == k)
-            })
-            .map(|s| &s.rec)
+        self.by_key_hashes(keys, move |r| r.key.addr == *addr)
     }
 
     pub(super) fn get(&self, key: &ServerKey) -> Option<&Arc<Record>> {
@@ -218,6 +275,53 @@ mod tests {
         assert_eq!(t.get(&k).unwrap().deadline, Timestamp::from_secs(20));
         assert_eq!(due(&t, 10), Vec::<u64>::new());
         assert_eq!(due(&t, 20), [1]);
+    }
+
+    fn with_ddnet(port: u16, secret: &str) -> Arc<Record> {
+        let mut r = (*rec(port)).clone();
+        r.ddnet = Some(Arc::new(crate::registry::DdnetData {
+            secret: Arc::from(secret),
+            serial: 0,
+            info: crate::registry::DdnetInfo::from(&b"{}"[..]),
+            streams: Vec::new(),
+        }));
+        Arc::new(r)
+    }
+
+    #[test]
+    fn finds_the_records_linked_with_a_secret_that_still_name_it() {
+        let mut t = RecordTable::default();
+        let ids = |t: &RecordTable, s: &str| -> Vec<u64> {
+            let mut v: Vec<u64> = t.with_secret(s).map(|r| r.id).collect();
+            v.sort_unstable();
+            v
+        };
+        for (port, secret) in [(1, "a"), (2, "a"), (3, "b")] {
+            let r = with_ddnet(port, secret);
+            t.link_secret(secret, &r.key);
+            t.link_secret(secret, &r.key);
+            t.insert(r);
+        }
+        t.insert(rec(4));
+        assert_eq!(ids(&t, "a"), [1, 2], "each once, linked twice or not");
+        assert_eq!(ids(&t, "b"), [3]);
+        assert_eq!(ids(&t, "c"), Vec::<u64>::new());
+        // Unlinked: gone from the secret, still in the table.
+        let k1 = rec(1).key.clone();
+        t.unlink_secret("a", &k1);
+        assert_eq!(ids(&t, "a"), [2]);
+        assert!(t.get(&k1).is_some());
+        // A link whose record now names another secret finds nothing under the old one.
+        let k2 = rec(2).key.clone();
+        t.insert(with_ddnet(2, "b"));
+        assert_eq!(ids(&t, "a"), Vec::<u64>::new());
+        assert_eq!(ids(&t, "b"), [3], "not linked with b yet");
+        t.link_secret("b", &k2);
+        assert_eq!(ids(&t, "b"), [2, 3]);
+        // A removed record is not found; unlinking what is not linked is a no-op.
+        t.remove(&k2);
+        t.unlink_secret("zzz", &k2);
+        assert_eq!(ids(&t, "b"), [3]);
     }
 
     #[test]
