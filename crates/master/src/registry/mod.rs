@@ -67,10 +67,10 @@ use muster_proto::limit::SourceKey;
 
 pub use infos::{DdnetInfo, InfoFile, InfoStats};
 pub use types::{
-    DdnetData, DdnetStream, Face, GameAddr, MAX_DDNET_INFO, MAX_DDNET_STREAMS, MAX_GAME_LEN,
-    MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, MAX_SOURCES, Origin, PollInfo,
-    PollPlayer, Record, Registration, Rules, ServerKey, ShortText, Source, Timestamp, Verification,
-    protocol_from_name, short,
+    DDNET_STREAM_SCHEMES, DdnetData, DdnetStream, Face, GameAddr, MAX_DDNET_INFO,
+    MAX_DDNET_STREAMS, MAX_GAME_LEN, MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT,
+    MAX_SOURCES, Origin, PollInfo, PollPlayer, Record, Registration, Rules, ServerKey, ShortText,
+    Source, Timestamp, Verification, protocol_from_name, short,
 };
 
 /// Default cap on records per source (IPv4 address / IPv6 /64).
@@ -994,7 +994,9 @@ impl Registry {
             .records
             .get(&key)
             .and_then(|rec| rec.ddnet.as_ref())
-            .is_some_and(|d| d.secret == r.secret && d.streams.iter().any(|s| s.url == r.url));
+            .is_some_and(|d| {
+                d.secret == r.secret && d.streams.iter().any(|s| s.is(&r.url, &key.addr))
+            });
         if !has_stream && streams_of_secret >= MAX_DDNET_STREAMS {
             return DdnetOutcome::Rejected(Reject::StreamCap);
         }
@@ -1023,7 +1025,7 @@ impl Registry {
             Some(d) if same_secret => d.streams.clone(),
             _ => Vec::new(),
         };
-        let new_stream = match streams.iter_mut().find(|s| s.url == r.url) {
+        let new_stream = match streams.iter_mut().find(|s| s.is(&r.url, &key.addr)) {
             Some(s) => {
                 s.last = s.last.max(now);
                 false
@@ -1031,11 +1033,8 @@ impl Registry {
             None => {
                 // One more, not the doubling: nearly every server has one stream.
                 streams.reserve_exact(1);
-                streams.push(DdnetStream {
-                    url: Arc::clone(&r.url),
-                    last: now,
-                });
-                streams.sort_by(|a, b| a.url.cmp(&b.url));
+                streams.push(DdnetStream::new(&r.url, &key.addr, now));
+                streams.sort_by_cached_key(|s| s.url(&key.addr).into_owned());
                 true
             }
         };
@@ -1103,11 +1102,11 @@ impl Registry {
                 continue;
             };
             let Some(d) = &rec.ddnet else { continue };
-            if !d.streams.iter().any(|s| &*s.url == url) {
+            if !d.streams.iter().any(|s| s.is(url, &key.addr)) {
                 continue;
             }
             let mut d = (**d).clone();
-            d.streams.retain(|s| &*s.url != url);
+            d.streams.retain(|s| !s.is(url, &key.addr));
             if d.streams.is_empty() {
                 self.remove(&key);
                 return Some(false);

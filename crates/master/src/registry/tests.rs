@@ -1171,3 +1171,38 @@ fn converted_query_results_are_already_bounded() {
     assert_eq!(p.game_port, Some(7777));
     assert_eq!(p.clone().bounded(), p);
 }
+
+#[test]
+fn a_ddnet_stream_at_its_records_address_keeps_only_its_scheme() {
+    let v4a = GameAddr::Ip("192.0.2.7:8303".parse().unwrap());
+    let v6a = GameAddr::Ip("[2001:db8::7]:8303".parse().unwrap());
+    for (url, addr) in [
+        ("tw-0.6+udp://192.0.2.7:8303", &v4a),
+        ("tw-0.7+udp://192.0.2.7:8303", &v4a),
+        ("tw-0.5+udp://[2001:db8::7]:8303", &v6a),
+    ] {
+        let s = DdnetStream::new(url, addr, at(1));
+        assert!(matches!(s.url(addr), std::borrow::Cow::Owned(_)), "{url}");
+        assert_eq!(s.url(addr), url);
+        assert!(s.is(url, addr));
+        assert!(!s.is("tw-0.6+udp://192.0.2.8:8303", addr));
+    }
+    // Another address, an unknown scheme, another spelling: kept as given.
+    for url in [
+        "tw-0.6+udp://192.0.2.8:8303",
+        "ddper-0.6+udp://192.0.2.7:8303",
+        "tw-0.6+udp://192.0.2.007:8303",
+        "tw-0.6+udp:192.0.2.7:8303",
+        "",
+    ] {
+        let s = DdnetStream::new(url, &v4a, at(1));
+        assert!(matches!(s.url(&v4a), std::borrow::Cow::Borrowed(_)), "{url}");
+        assert_eq!(s.url(&v4a), url);
+        assert!(s.is(url, &v4a));
+    }
+    // Equal streams compare equal, whatever the URL's form.
+    assert_eq!(
+        DdnetStream::new("tw-0.6+udp://192.0.2.7:8303", &v4a, at(1)),
+        DdnetStream::new("tw-0.6+udp://192.0.2.7:8303", &v4a, at(1))
+    );
+}

@@ -498,13 +498,69 @@ impl PollInfo {
     }
 }
 
+/// The URL schemes of the streams a DDNet server registers (`teeworlds-master.md` §3.1).
+pub const DDNET_STREAM_SCHEMES: [&str; 3] = ["tw-0.5+udp", "tw-0.6+udp", "tw-0.7+udp"];
+
 /// One address (stream) a DDNet server registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DdnetStream {
-    /// The URL as listed in `servers.json` (`tw-0.7+udp://1.2.3.4:8303`).
-    pub url: Arc<str>,
+    url: StreamUrl,
     /// Its last successful register POST.
     pub last: Timestamp,
+}
+
+/// A stream's URL. The master lists a stream at the address it was registered from, so a URL
+/// is nearly always `<scheme>://<the record's address>`: then only the scheme is kept, and
+/// the URL is spelled again from the record's address when asked for (an `Arc<str>` of it took
+/// ~60 bytes per DDNet server).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum StreamUrl {
+    /// `<DDNET_STREAM_SCHEMES[i]>://<the record's address>`.
+    Own(u8),
+    /// Any other URL, as given.
+    Other(Arc<str>),
+}
+
+const _: () = assert!(size_of::<DdnetStream>() <= 24);
+
+impl DdnetStream {
+    /// The stream listed under `url`, of the record at `addr`, last registered at `last`.
+    #[must_use]
+    pub fn new(url: &str, addr: &GameAddr, last: Timestamp) -> Self {
+        let own = url.split_once("://").and_then(|(scheme, rest)| {
+            let i = DDNET_STREAM_SCHEMES.iter().position(|s| *s == scheme)?;
+            (rest == addr.to_string()).then(|| u8::try_from(i).ok())?
+        });
+        Self {
+            url: own.map_or_else(|| StreamUrl::Other(Arc::from(url)), StreamUrl::Own),
+            last,
+        }
+    }
+
+    /// The URL as listed in `servers.json` (`tw-0.7+udp://1.2.3.4:8303`), for the stream of
+    /// the record at `addr`.
+    #[must_use]
+    pub fn url(&self, addr: &GameAddr) -> std::borrow::Cow<'_, str> {
+        match &self.url {
+            StreamUrl::Own(i) => {
+                let scheme = DDNET_STREAM_SCHEMES
+                    .get(usize::from(*i))
+                    .copied()
+                    .unwrap_or_default();
+                std::borrow::Cow::Owned(format!("{scheme}://{addr}"))
+            }
+            StreamUrl::Other(u) => std::borrow::Cow::Borrowed(u),
+        }
+    }
+
+    /// Whether this stream of the record at `addr` is listed under `url`.
+    #[must_use]
+    pub fn is(&self, url: &str, addr: &GameAddr) -> bool {
+        match &self.url {
+            StreamUrl::Own(_) => self.url(addr) == url,
+            StreamUrl::Other(u) => **u == *url,
+        }
+    }
 }
 
 /// What a DDNet server registered at a record's address (`teeworlds-master.md` §3.6).

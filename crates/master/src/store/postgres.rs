@@ -954,7 +954,10 @@ impl PutColumns {
                 serde_json::to_string(&super::rows::InfoRow::from(i)).unwrap_or_default()
             }));
             c.last_proof.push(ts(r.last_proof));
-            let ddnet = r.ddnet.as_deref().map(super::rows::ddnet_column);
+            let ddnet = r
+                .ddnet
+                .as_deref()
+                .map(|d| super::rows::ddnet_column(d, &r.key.addr));
             c.ddnet
                 .push(ddnet.transpose().map_err(StoreError::InfoRead)?);
             c.sources.push(super::rows::sources_column(r));

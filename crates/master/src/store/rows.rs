@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{
-    DdnetData, DdnetStream, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo, PollPlayer, Rules,
-    ShortText, Source, Timestamp,
+    DdnetData, DdnetStream, GameAddr, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo, PollPlayer,
+    Rules, ShortText, Source, Timestamp,
 };
 
 /// [`PollInfo`] as stored in the `info` column.
@@ -147,18 +147,17 @@ pub struct DdnetRow {
     pub streams: Vec<(String, u64)>,
 }
 
-/// The `ddnet` column of `d`: a [`DdnetRow`] as JSON. An error is the registry's info file's
-/// read error.
-pub fn ddnet_column(d: &DdnetData) -> std::io::Result<String> {
-    let row = DdnetRow::try_from(d)?;
+/// The `ddnet` column of `d`, the DDNet data of the record at `addr`: a [`DdnetRow`] as JSON.
+/// An error is the registry's info file's read error.
+pub fn ddnet_column(d: &DdnetData, addr: &GameAddr) -> std::io::Result<String> {
+    let row = DdnetRow::of(d, addr)?;
     serde_json::to_string(&row).map_err(std::io::Error::other)
 }
 
-impl TryFrom<&DdnetData> for DdnetRow {
-    type Error = std::io::Error;
-
-    /// The row of `d`; its info is read from the registry's info file.
-    fn try_from(d: &DdnetData) -> std::io::Result<Self> {
+impl DdnetRow {
+    /// The row of `d`, the DDNet data of the record at `addr`; its info is read from the
+    /// registry's info file.
+    pub fn of(d: &DdnetData, addr: &GameAddr) -> std::io::Result<Self> {
         Ok(Self {
             secret: d.secret.to_string(),
             serial: d.serial,
@@ -168,15 +167,14 @@ impl TryFrom<&DdnetData> for DdnetRow {
             streams: d
                 .streams
                 .iter()
-                .map(|s| (s.url.to_string(), s.last.0))
+                .map(|s| (s.url(addr).into_owned(), s.last.0))
                 .collect(),
         })
     }
-}
 
-impl DdnetRow {
-    /// The data, or why it cannot be used (an info over the cap, or not a JSON object).
-    pub fn into_data(self) -> Result<DdnetData, &'static str> {
+    /// The data of the record at `addr`, or why it cannot be used (an info over the cap, or
+    /// not a JSON object).
+    pub fn into_data(self, addr: &GameAddr) -> Result<DdnetData, &'static str> {
         if self.info.len() > MAX_DDNET_INFO {
             return Err("ddnet info over the size cap");
         }
@@ -190,10 +188,7 @@ impl DdnetRow {
             streams: self
                 .streams
                 .into_iter()
-                .map(|(url, last)| DdnetStream {
-                    url: Arc::from(url),
-                    last: Timestamp(last),
-                })
+                .map(|(url, last)| DdnetStream::new(&url, addr, Timestamp(last)))
                 .collect(),
         })
     }
@@ -346,13 +341,14 @@ mod tests {
             info: "[]".into(),
             streams: vec![],
         };
-        assert!(row.into_data().is_err());
+        let addr = GameAddr::Ip("192.0.2.1:8303".parse().unwrap());
+        assert!(row.into_data(&addr).is_err());
         let big = DdnetRow {
             secret: "s".into(),
             serial: 1,
             info: format!("{{\"a\":\"{}\"}}", "x".repeat(MAX_DDNET_INFO)),
             streams: vec![],
         };
-        assert!(big.into_data().is_err());
+        assert!(big.into_data(&addr).is_err());
     }
 }

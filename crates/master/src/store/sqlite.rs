@@ -129,7 +129,7 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
     let ddnet = r
         .ddnet
         .as_deref()
-        .map(super::rows::ddnet_column)
+        .map(|d| super::rows::ddnet_column(d, &r.key.addr))
         .transpose()
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     let sources = sources_column(r);
@@ -291,7 +291,7 @@ impl Row {
             (None, None) => None,
         };
         if let Some(d) = ddnet {
-            rec.ddnet = Some(Arc::new(d.into_data()?));
+            rec.ddnet = Some(Arc::new(d.into_data(&rec.key.addr)?));
         }
         if let Some(s) = self.sources {
             let rows: Vec<SourceRow> =

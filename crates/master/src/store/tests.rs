@@ -108,10 +108,11 @@ fn write_drop_reopen_same_contents() {
         secret: "s3cret".into(),
         serial: 4,
         info: bytes::Bytes::from_static(br#"{"name":"x","b":1,"a":[]}"#).into(),
-        streams: vec![DdnetStream {
-            url: "tw-0.6+udp://192.0.2.3:7003".into(),
-            last: Timestamp(2_900),
-        }],
+        streams: vec![DdnetStream::new(
+            "tw-0.6+udp://192.0.2.3:7003",
+            &c.key.addr,
+            Timestamp(2_900),
+        )],
     }));
     {
         let mut s = SqliteStore::open(&dir.0).unwrap();

@@ -796,13 +796,13 @@ fn process_nonce() -> u64 {
 
 /// Where an address sorts in `servers.json`: IP, port, protocol (as the reference master
 /// orders them; a stored scheme it does not know sorts before the known ones), then the URL.
-type AddrKey = (IpAddr, u16, Option<StreamProtocol>, Arc<str>);
+type AddrKey = (IpAddr, u16, Option<StreamProtocol>, Box<str>);
 
-fn addr_key(addr: SocketAddr, url: &Arc<str>) -> AddrKey {
+fn addr_key(addr: SocketAddr, url: &str) -> AddrKey {
     let protocol = url
         .split_once("://")
         .and_then(|(scheme, _)| StreamProtocol::from_scheme(scheme));
-    (addr.ip(), addr.port(), protocol, Arc::clone(url))
+    (addr.ip(), addr.port(), protocol, Box::from(url))
 }
 
 /// One `servers.json` entry: its addresses, and the info as registered (with its serial) or
@@ -848,7 +848,10 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
         }
         let addr = *addr;
         seen.insert(addr);
-        let keys = d.streams.iter().map(|st| addr_key(addr, &st.url));
+        let keys = d
+            .streams
+            .iter()
+            .map(|st| addr_key(addr, &st.url(&r.key.addr)));
         let fresh = || EntryInfo::Registered(d.serial, d.info.clone());
         match by_secret.get(&*d.secret).and_then(|&i| entries.get_mut(i)) {
             Some((addrs, info)) => {
@@ -879,9 +882,8 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
         } else {
             StreamProtocol::V6
         };
-        let url: Arc<str> = Arc::from(stream_url(protocol, addr));
         entries.push((
-            vec![addr_key(addr, &url)],
+            vec![addr_key(addr, &stream_url(protocol, addr))],
             EntryInfo::Made(synthesized_info(info)),
         ));
     }
@@ -985,9 +987,9 @@ mod tests {
         let a: SocketAddr = "10.0.0.2:8303".parse().unwrap();
         let b: SocketAddr = "10.0.0.10:8300".parse().unwrap();
         let mut keys = [
-            addr_key(b, &Arc::from(stream_url(StreamProtocol::V6, b))),
-            addr_key(a, &Arc::from(stream_url(StreamProtocol::V7, a))),
-            addr_key(a, &Arc::from(stream_url(StreamProtocol::V6, a))),
+            addr_key(b, &stream_url(StreamProtocol::V6, b)),
+            addr_key(a, &stream_url(StreamProtocol::V7, a)),
+            addr_key(a, &stream_url(StreamProtocol::V6, a)),
         ];
         keys.sort();
         let urls: Vec<&str> = keys.iter().map(|k| &*k.3).collect();

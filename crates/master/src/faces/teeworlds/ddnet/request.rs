@@ -20,6 +20,8 @@
 
 use axum::http::{HeaderMap, header};
 
+use crate::registry::DDNET_STREAM_SCHEMES;
+
 /// The `Action` value that deletes.
 pub(crate) const ACTION_DELETE: &[u8] = b"delete";
 /// warp's words for a request without `Content-Length` (411).
@@ -55,23 +57,21 @@ pub(crate) enum StreamProtocol {
 }
 
 impl StreamProtocol {
+    const ALL: [Self; 3] = [Self::V5, Self::V6, Self::V7];
+
     /// The URL scheme.
     pub(crate) const fn as_str(self) -> &'static str {
+        let [v5, v6, v7] = DDNET_STREAM_SCHEMES;
         match self {
-            Self::V5 => "tw-0.5+udp",
-            Self::V6 => "tw-0.6+udp",
-            Self::V7 => "tw-0.7+udp",
+            Self::V5 => v5,
+            Self::V6 => v6,
+            Self::V7 => v7,
         }
     }
 
     /// The protocol of a scheme, exactly as written (the URL parser has lower-cased it).
     pub(crate) fn from_scheme(s: &str) -> Option<Self> {
-        match s {
-            "tw-0.5+udp" => Some(Self::V5),
-            "tw-0.6+udp" => Some(Self::V6),
-            "tw-0.7+udp" => Some(Self::V7),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
     }
 }
 
