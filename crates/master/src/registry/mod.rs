@@ -553,7 +553,7 @@ impl Registry {
         self.next_id = self.next_id.wrapping_add(1);
         let rec = Record::new(id, reg, now);
         let key = rec.key.clone();
-        self.records.insert(Arc::new(rec));
+        self.put(rec);
         self.log(&key, true);
         Ok(())
     }
@@ -638,7 +638,7 @@ impl Registry {
             origin,
             last_seen: now,
         }];
-        self.records.insert(Arc::new(rec));
+        self.put(rec);
         self.log(&key, true);
         Outcome::Added
     }
@@ -830,7 +830,6 @@ impl Registry {
                 rec.id = o.id;
                 rec.challenges_unanswered = o.challenges_unanswered;
                 rec.last_challenge = o.last_challenge;
-                rec.deadline = o.deadline;
                 if **o == rec {
                     return false;
                 }
@@ -860,7 +859,7 @@ impl Registry {
         if let Some(d) = &rec.ddnet {
             self.records.link_secret(&d.secret, &key);
         }
-        self.records.insert(Arc::new(rec));
+        self.put(rec);
         self.log_view(&key, structural);
         true
     }
@@ -1170,7 +1169,7 @@ impl Registry {
 
     /// Removes every record that expired at or before `now`, and the DDNet streams not
     /// refreshed within their lifetime; returns the removed keys (sorted). Only records whose
-    /// [`Record::deadline`] passed are looked at: a pass over 100,000s of records compares one
+    /// deadline (kept in the table beside each record) passed are looked at: a pass over 100,000s of records compares one
     /// time each.
     pub fn prune_before(&mut self, now: Timestamp) -> Vec<ServerKey> {
         let due: Vec<&Arc<Record>> = self.records.due(now).collect();
@@ -1246,12 +1245,17 @@ impl Registry {
                 last_seen: rec.last_heartbeat,
             });
         }
-        rec.deadline = self.deadline_of(&rec);
         *self.per_source.entry(rec.source).or_insert(0) += 1;
         if let Some(d) = &rec.ddnet {
             self.records.link_secret(&d.secret, &rec.key);
         }
-        self.records.insert(Arc::new(rec));
+        self.put(rec);
+    }
+
+    /// Puts `rec` in the table with its deadline.
+    fn put(&mut self, rec: Record) {
+        let deadline = self.deadline_of(&rec);
+        self.records.insert(Arc::new(rec), deadline);
     }
 }
 

@@ -28,22 +28,16 @@ pub(super) struct RecordTable {
     hasher: std::collections::hash_map::RandomState,
 }
 
-/// A record and a copy of its [`Record::deadline`], so that finding the records due for
-/// pruning reads the table's own memory in order instead of every record (a cache miss each:
-/// at 300,000 records that scan held the registry lock for ~10 ms).
+/// A record and its deadline: when the registry must look at it next (its expiry, or its
+/// oldest DDNet stream or learned source going stale; [`Timestamp::NEVER`]: never). Kept here,
+/// not in the record, so that finding the records due for pruning reads the table's own
+/// memory in order instead of every record (a cache miss each: at 300,000 records that scan
+/// held the registry lock for ~10 ms), and a new deadline never copies a record a snapshot
+/// shares.
 #[derive(Debug, Clone)]
 struct Slot {
     deadline: Timestamp,
     rec: Arc<Record>,
-}
-
-impl Slot {
-    fn new(rec: Arc<Record>) -> Self {
-        Self {
-            deadline: rec.deadline,
-            rec,
-        }
-    }
 }
 
 impl RecordTable {
@@ -141,8 +135,7 @@ impl RecordTable {
             .map(|s| &s.rec)
     }
 
-    /// The record under `key`, to change; its deadline only through
-    /// [`RecordTable::set_deadline`], which keeps the slot's copy in step.
+    /// The record under `key`, to change (its deadline through [`RecordTable::set_deadline`]).
     pub(super) fn get_mut(&mut self, key: &ServerKey) -> Option<&mut Arc<Record>> {
         let h = self.hash(key);
         self.table
@@ -150,15 +143,20 @@ impl RecordTable {
             .map(|s| &mut s.rec)
     }
 
-    /// Sets the deadline of the record under `key`, in the record and in its slot.
+    /// Sets the deadline of the record under `key`.
     pub(super) fn set_deadline(&mut self, key: &ServerKey, deadline: Timestamp) {
         let h = self.hash(key);
         if let Some(s) = self.table.find_mut(h, |s| s.rec.key == *key) {
-            if s.rec.deadline != deadline {
-                Arc::make_mut(&mut s.rec).deadline = deadline;
-            }
             s.deadline = deadline;
         }
+    }
+
+    /// The deadline of the record under `key`.
+    #[cfg(test)]
+    pub(super) fn deadline(&self, key: &ServerKey) -> Option<Timestamp> {
+        self.table
+            .find(self.hash(key), |s| s.rec.key == *key)
+            .map(|s| s.deadline)
     }
 
     /// The records whose deadline is at or before `now`.
@@ -169,8 +167,8 @@ impl RecordTable {
             .map(|s| &s.rec)
     }
 
-    /// Inserts `rec` under its own key; returns the record it replaced.
-    pub(super) fn insert(&mut self, rec: Arc<Record>) -> Option<Arc<Record>> {
+    /// Inserts `rec` under its own key with its `deadline`; returns the record it replaced.
+    pub(super) fn insert(&mut self, rec: Arc<Record>, deadline: Timestamp) -> Option<Arc<Record>> {
         let h = self.hash(&rec.key);
         let hasher = &self.hasher;
         match self
@@ -178,11 +176,11 @@ impl RecordTable {
             .entry(h, |s| s.rec.key == rec.key, |s| hasher.hash_one(&s.rec.key))
         {
             hashbrown::hash_table::Entry::Occupied(mut e) => {
-                Some(std::mem::replace(e.get_mut(), Slot::new(rec)).rec)
+                Some(std::mem::replace(e.get_mut(), Slot { deadline, rec }).rec)
             }
             hashbrown::hash_table::Entry::Vacant(e) => {
                 let a = hasher.hash_one(&rec.key.addr);
-                e.insert(Slot::new(rec));
+                e.insert(Slot { deadline, rec });
                 self.by_addr.insert_unique(a, (a, h), |&(a, _)| a);
                 None
             }
@@ -241,11 +239,11 @@ mod tests {
     #[test]
     fn behaves_as_a_map_by_the_records_key() {
         let mut t = RecordTable::default();
-        assert!(t.insert(rec(1)).is_none());
-        assert!(t.insert(rec(2)).is_none());
+        assert!(t.insert(rec(1), Timestamp::NEVER).is_none());
+        assert!(t.insert(rec(2), Timestamp::NEVER).is_none());
         let again = rec(1);
         let k = again.key.clone();
-        assert_eq!(t.insert(again).map(|r| r.id), Some(1));
+        assert_eq!(t.insert(again, Timestamp::NEVER).map(|r| r.id), Some(1));
         assert_eq!(t.len(), 2);
         assert!(t.get(&k).is_some());
         Arc::make_mut(t.get_mut(&k).unwrap()).poll_failures = 3;
@@ -259,10 +257,8 @@ mod tests {
     #[test]
     fn finds_due_records_by_the_deadline_copy_kept_in_step() {
         let mut t = RecordTable::default();
-        let mut a = (*rec(1)).clone();
-        a.deadline = Timestamp::from_secs(10);
-        t.insert(Arc::new(a));
-        t.insert(rec(2));
+        t.insert(rec(1), Timestamp::from_secs(10));
+        t.insert(rec(2), Timestamp::NEVER);
         let due = |t: &RecordTable, s| -> Vec<u64> {
             let mut v: Vec<u64> = t.due(Timestamp::from_secs(s)).map(|r| r.id).collect();
             v.sort_unstable();
@@ -272,7 +268,7 @@ mod tests {
         assert_eq!(due(&t, 10), [1], "a record without a deadline is never due");
         let k = rec(1).key.clone();
         t.set_deadline(&k, Timestamp::from_secs(20));
-        assert_eq!(t.get(&k).unwrap().deadline, Timestamp::from_secs(20));
+        assert_eq!(t.deadline(&k), Some(Timestamp::from_secs(20)));
         assert_eq!(due(&t, 10), Vec::<u64>::new());
         assert_eq!(due(&t, 20), [1]);
     }
@@ -300,9 +296,9 @@ mod tests {
             let r = with_ddnet(port, secret);
             t.link_secret(secret, &r.key);
             t.link_secret(secret, &r.key);
-            t.insert(r);
+            t.insert(r, Timestamp::NEVER);
         }
-        t.insert(rec(4));
+        t.insert(rec(4), Timestamp::NEVER);
         assert_eq!(ids(&t, "a"), [1, 2], "each once, linked twice or not");
         assert_eq!(ids(&t, "b"), [3]);
         assert_eq!(ids(&t, "c"), Vec::<u64>::new());
@@ -313,7 +309,7 @@ mod tests {
         assert!(t.get(&k1).is_some());
         // A link whose record now names another secret finds nothing under the old one.
         let k2 = rec(2).key.clone();
-        t.insert(with_ddnet(2, "b"));
+        t.insert(with_ddnet(2, "b"), Timestamp::NEVER);
         assert_eq!(ids(&t, "a"), Vec::<u64>::new());
         assert_eq!(ids(&t, "b"), [3], "not linked with b yet");
         t.link_secret("b", &k2);
@@ -334,9 +330,9 @@ mod tests {
             let mut r = (*rec(7)).clone();
             r.id = i;
             r.key = ServerKey::new(&format!("g{i}"), addr.clone());
-            t.insert(Arc::new(r));
+            t.insert(Arc::new(r), Timestamp::NEVER);
         }
-        t.insert(rec(8));
+        t.insert(rec(8), Timestamp::NEVER);
         let mut ids: Vec<u64> = t.at_addr(&addr).map(|r| r.id).collect();
         ids.sort_unstable();
         assert_eq!(ids, (0..300).collect::<Vec<u64>>());
@@ -349,11 +345,11 @@ mod tests {
         let addr = one.key.addr.clone();
         let mut other_game = (*rec(7)).clone();
         other_game.key = ServerKey::new("unreal", addr.clone());
-        t.insert(one);
-        t.insert(Arc::new(other_game));
-        t.insert(rec(8));
+        t.insert(one, Timestamp::NEVER);
+        t.insert(Arc::new(other_game), Timestamp::NEVER);
+        t.insert(rec(8), Timestamp::NEVER);
         // A replaced record (its changed copy) stays found once.
-        t.insert(rec(7));
+        t.insert(rec(7), Timestamp::NEVER);
         let mut games: Vec<&str> = t.at_addr(&addr).map(|r| r.key.game.as_str()).collect();
         games.sort_unstable();
         assert_eq!(games, ["unreal", "ut"]);

@@ -1196,7 +1196,10 @@ fn a_ddnet_stream_at_its_records_address_keeps_only_its_scheme() {
         "",
     ] {
         let s = DdnetStream::new(url, &v4a, at(1));
-        assert!(matches!(s.url(&v4a), std::borrow::Cow::Borrowed(_)), "{url}");
+        assert!(
+            matches!(s.url(&v4a), std::borrow::Cow::Borrowed(_)),
+            "{url}"
+        );
         assert_eq!(s.url(&v4a), url);
         assert!(s.is(url, &v4a));
     }

@@ -668,11 +668,6 @@ pub struct Record {
     pub source: SourceKey,
     /// What a DDNet server registered at this address.
     pub ddnet: Option<Arc<DdnetData>>,
-    /// When the registry must look at it next (its expiry, or its oldest DDNet stream going
-    /// stale), kept by the registry on every change so that pruning compares one time per
-    /// record instead of computing lifetimes. [`Timestamp::NEVER`]: never (a plain time, not
-    /// an `Option`, keeps a record at 240 bytes: one allocator size class smaller).
-    pub deadline: Timestamp,
     /// Where it came from, [`Origin::Direct`] first, then the upstreams by name; at most
     /// [`MAX_SOURCES`]. Empty only for a record built by hand (read as direct).
     pub sources: Vec<Source>,
@@ -704,7 +699,6 @@ impl Record {
             poll_failures: 0,
             source: reg.source,
             ddnet: None,
-            deadline: Timestamp::NEVER,
             sources: vec![Source {
                 origin: Origin::Direct,
                 last_seen: now,
