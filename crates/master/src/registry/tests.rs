@@ -288,7 +288,7 @@ fn rejects_bad_game_host_and_port() {
     }
     let mut m = reg("bomberman", v4(1, 1), Face::Mgmt);
     m.key.addr = GameAddr::Host {
-        host: "h".repeat(MAX_HOST_LEN + 1),
+        host: "h".repeat(MAX_HOST_LEN + 1).into(),
         port: 1,
     };
     assert_eq!(r.register(m, T0), Outcome::Rejected(Reject::BadAddress));
@@ -326,7 +326,7 @@ fn stable_order_is_first_registration() {
 fn mgmt_instances_are_separate_records() {
     let mut r = Registry::new(RegistryConfig::default());
     let host = GameAddr::Host {
-        host: "Game.Example.".to_owned(),
+        host: "Game.Example.".into(),
         port: 2000,
     };
     for conn in [1, 2] {

@@ -897,7 +897,7 @@ fn parse_url(url: &str) -> Result<(tokio_postgres::Config, Tls), &'static str> {
 fn addr_cols(addr: &GameAddr) -> (String, String, u16) {
     match addr {
         GameAddr::Ip(a) => ("ip".to_owned(), a.ip().to_string(), a.port()),
-        GameAddr::Host { host, port } => ("host".to_owned(), host.clone(), *port),
+        GameAddr::Host { host, port } => ("host".to_owned(), host.to_string(), *port),
     }
 }
 
@@ -1009,7 +1009,7 @@ fn row_key(row: &Row) -> Result<ServerKey, String> {
             row.port,
         )),
         "host" => GameAddr::Host {
-            host: row.host.clone(),
+            host: row.host.as_str().into(),
             port: row.port,
         },
         k => return Err(format!("unknown address kind {k:?}")),

@@ -108,7 +108,7 @@ const ORDER: &str = "game, addr_kind, addr_host, addr_port, instance";
 fn addr_cols(addr: &GameAddr) -> (&'static str, String, u16) {
     match addr {
         GameAddr::Ip(a) => ("ip", a.ip().to_string(), a.port()),
-        GameAddr::Host { host, port } => ("host", host.clone(), *port),
+        GameAddr::Host { host, port } => ("host", host.to_string(), *port),
     }
 }
 
@@ -232,7 +232,7 @@ impl Row {
                 self.port,
             )),
             "host" => GameAddr::Host {
-                host: self.host,
+                host: self.host.into(),
                 port: self.port,
             },
             k => return Err(format!("unknown address kind {k:?}")),

@@ -133,7 +133,7 @@ fn write_drop_reopen_same_contents() {
     // The host-name address stays a host name even though it looks like an IP.
     assert!(
         got.iter()
-            .any(|r| matches!(&r.key.addr, GameAddr::Host { host, .. } if host == "1.2.3.4"))
+            .any(|r| matches!(&r.key.addr, GameAddr::Host { host, .. } if &**host == "1.2.3.4"))
     );
     s.write(&[], &[b.key.clone(), c.key.clone(), c.key.clone()])
         .unwrap();

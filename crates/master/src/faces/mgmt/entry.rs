@@ -41,7 +41,7 @@ pub(crate) fn game_addr(server: &GameServer) -> GameAddr {
     match ip {
         Some(ip) if ip.to_string() == text => GameAddr::Ip(SocketAddr::new(ip, port)),
         _ => GameAddr::Host {
-            host: text.to_owned(),
+            host: text.into(),
             port,
         },
     }
@@ -97,7 +97,7 @@ pub(crate) fn listed(rec: &Record) -> Option<ListedGameServer> {
     let info = rec.info.as_ref()?;
     let (text, port) = match &rec.key.addr {
         GameAddr::Ip(sa) => (sa.ip().to_string(), sa.port()),
-        GameAddr::Host { host, port } => (host.clone(), *port),
+        GameAddr::Host { host, port } => (host.to_string(), *port),
     };
     let address = ServerAddress::parse(&text).ok()?;
     let port = GamePort::new(port).ok()?;
