@@ -43,10 +43,9 @@ fn info(i: u32) -> PollInfo {
         max_players: 8,
         password: Some(i % 7 == 0),
         players: (0..i % 9)
-            .map(|p| PollPlayer {
-                name: format!("player{p}").into(),
-                score: Some(PollPlayer::score_of(i64::from(p))),
-                ..PollPlayer::default()
+            .map(|p| {
+                PollPlayer::new(format!("player{p}"))
+                    .with_score(Some(PollPlayer::score_of(i64::from(p))))
             })
             .collect(),
         rules: muster_master::registry::Rules::default(),

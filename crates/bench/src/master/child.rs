@@ -143,11 +143,7 @@ fn gamespy_info(i: usize, map: String, players: usize, addr: SocketAddr) -> Poll
         max_players: 16,
         password: Some(false),
         players: (0..players)
-            .map(|p| PollPlayer {
-                name: format!("Player{p}").into(),
-                score: Some(p as i32),
-                ..PollPlayer::default()
-            })
+            .map(|p| PollPlayer::new(format!("Player{p}")).with_score(Some(p as i32)))
             .collect(),
         rules: muster_master::registry::Rules::default(),
         game_port: Some(addr.port() - 1),

@@ -253,11 +253,11 @@ impl ServerDetail {
                         .iter()
                         .map(|p| PlayerDto {
                             name: p.name.clone(),
-                            score: p.score.map(i64::from),
-                            ping_ms: p.ping_ms.map(u32::from),
-                            team: p.team.map(i32::from),
-                            spectator: p.spectator,
-                            bot: p.bot,
+                            score: p.score().map(i64::from),
+                            ping_ms: p.ping_ms().map(u32::from),
+                            team: p.team().map(i32::from),
+                            spectator: p.spectator(),
+                            bot: p.bot(),
                         })
                         .collect()
                 })

@@ -52,11 +52,7 @@ fn info(name: &str, num: u32, max: u32, players: &[&str]) -> PollInfo {
         password: Some(name.contains("pw")),
         players: players
             .iter()
-            .map(|p| PollPlayer {
-                name: (*p).into(),
-                score: Some(1),
-                ..PollPlayer::default()
-            })
+            .map(|p| PollPlayer::new(*p).with_score(Some(1)))
             .collect(),
         rules: Rules::default(),
         game_port: None,
@@ -1104,11 +1100,14 @@ proptest! {
 fn player_numbers_beyond_their_kept_width_are_clamped() {
     assert_eq!(PollPlayer::score_of(-9999), -9999);
     assert_eq!(PollPlayer::score_of(i64::MAX), i32::MAX);
-    assert_eq!(PollPlayer::score_of(i64::MIN), i32::MIN);
+    assert_eq!(PollPlayer::score_of(i64::MIN), i32::MIN + 1);
+    assert_eq!(PollPlayer::score_of(i64::from(i32::MIN)), i32::MIN + 1);
     assert_eq!(PollPlayer::ping_of(999), 999);
-    assert_eq!(PollPlayer::ping_of(100_000), u16::MAX);
-    assert_eq!(PollPlayer::team_of(-70_000), i16::MIN);
-    assert_eq!(PollPlayer::team_of(70_000), i16::MAX);
+    assert_eq!(PollPlayer::ping_of(100_000), u16::MAX - 1);
+    assert_eq!(PollPlayer::ping_of(u32::from(u16::MAX)), u16::MAX - 1);
+    assert_eq!(PollPlayer::team_of(-70_000), -2047);
+    assert_eq!(PollPlayer::team_of(70_000), 2047);
+    assert_eq!(PollPlayer::team_of(-2048), -2047);
     assert_eq!(PollPlayer::team_of(1), 1);
 }
 

@@ -287,45 +287,217 @@ impl Verification {
     }
 }
 
-/// One player from a poll, in 48 bytes: the numbers are kept in the widths games use (a
-/// value beyond one is clamped to it), so a player list of a full server does not take a
-/// third more for bits no game sends.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// One player from a poll, in 32 bytes: the name, then the numbers in one 8-byte word with a
+/// sentinel for "the protocol did not say" — the score in an `i32` (`i32::MIN` is none), the
+/// ping in a `u16` (`u16::MAX` is none), and a `u16` holding the team in 12 bits (two's
+/// complement, −2048 is none) with the spectator and bot flags in 2 bits each (none, false,
+/// true). So a value at a sentinel or beyond its width is clamped: a score to
+/// `i32::MIN + 1..=i32::MAX`, a ping to at most 65,534 ms and a team to −2047..=2047 (no game
+/// sends teams beyond that). A full server's player list takes two thirds of what the plain
+/// `Option` fields took.
+#[derive(Clone, PartialEq, Eq)]
 pub struct PollPlayer {
     /// Name, plain text.
     pub name: ShortText,
-    /// Score, when the protocol reports one.
-    pub score: Option<i32>,
-    /// Ping in milliseconds, when the protocol reports one.
-    pub ping_ms: Option<u16>,
-    /// Team number, when the protocol reports one.
-    pub team: Option<i16>,
-    /// Whether the player only watches, when the protocol tells.
-    pub spectator: Option<bool>,
-    /// Whether the player is a bot, when the protocol tells (Teeworlds 0.7's player flags,
-    /// `teeworlds.md` §8.4).
-    pub bot: Option<bool>,
+    /// Score; [`Self::NO_SCORE`] when the protocol reports none.
+    score: i32,
+    /// Ping in milliseconds; [`Self::NO_PING`] when the protocol reports none.
+    ping: u16,
+    /// Team in the low 12 bits ([`Self::NO_TEAM`] when none), then the spectator and the bot
+    /// flag in 2 bits each (see [`Self::flag_bits`]).
+    bits: u16,
 }
 
-const _: () = assert!(size_of::<PollPlayer>() <= 48);
+const _: () = assert!(size_of::<PollPlayer>() == 32);
+
+impl Default for PollPlayer {
+    fn default() -> Self {
+        Self::new(ShortText::default())
+    }
+}
+
+impl fmt::Debug for PollPlayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PollPlayer")
+            .field("name", &self.name)
+            .field("score", &self.score())
+            .field("ping_ms", &self.ping_ms())
+            .field("team", &self.team())
+            .field("spectator", &self.spectator())
+            .field("bot", &self.bot())
+            .finish()
+    }
+}
 
 impl PollPlayer {
-    /// `v` as a kept score (clamped to the `i32` range).
+    /// The kept score meaning "none".
+    const NO_SCORE: i32 = i32::MIN;
+    /// The kept ping meaning "none".
+    const NO_PING: u16 = u16::MAX;
+    /// The 12 team bits of [`Self::bits`].
+    const TEAM_MASK: u16 = 0x0fff;
+    /// The team bits meaning "none" (−2048 in 12-bit two's complement).
+    const NO_TEAM: u16 = 0x0800;
+    /// Lowest team kept.
+    const MIN_TEAM: i16 = -2047;
+    /// Highest team kept.
+    const MAX_TEAM: i16 = 2047;
+    /// Where the spectator flag's 2 bits start in [`Self::bits`].
+    const SPECTATOR_SHIFT: u32 = 12;
+    /// Where the bot flag's 2 bits start in [`Self::bits`].
+    const BOT_SHIFT: u32 = 14;
+
+    /// A player called `name` of whom nothing else is known.
+    #[must_use]
+    pub fn new(name: impl Into<ShortText>) -> Self {
+        Self {
+            name: name.into(),
+            score: Self::NO_SCORE,
+            ping: Self::NO_PING,
+            bits: Self::NO_TEAM,
+        }
+    }
+
+    /// `v` as a kept score (clamped to `i32::MIN + 1..=i32::MAX`; `i32::MIN` means none).
     #[must_use]
     pub fn score_of(v: i64) -> i32 {
-        i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })
+        i32::try_from(v.max(i64::from(Self::NO_SCORE) + 1)).unwrap_or(i32::MAX)
     }
 
-    /// `v` as a kept ping (at most 65,535 ms).
+    /// `v` as a kept ping (at most 65,534 ms; 65,535 means none).
     #[must_use]
     pub fn ping_of(v: u32) -> u16 {
-        u16::try_from(v).unwrap_or(u16::MAX)
+        u16::try_from(v.min(u32::from(Self::NO_PING) - 1)).unwrap_or(Self::NO_PING - 1)
     }
 
-    /// `v` as a kept team number (clamped to the `i16` range).
+    /// `v` as a kept team number (clamped to −2047..=2047).
     #[must_use]
     pub fn team_of(v: i32) -> i16 {
-        i16::try_from(v).unwrap_or(if v < 0 { i16::MIN } else { i16::MAX })
+        let clamped = v.clamp(i32::from(Self::MIN_TEAM), i32::from(Self::MAX_TEAM));
+        i16::try_from(clamped).unwrap_or(if v < 0 {
+            Self::MIN_TEAM
+        } else {
+            Self::MAX_TEAM
+        })
+    }
+
+    /// Score, when the protocol reports one.
+    #[must_use]
+    pub fn score(&self) -> Option<i32> {
+        (self.score != Self::NO_SCORE).then_some(self.score)
+    }
+
+    /// Ping in milliseconds, when the protocol reports one.
+    #[must_use]
+    pub fn ping_ms(&self) -> Option<u16> {
+        (self.ping != Self::NO_PING).then_some(self.ping)
+    }
+
+    /// Team number, when the protocol reports one.
+    #[must_use]
+    pub fn team(&self) -> Option<i16> {
+        let raw = self.bits & Self::TEAM_MASK;
+        // Sign-extends the 12 bits: shifted to the top of an `i16`, then back arithmetically.
+        (raw != Self::NO_TEAM).then(|| i16::from_ne_bytes((raw << 4).to_ne_bytes()) >> 4)
+    }
+
+    /// Whether the player only watches, when the protocol tells.
+    #[must_use]
+    pub fn spectator(&self) -> Option<bool> {
+        Self::flag_of(self.bits >> Self::SPECTATOR_SHIFT)
+    }
+
+    /// Whether the player is a bot, when the protocol tells (Teeworlds 0.7's player flags,
+    /// `teeworlds.md` §8.4).
+    #[must_use]
+    pub fn bot(&self) -> Option<bool> {
+        Self::flag_of(self.bits >> Self::BOT_SHIFT)
+    }
+
+    /// Sets the score (clamped, see [`Self::score_of`]).
+    pub fn set_score(&mut self, score: Option<i32>) {
+        self.score = score.map_or(Self::NO_SCORE, |s| Self::score_of(i64::from(s)));
+    }
+
+    /// Sets the ping (clamped, see [`Self::ping_of`]).
+    pub fn set_ping_ms(&mut self, ping_ms: Option<u16>) {
+        self.ping = ping_ms.map_or(Self::NO_PING, |p| Self::ping_of(u32::from(p)));
+    }
+
+    /// Sets the team (clamped, see [`Self::team_of`]).
+    pub fn set_team(&mut self, team: Option<i16>) {
+        let raw = team.map_or(Self::NO_TEAM, |t| {
+            u16::from_ne_bytes(Self::team_of(i32::from(t)).to_ne_bytes()) & Self::TEAM_MASK
+        });
+        self.bits = (self.bits & !Self::TEAM_MASK) | raw;
+    }
+
+    /// Sets whether the player only watches.
+    pub fn set_spectator(&mut self, spectator: Option<bool>) {
+        self.set_flag(Self::SPECTATOR_SHIFT, spectator);
+    }
+
+    /// Sets whether the player is a bot.
+    pub fn set_bot(&mut self, bot: Option<bool>) {
+        self.set_flag(Self::BOT_SHIFT, bot);
+    }
+
+    /// This player with `score` (clamped, see [`Self::score_of`]).
+    #[must_use]
+    pub fn with_score(mut self, score: Option<i32>) -> Self {
+        self.set_score(score);
+        self
+    }
+
+    /// This player with `ping_ms` (clamped, see [`Self::ping_of`]).
+    #[must_use]
+    pub fn with_ping_ms(mut self, ping_ms: Option<u16>) -> Self {
+        self.set_ping_ms(ping_ms);
+        self
+    }
+
+    /// This player with `team` (clamped, see [`Self::team_of`]).
+    #[must_use]
+    pub fn with_team(mut self, team: Option<i16>) -> Self {
+        self.set_team(team);
+        self
+    }
+
+    /// This player with `spectator`.
+    #[must_use]
+    pub fn with_spectator(mut self, spectator: Option<bool>) -> Self {
+        self.set_spectator(spectator);
+        self
+    }
+
+    /// This player with `bot`.
+    #[must_use]
+    pub fn with_bot(mut self, bot: Option<bool>) -> Self {
+        self.set_bot(bot);
+        self
+    }
+
+    /// The 2 bits of a flag: 0 none, 1 false, 2 true.
+    const fn flag_bits(v: Option<bool>) -> u16 {
+        match v {
+            None => 0,
+            Some(false) => 1,
+            Some(true) => 2,
+        }
+    }
+
+    /// The flag in the low 2 bits of `bits` (3 is never written; read as none).
+    const fn flag_of(bits: u16) -> Option<bool> {
+        match bits & 0b11 {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Writes a flag's 2 bits at `shift`.
+    fn set_flag(&mut self, shift: u32, v: Option<bool>) {
+        self.bits = (self.bits & !(0b11 << shift)) | (Self::flag_bits(v) << shift);
     }
 }
 
@@ -464,13 +636,13 @@ impl PollInfo {
                 .players
                 .iter()
                 .take(MAX_POLL_PLAYERS)
-                .map(|p| PollPlayer {
-                    name: short(&p.name.plain),
-                    score: p.score.map(PollPlayer::score_of),
-                    ping_ms: p.ping_ms.map(PollPlayer::ping_of),
-                    team: p.team.map(PollPlayer::team_of),
-                    spectator: p.spectator,
-                    bot: bot_flag(p),
+                .map(|p| {
+                    PollPlayer::new(short(&p.name.plain))
+                        .with_score(p.score.map(PollPlayer::score_of))
+                        .with_ping_ms(p.ping_ms.map(PollPlayer::ping_of))
+                        .with_team(p.team.map(PollPlayer::team_of))
+                        .with_spectator(p.spectator)
+                        .with_bot(bot_flag(p))
                 })
                 .collect(),
             rules,

@@ -50,11 +50,11 @@ impl From<&PollInfo> for InfoRow {
                 .iter()
                 .map(|p| PlayerRow::Full {
                     name: p.name.clone(),
-                    score: p.score.map(i64::from),
-                    ping_ms: p.ping_ms.map(u32::from),
-                    team: p.team.map(i32::from),
-                    spectator: p.spectator,
-                    bot: p.bot,
+                    score: p.score().map(i64::from),
+                    ping_ms: p.ping_ms().map(u32::from),
+                    team: p.team().map(i32::from),
+                    spectator: p.spectator(),
+                    bot: p.bot(),
                 })
                 .collect(),
             rules: i.rules.iter().map(|(k, v)| (k.into(), v.into())).collect(),
@@ -76,11 +76,9 @@ impl From<InfoRow> for PollInfo {
                 .players
                 .into_iter()
                 .map(|p| match p {
-                    PlayerRow::Pair(name, score) => PollPlayer {
-                        name,
-                        score: score.map(PollPlayer::score_of),
-                        ..PollPlayer::default()
-                    },
+                    PlayerRow::Pair(name, score) => {
+                        PollPlayer::new(name).with_score(score.map(PollPlayer::score_of))
+                    }
                     PlayerRow::Full {
                         name,
                         score,
@@ -88,14 +86,12 @@ impl From<InfoRow> for PollInfo {
                         team,
                         spectator,
                         bot,
-                    } => PollPlayer {
-                        name,
-                        score: score.map(PollPlayer::score_of),
-                        ping_ms: ping_ms.map(PollPlayer::ping_of),
-                        team: team.map(PollPlayer::team_of),
-                        spectator,
-                        bot,
-                    },
+                    } => PollPlayer::new(name)
+                        .with_score(score.map(PollPlayer::score_of))
+                        .with_ping_ms(ping_ms.map(PollPlayer::ping_of))
+                        .with_team(team.map(PollPlayer::team_of))
+                        .with_spectator(spectator)
+                        .with_bot(bot),
                 })
                 .collect(),
             rules: Rules::new(r.rules),
@@ -284,7 +280,7 @@ mod tests {
         let row: InfoRow = serde_json::from_str(old).unwrap();
         let info = PollInfo::from(row.clone());
         assert_eq!(info.players.len(), 2);
-        assert_eq!(info.players[1].score, None);
+        assert_eq!(info.players[1].score(), None);
         assert_eq!(info.game_port, Some(7777));
         let again: InfoRow = serde_json::from_str(&serde_json::to_string(&row).unwrap()).unwrap();
         assert_eq!(again, row);
@@ -322,9 +318,9 @@ mod tests {
     fn bot_flags_round_trip_and_old_rows_have_none() {
         let old = r#"{"players":[{"name":"a","score":1,"spectator":false}]}"#;
         let info = PollInfo::from(serde_json::from_str::<InfoRow>(old).unwrap());
-        assert_eq!(info.players[0].bot, None);
+        assert_eq!(info.players[0].bot(), None);
         let mut with = info.clone();
-        with.players[0].bot = Some(true);
+        with.players[0].set_bot(Some(true));
         let json = serde_json::to_string(&InfoRow::from(&with)).unwrap();
         assert!(json.contains(r#""bot":true"#), "{json}");
         let back = PollInfo::from(serde_json::from_str::<InfoRow>(&json).unwrap());

@@ -75,16 +75,8 @@ fn write_drop_reopen_same_contents() {
         max_players: 16,
         password: Some(false),
         players: vec![
-            PollPlayer {
-                name: "p1".into(),
-                score: Some(-3),
-                ..PollPlayer::default()
-            },
-            PollPlayer {
-                name: "p2".into(),
-                score: None,
-                ..PollPlayer::default()
-            },
+            PollPlayer::new("p1").with_score(Some(-3)),
+            PollPlayer::new("p2"),
         ],
         rules: Rules::new([("hostport", "7777")]),
         game_port: Some(7777),

@@ -311,11 +311,7 @@ async fn detail_tells_bots_and_names_rules() {
     c.poller.enabled = false;
     let d = Daemon::start(c);
     let key = ip_key("teeworlds", "192.0.2.50:8303");
-    let player = |name: &str, bot| muster_master::registry::PollPlayer {
-        name: name.into(),
-        bot,
-        ..Default::default()
-    };
+    let player = |name: &str, bot| muster_master::registry::PollPlayer::new(name).with_bot(bot);
     record(
         &d,
         &key,

@@ -70,11 +70,7 @@ fn fill(h: &MasterHandle) {
             num_players: 1,
             max_players: 8,
             password: Some(false),
-            players: vec![PollPlayer {
-                name: "nameless tee".into(),
-                score: Some(5),
-                ..PollPlayer::default()
-            }],
+            players: vec![PollPlayer::new("nameless tee").with_score(Some(5))],
             rules: muster_master::registry::Rules::default(),
             game_port: None,
         }),

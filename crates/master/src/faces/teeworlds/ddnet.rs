@@ -950,7 +950,7 @@ fn synthesized_info(p: &PollInfo) -> Value {
                 "name": pl.name,
                 "clan": "",
                 "country": -1,
-                "score": pl.score.unwrap_or(0),
+                "score": pl.score().unwrap_or(0),
                 "is_player": i64::try_from(i).unwrap_or(i64::MAX) < max_players,
             })
         })
@@ -1029,11 +1029,7 @@ mod tests {
             num_players: 3,
             max_players: 2,
             players: (0..3)
-                .map(|i| crate::registry::PollPlayer {
-                    name: format!("p{i}").into(),
-                    score: Some(i),
-                    ..crate::registry::PollPlayer::default()
-                })
+                .map(|i| crate::registry::PollPlayer::new(format!("p{i}")).with_score(Some(i)))
                 .collect(),
             ..PollInfo::default()
         };
