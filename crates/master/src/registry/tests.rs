@@ -1112,6 +1112,126 @@ fn player_numbers_beyond_their_kept_width_are_clamped() {
 }
 
 #[test]
+fn a_poll_player_is_32_bytes_and_knows_nothing_by_default() {
+    assert_eq!(size_of::<PollPlayer>(), 32);
+    let p = PollPlayer::default();
+    assert_eq!(p, PollPlayer::new(""));
+    assert_eq!(
+        (p.score(), p.ping_ms(), p.team(), p.spectator(), p.bot()),
+        (None, None, None, None, None)
+    );
+    let shown = format!("{:?}", PollPlayer::new("a").with_team(Some(-1)));
+    assert_eq!(
+        shown,
+        r#"PollPlayer { name: "a", score: None, ping_ms: None, team: Some(-1), spectator: None, bot: None }"#
+    );
+}
+
+#[test]
+fn poll_player_numbers_read_back() {
+    let p = || PollPlayer::new("p");
+    for (v, want) in [
+        (None, None),
+        (Some(i32::MIN + 1), Some(i32::MIN + 1)),
+        (Some(i32::MAX), Some(i32::MAX)),
+        (Some(-1), Some(-1)),
+        (Some(0), Some(0)),
+        (Some(1234), Some(1234)),
+        (Some(i32::MIN), Some(i32::MIN + 1)),
+    ] {
+        assert_eq!(p().with_score(v).score(), want, "{v:?}");
+    }
+    for (v, want) in [
+        (None, None),
+        (Some(0), Some(0)),
+        (Some(65_534), Some(65_534)),
+        (Some(80), Some(80)),
+        (Some(u16::MAX), Some(65_534)),
+    ] {
+        assert_eq!(p().with_ping_ms(v).ping_ms(), want, "{v:?}");
+    }
+    for (v, want) in [
+        (None, None),
+        (Some(-2047), Some(-2047)),
+        (Some(-1), Some(-1)),
+        (Some(0), Some(0)),
+        (Some(1), Some(1)),
+        (Some(255), Some(255)),
+        (Some(2047), Some(2047)),
+        (Some(-2048), Some(-2047)),
+        (Some(2048), Some(2047)),
+        (Some(i16::MIN), Some(-2047)),
+        (Some(i16::MAX), Some(2047)),
+    ] {
+        assert_eq!(p().with_team(v).team(), want, "{v:?}");
+    }
+    for (v, want) in [(-40_000, -2047), (40_000, 2047)] {
+        let team = Some(PollPlayer::team_of(v));
+        assert_eq!(p().with_team(team).team(), Some(want), "{v}");
+    }
+}
+
+#[test]
+fn poll_player_flags_read_back_in_every_combination() {
+    let flags = [None, Some(false), Some(true)];
+    for spectator in flags {
+        for bot in flags {
+            for team in [None, Some(-2047), Some(-1), Some(0), Some(2047)] {
+                let p = PollPlayer::new("p")
+                    .with_score(Some(-1))
+                    .with_ping_ms(Some(65_534))
+                    .with_team(team)
+                    .with_spectator(spectator)
+                    .with_bot(bot);
+                let got = (p.team(), p.spectator(), p.bot(), p.score(), p.ping_ms());
+                assert_eq!(got, (team, spectator, bot, Some(-1), Some(65_534)));
+                // Setting one field again leaves the others alone.
+                let mut q = p.clone();
+                q.set_spectator(bot);
+                q.set_bot(spectator);
+                q.set_team(None);
+                assert_eq!((q.team(), q.spectator(), q.bot()), (None, bot, spectator));
+                q.set_team(team);
+                q.set_spectator(spectator);
+                q.set_bot(bot);
+                assert_eq!(q, p);
+            }
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn poll_player_fields_read_back_clamped(
+        score in any::<Option<i32>>(),
+        ping in any::<Option<u16>>(),
+        team in any::<Option<i16>>(),
+        spectator in any::<Option<bool>>(),
+        bot in any::<Option<bool>>(),
+    ) {
+        let p = PollPlayer::new("p")
+            .with_score(score)
+            .with_ping_ms(ping)
+            .with_team(team)
+            .with_spectator(spectator)
+            .with_bot(bot);
+        prop_assert_eq!(p.score(), score.map(|s| s.max(i32::MIN + 1)));
+        prop_assert_eq!(p.ping_ms(), ping.map(|v| v.min(u16::MAX - 1)));
+        prop_assert_eq!(p.team(), team.map(|t| t.clamp(-2047, 2047)));
+        prop_assert_eq!(p.spectator(), spectator);
+        prop_assert_eq!(p.bot(), bot);
+        // The builders' order does not matter.
+        let q = PollPlayer::new("p")
+            .with_bot(bot)
+            .with_spectator(spectator)
+            .with_team(team)
+            .with_ping_ms(ping)
+            .with_score(score);
+        prop_assert_eq!(q, p);
+    }
+}
+
+#[test]
 fn a_registration_and_its_info_are_one_change_made_in_place() {
     let mut r = Registry::new(RegistryConfig::default());
     let k = listed(&mut r, reg("ut2", v4(1, 1), Face::GameAgent), T0);
