@@ -319,7 +319,7 @@ fn start_batch(
                 key: &rec.key,
                 query_addr: t.query_addr,
                 // Info from a registration (GameAgent heartbeat) is not a poll result.
-                never_polled: rec.last_poll_ok.is_none(),
+                never_polled: rec.last_poll_ok().is_none(),
             })
         });
         let picks = schedule.pick(candidates, now, budget);

@@ -172,7 +172,7 @@ impl ServerSummary {
             location: crate::api::locations::of_addr(&r.key.addr).map(|l| l.to_string()),
             first_seen: r.first_seen.as_secs(),
             last_heartbeat: r.last_heartbeat.as_secs(),
-            last_poll: r.last_poll_ok.map(|t| t.as_secs()),
+            last_poll: r.last_poll_ok().map(|t| t.as_secs()),
             poll_failures: r.poll_failures,
             sources: SourceDto::of(r),
         }

@@ -634,10 +634,10 @@ impl Registry {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
         let mut rec = Record::new(id, reg, now);
-        rec.sources = vec![Source {
+        rec.sources = Box::new([Source {
             origin,
             last_seen: now,
-        }];
+        }]);
         self.put(rec);
         self.log(&key, true);
         Outcome::Added
@@ -678,7 +678,7 @@ impl Registry {
                 continue;
             };
             let rec = Arc::make_mut(rec);
-            rec.sources.retain(|s| s.origin != origin);
+            rec.retain_sources(|s| s.origin != origin);
             if rec.sources.is_empty() {
                 gone.push(key);
             } else {
@@ -904,7 +904,7 @@ impl Registry {
                     rec.info = Some(Arc::new(info));
                 }
                 rec.poll_failures = 0;
-                rec.last_poll_ok = Some(now);
+                rec.set_last_poll_ok(Some(now));
                 (PollOutcome::Updated, structural)
             }
             None => {
@@ -937,7 +937,7 @@ impl Registry {
         let Some(rec) = self.records.get(key) else {
             return false;
         };
-        if only_unpolled && rec.last_poll_ok.is_some() {
+        if only_unpolled && rec.last_poll_ok().is_some() {
             return false;
         }
         let info = info.bounded();
@@ -1132,7 +1132,7 @@ impl Registry {
         }
         let life = self.config.lifetime(rec.face, &rec.key.game)?;
         let base = rec
-            .last_poll_ok
+            .last_poll_ok()
             .map_or(rec.last_heartbeat, |p| p.max(rec.last_heartbeat));
         let direct = base.plus(life);
         Some(learned.map_or(direct, |l| l.max(direct)))
@@ -1196,8 +1196,7 @@ impl Registry {
         for k in stale_sources {
             if let Some(rec) = self.records.get_mut(&k) {
                 Arc::make_mut(rec)
-                    .sources
-                    .retain(|s| s.origin == Origin::Direct || s.last_seen.plus(life) > now);
+                    .retain_sources(|s| s.origin == Origin::Direct || s.last_seen.plus(life) > now);
                 self.log(&k, true);
             }
         }
@@ -1240,10 +1239,10 @@ impl Registry {
         rec.id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
         if rec.sources.is_empty() {
-            rec.sources.push(Source {
+            rec.sources = Box::new([Source {
                 origin: Origin::Direct,
                 last_seen: rec.last_heartbeat,
-            });
+            }]);
         }
         *self.per_source.entry(rec.source).or_insert(0) += 1;
         if let Some(d) = &rec.ddnet {

@@ -832,7 +832,11 @@ pub struct Record {
     /// When the last of those went out.
     pub last_challenge: Timestamp,
     /// The last successful poll.
-    pub last_poll_ok: Option<Timestamp>,
+    ///
+    /// Kept as milliseconds + 1 in a `NonZeroU64`, so that "never" takes no room of its own
+    /// (8 bytes where an `Option<Timestamp>` takes 16); read and set it through
+    /// [`Record::last_poll_ok`] and [`Record::set_last_poll_ok`].
+    last_poll_ok: Option<std::num::NonZeroU64>,
     /// What the last successful poll (or the registration itself) said.
     pub info: Option<Arc<PollInfo>>,
     /// Polls failed in a row since the last success.
@@ -842,15 +846,29 @@ pub struct Record {
     /// What a DDNet server registered at this address.
     pub ddnet: Option<Arc<DdnetData>>,
     /// Where it came from, [`Origin::Direct`] first, then the upstreams by name; at most
-    /// [`MAX_SOURCES`]. Empty only for a record built by hand (read as direct).
-    pub sources: Vec<Source>,
+    /// [`MAX_SOURCES`]. Empty only for a record built by hand (read as direct). A boxed
+    /// slice, not a `Vec`: sources change rarely, and the 8 bytes of a capacity would take
+    /// every record into the next allocator size class.
+    pub sources: Box<[Source]>,
 }
 
-// A record and its `Arc` counts fill one 256-byte allocator size class; 8 bytes more and
-// every record takes the next class (320 bytes): 64 bytes per server at any size.
-const _: () = assert!(size_of::<Record>() <= 240);
+// A record and its `Arc` counts fill one 224-byte allocator size class; 8 bytes more and
+// every record takes the next class (256 bytes): 32 bytes per server at any size.
+const _: () = assert!(size_of::<Record>() <= 208);
 
 impl Record {
+    /// The last successful poll, if any.
+    #[must_use]
+    pub fn last_poll_ok(&self) -> Option<Timestamp> {
+        self.last_poll_ok
+            .map(|t| Timestamp(t.get().saturating_sub(1)))
+    }
+
+    /// Sets the last successful poll (a time of [`Timestamp::NEVER`] reads back as none).
+    pub fn set_last_poll_ok(&mut self, t: Option<Timestamp>) {
+        self.last_poll_ok = t.and_then(|t| std::num::NonZeroU64::new(t.0.wrapping_add(1)));
+    }
+
     /// A fresh listed record for `reg` at `now`.
     #[must_use]
     pub fn new(id: u64, reg: Registration, now: Timestamp) -> Self {
@@ -872,10 +890,10 @@ impl Record {
             poll_failures: 0,
             source: reg.source,
             ddnet: None,
-            sources: vec![Source {
+            sources: Box::new([Source {
                 origin: Origin::Direct,
                 last_seen: now,
-            }],
+            }]),
         }
     }
 
@@ -905,6 +923,13 @@ impl Record {
             .max()
     }
 
+    /// Keeps only the sources `keep` accepts.
+    pub fn retain_sources(&mut self, keep: impl FnMut(&Source) -> bool) {
+        let mut sources = std::mem::take(&mut self.sources).into_vec();
+        sources.retain(keep);
+        self.sources = sources.into_boxed_slice();
+    }
+
     /// Adds `origin` or moves its time to `now` (never back); returns whether it was added.
     /// A record already at [`MAX_SOURCES`] keeps its sources.
     pub fn see(&mut self, origin: &Origin, now: Timestamp) -> bool {
@@ -915,11 +940,13 @@ impl Record {
         if self.sources.len() >= MAX_SOURCES {
             return false;
         }
-        self.sources.push(Source {
+        let mut sources = std::mem::take(&mut self.sources).into_vec();
+        sources.push(Source {
             origin: origin.clone(),
             last_seen: now,
         });
-        self.sources.sort_by(|a, b| a.origin.cmp(&b.origin));
+        sources.sort_by(|a, b| a.origin.cmp(&b.origin));
+        self.sources = sources.into_boxed_slice();
         true
     }
 

@@ -947,7 +947,7 @@ impl PutColumns {
             c.state.push(r.state.name().to_owned());
             c.first_seen.push(ts(r.first_seen));
             c.last_heartbeat.push(ts(r.last_heartbeat));
-            c.last_poll_ok.push(r.last_poll_ok.map(ts));
+            c.last_poll_ok.push(r.last_poll_ok().map(ts));
             c.poll_failures.push(i64::from(r.poll_failures));
             c.source.push(r.source.to_ip().to_string());
             c.info.push(r.info.as_deref().map(|i| {

@@ -218,7 +218,7 @@ impl From<&Source> for SourceRow {
 #[must_use]
 pub fn sources_column(r: &crate::registry::Record) -> Option<String> {
     let direct_only = r.sources.is_empty()
-        || matches!(r.sources.as_slice(), [s] if s.origin == Origin::Direct
+        || matches!(&*r.sources, [s] if s.origin == Origin::Direct
             && s.last_seen == r.last_heartbeat);
     (!direct_only).then(|| {
         let rows: Vec<SourceRow> = r.sources.iter().map(SourceRow::from).collect();

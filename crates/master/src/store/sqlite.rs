@@ -147,7 +147,7 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
         ts(r.first_seen),
         ts(r.last_heartbeat),
         ts(r.first_seen),
-        r.last_poll_ok.map(ts),
+        r.last_poll_ok().map(ts),
         r.poll_failures,
         r.source.to_ip().to_string(),
         info,
@@ -273,7 +273,7 @@ impl Row {
         rec.state = state;
         rec.last_heartbeat = from_ts(self.last_heartbeat);
         rec.last_proof = from_ts(self.last_proof.unwrap_or(self.last_heartbeat));
-        rec.last_poll_ok = self.last_poll_ok.map(from_ts);
+        rec.set_last_poll_ok(self.last_poll_ok.map(from_ts));
         rec.poll_failures = self.poll_failures;
         if let Some(i) = self.info {
             let row: InfoRow =
@@ -298,7 +298,7 @@ impl Row {
                 serde_json::from_str(&s).map_err(|e| format!("bad sources column: {e}"))?;
             let sources = sources_from_rows(rows);
             if !sources.is_empty() {
-                rec.sources = sources;
+                rec.sources = sources.into_boxed_slice();
             }
         } else if let Some(direct) = rec.sources.first_mut() {
             direct.last_seen = rec.last_heartbeat;

@@ -82,7 +82,7 @@ fn write_drop_reopen_same_contents() {
         game_port: Some(7777),
     }));
     a.poll_failures = 2;
-    a.last_poll_ok = Some(Timestamp(2_500));
+    a.set_last_poll_ok(Some(Timestamp(2_500)));
     let mut b = sample(2, Face::Mgmt);
     b.key = ServerKey::new(
         "bomberman",

@@ -322,7 +322,7 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
     assert!(state_of(&h, &gs_key).is_some());
 
     // The management record was never polled; the others keep being polled every interval.
-    assert!(h.with_registry(|r| r.get(&mgmt_key).unwrap().last_poll_ok.is_none()));
+    assert!(h.with_registry(|r| r.get(&mgmt_key).unwrap().last_poll_ok().is_none()));
     let before = ga.requests.load(Ordering::Relaxed);
     until("another poll round", async || {
         ga.requests.load(Ordering::Relaxed) > before

@@ -135,7 +135,7 @@ async fn gameagent_listed(face: SocketAddr, h: &MasterHandle) -> (Fake, SocketAd
 }
 
 fn polled(h: &MasterHandle, key: &ServerKey) -> bool {
-    h.with_registry(|r| r.get(key).is_some_and(|r| r.last_poll_ok.is_some()))
+    h.with_registry(|r| r.get(key).is_some_and(|r| r.last_poll_ok().is_some()))
 }
 
 fn listed(h: &MasterHandle, key: &ServerKey) -> bool {
@@ -172,7 +172,7 @@ async fn statechanged_and_u_are_polled_long_before_the_interval() {
         ga.polls.load(Ordering::Relaxed),
         gs.polls.load(Ordering::Relaxed),
     );
-    let gs_poll_before = h.with_registry(|r| r.get(&gs_key).unwrap().last_poll_ok);
+    let gs_poll_before = h.with_registry(|r| r.get(&gs_key).unwrap().last_poll_ok());
 
     ga.socket.send_to(b"u", gameagent).await.unwrap();
     let ga_took = until("a poll after `u`", || {
@@ -186,7 +186,7 @@ async fn statechanged_and_u_are_polled_long_before_the_interval() {
     })
     .await;
     until("the statechanged poll stored", || {
-        h.with_registry(|r| r.get(&gs_key).unwrap().last_poll_ok) > gs_poll_before
+        h.with_registry(|r| r.get(&gs_key).unwrap().last_poll_ok()) > gs_poll_before
     })
     .await;
     let _ = writeln!(
