@@ -297,12 +297,39 @@ pub struct Unpolled {
     /// A sample at least this often while nothing changes.
     every: Duration,
     /// Per record id ([`Record::id`]: stable while the record lives, and 8 bytes where a key
-    /// would be a clone of the game and address): players, slots, when written, the scan
-    /// that last saw it.
-    last: std::collections::HashMap<u64, (u32, u32, Timestamp, u64)>,
+    /// would be a clone of the game and address): what was last written.
+    last: std::collections::HashMap<u64, Last>,
     scans: u64,
+    /// The first scan's time: [`Last`] counts seconds from it.
+    start: Option<Timestamp>,
     /// The earliest time a sample is due without a change.
     next_due: Option<Timestamp>,
+}
+
+/// What [`Unpolled`] last wrote for one record, in 8 bytes (a map entry of 16 with its id,
+/// where the plain numbers and times took 32): its players and slots, clamped to `u16` (a
+/// change beyond that is not one any game makes), and the second since the first scan it was
+/// written, shifted left by one with the parity of the scan that last saw the record in the
+/// low bit (a record a scan did not see has the other parity, and is forgotten).
+#[derive(Debug, Clone, Copy)]
+struct Last {
+    players: u16,
+    slots: u16,
+    seen: u32,
+}
+
+const _: () = assert!(size_of::<Last>() == 8);
+
+impl Last {
+    /// The second it was written (since the first scan).
+    const fn written(self) -> u32 {
+        self.seen >> 1
+    }
+}
+
+/// `n` clamped to `u16`.
+fn narrow(n: u32) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
 }
 
 impl Unpolled {
@@ -315,6 +342,7 @@ impl Unpolled {
             every,
             last: std::collections::HashMap::new(),
             scans: 0,
+            start: None,
             next_due: None,
         }
     }
@@ -339,7 +367,13 @@ impl Unpolled {
         now: Timestamp,
     ) -> Vec<PollSample> {
         self.scans += 1;
-        let scan = self.scans;
+        let parity = u32::from(self.scans % 2 == 1);
+        let start = *self.start.get_or_insert(now);
+        // Seconds since the first scan, in 31 bits (68 years of uptime).
+        let secs = u32::try_from(now.since(start).as_secs())
+            .unwrap_or(u32::MAX)
+            .min(u32::MAX >> 1);
+        let every = u32::try_from(self.every.as_secs()).unwrap_or(u32::MAX);
         let mut out = Vec::new();
         for r in records {
             if self.polled(r) {
@@ -351,13 +385,19 @@ impl Unpolled {
             let (n, max) = (info.num_players, info.max_players);
             let due = match self.last.get_mut(&r.id) {
                 Some(e) => {
-                    e.3 = scan;
-                    (e.0, e.1) != (n, max) || now.since(e.2) >= self.every
+                    e.seen = e.written() << 1 | parity;
+                    (e.players, e.slots) != (narrow(n), narrow(max))
+                        || secs.saturating_sub(e.written()) >= every
                 }
                 None => true,
             };
             if due {
-                self.last.insert(r.id, (n, max, now, scan));
+                let last = Last {
+                    players: narrow(n),
+                    slots: narrow(max),
+                    seen: secs << 1 | parity,
+                };
+                self.last.insert(r.id, last);
                 out.push(PollSample {
                     key: r.key.clone(),
                     at: now,
@@ -368,8 +408,12 @@ impl Unpolled {
                 });
             }
         }
-        self.last.retain(|_, e| e.3 == scan);
-        self.next_due = self.last.values().map(|e| e.2.plus(self.every)).min();
+        self.last.retain(|_, e| e.seen & 1 == parity);
+        self.next_due = self.last.values().map(|e| e.written()).min().map(|w| {
+            start
+                .plus(Duration::from_secs(u64::from(w)))
+                .plus(self.every)
+        });
         out
     }
 }
