@@ -52,9 +52,13 @@ pub struct DdnetInfo(Repr);
 
 #[derive(Clone)]
 enum Repr {
-    Heap(Bytes),
+    /// Boxed, so that an info is 16 bytes (a `Bytes` is 32): the heap form is the rare one,
+    /// and every DDNet record holds an info.
+    Heap(Box<Bytes>),
     Kept(Arc<Kept>),
 }
+
+const _: () = assert!(size_of::<DdnetInfo>() == 16);
 
 /// A slot of an [`InfoFile`], freed on drop.
 struct Kept {
@@ -95,7 +99,7 @@ impl DdnetInfo {
     /// file's read error, which the caller reports.
     pub fn bytes(&self) -> io::Result<Bytes> {
         match &self.0 {
-            Repr::Heap(b) => Ok(b.clone()),
+            Repr::Heap(b) => Ok(Bytes::clone(b)),
             Repr::Kept(k) => k.file.read(k.slot, k.len).map(Bytes::from),
         }
     }
@@ -113,13 +117,13 @@ impl DdnetInfo {
 
 impl From<Bytes> for DdnetInfo {
     fn from(b: Bytes) -> Self {
-        Self(Repr::Heap(b))
+        Self(Repr::Heap(Box::new(b)))
     }
 }
 
 impl From<&'static [u8]> for DdnetInfo {
     fn from(b: &'static [u8]) -> Self {
-        Self(Repr::Heap(Bytes::from_static(b)))
+        Self(Repr::Heap(Box::new(Bytes::from_static(b))))
     }
 }
 
@@ -330,7 +334,7 @@ impl InfoFile {
                         "cannot write to the DDNet info file; infos stay in memory"
                     );
                 }
-                return DdnetInfo(Repr::Heap(bytes));
+                return DdnetInfo(Repr::Heap(Box::new(bytes)));
             }
             g.end += u64::from(len);
             g.live += u64::from(len);
