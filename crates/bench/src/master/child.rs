@@ -187,7 +187,7 @@ fn insert_ddnet(handle: &MasterHandle, first: usize, n: usize) -> anyhow::Result
         info.encode(&mut body);
         let d = DdnetRegister {
             addr: server.addr,
-            secret: Arc::from(server.secret()),
+            secret: muster_master::registry::DdnetSecret::from(server.secret()),
             serial: 0,
             info: Some(bytes::Bytes::from(body)),
             poll_info: Some(PollInfo::from_server_info(&info.to_server_info())),

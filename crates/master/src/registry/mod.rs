@@ -67,7 +67,7 @@ use muster_proto::limit::SourceKey;
 
 pub use infos::{DdnetInfo, InfoFile, InfoStats};
 pub use types::{
-    DDNET_STREAM_SCHEMES, DdnetData, DdnetStream, Face, GameAddr, MAX_DDNET_INFO,
+    DDNET_STREAM_SCHEMES, DdnetData, DdnetSecret, DdnetStream, Face, GameAddr, MAX_DDNET_INFO,
     MAX_DDNET_STREAMS, MAX_GAME_LEN, MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT,
     MAX_SOURCES, Origin, PollInfo, PollPlayer, Record, Registration, Rules, ServerKey, ShortText,
     Source, Timestamp, Verification, protocol_from_name, short,
@@ -178,7 +178,7 @@ pub struct DdnetRegister {
     /// The listed address (peer IP, `Address` port).
     pub addr: std::net::SocketAddr,
     /// The server's `Secret`.
-    pub secret: Arc<str>,
+    pub secret: DdnetSecret,
     /// `Info-Serial` (0 when absent).
     pub serial: i64,
     /// The info object as registered (compact JSON), when the POST had a body.
@@ -954,7 +954,7 @@ impl Registry {
 
     /// The serial and info the DDNet server `secret` registered last, if any.
     #[must_use]
-    pub fn ddnet_info(&self, secret: &str) -> Option<(i64, &DdnetInfo)> {
+    pub fn ddnet_info(&self, secret: &DdnetSecret) -> Option<(i64, &DdnetInfo)> {
         // Every address of a secret holds its newest serial and info (a newer one is given to
         // all of them): any of them tells.
         let d = self.records.with_secret(secret).next()?.ddnet.as_ref()?;
@@ -1003,7 +1003,7 @@ impl Registry {
             .records
             .get(&key)
             .and_then(|rec| rec.ddnet.as_ref())
-            .map(|d| Arc::clone(&d.secret))
+            .map(|d| d.secret.clone())
             .filter(|s| *s != r.secret);
         let (registered, changed_record) = self.register_changed(reg, now);
         if let Outcome::Rejected(why) = registered {
@@ -1021,7 +1021,7 @@ impl Registry {
         };
         let same_secret = rec.ddnet.as_ref().is_some_and(|d| d.secret == r.secret);
         let mut streams = match &rec.ddnet {
-            Some(d) if same_secret => d.streams.clone(),
+            Some(d) if same_secret => d.streams.to_vec(),
             _ => Vec::new(),
         };
         let new_stream = match streams.iter_mut().find(|s| s.is(&r.url, &key.addr)) {
@@ -1042,10 +1042,10 @@ impl Registry {
             .as_ref()
             .is_none_or(|d| d.serial != serial || !d.info.same_as(&info));
         rec.ddnet = Some(Arc::new(DdnetData {
-            secret: Arc::clone(&r.secret),
+            secret: r.secret.clone(),
             serial,
             info: info.clone(),
-            streams,
+            streams: streams.into_boxed_slice(),
         }));
         let mut changed_poll_info = false;
         if let Some(p) = r.poll_info.filter(|_| fresh) {
@@ -1091,9 +1091,10 @@ impl Registry {
     /// and the record with it when it was its last stream. Returns whether the server still
     /// has streams at that address, or `None` when there was no such stream.
     pub fn ddnet_delete(&mut self, secret: &str, url: &str) -> Option<bool> {
+        let secret = DdnetSecret::from(secret);
         let keys: Vec<ServerKey> = self
             .records
-            .with_secret(secret)
+            .with_secret(&secret)
             .map(|rec| rec.key.clone())
             .collect();
         for key in keys {
@@ -1105,7 +1106,12 @@ impl Registry {
                 continue;
             }
             let mut d = (**d).clone();
-            d.streams.retain(|s| !s.is(url, &key.addr));
+            d.streams = d
+                .streams
+                .iter()
+                .filter(|s| !s.is(url, &key.addr))
+                .cloned()
+                .collect();
             if d.streams.is_empty() {
                 self.remove(&key);
                 return Some(false);
@@ -1216,7 +1222,12 @@ impl Registry {
                     let rec = Arc::make_mut(rec);
                     if let Some(d) = &rec.ddnet {
                         let mut d = (**d).clone();
-                        d.streams.retain(|s| s.last.plus(life) > now);
+                        d.streams = d
+                            .streams
+                            .iter()
+                            .filter(|s| s.last.plus(life) > now)
+                            .cloned()
+                            .collect();
                         rec.ddnet = Some(Arc::new(d));
                     }
                     self.log(&k, true);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::{Record, ServerKey, Timestamp};
+use super::{DdnetSecret, Record, ServerKey, Timestamp};
 
 /// Records by [`ServerKey`], and by the address in the key. Hashing is SipHash with a
 /// per-table random key (keys come from the wire).
@@ -49,7 +49,7 @@ impl RecordTable {
         self.hasher.hash_one(addr)
     }
 
-    fn secret_hash(&self, secret: &str) -> u64 {
+    fn secret_hash(&self, secret: &DdnetSecret) -> u64 {
         self.hasher.hash_one(secret)
     }
 
@@ -75,7 +75,7 @@ impl RecordTable {
     }
 
     /// Links the record under `key` with the DDNet `secret` (once; linking again is a no-op).
-    pub(super) fn link_secret(&mut self, secret: &str, key: &ServerKey) {
+    pub(super) fn link_secret(&mut self, secret: &DdnetSecret, key: &ServerKey) {
         let s = self.secret_hash(secret);
         let h = self.hash(key);
         if self.by_secret.find(s, |&e| e == (s, h)).is_none() {
@@ -84,7 +84,7 @@ impl RecordTable {
     }
 
     /// Undoes [`RecordTable::link_secret`].
-    pub(super) fn unlink_secret(&mut self, secret: &str, key: &ServerKey) {
+    pub(super) fn unlink_secret(&mut self, secret: &DdnetSecret, key: &ServerKey) {
         let s = self.secret_hash(secret);
         let h = self.hash(key);
         if let Ok(e) = self.by_secret.find_entry(s, |&e| e == (s, h)) {
@@ -97,7 +97,7 @@ impl RecordTable {
     /// another secret or key finds nothing wrong.
     pub(super) fn with_secret<'a, 's>(
         &'a self,
-        secret: &'s str,
+        secret: &'s DdnetSecret,
     ) -> impl Iterator<Item = &'a Arc<Record>> + use<'a, 's> {
         let s = self.secret_hash(secret);
         let keys: Vec<u64> = self
@@ -107,7 +107,7 @@ impl RecordTable {
             .map(|&(_, k)| k)
             .collect();
         self.by_key_hashes(keys, move |r| {
-            r.ddnet.as_ref().is_some_and(|d| &*d.secret == secret)
+            r.ddnet.as_ref().is_some_and(|d| d.secret == *secret)
         })
     }
 
@@ -276,10 +276,10 @@ mod tests {
     fn with_ddnet(port: u16, secret: &str) -> Arc<Record> {
         let mut r = (*rec(port)).clone();
         r.ddnet = Some(Arc::new(crate::registry::DdnetData {
-            secret: Arc::from(secret),
+            secret: DdnetSecret::from(secret),
             serial: 0,
             info: crate::registry::DdnetInfo::from(&b"{}"[..]),
-            streams: Vec::new(),
+            streams: Box::default(),
         }));
         Arc::new(r)
     }
@@ -288,14 +288,14 @@ mod tests {
     fn finds_the_records_linked_with_a_secret_that_still_name_it() {
         let mut t = RecordTable::default();
         let ids = |t: &RecordTable, s: &str| -> Vec<u64> {
-            let mut v: Vec<u64> = t.with_secret(s).map(|r| r.id).collect();
+            let mut v: Vec<u64> = t.with_secret(&DdnetSecret::from(s)).map(|r| r.id).collect();
             v.sort_unstable();
             v
         };
         for (port, secret) in [(1, "a"), (2, "a"), (3, "b")] {
             let r = with_ddnet(port, secret);
-            t.link_secret(secret, &r.key);
-            t.link_secret(secret, &r.key);
+            t.link_secret(&DdnetSecret::from(secret), &r.key);
+            t.link_secret(&DdnetSecret::from(secret), &r.key);
             t.insert(r, Timestamp::NEVER);
         }
         t.insert(rec(4), Timestamp::NEVER);
@@ -304,7 +304,7 @@ mod tests {
         assert_eq!(ids(&t, "c"), Vec::<u64>::new());
         // Unlinked: gone from the secret, still in the table.
         let k1 = rec(1).key.clone();
-        t.unlink_secret("a", &k1);
+        t.unlink_secret(&DdnetSecret::from("a"), &k1);
         assert_eq!(ids(&t, "a"), [2]);
         assert!(t.get(&k1).is_some());
         // A link whose record now names another secret finds nothing under the old one.
@@ -312,11 +312,11 @@ mod tests {
         t.insert(with_ddnet(2, "b"), Timestamp::NEVER);
         assert_eq!(ids(&t, "a"), Vec::<u64>::new());
         assert_eq!(ids(&t, "b"), [3], "not linked with b yet");
-        t.link_secret("b", &k2);
+        t.link_secret(&DdnetSecret::from("b"), &k2);
         assert_eq!(ids(&t, "b"), [2, 3]);
         // A removed record is not found; unlinking what is not linked is a no-op.
         t.remove(&k2);
-        t.unlink_secret("zzz", &k2);
+        t.unlink_secret(&DdnetSecret::from("zzz"), &k2);
         assert_eq!(ids(&t, "b"), [3]);
     }
 

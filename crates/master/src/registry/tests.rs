@@ -341,7 +341,7 @@ fn a_ddnet_refresh_that_moves_only_times_says_so() {
     let mut r = Registry::new(RegistryConfig::default());
     let d = |serial: i64, info: &'static [u8], url: &str| DdnetRegister {
         addr: v4(1, 8303),
-        secret: Arc::from("s"),
+        secret: DdnetSecret::from("s"),
         serial,
         info: Some(bytes::Bytes::from_static(info)),
         poll_info: None,
@@ -397,7 +397,7 @@ fn the_registry_keeps_ddnet_infos_in_its_file_and_frees_what_it_lets_go() {
     });
     let d = |serial: i64, info: &'static [u8]| DdnetRegister {
         addr: v4(1, 8303),
-        secret: Arc::from("s"),
+        secret: DdnetSecret::from("s"),
         serial,
         info: Some(bytes::Bytes::from_static(info)),
         poll_info: None,
@@ -451,7 +451,7 @@ fn the_registry_keeps_ddnet_infos_in_its_file_and_frees_what_it_lets_go() {
     capped.ddnet_register(d(1, b"{\"n\":1}"), dr(), T0);
     let other = DdnetRegister {
         addr: v4(1, 8304),
-        secret: Arc::from("t"),
+        secret: DdnetSecret::from("t"),
         ..d(1, b"{\"other\":1}")
     };
     let refused = capped.ddnet_register(other, reg("ddnet", v4(1, 8304), Face::DdnetHttp), T0);
@@ -470,7 +470,7 @@ fn ddnet_info_is_per_secret_and_only_newer_serials_replace_it() {
     let mut r = Registry::new(RegistryConfig::default());
     let d = |addr: SocketAddr, serial: i64, info: Option<&'static [u8]>, url: &str| DdnetRegister {
         addr,
-        secret: Arc::from("s"),
+        secret: DdnetSecret::from("s"),
         serial,
         info: info.map(bytes::Bytes::from_static),
         poll_info: None,
@@ -494,16 +494,27 @@ fn ddnet_info_is_per_secret_and_only_newer_serials_replace_it() {
         r.ddnet_register(d(a4, 1, None, u7), dr(a4), T0),
         DdnetOutcome::Success
     );
-    assert_eq!(r.ddnet_info("s").map(|(s, _)| s), Some(1));
+    assert_eq!(
+        r.ddnet_info(&DdnetSecret::from("s")).map(|(s, _)| s),
+        Some(1)
+    );
     // An older or the same serial does not replace the info; a newer one does.
     r.ddnet_register(d(a4, 0, Some(b"{\"n\":0}"), u6), dr(a4), T0);
     assert_eq!(
-        &r.ddnet_info("s").unwrap().1.bytes().unwrap()[..],
+        &r.ddnet_info(&DdnetSecret::from("s"))
+            .unwrap()
+            .1
+            .bytes()
+            .unwrap()[..],
         b"{\"n\":1}"
     );
     r.ddnet_register(d(a4, 1, Some(b"{\"n\":9}"), u6), dr(a4), T0);
     assert_eq!(
-        &r.ddnet_info("s").unwrap().1.bytes().unwrap()[..],
+        &r.ddnet_info(&DdnetSecret::from("s"))
+            .unwrap()
+            .1
+            .bytes()
+            .unwrap()[..],
         b"{\"n\":1}"
     );
     let a6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 8303);
@@ -542,7 +553,7 @@ fn ddnet_streams_expire_one_by_one() {
     let a = v4(1, 8303);
     let mk = |url: &str| DdnetRegister {
         addr: a,
-        secret: Arc::from("s"),
+        secret: DdnetSecret::from("s"),
         serial: 1,
         info: Some(bytes::Bytes::from_static(b"{}")),
         poll_info: None,
@@ -1327,4 +1338,45 @@ fn a_ddnet_stream_at_its_records_address_keeps_only_its_scheme() {
         DdnetStream::new("tw-0.6+udp://192.0.2.7:8303", &v4a, at(1)),
         DdnetStream::new("tw-0.6+udp://192.0.2.7:8303", &v4a, at(1))
     );
+}
+
+#[test]
+fn a_ddnet_secret_that_is_a_uuid_is_kept_as_its_bytes_and_spelled_back_the_same() {
+    for s in [
+        "4ae14cf1-eb35-4068-89eb-7967b754451e",
+        "00000000-0000-0000-0000-000000000000",
+        "ffffffff-ffff-ffff-ffff-ffffffffffff",
+    ] {
+        let secret = DdnetSecret::from(s);
+        assert!(matches!(secret, DdnetSecret::Uuid(_)), "{s}");
+        assert_eq!(secret.to_string(), s);
+        assert_eq!(secret, DdnetSecret::from(s));
+    }
+    // Anything else is kept as given, and spelled back the same too.
+    for s in [
+        "4AE14CF1-EB35-4068-89EB-7967B754451E",
+        "4ae14cf1eb35406889eb7967b754451e",
+        "4ae14cf1-eb35-4068-89eb-7967b754451",
+        "4ae14cf1-eb35-4068-89eb-7967b754451e0",
+        "4ae14cf1_eb35-4068-89eb-7967b754451e",
+        "4ae14cf1-eb35-4068-89eb-7967b754451g",
+        "s",
+        "",
+        "ü4e14cf1-eb35-4068-89eb-7967b75445",
+    ] {
+        let secret = DdnetSecret::from(s);
+        assert!(matches!(secret, DdnetSecret::Text(_)), "{s}");
+        assert_eq!(secret.to_string(), s);
+    }
+    assert_ne!(
+        DdnetSecret::from("4ae14cf1-eb35-4068-89eb-7967b754451e"),
+        DdnetSecret::from("4ae14cf1-eb35-4068-89eb-7967b754451f")
+    );
+}
+
+proptest! {
+    #[test]
+    fn every_ddnet_secret_is_spelled_back_as_given(s in "\\PC{0,40}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}") {
+        prop_assert_eq!(DdnetSecret::from(s.as_str()).to_string(), s);
+    }
 }

@@ -736,19 +736,102 @@ impl DdnetStream {
     }
 }
 
+/// A DDNet server's `Secret` (`teeworlds-master.md` §3.1): a random UUID per server process.
+/// A UUID in its usual spelling (lower-case hex in 8-4-4-4-12 groups) is kept as its 16 bytes,
+/// and spelled again the same way: a string of it took ~56 bytes of heap per DDNet server. Any
+/// other text is kept as given.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum DdnetSecret {
+    /// A UUID, as its bytes.
+    Uuid([u8; 16]),
+    /// Any other secret, as given.
+    Text(Arc<str>),
+}
+
+impl DdnetSecret {
+    /// Where the hyphens of a UUID's usual spelling are.
+    const HYPHENS: [usize; 4] = [8, 13, 18, 23];
+
+    /// The bytes of `s` when it is a UUID in its usual spelling.
+    fn uuid_of(s: &str) -> Option<[u8; 16]> {
+        let b = s.as_bytes();
+        if b.len() != 36 {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        let mut digits = b
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !Self::HYPHENS.contains(i))
+            .map(|(_, c)| *c);
+        if Self::HYPHENS.iter().any(|&i| b.get(i) != Some(&b'-')) {
+            return None;
+        }
+        for byte in &mut out {
+            let hi = Self::nibble(digits.next()?)?;
+            let lo = Self::nibble(digits.next()?)?;
+            *byte = hi << 4 | lo;
+        }
+        Some(out)
+    }
+
+    /// A lower-case hex digit's value (upper case would not be spelled back the same).
+    fn nibble(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
+}
+
+impl From<&str> for DdnetSecret {
+    fn from(s: &str) -> Self {
+        Self::uuid_of(s).map_or_else(|| Self::Text(Arc::from(s)), Self::Uuid)
+    }
+}
+
+impl fmt::Display for DdnetSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Uuid(b) => {
+                for (i, byte) in b.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        f.write_str("-")?;
+                    }
+                    write!(f, "{byte:02x}")?;
+                }
+                Ok(())
+            }
+            Self::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+impl fmt::Debug for DdnetSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DdnetSecret({self})")
+    }
+}
+
 /// What a DDNet server registered at a record's address (`teeworlds-master.md` §3.6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DdnetData {
     /// The server's `Secret`; the addresses of one secret are one `servers.json` entry.
-    pub secret: Arc<str>,
+    pub secret: DdnetSecret,
     /// The `Info-Serial` of `info`.
     pub serial: i64,
     /// The info object exactly as registered (compact JSON, at most [`MAX_DDNET_INFO`] bytes);
     /// in the registry's info file once the registry holds it.
     pub info: super::infos::DdnetInfo,
-    /// The streams registered at this address, sorted by URL.
-    pub streams: Vec<DdnetStream>,
+    /// The streams registered at this address, sorted by URL (a boxed slice: nearly every
+    /// server has one, and a `Vec`'s capacity would take the data into the next allocator
+    /// size class).
+    pub streams: Box<[DdnetStream]>,
 }
+
+// The data and its `Arc` counts fill one 80-byte allocator size class.
+const _: () = assert!(size_of::<DdnetData>() <= 64);
 
 /// Most sources one record keeps (a direct registration and one per upstream; upstreams come
 /// from the configuration, so real records stay far below it).

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{
-    DdnetData, DdnetStream, GameAddr, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo, PollPlayer,
-    Rules, ShortText, Source, Timestamp,
+    DdnetData, DdnetSecret, DdnetStream, GameAddr, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo,
+    PollPlayer, Rules, ShortText, Source, Timestamp,
 };
 
 /// [`PollInfo`] as stored in the `info` column.
@@ -178,7 +178,7 @@ impl DdnetRow {
             return Err("ddnet info is not a JSON object");
         }
         Ok(DdnetData {
-            secret: Arc::from(self.secret),
+            secret: DdnetSecret::from(self.secret.as_str()),
             serial: self.serial,
             info: bytes::Bytes::from(self.info).into(),
             streams: self

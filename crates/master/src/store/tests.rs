@@ -97,14 +97,14 @@ fn write_drop_reopen_same_contents() {
     let mut c = sample(3, Face::DdnetHttp);
     c.state = Verification::Delisted;
     c.ddnet = Some(Arc::new(DdnetData {
-        secret: "s3cret".into(),
+        secret: crate::registry::DdnetSecret::from("s3cret"),
         serial: 4,
         info: bytes::Bytes::from_static(br#"{"name":"x","b":1,"a":[]}"#).into(),
-        streams: vec![DdnetStream::new(
+        streams: Box::new([DdnetStream::new(
             "tw-0.6+udp://192.0.2.3:7003",
             &c.key.addr,
             Timestamp(2_900),
-        )],
+        )]),
     }));
     {
         let mut s = SqliteStore::open(&dir.0).unwrap();
@@ -219,7 +219,7 @@ fn version_2_files_are_migrated_with_their_ddnet_data() {
     assert_eq!(l.skipped, 1, "the pending row");
     assert_eq!(l.records.len(), 1);
     let d = l.records[0].ddnet.as_ref().unwrap();
-    assert_eq!(&*d.secret, "s");
+    assert_eq!(d.secret.to_string(), "s");
     assert_eq!(d.serial, 3);
     assert_eq!(&d.info.bytes().unwrap()[..], br#"{"name":"x"}"#);
     assert_eq!(d.streams[0].last, Timestamp(5000));

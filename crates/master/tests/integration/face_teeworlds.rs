@@ -867,7 +867,7 @@ async fn servers_json_is_not_rebuilt_by_refreshes_that_change_nothing_listed() {
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let d = muster_master::registry::DdnetRegister {
             addr,
-            secret: Arc::from(secret),
+            secret: muster_master::registry::DdnetSecret::from(secret),
             serial: 0,
             info: Some(info.clone()),
             poll_info: None,

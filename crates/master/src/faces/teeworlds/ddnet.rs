@@ -90,8 +90,8 @@ use crate::MasterHandle;
 use crate::drops::DropReason;
 use crate::metrics::Metrics;
 use crate::registry::{
-    DdnetInfo, DdnetOutcome, DdnetRegister, Face, GameAddr, MAX_DDNET_INFO, PollInfo, Registration,
-    ServerKey, TEEWORLDS_GAMES, Timestamp,
+    DdnetInfo, DdnetOutcome, DdnetRegister, DdnetSecret, Face, GameAddr, MAX_DDNET_INFO, PollInfo,
+    Registration, ServerKey, TEEWORLDS_GAMES, Timestamp,
 };
 use crate::runtime::http::{FileAnswer, FileResponse, FileRoute};
 use crate::runtime::memfile::MemFile;
@@ -504,7 +504,7 @@ async fn list(
     }
     let d = DdnetRegister {
         addr,
-        secret: Arc::from(h.secret),
+        secret: DdnetSecret::from(h.secret),
         serial: h.info_serial,
         poll_info: raw.as_deref().and_then(poll_info_of),
         info: raw,
@@ -835,7 +835,8 @@ pub fn document(s: &Snapshot) -> Bytes {
 /// document is never held whole in the heap).
 fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let mut entries: Vec<(Vec<AddrKey>, EntryInfo)> = Vec::new();
-    let mut by_secret: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut by_secret: std::collections::HashMap<&DdnetSecret, usize> =
+        std::collections::HashMap::new();
     let mut seen = std::collections::HashSet::new();
     let teeworlds =
         |r: &&Arc<crate::registry::Record>| TEEWORLDS_GAMES.contains(&r.key.game.as_str());
@@ -853,7 +854,7 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
             .iter()
             .map(|st| addr_key(addr, &st.url(&r.key.addr)));
         let fresh = || EntryInfo::Registered(d.serial, d.info.clone());
-        match by_secret.get(&*d.secret).and_then(|&i| entries.get_mut(i)) {
+        match by_secret.get(&d.secret).and_then(|&i| entries.get_mut(i)) {
             Some((addrs, info)) => {
                 addrs.extend(keys);
                 if matches!(info, EntryInfo::Registered(serial, _) if *serial < d.serial) {
