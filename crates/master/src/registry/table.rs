@@ -40,6 +40,17 @@ struct Slot {
     rec: Arc<Record>,
 }
 
+/// The key hashes an index holds under `h`. `iter_hash` also yields entries whose hash only
+/// shares its top bits with `h`: an entry counts under its own hash only, or a record whose
+/// key hash shares those bits with another record's under `h` is found twice.
+fn keys_under(index: &HashTable<(u64, u64)>, h: u64) -> Vec<u64> {
+    index
+        .iter_hash(h)
+        .filter(|&&(e, _)| e == h)
+        .map(|&(_, k)| k)
+        .collect()
+}
+
 impl RecordTable {
     fn hash(&self, key: &ServerKey) -> u64 {
         self.hasher.hash_one(key)
@@ -99,13 +110,7 @@ impl RecordTable {
         &'a self,
         secret: &'s DdnetSecret,
     ) -> impl Iterator<Item = &'a Arc<Record>> + use<'a, 's> {
-        let s = self.secret_hash(secret);
-        let keys: Vec<u64> = self
-            .by_secret
-            .iter_hash(s)
-            .filter(|&&(es, _)| es == s)
-            .map(|&(_, k)| k)
-            .collect();
+        let keys = keys_under(&self.by_secret, self.secret_hash(secret));
         self.by_key_hashes(keys, move |r| {
             r.ddnet.as_ref().is_some_and(|d| d.secret == *secret)
         })
@@ -116,16 +121,7 @@ impl RecordTable {
         &'a self,
         addr: &'a super::GameAddr,
     ) -> impl Iterator<Item = &'a Arc<Record>> + 'a {
-        // `iter_hash` also yields entries whose hash only shares its top bits with the one
-        // asked for: an entry counts under its own hash only, or a record whose key hash
-        // shares those bits with another record's at the address is found twice.
-        let a = self.addr_hash(addr);
-        let keys: Vec<u64> = self
-            .by_addr
-            .iter_hash(a)
-            .filter(|&&(ea, _)| ea == a)
-            .map(|&(_, k)| k)
-            .collect();
+        let keys = keys_under(&self.by_addr, self.addr_hash(addr));
         self.by_key_hashes(keys, move |r| r.key.addr == *addr)
     }
 
