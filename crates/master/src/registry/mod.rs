@@ -955,9 +955,13 @@ impl Registry {
     /// The serial and info the DDNet server `secret` registered last, if any.
     #[must_use]
     pub fn ddnet_info(&self, secret: &DdnetSecret) -> Option<(i64, &DdnetInfo)> {
-        // Every address of a secret holds its newest serial and info (a newer one is given to
-        // all of them): any of them tells.
-        let d = self.records.with_secret(secret).next()?.ddnet.as_ref()?;
+        // A newer info is given to every address of the secret; records restored or taken from
+        // another instance may still differ, and the newest serial wins.
+        let d = self
+            .records
+            .with_secret(secret)
+            .filter_map(|r| r.ddnet.as_deref())
+            .max_by_key(|d| d.serial)?;
         Some((d.serial, &d.info))
     }
 

@@ -1380,3 +1380,31 @@ proptest! {
         prop_assert_eq!(DdnetSecret::from(s.as_str()).to_string(), s);
     }
 }
+
+#[test]
+fn the_newest_serial_of_a_secret_answers_whatever_the_order_its_records_came_in() {
+    let secret = DdnetSecret::from("4ae14cf1-eb35-4068-89eb-7967b754451e");
+    let restored = |port: u16, serial: i64, body: &'static [u8]| {
+        let mut rec = Record::new(0, reg("ddnet", v4(9, port), Face::DdnetHttp), at(1));
+        rec.ddnet = Some(Arc::new(DdnetData {
+            secret: secret.clone(),
+            serial,
+            info: DdnetInfo::from(body),
+            streams: Box::default(),
+        }));
+        rec
+    };
+    for order in [[0, 1], [1, 0]] {
+        let recs = [
+            restored(8303, 3, br#"{"v":3}"#),
+            restored(8304, 5, br#"{"v":5}"#),
+        ];
+        let mut r = Registry::new(RegistryConfig::default());
+        for i in order {
+            r.restore(recs[i].clone());
+        }
+        let (serial, info) = r.ddnet_info(&secret).unwrap();
+        assert_eq!(serial, 5, "order {order:?}");
+        assert_eq!(&info.bytes().unwrap()[..], br#"{"v":5}"#);
+    }
+}
