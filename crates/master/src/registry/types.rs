@@ -749,39 +749,23 @@ pub enum DdnetSecret {
 }
 
 impl DdnetSecret {
-    /// Where the hyphens of a UUID's usual spelling are.
-    const HYPHENS: [usize; 4] = [8, 13, 18, 23];
+    /// Bytes per hyphen-separated group of a UUID's usual spelling (8-4-4-4-12 hex digits).
+    const GROUPS: [usize; 5] = [4, 2, 2, 2, 6];
 
     /// The bytes of `s` when it is a UUID in its usual spelling.
     fn uuid_of(s: &str) -> Option<[u8; 16]> {
-        let b = s.as_bytes();
-        if b.len() != 36 {
+        // Lower case only: upper case would not be spelled back the same.
+        if s.bytes().any(|c| c.is_ascii_uppercase()) {
             return None;
         }
         let mut out = [0u8; 16];
-        let mut digits = b
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !Self::HYPHENS.contains(i))
-            .map(|(_, c)| *c);
-        if Self::HYPHENS.iter().any(|&i| b.get(i) != Some(&b'-')) {
-            return None;
+        let mut parts = s.split('-');
+        let mut at = 0;
+        for n in Self::GROUPS {
+            hex::decode_to_slice(parts.next()?, out.get_mut(at..at + n)?).ok()?;
+            at += n;
         }
-        for byte in &mut out {
-            let hi = Self::nibble(digits.next()?)?;
-            let lo = Self::nibble(digits.next()?)?;
-            *byte = hi << 4 | lo;
-        }
-        Some(out)
-    }
-
-    /// A lower-case hex digit's value (upper case would not be spelled back the same).
-    fn nibble(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            _ => None,
-        }
+        parts.next().is_none().then_some(out)
     }
 }
 
@@ -795,11 +779,14 @@ impl fmt::Display for DdnetSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Uuid(b) => {
-                for (i, byte) in b.iter().enumerate() {
-                    if matches!(i, 4 | 6 | 8 | 10) {
+                let mut rest = &b[..];
+                for (i, n) in Self::GROUPS.into_iter().enumerate() {
+                    let (group, tail) = rest.split_at(n.min(rest.len()));
+                    if i > 0 {
                         f.write_str("-")?;
                     }
-                    write!(f, "{byte:02x}")?;
+                    group.iter().try_for_each(|byte| write!(f, "{byte:02x}"))?;
+                    rest = tail;
                 }
                 Ok(())
             }
