@@ -795,14 +795,20 @@ fn process_nonce() -> u64 {
 }
 
 /// Where an address sorts in `servers.json`: IP, port, protocol (as the reference master
-/// orders them; a stored scheme it does not know sorts before the known ones), then the URL.
-type AddrKey = (IpAddr, u16, Option<StreamProtocol>, Box<str>);
+/// orders them; a stored scheme it does not know sorts before the known ones), then the URL
+/// (borrowed from the snapshot when it keeps one, spelled once when it keeps only a scheme).
+type AddrKey<'a> = (
+    IpAddr,
+    u16,
+    Option<StreamProtocol>,
+    std::borrow::Cow<'a, str>,
+);
 
-fn addr_key(addr: SocketAddr, url: &str) -> AddrKey {
+fn addr_key(addr: SocketAddr, url: std::borrow::Cow<'_, str>) -> AddrKey<'_> {
     let protocol = url
         .split_once("://")
         .and_then(|(scheme, _)| StreamProtocol::from_scheme(scheme));
-    (addr.ip(), addr.port(), protocol, Box::from(url))
+    (addr.ip(), addr.port(), protocol, url)
 }
 
 /// One `servers.json` entry: its addresses, and the info as registered (with its serial) or
@@ -834,7 +840,7 @@ pub fn document(s: &Snapshot) -> Bytes {
 /// Writes [`document`] to `out` entry by entry (the route streams it into its file: the
 /// document is never held whole in the heap).
 fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    let mut entries: Vec<(Vec<AddrKey>, EntryInfo)> = Vec::new();
+    let mut entries: Vec<(Vec<AddrKey<'_>>, EntryInfo)> = Vec::new();
     let mut by_secret: std::collections::HashMap<&DdnetSecret, usize> =
         std::collections::HashMap::new();
     let mut seen = std::collections::HashSet::new();
@@ -852,7 +858,7 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
         let keys = d
             .streams
             .iter()
-            .map(|st| addr_key(addr, &st.url(&r.key.addr)));
+            .map(|st| addr_key(addr, st.url(&r.key.addr)));
         let fresh = || EntryInfo::Registered(d.serial, d.info.clone());
         match by_secret.get(&d.secret).and_then(|&i| entries.get_mut(i)) {
             Some((addrs, info)) => {
@@ -884,7 +890,7 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
             StreamProtocol::V6
         };
         entries.push((
-            vec![addr_key(addr, &stream_url(protocol, addr))],
+            vec![addr_key(addr, stream_url(protocol, addr).into())],
             EntryInfo::Made(synthesized_info(info)),
         ));
     }
@@ -988,9 +994,9 @@ mod tests {
         let a: SocketAddr = "10.0.0.2:8303".parse().unwrap();
         let b: SocketAddr = "10.0.0.10:8300".parse().unwrap();
         let mut keys = [
-            addr_key(b, &stream_url(StreamProtocol::V6, b)),
-            addr_key(a, &stream_url(StreamProtocol::V7, a)),
-            addr_key(a, &stream_url(StreamProtocol::V6, a)),
+            addr_key(b, stream_url(StreamProtocol::V6, b).into()),
+            addr_key(a, stream_url(StreamProtocol::V7, a).into()),
+            addr_key(a, stream_url(StreamProtocol::V6, a).into()),
         ];
         keys.sort();
         let urls: Vec<&str> = keys.iter().map(|k| &*k.3).collect();
