@@ -19,7 +19,7 @@ use clap::{Parser, Subcommand};
 /// The allocator the `muster` binary ships with, so that the master child's memory and CPU
 /// are those of `muster serve`.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: muster_alloc::Allocator = muster_alloc::Allocator;
 
 mod loopback;
 mod master;

@@ -19,7 +19,7 @@ mod watch;
 /// its transparent-huge-page advice (`no_thp`): with it, every 2 MiB region the master's many
 /// small records touch becomes resident whole (idle `muster serve` 22 -> 14 MiB without it).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: muster_alloc::Allocator = muster_alloc::Allocator;
 
 use std::io::Write as _;
 use std::process::ExitCode;

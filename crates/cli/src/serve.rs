@@ -162,6 +162,9 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
             }
         }
     }
+    // Memory freed after a burst (every server registering again after a restart, a list
+    // build) goes back to the system within seconds, not at the next burst.
+    let _upkeep = muster_alloc::Upkeep::start();
     master.run(listeners, crate::signal::shutdown()).await?;
     Ok(exit::OK)
 }

@@ -260,6 +260,8 @@ async fn serve(args: &ChildArgs) -> anyhow::Result<()> {
     let master = Master::open(config, Timestamp::now())?;
     let handle = master.handle();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // As `muster serve` does.
+    let _upkeep = muster_alloc::Upkeep::start();
     let server = tokio::spawn(master.run(listeners, async move {
         let _ = stop_rx.await;
     }));

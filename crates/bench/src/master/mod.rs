@@ -253,9 +253,11 @@ pub(crate) async fn run(args: &MasterArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How long the master is left quiet before its resident set is read: longer than the
-/// allocator's purge delay (mimalloc gives pages freed for a second back to the system).
-const SETTLE: Duration = Duration::from_millis(1500);
+/// How long the master is left quiet before its resident set is read: long enough for the
+/// allocator's upkeep to hand back what the phase freed (mimalloc gives pages freed a second
+/// ago back to the system, and the upkeep asks it to once a second).
+const SETTLE: Duration = Duration::from_millis(2500);
+const _: () = assert!(SETTLE.as_millis() > 2 * muster_alloc::UPKEEP_INTERVAL.as_millis());
 
 /// The child's `VmRSS` (KiB) once it settled: store flushed and snapshot published, then
 /// [`SETTLE`] of quiet, then one more flush (the allocator purges what it freed long enough

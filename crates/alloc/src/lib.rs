@@ -1,0 +1,115 @@
+//! The allocator Muster's binaries run on, and the upkeep that hands its freed memory back.
+//!
+//! Both binaries (`muster`, `muster-bench`) use mimalloc as their global allocator
+//! ([`Allocator`]). mimalloc gives memory freed in whole pages back to the system after its
+//! purge delay (one second), but it checks for due purges only when some thread next frees a
+//! page or collects. A daemon that goes quiet after a burst (a restart where every server
+//! registers again, a `servers.json` build, a sort of the whole list) would keep that memory
+//! resident until its next burst, and freed pages owned by a thread that went idle are not
+//! even looked at. [`Upkeep`] calls [`release_freed`] every [`UPKEEP_INTERVAL`], so what was
+//! freed is back with the system within about two seconds of being freed, busy or not.
+//!
+//! `release_freed` is the workspace's one `unsafe` block: a call into mimalloc's C API that
+//! takes no pointer. Everything else in the workspace forbids `unsafe`.
+
+use std::time::Duration;
+
+/// The global allocator of Muster's binaries:
+/// `#[global_allocator] static ALLOCATOR: muster_alloc::Allocator = muster_alloc::Allocator;`.
+pub use mimalloc::MiMalloc as Allocator;
+
+/// How often [`Upkeep`] lets the allocator hand freed memory back. mimalloc's purge delay is
+/// one second, so memory freed in a burst leaves within two of these after it.
+pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Lets mimalloc collect the calling thread's freed pages and give back, on every thread's
+/// behalf, the freed memory whose purge delay has passed (`mi_collect(false)`: not forced, so
+/// memory freed within the delay stays for reuse). Cheap when there is nothing to do; harmless
+/// when mimalloc is not the global allocator (it then has nothing of its own to collect).
+pub fn release_freed() {
+    // SAFETY: `mi_collect` takes a plain `bool` and no pointer, touches only mimalloc's own
+    // state, and mimalloc documents it as callable from any thread at any time.
+    #[allow(unsafe_code)]
+    unsafe {
+        libmimalloc_sys::mi_collect(false);
+    }
+}
+
+/// The allocator's upkeep, running on the runtime it was started on: [`release_freed`] every
+/// [`UPKEEP_INTERVAL`] until this is dropped.
+#[derive(Debug)]
+#[must_use = "the upkeep stops when this is dropped"]
+pub struct Upkeep(tokio::task::JoinHandle<()>);
+
+impl Upkeep {
+    /// Starts the upkeep on the current Tokio runtime (panics outside one, like
+    /// `tokio::spawn`). Keep the value for as long as the daemon runs.
+    pub fn start() -> Self {
+        Self(tokio::spawn(every(UPKEEP_INTERVAL, release_freed)))
+    }
+}
+
+impl Drop for Upkeep {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Calls `f` every `period`, the first call one period from now; a late tick is not made up
+/// for.
+async fn every(period: Duration, mut f: impl FnMut()) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        f();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_once_a_period_until_aborted() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn({
+            let calls = Arc::clone(&calls);
+            every(Duration::from_secs(1), move || {
+                calls.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        assert_eq!(calls.load(Ordering::Relaxed), 3, "at 1, 2 and 3 s");
+        task.abort();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(calls.load(Ordering::Relaxed), 3, "none after the stop");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_upkeep_stops_when_dropped() {
+        let upkeep = Upkeep::start();
+        let handle = upkeep.0.abort_handle();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(!handle.is_finished(), "runs while held");
+        drop(upkeep);
+        tokio::task::yield_now().await;
+        assert!(handle.is_finished(), "stopped on drop");
+    }
+
+    #[test]
+    fn release_freed_runs_after_frees_on_another_thread() {
+        // Blocks allocated here and freed on another thread: the call collects them and
+        // returns; the allocator keeps working afterwards.
+        let blocks: Vec<Vec<u8>> = (0..10_000).map(|i| vec![0u8; 64 + i % 512]).collect();
+        std::thread::spawn(move || drop(blocks)).join().unwrap();
+        release_freed();
+        let again: Vec<u8> = vec![1; 1 << 20];
+        assert_eq!(
+            again.iter().map(|&b| usize::from(b)).sum::<usize>(),
+            1 << 20
+        );
+    }
+}
