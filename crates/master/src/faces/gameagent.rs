@@ -41,12 +41,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use muster_proto::Protocol;
 use muster_proto::gameagent::MAX_DATAGRAM;
-use muster_proto::gameagent::decode_text;
-use muster_proto::gameagent::master::fields_of;
-use muster_proto::gameagent::packet::{
-    Challenge, Heartbeat, HeartbeatFields, MasterPacket, encode_list,
-};
+use muster_proto::gameagent::packet::{Challenge, Heartbeat, MasterPacket, encode_list};
+use muster_proto::gameagent::plain_text;
 use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
+use muster_proto::text::decode_windows1252;
 
 use crate::config::LimitsConfig;
 use crate::drops::DropReason;
@@ -175,16 +173,18 @@ fn game_name(product: &[u8]) -> String {
 }
 
 /// What a heartbeat says about the server, as record info (no name: heartbeats carry none).
-fn heartbeat_info(f: &HeartbeatFields) -> PollInfo {
-    let text = |raw: &[u8]| short(&decode_text(raw).plain);
+/// Read from the datagram's pairs in place: a heartbeat arrives every few minutes from every
+/// server, and each text is made once.
+fn heartbeat_info(h: &Heartbeat) -> PollInfo {
+    let raw = |key: &str| h.get(key).unwrap_or_default();
     PollInfo {
-        map: text(&f.level),
-        game_type: text(&f.gametype),
-        num_players: f.players,
-        max_players: f.max_players,
+        map: short(&plain_text(raw("level"))),
+        game_type: short(&plain_text(raw("gametype"))),
+        num_players: h.count("players"),
+        max_players: h.count("maxplayers"),
         rules: Rules::new([
-            ("version", decode_text(&f.version).plain),
-            ("product", decode_text(&f.product).text),
+            ("version", plain_text(raw("version"))),
+            ("product", decode_windows1252(raw("product"))),
         ]),
         ..PollInfo::default()
     }
@@ -323,13 +323,12 @@ impl GameAgentFace {
         let Some(echo) = h.challenge() else {
             return cx.out.drop(DropReason::Malformed);
         };
-        let fields = fields_of(h, echo);
-        let key = key_of(&game_name(&fields.product), a);
+        let key = key_of(&game_name(h.get("product").unwrap_or_default()), a);
         if echo == 0 {
             // Rule 4.3: a listed server's periodic heartbeat; anyone else is challenged.
             match cx.registry.heartbeat(&key, cx.wall) {
                 HeartbeatOutcome::Refreshed => {
-                    cx.registry.registration_info(&key, heartbeat_info(&fields));
+                    cx.registry.registration_info(&key, heartbeat_info(h));
                 }
                 HeartbeatOutcome::NotListed | HeartbeatOutcome::Unknown => {
                     if self.heartbeats.allow(IpAddr::V4(*a.ip()), cx.now, 1.0) {
@@ -345,7 +344,7 @@ impl GameAgentFace {
             return cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
         }
         match self.port_of_echo(*a.ip(), echo, cx.wall) {
-            Some(p) if p == a.port() => self.verified(cx, a, key, &fields),
+            Some(p) if p == a.port() => self.verified(cx, a, key, h),
             Some(challenged) => {
                 cx.out.drop(DropReason::PortHop);
                 cx.out.verifications_failed += 1;
@@ -359,7 +358,7 @@ impl GameAgentFace {
     }
 
     /// Rule 4.2: (A, P) answered its challenge: listed (or re-verified) under its product.
-    fn verified(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4, key: ServerKey, f: &HeartbeatFields) {
+    fn verified(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4, key: ServerKey, h: &Heartbeat) {
         // One server is one record: the same address under another product (it changed, or a
         // record from before a restart) is replaced.
         // The registry's address index: a snapshot's index is rebuilt for each snapshot, a
@@ -376,7 +375,7 @@ impl GameAgentFace {
         let out = cx.registry.register(registration(&key, a), cx.wall);
         cx.out.registered(out);
         if out.is_listed() {
-            cx.registry.registration_info(&key, heartbeat_info(f));
+            cx.registry.registration_info(&key, heartbeat_info(h));
         }
     }
 

@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use super::MAX_DATAGRAM;
 use super::packet::{Challenge, Heartbeat, HeartbeatFields, MasterPacket, encode_list};
 use crate::limit::{BucketConfig, ByteBudget, SourceLimiter};
-use crate::wire::parse_decimal;
 
 /// Settings of a [`GameAgentMaster`]; [`Default`] is the spec's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -722,20 +721,14 @@ fn game_of(a: SocketAddrV4) -> SocketAddrV4 {
 }
 
 /// A heartbeat's fields as the machine stores them, with `echo` as the challenge; numbers
-/// that do not parse read as 0. Public so that a master face reads heartbeats the same way.
+/// read as [`Heartbeat::count`] does.
 #[must_use]
 pub fn fields_of(h: &Heartbeat, echo: i32) -> HeartbeatFields {
-    let num = |key: &str| {
-        h.get(key)
-            .and_then(|v| parse_decimal(v, "heartbeat number").ok())
-            .and_then(|n| u32::try_from(n).ok())
-            .unwrap_or(0)
-    };
     let text = |key: &str| h.get(key).unwrap_or_default().to_vec();
     HeartbeatFields {
         challenge: echo,
-        players: num("players"),
-        max_players: num("maxplayers"),
+        players: h.count("players"),
+        max_players: h.count("maxplayers"),
         level: text("level"),
         gametype: text("gametype"),
         version: text("version"),

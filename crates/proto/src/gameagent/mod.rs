@@ -104,6 +104,20 @@ pub fn decode_text(raw: &[u8]) -> Text {
     }
 }
 
+/// The `plain` form of [`decode_text`] alone, without making the others: for a reader that
+/// keeps only the plain text (a master reading a heartbeat). One allocation.
+#[must_use]
+pub fn plain_text(raw: &[u8]) -> String {
+    if name_mark_reason(raw).is_some() {
+        return String::new();
+    }
+    match std::str::from_utf8(raw) {
+        // ASCII reads the same in Windows-1252 and UTF-8: no decoded copy first.
+        Ok(ascii) if raw.is_ascii() => strip_decorations(ascii),
+        _ => strip_decorations(&decode_windows1252(raw)),
+    }
+}
+
 /// Why a player name from the wire is one of the stock invalid-name marks, or `None` for a
 /// real name. `11`: the name had a CR or LF; `12`: a control byte, or (on x86 servers, where
 /// `char` is signed) any byte ≥ 0x80.
@@ -193,5 +207,27 @@ mod tests {
         assert_eq!(decode_text(&[0x12]).plain, "");
         assert_eq!(name_mark_reason(&[0x12]), Some(NAME_MARK_CONTROL));
         assert_eq!(name_mark_reason(b"Sam"), None);
+    }
+
+    proptest::proptest! {
+        /// `plain_text` is `decode_text(..).plain`, made without the other forms.
+        #[test]
+        fn plain_text_is_decode_texts_plain(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            proptest::prop_assert_eq!(plain_text(&raw), decode_text(&raw).plain);
+        }
+    }
+
+    #[test]
+    fn plain_text_agrees_on_marks_and_codes() {
+        for raw in [
+            &b"^o^c00ff00Sam^r"[..],
+            b"J\xe9r\xf4me",
+            &[0x11],
+            &[0x12],
+            b"",
+            b"end^",
+        ] {
+            assert_eq!(plain_text(raw), decode_text(raw).plain, "{raw:?}");
+        }
     }
 }

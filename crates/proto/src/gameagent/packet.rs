@@ -173,7 +173,16 @@ pub struct Pair {
 
 impl fmt::Debug for Pair {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} = {:?}", ByteStr(&self.key), ByteStr(&self.value))
+        PairRef(&self.key, &self.value).fmt(f)
+    }
+}
+
+/// A pair's bytes, shown as `b"key" = b"value"`.
+struct PairRef<'a>(&'a [u8], &'a [u8]);
+
+impl fmt::Debug for PairRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} = {:?}", ByteStr(self.0), ByteStr(self.1))
     }
 }
 
@@ -234,30 +243,52 @@ pub struct HeartbeatFields {
 }
 
 /// A server's heartbeat: `0` and `;key;value` pairs (spec §2.4).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+///
+/// The pairs are kept as one buffer of `;key;value` in wire order, the form they are sent in:
+/// a key is word characters and a value has no `;`, so the buffer splits back into the same
+/// pairs. Decoding a heartbeat is one allocation, however many pairs it has.
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct Heartbeat {
-    pairs: Vec<Pair>,
+    wire: Vec<u8>,
+}
+
+impl fmt::Debug for Heartbeat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Pairs<'a>(&'a Heartbeat);
+        impl fmt::Debug for Pairs<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_list()
+                    .entries(self.0.pairs().map(|(k, v)| PairRef(k, v)))
+                    .finish()
+            }
+        }
+        f.debug_struct("Heartbeat")
+            .field("pairs", &Pairs(self))
+            .finish()
+    }
 }
 
 impl Heartbeat {
     /// The stock heartbeat, keys in the stock order, values sanitized (spec §8.4.2).
     #[must_use]
     pub fn stock(f: &HeartbeatFields) -> Self {
-        let num = |n: i64| {
-            let mut v = Vec::new();
-            put_decimal(&mut v, n);
-            v
+        let mut h = Self::default();
+        let mut num = |key: &[u8], n: i64| {
+            h.push_key(key);
+            put_decimal(&mut h.wire, n);
         };
-        let pairs = vec![
-            Pair::new(b"challenge", &num(f.challenge.into())),
-            Pair::new(b"players", &num(f.players.into())),
-            Pair::new(b"maxplayers", &num(f.max_players.into())),
-            Pair::new(b"level", &sanitize_value(&f.level)),
-            Pair::new(b"gametype", &sanitize_value(&f.gametype)),
-            Pair::new(b"version", &sanitize_value(&f.version)),
-            Pair::new(b"product", &sanitize_value(&f.product)),
-        ];
-        Self { pairs }
+        num(b"challenge", f.challenge.into());
+        num(b"players", f.players.into());
+        num(b"maxplayers", f.max_players.into());
+        for (key, value) in [
+            (&b"level"[..], &f.level),
+            (b"gametype", &f.gametype),
+            (b"version", &f.version),
+            (b"product", &f.product),
+        ] {
+            h.push(key, &sanitize_value(value));
+        }
+        h
     }
 
     /// Arbitrary pairs; `None` when a key is empty or not all word characters
@@ -269,7 +300,24 @@ impl Heartbeat {
             && pairs.iter().all(|p| {
                 !p.key.is_empty() && p.key.iter().all(|&b| is_word(b)) && !p.value.contains(&SEP)
             });
-        ok.then_some(Self { pairs })
+        ok.then(|| {
+            let mut h = Self::default();
+            for p in &pairs {
+                h.push(&p.key, &p.value);
+            }
+            h
+        })
+    }
+
+    fn push_key(&mut self, key: &[u8]) {
+        self.wire.push(SEP);
+        self.wire.extend_from_slice(key);
+        self.wire.push(SEP);
+    }
+
+    fn push(&mut self, key: &[u8], value: &[u8]) {
+        self.push_key(key);
+        self.wire.extend_from_slice(value);
     }
 
     /// Decode with the reference master's rule: after the leading `0`, every non-overlapping
@@ -284,44 +332,65 @@ impl Heartbeat {
             return Err(DecodeError::BadMagic("heartbeat"));
         }
         let body = r.rest();
-        let mut pairs = Vec::new();
+        // The pairs are at most the body: one allocation.
+        let mut h = Self {
+            wire: Vec::with_capacity(body.len()),
+        };
+        let mut pairs = 0;
         let mut i = 0;
         while i < body.len() {
             match match_pair(body, i) {
                 Some((key, value, next)) => {
-                    if pairs.len() == MAX_PAIRS {
+                    if pairs == MAX_PAIRS {
                         return Err(DecodeError::TooLarge("heartbeat pairs"));
                     }
-                    pairs.push(Pair::new(key, value));
+                    pairs += 1;
+                    h.push(key, value);
                     i = next;
                 }
                 None => i += 1,
             }
         }
-        Ok(Self { pairs })
+        Ok(h)
     }
 
     /// Append `0` and `;key;value` for every pair.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(HEARTBEAT);
-        for p in &self.pairs {
-            out.push(SEP);
-            out.extend_from_slice(&p.key);
-            out.push(SEP);
-            out.extend_from_slice(&p.value);
-        }
+        out.extend_from_slice(&self.wire);
     }
 
-    /// All pairs in wire order.
-    #[must_use]
-    pub fn pairs(&self) -> &[Pair] {
-        &self.pairs
+    /// All pairs in wire order, as (key, value).
+    pub fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        // `;k1;v1;k2;v2…`: after the first `;`, the parts alternate key, value.
+        let mut parts = self
+            .wire
+            .get(1..)
+            .filter(|rest| !rest.is_empty())
+            .map(|rest| rest.split(|&b| b == SEP));
+        std::iter::from_fn(move || {
+            let parts = parts.as_mut()?;
+            Some((parts.next()?, parts.next()?))
+        })
     }
 
     /// The value of `key`; with repeated keys the last one wins, as in the master's dictionary.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&[u8]> {
-        last_value(&self.pairs, key.as_bytes())
+        self.pairs()
+            .filter(|(k, _)| *k == key.as_bytes())
+            .last()
+            .map(|(_, v)| v)
+    }
+
+    /// The number `key` holds, the way a master reads the heartbeat's counts: a decimal that
+    /// fits a `u32`, else (missing, not a number, out of range) 0.
+    #[must_use]
+    pub fn count(&self, key: &str) -> u32 {
+        self.get(key)
+            .and_then(|v| parse_decimal(v, "heartbeat number").ok())
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0)
     }
 
     /// The `challenge` echo as a signed 32-bit decimal (spec §7 item 9); `None` when missing or
@@ -1165,7 +1234,7 @@ mod tests {
     #[test]
     fn decode_heartbeat() {
         let h = Heartbeat::decode(HB).unwrap();
-        assert_eq!(h.pairs().len(), 7);
+        assert_eq!(h.pairs().count(), 7);
         assert_eq!(h.challenge(), Some(305_419_896));
         assert_eq!(h.get("level"), Some(&b"Yodeller"[..]));
         assert_eq!(h, Heartbeat::stock(&hb_fields()));
@@ -1187,8 +1256,8 @@ mod tests {
         // Like Python's `re.findall(";(\\w+);([^;]*)")`: `;a-b` fails, then `;1;` matches with
         // an empty value and `;z;v` follows.
         let h = Heartbeat::decode(b"0xx;challenge;-1;;a-b;1;;z;v").unwrap();
-        let keys: Vec<_> = h.pairs().iter().map(|p| p.key.clone()).collect();
-        assert_eq!(keys, [b"challenge".to_vec(), b"1".to_vec(), b"z".to_vec()]);
+        let keys: Vec<_> = h.pairs().map(|(k, _)| k).collect();
+        assert_eq!(keys, [&b"challenge"[..], b"1", b"z"]);
         assert_eq!(h.challenge(), Some(-1));
         assert_eq!(h.get("1"), Some(&b""[..]));
         assert_eq!(h.get("z"), Some(&b"v"[..]));
@@ -1401,7 +1470,80 @@ mod tests {
         proptest::collection::vec(any::<u8>(), 0..max)
     }
 
+    #[test]
+    fn heartbeat_edges() {
+        let h = Heartbeat::decode(b"0").unwrap();
+        assert_eq!(h.pairs().count(), 0);
+        assert_eq!(h.get("challenge"), None);
+        assert_eq!(enc(|o| h.encode(o)), b"0");
+        // Empty values, first and last; a repeated key: the last wins.
+        let h = Heartbeat::decode(b"0;a;;b;2;a;3;c;").unwrap();
+        let pairs: Vec<_> = h.pairs().collect();
+        assert_eq!(
+            pairs,
+            [
+                (&b"a"[..], &b""[..]),
+                (b"b", b"2"),
+                (b"a", b"3"),
+                (b"c", b"")
+            ]
+        );
+        assert_eq!(h.get("a"), Some(&b"3"[..]));
+        assert_eq!(h.count("b"), 2);
+        assert_eq!(h.count("c"), 0, "empty is 0");
+        assert_eq!(h.count("zz"), 0, "missing is 0");
+        let p = |k: &[u8], v: &[u8]| Pair::new(k, v);
+        let built = Heartbeat::from_pairs(vec![
+            p(b"a", b""),
+            p(b"b", b"2"),
+            p(b"a", b"3"),
+            p(b"c", b""),
+        ]);
+        assert_eq!(built.as_ref(), Some(&h));
+        assert_eq!(
+            format!("{h:?}"),
+            r#"Heartbeat { pairs: [b"a" = b"", b"b" = b"2", b"a" = b"3", b"c" = b""] }"#
+        );
+    }
+
+    /// The pairs the reference master's rule finds in a heartbeat body, as a plain list.
+    fn reference_pairs(body: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < body.len() {
+            match match_pair(body, i) {
+                Some((k, v, next)) => {
+                    out.push((k.to_vec(), v.to_vec()));
+                    i = next;
+                }
+                None => i += 1,
+            }
+        }
+        out
+    }
+
     proptest! {
+        /// A decoded heartbeat holds exactly the pairs the rule finds, in order; more than
+        /// `MAX_PAIRS` is refused.
+        #[test]
+        fn heartbeat_keeps_the_rules_pairs(body in proptest::collection::vec(
+            prop_oneof![Just(b';'), Just(b'a'), Just(b'_'), Just(b'-'), Just(b'7'), any::<u8>()],
+            0..300,
+        )) {
+            let want = reference_pairs(&body);
+            let mut bytes = vec![HEARTBEAT];
+            bytes.extend_from_slice(&body);
+            match Heartbeat::decode(&bytes) {
+                Ok(h) => {
+                    let got: Vec<_> = h.pairs().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+                    prop_assert_eq!(got, want);
+                }
+                Err(e) => {
+                    prop_assert_eq!(e, DecodeError::TooLarge("heartbeat pairs"));
+                    prop_assert!(want.len() > MAX_PAIRS);
+                }
+            }
+        }
         #[test]
         fn decode_arbitrary_never_panics(b in bytes(300)) {
             let _ = MasterPacket::decode(&b);
