@@ -173,7 +173,12 @@ fn main() -> ExitCode {
     // Querying runs one engine task (one socket per family, one timer heap): a single thread
     // does it best, without handing every allocation across threads. The daemons use all cores.
     let builder = match cli.command {
-        Command::Emulate(_) | Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
+        Command::Emulate(_) | Command::Serve(_) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            // A worker going idle hands back what it freed (see `muster_alloc`).
+            b.on_thread_park(muster_alloc::on_thread_park);
+            b
+        }
         _ => tokio::runtime::Builder::new_current_thread(),
     };
     let runtime = match { builder }.enable_all().build() {

@@ -242,7 +242,9 @@ fn count(handle: &MasterHandle) -> Value {
 
 /// `muster-bench master-child`: serves until `quit` (or stdin closes).
 pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
+    // As `muster serve` builds its runtime.
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .on_thread_park(muster_alloc::on_thread_park)
         .enable_all()
         .build()?;
     rt.block_on(serve(args))
