@@ -5,12 +5,14 @@
 //! another instance. So the registry keeps each info it owns in an [`InfoFile`], an
 //! append-only file whose pages sit in the page cache (an unnamed file in the data
 //! directory, as [`crate::runtime::memfile`] makes them), and the record holds a
-//! [`DdnetInfo`]: a slot number and a length. The info's bytes are then counted in no
-//! resident set, and under memory pressure the kernel can write them back and evict them.
+//! [`DdnetInfo`]: the file and a slot number, 16 bytes. The info's bytes are then counted in
+//! no resident set, and under memory pressure the kernel can write them back and evict them.
 //!
-//! - **Slots.** A slot is an offset and a length in the file. A [`DdnetInfo`] owns its slot:
-//!   when the last clone is dropped (the last record and snapshot that held it let go), the
-//!   slot is freed and its bytes are dead.
+//! - **Slots.** A slot is an offset, a length and a count of the [`DdnetInfo`]s holding it,
+//!   in the file's table (one entry of 16 bytes per info, not a shared allocation each).
+//!   Cloning an info counts one more holder under the file's lock; when the last one is
+//!   dropped (the last record and snapshot that held it let go), the slot is freed and its
+//!   bytes are dead.
 //! - **Compaction.** When the dead bytes are more than the live ones (and more than
 //!   [`COMPACT_MIN_DEAD`]), a thread copies the live infos into a new file and moves the
 //!   slots there. It holds the file's lock for at most [`COMPACT_STEP`] bytes of copying at a
@@ -18,8 +20,9 @@
 //!   reader or registration waits for a whole copy. A slot that changed meanwhile keeps its
 //!   place: the registry never rewrites a slot, it frees it and takes a new one at the end.
 //! - **Locks.** The file's mutex is a leaf: nothing else is locked while it is held. It is
-//!   taken under the registry's write lock (keeping a new info) and by whoever drops the last
-//!   clone of an info; readers take it only to look a slot up and read at the offset after
+//!   taken under the registry's write lock (keeping a new info), by whoever clones or drops
+//!   an info, and by whoever asks its length; readers take it only to look a slot up and read
+//!   at the offset after
 //!   letting go (the bytes below the file's end never change, and a replaced file stays open
 //!   while a reader holds it).
 //! - **Fallbacks.** No unnamed file in the directory: an anonymous memory file; none of
@@ -55,21 +58,50 @@ enum Repr {
     /// Boxed, so that an info is 16 bytes (a `Bytes` is 32): the heap form is the rare one,
     /// and every DDNet record holds an info.
     Heap(Box<Bytes>),
-    Kept(Arc<Kept>),
+    Kept(Kept),
 }
 
 const _: () = assert!(size_of::<DdnetInfo>() == 16);
 
-/// A slot of an [`InfoFile`], freed on drop.
+/// One holder of a slot of an [`InfoFile`]: a clone is one more holder, a drop one fewer.
 struct Kept {
     file: Arc<InfoFile>,
     slot: u32,
-    len: u32,
+    /// Always [`Held::Yes`]: its other byte values are free for the enum's tag, so that
+    /// [`Repr`] stays 16 bytes.
+    _held: Held,
+}
+
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Held {
+    Yes = 1,
+}
+
+impl Kept {
+    fn new(file: Arc<InfoFile>, slot: u32) -> Self {
+        Self {
+            file,
+            slot,
+            _held: Held::Yes,
+        }
+    }
+
+    fn len(&self) -> u32 {
+        self.file.slot(self.slot).map_or(0, |s| s.len)
+    }
+}
+
+impl Clone for Kept {
+    fn clone(&self) -> Self {
+        self.file.retain(self.slot);
+        Self::new(Arc::clone(&self.file), self.slot)
+    }
 }
 
 impl Drop for Kept {
     fn drop(&mut self) {
-        self.file.release(self.slot, self.len);
+        self.file.release(self.slot);
     }
 }
 
@@ -79,7 +111,7 @@ impl DdnetInfo {
     pub fn len(&self) -> usize {
         match &self.0 {
             Repr::Heap(b) => b.len(),
-            Repr::Kept(k) => k.len as usize,
+            Repr::Kept(k) => k.len() as usize,
         }
     }
 
@@ -100,7 +132,7 @@ impl DdnetInfo {
     pub fn bytes(&self) -> io::Result<Bytes> {
         match &self.0 {
             Repr::Heap(b) => Ok(Bytes::clone(b)),
-            Repr::Kept(k) => k.file.read(k.slot, k.len).map(Bytes::from),
+            Repr::Kept(k) => k.file.read(k.slot).map(Bytes::from),
         }
     }
 
@@ -108,7 +140,9 @@ impl DdnetInfo {
     #[must_use]
     pub fn same_as(&self, other: &Self) -> bool {
         match (&self.0, &other.0) {
-            (Repr::Kept(a), Repr::Kept(b)) => Arc::ptr_eq(a, b),
+            // A slot is freed only when its last holder lets go: two holders of one slot of
+            // one file hold one info.
+            (Repr::Kept(a), Repr::Kept(b)) => Arc::ptr_eq(&a.file, &b.file) && a.slot == b.slot,
             (Repr::Heap(a), Repr::Heap(b)) => a.as_ptr() == b.as_ptr() && a.len() == b.len(),
             _ => false,
         }
@@ -142,7 +176,7 @@ impl std::fmt::Debug for DdnetInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
             Repr::Heap(b) => f.debug_tuple("DdnetInfo").field(b).finish(),
-            Repr::Kept(k) => write!(f, "DdnetInfo(slot {}, {} bytes)", k.slot, k.len),
+            Repr::Kept(k) => write!(f, "DdnetInfo(slot {}, {} bytes)", k.slot, k.len()),
         }
     }
 }
@@ -202,17 +236,22 @@ impl Place {
     }
 }
 
-/// A slot's place; `FREE`: no info.
+/// A slot's place and its holders; `FREE`: no info.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
     off: u64,
     len: u32,
+    /// The [`DdnetInfo`]s holding it.
+    holders: u32,
 }
+
+const _: () = assert!(size_of::<Slot>() == 16);
 
 impl Slot {
     const FREE: Self = Self {
         off: u64::MAX,
         len: 0,
+        holders: 0,
     };
 
     const fn is_free(self) -> bool {
@@ -338,7 +377,11 @@ impl InfoFile {
             }
             g.end += u64::from(len);
             g.live += u64::from(len);
-            let slot = Slot { off: at, len };
+            let slot = Slot {
+                off: at,
+                len,
+                holders: 1,
+            };
             let n = match g.free.pop() {
                 Some(n) => {
                     if let Some(s) = g.slots.get_mut(n as usize) {
@@ -352,11 +395,7 @@ impl InfoFile {
                     n
                 }
             };
-            let kept = DdnetInfo(Repr::Kept(Arc::new(Kept {
-                file: Arc::clone(self),
-                slot: n,
-                len,
-            })));
+            let kept = DdnetInfo(Repr::Kept(Kept::new(Arc::clone(self), n)));
             (kept, compaction_due(&g))
         };
         if due && self.auto_compact && !self.compacting.swap(true, Ordering::AcqRel) {
@@ -374,26 +413,49 @@ impl InfoFile {
         kept
     }
 
-    fn release(&self, slot: u32, len: u32) {
-        let mut g = self.lock();
-        if let Some(s) = g.slots.get_mut(slot as usize)
+    /// Slot `slot` while it holds an info.
+    fn slot(&self, slot: u32) -> Option<Slot> {
+        self.lock()
+            .slots
+            .get(slot as usize)
+            .copied()
+            .filter(|s| !s.is_free())
+    }
+
+    /// One more holder of `slot`.
+    fn retain(&self, slot: u32) {
+        if let Some(s) = self.lock().slots.get_mut(slot as usize)
             && !s.is_free()
         {
-            *s = Slot::FREE;
-            g.free.push(slot);
-            g.live = g.live.saturating_sub(u64::from(len));
+            s.holders = s.holders.saturating_add(1);
         }
     }
 
-    fn read(&self, slot: u32, len: u32) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0; len as usize];
+    /// One holder fewer of `slot`; the last one frees it.
+    fn release(&self, slot: u32) {
+        let mut g = self.lock();
+        let Some(s) = g.slots.get_mut(slot as usize).filter(|s| !s.is_free()) else {
+            return;
+        };
+        s.holders = s.holders.saturating_sub(1);
+        if s.holders > 0 {
+            return;
+        }
+        let len = s.len;
+        *s = Slot::FREE;
+        g.free.push(slot);
+        g.live = g.live.saturating_sub(u64::from(len));
+    }
+
+    fn read(&self, slot: u32) -> io::Result<Vec<u8>> {
         let g = self.lock();
         let s = g
             .slots
             .get(slot as usize)
             .copied()
-            .filter(|s| !s.is_free() && s.len == len)
+            .filter(|s| !s.is_free())
             .ok_or_else(|| io::Error::other("DDNet info slot is not in use"))?;
+        let mut buf = vec![0; s.len as usize];
         match &g.place {
             Place::File(f) => {
                 // Read after letting go: the bytes at `s.off` never change, and the file
@@ -604,6 +666,7 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Keep(u16),
+        Clone(usize),
         Drop(usize),
         Compact,
     }
@@ -612,6 +675,7 @@ mod tests {
         use proptest::prelude::*;
         prop_oneof![
             4 => (1u16..3000).prop_map(Op::Keep),
+            2 => any::<usize>().prop_map(Op::Clone),
             3 => any::<usize>().prop_map(Op::Drop),
             1 => Just(Op::Compact),
         ]
@@ -620,9 +684,9 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
-        /// Any sequence of keeping, dropping and compacting, in a file and in memory: every
-        /// info held reads back as kept, the counts add up, and a compaction leaves no dead
-        /// byte.
+        /// Any sequence of keeping, cloning, dropping and compacting, in a file and in memory:
+        /// every info held reads back as kept, an info's slot lives while any clone holds it,
+        /// the counts add up, and a compaction leaves no dead byte.
         #[test]
         fn keep_drop_and_compact_agree_with_a_model(
             ops in proptest::collection::vec(op(), 1..200),
@@ -632,17 +696,24 @@ mod tests {
             if in_memory {
                 f.lock().place = Place::Memory(Vec::new());
             }
-            let mut held: Vec<(Bytes, DdnetInfo)> = Vec::new();
+            // (which keep it came from, its bytes, the info)
+            let mut held: Vec<(u32, Bytes, DdnetInfo)> = Vec::new();
             for (n, op) in (0u32..).zip(ops) {
                 match op {
                     Op::Keep(len) => {
                         let want = info(n, usize::from(len)).bytes().unwrap();
-                        held.push((want.clone(), f.keep(&DdnetInfo::from(want))));
+                        held.push((n, want.clone(), f.keep(&DdnetInfo::from(want))));
+                    }
+                    Op::Clone(i) if !held.is_empty() => {
+                        let (id, bytes, kept) = &held[i % held.len()];
+                        let copy = (*id, bytes.clone(), kept.clone());
+                        proptest::prop_assert!(copy.2.same_as(kept));
+                        held.push(copy);
                     }
                     Op::Drop(i) if !held.is_empty() => {
                         held.swap_remove(i % held.len());
                     }
-                    Op::Drop(_) => {}
+                    Op::Clone(_) | Op::Drop(_) => {}
                     Op::Compact => {
                         f.compact_now();
                         let s = f.stats();
@@ -650,12 +721,13 @@ mod tests {
                     }
                 }
                 let s = f.stats();
-                proptest::prop_assert_eq!(s.infos, held.len());
-                let live: u64 = held.iter().map(|(b, _)| b.len() as u64).sum();
-                proptest::prop_assert_eq!(s.live, live);
+                let distinct: std::collections::BTreeMap<u32, u64> =
+                    held.iter().map(|(id, b, _)| (*id, b.len() as u64)).collect();
+                proptest::prop_assert_eq!(s.infos, distinct.len());
+                proptest::prop_assert_eq!(s.live, distinct.values().sum::<u64>());
                 proptest::prop_assert!(s.end >= s.live);
             }
-            for (want, kept) in &held {
+            for (_, want, kept) in &held {
                 proptest::prop_assert!(kept.is_kept());
                 proptest::prop_assert_eq!(&kept.bytes().unwrap(), want);
             }
