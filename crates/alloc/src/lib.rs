@@ -13,7 +13,8 @@
 //! `release_freed` is the workspace's one `unsafe` block: a call into mimalloc's C API that
 //! takes no pointer. Everything else in the workspace forbids `unsafe`.
 
-use std::time::Duration;
+use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 /// The global allocator of Muster's binaries:
 /// `#[global_allocator] static ALLOCATOR: muster_alloc::Allocator = muster_alloc::Allocator;`.
@@ -43,21 +44,20 @@ pub fn release_freed() {
 /// when their owner collects, and a worker that goes quiet after a burst would not.
 pub fn on_thread_park() {
     thread_local! {
-        static LAST: std::cell::Cell<Option<std::time::Instant>> =
-            const { std::cell::Cell::new(None) };
+        static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
     }
-    let now = std::time::Instant::now();
-    let due = LAST.with(|last| {
-        let due = last
-            .get()
-            .is_none_or(|t| now.saturating_duration_since(t) >= UPKEEP_INTERVAL);
-        if due {
-            last.set(Some(now));
-        }
-        due
-    });
+    LAST.with(|last| once_a_period(last, Instant::now(), release_freed));
+}
+
+/// Calls `f` when `last` is unset or at least [`UPKEEP_INTERVAL`] before `now`, and then
+/// sets it to `now`.
+fn once_a_period(last: &Cell<Option<Instant>>, now: Instant, f: impl FnOnce()) {
+    let due = last
+        .get()
+        .is_none_or(|t| now.saturating_duration_since(t) >= UPKEEP_INTERVAL);
     if due {
-        release_freed();
+        last.set(Some(now));
+        f();
     }
 }
 
@@ -126,11 +126,16 @@ mod tests {
     }
 
     #[test]
-    fn parking_collects_at_most_once_a_period_per_thread() {
-        // Twice in a row on one thread: the second is within the period (nothing to assert
-        // but that both return); on a new thread the first call collects again.
-        on_thread_park();
-        on_thread_park();
+    fn parking_collects_at_most_once_a_period() {
+        let last = Cell::new(None);
+        let t0 = Instant::now();
+        let mut calls = 0;
+        for (after_ms, want) in [(0, 1), (10, 1), (999, 1), (1000, 2), (1500, 2), (2000, 3)] {
+            let now = t0 + Duration::from_millis(after_ms);
+            once_a_period(&last, now, || calls += 1);
+            assert_eq!(calls, want, "at {after_ms} ms");
+        }
+        // The hook itself, on a thread of its own: runs and returns.
         std::thread::spawn(on_thread_park).join().unwrap();
     }
 
