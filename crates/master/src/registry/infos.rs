@@ -22,9 +22,8 @@
 //! - **Locks.** The file's mutex is a leaf: nothing else is locked while it is held. It is
 //!   taken under the registry's write lock (keeping a new info), by whoever clones or drops
 //!   an info, and by whoever asks its length; readers take it only to look a slot up and read
-//!   at the offset after
-//!   letting go (the bytes below the file's end never change, and a replaced file stays open
-//!   while a reader holds it).
+//!   at the offset after letting go (the bytes below the file's end never change, and a
+//!   replaced file stays open while a reader holds it).
 //! - **Fallbacks.** No unnamed file in the directory: an anonymous memory file; none of
 //!   those either, or a write that fails (a full disk): the info stays in the heap
 //!   ([`DdnetInfo`] holds it itself), and the cause is logged once.
