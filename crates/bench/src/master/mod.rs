@@ -878,7 +878,10 @@ fn print_size(r: &SizeResult, args: &MasterArgs) {
     rows.push(vec![
         "memory per GameAgent server (wire)".to_owned(),
         fmt_mem(r.mem[0]),
-        "child VmRSS delta / servers, store flushed, snapshot published, 1.5 s quiet".to_owned(),
+        format!(
+            "child VmRSS delta / servers, store flushed, snapshot published, {:.1} s quiet",
+            SETTLE.as_secs_f64()
+        ),
     ]);
     rows.push(vec![
         "memory per DDNet server (handle)".to_owned(),
