@@ -353,7 +353,7 @@ async fn probe_alone(
     std::thread::Builder::new()
         .name("probe".to_owned())
         .spawn(move || {
-            let raised = raise_priority(PROBE_PRIORITY);
+            let raised = muster_master::runtime::bulk::renice_current_thread(-PROBE_PRIORITY);
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build();
@@ -363,15 +363,6 @@ async fn probe_alone(
             }));
         })?;
     Ok(rx.await??)
-}
-
-/// Raises the calling thread's priority by `steps` (a thread's nice value is its own on
-/// Linux); whether it could.
-fn raise_priority(steps: i32) -> bool {
-    let tid = rustix::thread::gettid();
-    rustix::process::getpriority_process(Some(tid))
-        .and_then(|now| rustix::process::setpriority_process(Some(tid), now - steps))
-        .is_ok()
 }
 
 /// Registrations at `rate` per second for `duration`, each started on time whatever the

@@ -32,15 +32,29 @@ fn pool() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// Lowers the calling thread's priority by [`BULK_NICE`] (on Linux a thread's nice value is
-/// its own). Failing to is harmless: the work runs at the normal priority.
+/// Lowers the calling thread's priority by [`BULK_NICE`]. Failing to is harmless: the work
+/// runs at the normal priority.
 fn lower_priority() {
+    let _ = renice_current_thread(BULK_NICE);
+}
+
+/// Moves the calling thread's priority by `steps` nice steps (positive: lower; on Linux a
+/// thread's nice value is its own); whether it could. Raising it (negative `steps`) needs
+/// root or `CAP_SYS_NICE`; elsewhere than Linux nothing changes.
+pub fn renice_current_thread(steps: i32) -> bool {
     #[cfg(target_os = "linux")]
     {
         let tid = rustix::thread::gettid();
-        if let Ok(now) = rustix::process::getpriority_process(Some(tid)) {
-            let _ = rustix::process::setpriority_process(Some(tid), now.saturating_add(BULK_NICE));
-        }
+        rustix::process::getpriority_process(Some(tid))
+            .and_then(|now| {
+                rustix::process::setpriority_process(Some(tid), now.saturating_add(steps))
+            })
+            .is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = steps;
+        false
     }
 }
 
