@@ -43,10 +43,19 @@ pub fn release_freed() {
 /// were freed elsewhere (a datagram read on one worker and dropped on another), go back only
 /// when their owner collects, and a worker that goes quiet after a burst would not.
 pub fn on_thread_park() {
-    thread_local! {
-        static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
-    }
-    LAST.with(|last| once_a_period(last, Instant::now(), release_freed));
+    LAST_RELEASE.with(|last| once_a_period(last, Instant::now(), release_freed));
+}
+
+thread_local! {
+    /// When this thread last called [`release_freed`] through the park hook or the upkeep.
+    static LAST_RELEASE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// [`release_freed`] for the upkeep's tick, noted for this thread: the park that follows the
+/// tick on the same worker then does not collect a second time.
+fn release_freed_on_tick() {
+    LAST_RELEASE.with(|last| last.set(Some(Instant::now())));
+    release_freed();
 }
 
 /// Calls `f` when `last` is unset or at least [`UPKEEP_INTERVAL`] before `now`, and then
@@ -71,7 +80,7 @@ impl Upkeep {
     /// Starts the upkeep on the current Tokio runtime (panics outside one, like
     /// `tokio::spawn`). Keep the value for as long as the daemon runs.
     pub fn start() -> Self {
-        Self(tokio::spawn(every(UPKEEP_INTERVAL, release_freed)))
+        Self(tokio::spawn(every(UPKEEP_INTERVAL, release_freed_on_tick)))
     }
 }
 
@@ -137,6 +146,21 @@ mod tests {
         }
         // The hook itself, on a thread of its own: runs and returns.
         std::thread::spawn(on_thread_park).join().unwrap();
+    }
+
+    #[test]
+    fn a_tick_counts_as_this_threads_collection() {
+        std::thread::spawn(|| {
+            release_freed_on_tick();
+            let mut calls = 0;
+            LAST_RELEASE.with(|last| once_a_period(last, Instant::now(), || calls += 1));
+            assert_eq!(
+                calls, 0,
+                "the park right after the tick does not collect again"
+            );
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
