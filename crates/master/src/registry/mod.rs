@@ -216,6 +216,9 @@ pub struct PullApplied {
     pub removed: usize,
 }
 
+/// How many parts [`Registry::prune_part`] splits the records into.
+pub const PRUNE_PARTS: usize = table::PARTS;
+
 /// Limits and lifetimes of the registry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegistryConfig {
@@ -1179,10 +1182,23 @@ impl Registry {
 
     /// Removes every record that expired at or before `now`, and the DDNet streams not
     /// refreshed within their lifetime; returns the removed keys (sorted). Only records whose
-    /// deadline (kept in the table beside each record) passed are looked at: a pass over 100,000s of records compares one
-    /// time each.
+    /// deadline (kept in the table beside each record) passed are looked at: a pass over
+    /// 100,000s of records compares one time each.
     pub fn prune_before(&mut self, now: Timestamp) -> Vec<ServerKey> {
-        let due: Vec<&Arc<Record>> = self.records.due(now).collect();
+        let mut dead = Vec::new();
+        for part in 0..PRUNE_PARTS {
+            dead.extend(self.prune_part(part, now));
+        }
+        dead.sort();
+        dead
+    }
+
+    /// [`Registry::prune_before`] for one of the [`PRUNE_PARTS`] parts the records are split
+    /// into (by key hash; a part past them has no records). Pruning part by part, with the
+    /// lock let go in between, holds it for a part's scan at a time: what
+    /// [`crate::MasterHandle::prune`] does. Returns the removed keys (sorted).
+    pub fn prune_part(&mut self, part: usize, now: Timestamp) -> Vec<ServerKey> {
+        let due: Vec<&Arc<Record>> = self.records.due_in(part, now).collect();
         let mut dead: Vec<ServerKey> = due
             .iter()
             .filter(|r| self.expires_at(r).is_some_and(|t| t <= now))

@@ -186,6 +186,39 @@ fn expiry_per_face_and_game() {
 }
 
 #[test]
+fn pruning_part_by_part_removes_what_one_pass_does_each_once() {
+    let mut one_pass = Registry::new(RegistryConfig::default());
+    // Records of 200 addresses, half of them on a face that expires sooner.
+    for i in 0..200u16 {
+        let a = v4((i % 250) as u8, 20_000 + i);
+        let face = if i % 2 == 0 {
+            Face::GameAgent
+        } else {
+            Face::DdnetHttp
+        };
+        listed(&mut one_pass, reg("g", a, face), T0);
+    }
+    let mut by_parts = one_pass.clone();
+    let want = one_pass.prune_before(at(30));
+    assert_eq!(want.len(), 100, "the DDNet half expired");
+    let mut got = Vec::new();
+    let mut parts_with_some = 0;
+    for part in 0..PRUNE_PARTS {
+        let dead = by_parts.prune_part(part, at(30));
+        parts_with_some += usize::from(!dead.is_empty());
+        got.extend(dead);
+    }
+    assert!(
+        by_parts.prune_part(PRUNE_PARTS, at(30)).is_empty(),
+        "no part past the last"
+    );
+    assert!(parts_with_some > 1, "the records are spread over the parts");
+    got.sort();
+    assert_eq!(got, want, "the same records, each once");
+    assert_eq!(by_parts.len(), one_pass.len());
+}
+
+#[test]
 fn heartbeat_and_poll_extend_life() {
     let mut r = Registry::new(RegistryConfig::default());
     let key = listed(&mut r, reg("ut2", v4(1, 7778), Face::GameSpy), T0);
