@@ -10,6 +10,8 @@
 //! ddnet FIRST N      N DDNet records through MasterHandle::ddnet_register   {"secs":s,"ok":n}
 //! gamespy FIRST N    N GameSpy records through MasterHandle::register       {"secs":s,"ok":n}
 //! flush              publish and write the store                             {"ok":true}
+//! durable            wait until the master's own persister has stored every change so far
+//!                                                                            {"ok":true}
 //! churn N RATE SECS  in the background, RATE poll results per second for SECS seconds on the
 //!                    GameSpy records 0..N, each with a new map `t<unix ns>` (the change's
 //!                    time, for the events bench's latency) and player count {"ok":true}
@@ -307,6 +309,14 @@ async fn serve(args: &ChildArgs) -> anyhow::Result<()> {
                     h.flush().map(|n| json!({"ok": true, "written": n}))
                 })
                 .await??
+            }
+            Some("durable") => {
+                let v = handle.version();
+                handle
+                    .durable(v)
+                    .await
+                    .map(|()| json!({"ok": true}))
+                    .unwrap_or_else(|e| json!({"error": format!("not stored: {e}")}))
             }
             Some("churn") => {
                 let (n, rate, secs) = (num(1), num(2), num(3));
