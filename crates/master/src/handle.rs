@@ -9,10 +9,16 @@
 //! # Who takes which lock
 //! * `registry` (a `std::sync::Mutex`): writers only, for one command or one datagram's worth
 //!   of commands: hash operations, no I/O, no allocation beyond the record itself, never held
-//!   across `.await`. The publisher and the persister take it only to swap their logs out.
+//!   across `.await`. The publisher takes it only to swap its log out; the persister to swap
+//!   its dirty keys out and look their records up, on a tokio worker (never on a bulk thread,
+//!   whose lower priority would let the kernel preempt it while faces wait for the lock).
 //! * `publisher`: the publisher task (and tests calling [`MasterHandle::publish`]); it builds
 //!   snapshots without the registry lock.
-//! * `store`: the persister ([`MasterHandle::flush`]); writes run without the registry lock.
+//! * `taken` (changes taken for the store, not written yet): a leaf, taken under the registry
+//!   lock to add a take and under the store lock to empty it.
+//! * `store`: the persister's writes ([`MasterHandle::flush`]), on a bulk thread; they run
+//!   without the registry lock, and in the order of the takes (a write empties everything
+//!   taken so far).
 //! * Readers take no lock: [`MasterHandle::snapshot`] is an atomic pointer load.
 //!
 //! # Durability
@@ -21,6 +27,7 @@
 //! [`MasterHandle::durable`]; structural changes are flushed within [`FLUSH_DELAY`] (grouped),
 //! heartbeat and poll refreshes within [`crate::FLUSH_INTERVAL`].
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -45,6 +52,14 @@ pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
 /// How long [`MasterHandle::durable`] waits for the store.
 pub const DURABLE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Changes taken out of the registry for the store, not written yet: per key the record as
+/// it was when last taken (`None`: removed), and the registry version they reach.
+#[derive(Debug, Default)]
+struct Taken {
+    latest: HashMap<ServerKey, Option<Arc<Record>>>,
+    version: u64,
+}
+
 #[derive(Debug)]
 struct Inner {
     /// The registry's DDNet info file, for its gauges without the registry lock.
@@ -53,6 +68,8 @@ struct Inner {
     publisher: Mutex<Publisher>,
     view: ArcSwap<Snapshot>,
     store: Mutex<Box<dyn Store>>,
+    /// Changes taken from the registry for the store and not written yet.
+    taken: Mutex<Taken>,
     /// Registry versions up to this one are in the store.
     persisted: watch::Sender<u64>,
     /// The last store failure, kept until a write succeeds (health and logs).
@@ -159,6 +176,7 @@ impl MasterHandle {
                 publisher: Mutex::new(publisher),
                 view: ArcSwap::from_pointee(first),
                 store: Mutex::new(store),
+                taken: Mutex::default(),
                 persisted: watch::Sender::new(version),
                 store_error: Mutex::new(None),
                 changed: Notify::new(),
@@ -411,19 +429,48 @@ impl MasterHandle {
             .store
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let (puts, deletes, version) = {
-            let mut r = self.lock();
-            let dirty = r.take_dirty();
-            let mut puts = Vec::with_capacity(dirty.len());
-            let mut deletes = Vec::new();
-            for k in dirty {
-                match r.get_shared(&k) {
-                    Some(rec) => puts.push(Arc::clone(rec)),
-                    None => deletes.push(k),
-                }
+        self.take_for_store();
+        self.write_taken(&mut **store)
+    }
+
+    /// Moves the registry's changed keys, with their records as they are now, into the
+    /// changes waiting for the store. The registry lock is held for a pass over the changed
+    /// keys only; takes are ordered by it, and a later take of a key replaces an earlier one.
+    fn take_for_store(&self) {
+        let mut r = self.lock();
+        let dirty = r.take_dirty();
+        let mut taken = self
+            .inner
+            .taken
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        taken.latest.reserve(dirty.len());
+        for k in dirty {
+            let rec = r.get_shared(&k).map(Arc::clone);
+            taken.latest.insert(k, rec);
+        }
+        taken.version = taken.version.max(r.version());
+    }
+
+    /// Writes every change taken so far in one transaction (the caller holds the store lock,
+    /// so writes follow takes in order); returns how many records it wrote or deleted. On
+    /// error the keys are marked changed again and the next flush tries again.
+    fn write_taken(&self, store: &mut dyn Store) -> Result<usize, StoreError> {
+        let Taken { latest, version } = std::mem::take(
+            &mut *self
+                .inner
+                .taken
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        let mut puts = Vec::with_capacity(latest.len());
+        let mut deletes = Vec::new();
+        for (k, rec) in latest {
+            match rec {
+                Some(rec) => puts.push(rec),
+                None => deletes.push(k),
             }
-            (puts, deletes, r.version())
-        };
+        }
         let n = puts.len() + deletes.len();
         if n > 0 {
             if let Err(e) = store.write(&puts, &deletes) {
@@ -527,7 +574,15 @@ impl MasterHandle {
     /// Records waiting for the next flush.
     #[must_use]
     pub fn dirty(&self) -> usize {
-        self.lock().dirty_len()
+        let r = self.lock();
+        let taken = self
+            .inner
+            .taken
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .latest
+            .len();
+        r.dirty_len() + taken
     }
 
     /// The publisher: publishes a snapshot as soon as something changed, then at most every
@@ -577,10 +632,17 @@ impl MasterHandle {
                     tokio::time::sleep(FLUSH_DELAY.max(backoff)).await;
                 }
             }
+            // The registry lock is taken here, on a worker, not on a bulk thread: a bulk
+            // thread runs at a lower priority, and one preempted while holding the lock would
+            // keep every face waiting for it. The write runs on a bulk thread.
+            self.take_for_store();
             let h = self.clone();
-            let ok = crate::runtime::bulk::spawn(move || h.flush().is_ok())
-                .await
-                .unwrap_or(false);
+            let ok = crate::runtime::bulk::spawn(move || {
+                let mut store = h.inner.store.lock().unwrap_or_else(PoisonError::into_inner);
+                h.write_taken(&mut **store).is_ok()
+            })
+            .await
+            .unwrap_or(false);
             backoff = if ok {
                 Duration::ZERO
             } else {
@@ -688,6 +750,63 @@ mod tests {
         assert_eq!(h.flush().unwrap(), 1);
         assert!(h.store_error().is_none());
         assert_eq!(rows.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn writes_follow_the_takes_and_the_last_take_of_a_key_wins() {
+        let (h, rows, _) = open();
+        let (a, b) = (reg(1), reg(2));
+        h.register(a.clone(), T0);
+        h.register(b.clone(), T0);
+        // The persister's first half: taken, not written.
+        h.take_for_store();
+        assert!(rows.lock().unwrap().is_empty(), "a take writes nothing");
+        assert_eq!(h.dirty(), 2, "taken changes still wait for the store");
+        // Changed again before the write: a later take replaces the earlier one.
+        let later = Timestamp::from_secs(1_700_000_050);
+        h.heartbeat(&a.key, later);
+        assert!(h.remove(&b.key).is_some());
+        h.take_for_store();
+        h.register(b.clone(), later);
+        let version = h.version();
+        // Any write empties everything taken so far, and what is still in the registry.
+        assert_eq!(h.flush().unwrap(), 2);
+        assert_eq!(h.dirty(), 0);
+        let stored = rows.lock().unwrap();
+        assert_eq!(stored[&a.key].last_heartbeat, later, "the last take of a");
+        assert!(
+            stored.contains_key(&b.key),
+            "removed, then registered again: kept"
+        );
+        drop(stored);
+        assert!(*h.inner.persisted.borrow() >= version);
+        // A write with nothing taken (the persister's, after a flush took its part) writes
+        // nothing and keeps the version reached.
+        let mut store = h.inner.store.lock().unwrap();
+        assert_eq!(h.write_taken(&mut **store).unwrap(), 0);
+        drop(store);
+        assert!(*h.inner.persisted.borrow() >= version);
+    }
+
+    #[test]
+    fn a_failed_write_of_taken_changes_marks_them_again() {
+        let (h, rows, fail) = open();
+        let a = reg(1);
+        h.register(a.clone(), T0);
+        h.take_for_store();
+        fail.store(true, Ordering::Relaxed);
+        let mut store = h.inner.store.lock().unwrap();
+        assert!(h.write_taken(&mut **store).is_err());
+        drop(store);
+        assert_eq!(h.dirty(), 1, "back in the registry's changed keys");
+        fail.store(false, Ordering::Relaxed);
+        assert!(h.remove(&a.key).is_some());
+        h.register(reg(2), T0);
+        assert_eq!(h.flush().unwrap(), 2, "the removal of a and the new record");
+        assert_eq!(
+            rows.lock().unwrap().keys().cloned().collect::<Vec<_>>(),
+            [reg(2).key]
+        );
     }
 
     #[tokio::test]
