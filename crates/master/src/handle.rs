@@ -53,11 +53,38 @@ pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
 pub const DURABLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Changes taken out of the registry for the store, not written yet: per key the record as
-/// it was when last taken (`None`: removed), and the registry version they reach.
+/// it was when taken (`None`: removed), in take order (a key appears once per take), and the
+/// registry version they reach.
 #[derive(Debug, Default)]
 struct Taken {
-    latest: HashMap<ServerKey, Option<Arc<Record>>>,
+    records: Vec<(ServerKey, Option<Arc<Record>>)>,
+    takes: usize,
     version: u64,
+}
+
+impl Taken {
+    /// What to write: the records to put and the keys to delete, each key as its last take
+    /// left it. One take holds each key once; several are merged (off the registry lock).
+    fn into_writes(self) -> (Vec<Arc<Record>>, Vec<ServerKey>) {
+        let last: Vec<(ServerKey, Option<Arc<Record>>)> = if self.takes <= 1 {
+            self.records
+        } else {
+            let mut by_key: HashMap<ServerKey, Option<Arc<Record>>> = HashMap::new();
+            for (k, rec) in self.records {
+                by_key.insert(k, rec);
+            }
+            by_key.into_iter().collect()
+        };
+        let mut puts = Vec::with_capacity(last.len());
+        let mut deletes = Vec::new();
+        for (k, rec) in last {
+            match rec {
+                Some(rec) => puts.push(rec),
+                None => deletes.push(k),
+            }
+        }
+        (puts, deletes)
+    }
 }
 
 #[derive(Debug)]
@@ -435,7 +462,8 @@ impl MasterHandle {
 
     /// Moves the registry's changed keys, with their records as they are now, into the
     /// changes waiting for the store. The registry lock is held for a pass over the changed
-    /// keys only; takes are ordered by it, and a later take of a key replaces an earlier one.
+    /// keys only (a lookup and a push each); takes are ordered by it, and a later take of a
+    /// key replaces an earlier one when they are written.
     fn take_for_store(&self) {
         let mut r = self.lock();
         let dirty = r.take_dirty();
@@ -444,11 +472,12 @@ impl MasterHandle {
             .taken
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        taken.latest.reserve(dirty.len());
+        taken.records.reserve(dirty.len());
         for k in dirty {
             let rec = r.get_shared(&k).map(Arc::clone);
-            taken.latest.insert(k, rec);
+            taken.records.push((k, rec));
         }
+        taken.takes += 1;
         taken.version = taken.version.max(r.version());
     }
 
@@ -456,21 +485,15 @@ impl MasterHandle {
     /// so writes follow takes in order); returns how many records it wrote or deleted. On
     /// error the keys are marked changed again and the next flush tries again.
     fn write_taken(&self, store: &mut dyn Store) -> Result<usize, StoreError> {
-        let Taken { latest, version } = std::mem::take(
+        let taken = std::mem::take(
             &mut *self
                 .inner
                 .taken
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        let mut puts = Vec::with_capacity(latest.len());
-        let mut deletes = Vec::new();
-        for (k, rec) in latest {
-            match rec {
-                Some(rec) => puts.push(rec),
-                None => deletes.push(k),
-            }
-        }
+        let version = taken.version;
+        let (puts, deletes) = taken.into_writes();
         let n = puts.len() + deletes.len();
         if n > 0 {
             if let Err(e) = store.write(&puts, &deletes) {
@@ -580,7 +603,7 @@ impl MasterHandle {
             .taken
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .latest
+            .records
             .len();
         r.dirty_len() + taken
     }
