@@ -14,8 +14,9 @@
 //!   whose lower priority would let the kernel preempt it while faces wait for the lock).
 //! * `publisher`: the publisher task (and tests calling [`MasterHandle::publish`]); it builds
 //!   snapshots without the registry lock.
-//! * `taken` (changes taken for the store, not written yet): a leaf, taken under the registry
-//!   lock to add a take and under the store lock to empty it.
+//! * `taken` (changes taken for the store, not written yet): held through a take, which takes
+//!   the registry lock inside it (to swap the changed keys out, then per [`TAKE_CHUNK`]
+//!   lookups), and under the store lock to empty it. Order: store, taken, registry.
 //! * `store`: the persister's writes ([`MasterHandle::flush`]), on a bulk thread; they run
 //!   without the registry lock, and in the order of the takes (a write empties everything
 //!   taken so far).
@@ -49,6 +50,8 @@ use crate::views::{Publisher, Snapshot};
 pub const FLUSH_DELAY: Duration = Duration::from_millis(20);
 /// Snapshots are published at most this often.
 pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
+/// Records the persister looks up per hold of the registry lock.
+pub const TAKE_CHUNK: usize = 1024;
 /// How long [`MasterHandle::durable`] waits for the store.
 pub const DURABLE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -461,24 +464,34 @@ impl MasterHandle {
     }
 
     /// Moves the registry's changed keys, with their records as they are now, into the
-    /// changes waiting for the store. The registry lock is held for a pass over the changed
-    /// keys only (a lookup and a push each); takes are ordered by it, and a later take of a
-    /// key replaces an earlier one when they are written.
+    /// changes waiting for the store. The registry lock is held to swap the changed keys out,
+    /// then for [`TAKE_CHUNK`] lookups at a time: a take of a second's registrations in a
+    /// storm (tens of thousands of keys) held it for up to 40 ms in one piece. A record looked
+    /// up after the swap is as new or newer than at the swap, and a change after the swap
+    /// marks its key again. The taken changes' lock is held for the whole take, so takes do
+    /// not interleave (a later take of a key replaces an earlier one when they are written).
     fn take_for_store(&self) {
-        let mut r = self.lock();
-        let dirty = r.take_dirty();
         let mut taken = self
             .inner
             .taken
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        taken.records.reserve(dirty.len());
-        for k in dirty {
-            let rec = r.get_shared(&k).map(Arc::clone);
-            taken.records.push((k, rec));
+        let (dirty, version) = {
+            let mut r = self.lock();
+            (r.take_dirty(), r.version())
+        };
+        let keys: Vec<ServerKey> = dirty.into_iter().collect();
+        taken.records.reserve(keys.len());
+        let mut keys = keys.into_iter().peekable();
+        while keys.peek().is_some() {
+            let r = self.lock();
+            for k in keys.by_ref().take(TAKE_CHUNK) {
+                let rec = r.get_shared(&k).map(Arc::clone);
+                taken.records.push((k, rec));
+            }
         }
         taken.takes += 1;
-        taken.version = taken.version.max(r.version());
+        taken.version = taken.version.max(version);
     }
 
     /// Writes every change taken so far in one transaction (the caller holds the store lock,
@@ -597,7 +610,8 @@ impl MasterHandle {
     /// Records waiting for the next flush.
     #[must_use]
     pub fn dirty(&self) -> usize {
-        let r = self.lock();
+        // One lock after the other: a take holds the taken changes' lock while it takes the
+        // registry's.
         let taken = self
             .inner
             .taken
@@ -605,7 +619,7 @@ impl MasterHandle {
             .unwrap_or_else(PoisonError::into_inner)
             .records
             .len();
-        r.dirty_len() + taken
+        self.lock().dirty_len() + taken
     }
 
     /// The publisher: publishes a snapshot as soon as something changed, then at most every
@@ -809,6 +823,35 @@ mod tests {
         assert_eq!(h.write_taken(&mut **store).unwrap(), 0);
         drop(store);
         assert!(*h.inner.persisted.borrow() >= version);
+    }
+
+    #[test]
+    fn a_take_of_more_than_a_chunk_looks_every_record_up() {
+        let (h, rows, _) = open();
+        let n = TAKE_CHUNK * 2 + 7;
+        // Each from its own address (a source may register only so many).
+        let regs: Vec<Registration> = (0..n)
+            .map(|i| {
+                let addr: std::net::SocketAddr = format!("10.0.{}.{}:7777", i / 250, i % 250 + 1)
+                    .parse()
+                    .unwrap();
+                Registration {
+                    key: ServerKey::new("ut2", GameAddr::Ip(addr)),
+                    query_addr: Some(addr),
+                    source: SourceKey::of(addr.ip()),
+                    ..reg(1)
+                }
+            })
+            .collect();
+        for r in &regs {
+            assert_eq!(h.register(r.clone(), T0), Outcome::Added);
+        }
+        // One of them removed after it was marked: a deletion within the take.
+        assert!(h.remove(&regs[0].key).is_some());
+        h.take_for_store();
+        assert_eq!(h.dirty(), n, "every changed key taken once");
+        assert_eq!(h.flush().unwrap(), n);
+        assert_eq!(rows.lock().unwrap().len(), n - 1);
     }
 
     #[test]
