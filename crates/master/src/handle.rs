@@ -10,8 +10,9 @@
 //! * `registry` (a `std::sync::Mutex`): writers only, for one command or one datagram's worth
 //!   of commands: hash operations, no I/O, no allocation beyond the record itself, never held
 //!   across `.await`. The publisher takes it only to swap its log out; the persister to swap
-//!   its dirty keys out and look their records up, on a tokio worker (never on a bulk thread,
-//!   whose lower priority would let the kernel preempt it while faces wait for the lock).
+//!   its dirty keys out and look their records up, on the runtime's blocking pool (never on a
+//!   bulk thread, whose lower priority would let the kernel preempt it while faces wait for
+//!   the lock).
 //! * `publisher`: the publisher task (and tests calling [`MasterHandle::publish`]); it builds
 //!   snapshots without the registry lock.
 //! * `taken` (changes taken for the store, not written yet): held through a take, which takes
@@ -669,10 +670,12 @@ impl MasterHandle {
                     tokio::time::sleep(FLUSH_DELAY.max(backoff)).await;
                 }
             }
-            // The registry lock is taken here, on a worker, not on a bulk thread: a bulk
-            // thread runs at a lower priority, and one preempted while holding the lock would
-            // keep every face waiting for it. The write runs on a bulk thread.
-            self.take_for_store();
+            // The take (registry lock) runs on the runtime's blocking pool, at the faces'
+            // priority: a bulk thread runs lower, and one preempted while holding the lock
+            // would keep every face waiting for it; a take in a storm looks tens of thousands
+            // of records up, which would hold a worker as long. The write runs on a bulk thread.
+            let h = self.clone();
+            let _ = tokio::task::spawn_blocking(move || h.take_for_store()).await;
             let h = self.clone();
             let ok = crate::runtime::bulk::spawn(move || {
                 let mut store = h.inner.store.lock().unwrap_or_else(PoisonError::into_inner);
