@@ -481,9 +481,8 @@ impl MasterHandle {
             let mut r = self.lock();
             (r.take_dirty(), r.version())
         };
-        let keys: Vec<ServerKey> = dirty.into_iter().collect();
-        taken.records.reserve(keys.len());
-        let mut keys = keys.into_iter().peekable();
+        taken.records.reserve(dirty.len());
+        let mut keys = dirty.into_iter().peekable();
         while keys.peek().is_some() {
             let r = self.lock();
             for k in keys.by_ref().take(TAKE_CHUNK) {
