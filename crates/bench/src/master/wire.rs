@@ -1,8 +1,10 @@
 //! Wire clients of the master's UDP and TCP faces: GameAgent registrations and `e` lists,
 //! Teeworlds 0.6 and 0.7 lists, GameSpy TCP lists.
 
+use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::os::fd::AsRawFd as _;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use muster_proto::gameagent::packet::{
@@ -10,7 +12,10 @@ use muster_proto::gameagent::packet::{
 };
 use muster_proto::gamespy_master::{self as gsm, Enctype, Greeting, ListForm};
 use muster_proto::teeworlds_master::{Framing, Message, Packet, Token};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use nix::sys::socket::{
+    ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg, setsockopt, sockopt,
+};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, Interest};
 use tokio::net::{TcpSocket, UdpSocket};
 
 use super::stats::{Client, Request};
@@ -50,8 +55,14 @@ pub(crate) fn list_socket(ip: Ipv4Addr) -> anyhow::Result<UdpSocket> {
 /// What one GameAgent registration observed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Registered {
-    /// From the first `q` to the challenge (retries included).
+    /// From the first `q` to the challenge (retries included), as the registering task saw
+    /// it: its own wake-up after the challenge arrived is included.
     pub rtt: Duration,
+    /// The same round trip ending when the kernel queued the challenge on the socket
+    /// (`SO_TIMESTAMPNS`), so the registering thread's wait for a core is not counted: on
+    /// loopback the master's send queues it, so this is the master's own latency. `None`
+    /// when the kernel gave no timestamp.
+    pub kernel_rtt: Option<Duration>,
     /// `q`s sent again after 500 ms without an answer.
     pub retries: u32,
 }
@@ -69,17 +80,25 @@ pub(crate) async fn register_gameagent(
     master: SocketAddr,
 ) -> anyhow::Result<Registered> {
     let sock = UdpSocket::bind((ip, SERVER_PORT_BASE.saturating_add(k))).await?;
+    // Without timestamps only `rtt` is measured.
+    let _ = setsockopt(&sock, sockopt::ReceiveTimestampns, &true);
     let mut buf = [0u8; 512];
     let start = Instant::now();
+    let sent_at = SystemTime::now();
     for attempt in 0..ATTEMPTS {
         sock.send_to(&[JOIN], master).await?;
         let Ok(got) =
-            tokio::time::timeout(Duration::from_millis(500), sock.recv_from(&mut buf)).await
+            tokio::time::timeout(Duration::from_millis(500), recv_stamped(&sock, &mut buf)).await
         else {
             continue;
         };
-        let (n, _) = got?;
+        let (n, queued_at) = got?;
         let rtt = start.elapsed();
+        // Both ends are CLOCK_REALTIME; a clock step could make it negative or longer than
+        // the task's own measure, which bounds it.
+        let kernel_rtt = queued_at
+            .and_then(|t| t.duration_since(sent_at).ok())
+            .map(|d| d.min(rtt));
         let Some(bytes) = buf.get(..n) else { continue };
         if bytes.first() != Some(&CHALLENGE) {
             continue;
@@ -101,10 +120,47 @@ pub(crate) async fn register_gameagent(
         sock.send_to(&out, master).await?;
         return Ok(Registered {
             rtt,
+            kernel_rtt,
             retries: attempt,
         });
     }
     bail!("no challenge from the master for {ip}")
+}
+
+/// One datagram and, when the socket has `SO_TIMESTAMPNS` on, when the kernel queued it.
+async fn recv_stamped(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, Option<SystemTime>)> {
+    loop {
+        sock.readable().await?;
+        let got = sock.try_io(Interest::READABLE, || {
+            let mut iov = [IoSliceMut::new(buf)];
+            let mut cmsg = nix::cmsg_space!(nix::sys::time::TimeSpec);
+            let msg = recvmsg::<SockaddrStorage>(
+                sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::empty(),
+            )
+            .map_err(io::Error::from)?;
+            let stamp = msg
+                .cmsgs()
+                .ok()
+                .into_iter()
+                .flatten()
+                .find_map(|c| match c {
+                    ControlMessageOwned::ScmTimestampns(ts) => {
+                        let secs = u64::try_from(ts.tv_sec()).ok()?;
+                        let nanos = u32::try_from(ts.tv_nsec()).ok()?;
+                        UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+                    }
+                    _ => None,
+                });
+            Ok((msg.bytes, stamp))
+        });
+        match got {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            other => return other,
+        }
+    }
 }
 
 /// GameAgent `e`: the whole list, in many datagrams.
@@ -331,5 +387,39 @@ impl GameSpyList {
 impl Client for GameSpyList {
     fn request(&mut self, seq: u64) -> Request<'_> {
         Box::pin(self.one(seq))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stamped_receive_reads_the_datagram_and_when_the_kernel_queued_it() {
+        let rx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        setsockopt(&rx, sockopt::ReceiveTimestampns, &true).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let before = SystemTime::now();
+        tx.send_to(b"challenge", rx.local_addr().unwrap())
+            .await
+            .unwrap();
+        let mut buf = [0u8; 64];
+        let (n, stamp) = recv_stamped(&rx, &mut buf).await.unwrap();
+        let after = SystemTime::now();
+        assert_eq!(buf.get(..n), Some(&b"challenge"[..]));
+        let stamp = stamp.expect("the kernel stamps a datagram when asked to");
+        assert!(
+            before <= stamp && stamp <= after,
+            "{before:?} {stamp:?} {after:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_the_option_a_receive_has_no_stamp() {
+        let rx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        tx.send_to(b"x", rx.local_addr().unwrap()).await.unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(recv_stamped(&rx, &mut buf).await.unwrap(), (1, None));
     }
 }
