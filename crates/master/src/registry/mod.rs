@@ -69,8 +69,8 @@ pub use infos::{DdnetInfo, InfoFile, InfoStats};
 pub use types::{
     DDNET_STREAM_SCHEMES, DdnetData, DdnetSecret, DdnetStream, Face, GameAddr, MAX_DDNET_INFO,
     MAX_DDNET_STREAMS, MAX_GAME_LEN, MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT,
-    MAX_SOURCES, Origin, PollInfo, PollPlayer, Record, Registration, Rules, ServerKey, ShortText,
-    Source, Timestamp, Verification, protocol_from_name, short,
+    MAX_SOURCES, Origin, PollInfo, PollPlayer, PollPlayers, Record, Registration, Rules, ServerKey,
+    ShortText, Source, Timestamp, Verification, protocol_from_name, short,
 };
 
 /// Default cap on records per source (IPv4 address / IPv6 /64).

@@ -754,7 +754,7 @@ fn poll_info_is_bounded_and_learns_game_port() {
     let mut r = Registry::new(RegistryConfig::default());
     let k = listed(&mut r, reg("ut2", v4(1, 7778), Face::GameSpy), T0);
     let mut i = info(&"n".repeat(MAX_POLL_TEXT + 10), 1, 2, &[]);
-    i.players = vec![PollPlayer::default(); MAX_POLL_PLAYERS + 5];
+    i.players = vec![PollPlayer::default(); MAX_POLL_PLAYERS + 5].into();
     i.game_port = Some(7777);
     r.update_poll(&k, Some(i), T0);
     let rec = r.get(&k).unwrap();
@@ -1155,6 +1155,68 @@ fn player_numbers_beyond_their_kept_width_are_clamped() {
     assert_eq!(PollPlayer::team_of(1), 1);
 }
 
+fn any_player() -> impl Strategy<Value = PollPlayer> {
+    (
+        // Up to 300 chars of any width, so names cross the 128-byte length and the clip.
+        proptest::collection::vec(any::<char>(), 0..300),
+        proptest::option::of(any::<i32>()),
+        proptest::option::of(any::<u16>()),
+        proptest::option::of(any::<i16>()),
+        proptest::option::of(any::<bool>()),
+        proptest::option::of(any::<bool>()),
+    )
+        .prop_map(|(name, score, ping, team, spectator, bot)| {
+            PollPlayer::new(name.into_iter().collect::<String>())
+                .with_score(score)
+                .with_ping_ms(ping)
+                .with_team(team)
+                .with_spectator(spectator)
+                .with_bot(bot)
+        })
+}
+
+proptest! {
+    #[test]
+    fn packed_players_read_back_as_given_up_to_the_limits(
+        players in proptest::collection::vec(any_player(), 0..300),
+    ) {
+        let packed = PollPlayers::new(players.clone());
+        let want: Vec<PollPlayer> = players
+            .into_iter()
+            .take(MAX_POLL_PLAYERS)
+            .map(|mut p| {
+                p.name = short(&p.name);
+                p
+            })
+            .collect();
+        let got: Vec<PollPlayer> = packed.iter().collect();
+        prop_assert_eq!(&got, &want);
+        prop_assert_eq!(packed.len(), want.len());
+        prop_assert_eq!(packed.is_empty(), want.is_empty());
+        let names: Vec<&str> = packed.names().collect();
+        let want_names: Vec<&str> = want.iter().map(|p| p.name.as_str()).collect();
+        prop_assert_eq!(names, want_names);
+        prop_assert_eq!(PollPlayers::new(got), packed);
+    }
+}
+
+#[test]
+fn packed_players_take_their_size_and_name_lengths_of_two_bytes() {
+    let five: PollPlayers = (0..5)
+        .map(|p| PollPlayer::new(format!("tee12345-{p}")).with_score(Some(p)))
+        .collect();
+    // 8 bytes of numbers, 1 of length and 10 of name each.
+    assert_eq!(format!("{five:?}").matches("PollPlayer").count(), 5);
+    assert_eq!(five.packed_len(), 5 * 19);
+    let long = "é".repeat(100); // 200 bytes: a two-byte length
+    let p = PollPlayers::new([PollPlayer::new(long.as_str()), PollPlayer::new("x")]);
+    assert_eq!(p.packed_len(), 8 + 2 + 200 + 8 + 1 + 1);
+    assert_eq!(p.names().collect::<Vec<_>>(), [long.as_str(), "x"]);
+    assert_eq!(p.get(1), Some(PollPlayer::new("x")));
+    assert_eq!(p.get(2), None);
+    assert!(PollPlayers::default().is_empty());
+}
+
 #[test]
 fn a_poll_player_is_32_bytes_and_knows_nothing_by_default() {
     assert_eq!(size_of::<PollPlayer>(), 32);
@@ -1330,7 +1392,11 @@ fn converted_query_results_are_already_bounded() {
     let p = PollInfo::from_server_info(&info);
     assert_eq!(p.name.chars().count(), MAX_POLL_TEXT);
     assert_eq!(p.players.len(), MAX_POLL_PLAYERS);
-    assert_eq!(p.players.capacity(), MAX_POLL_PLAYERS);
+    assert!(
+        p.players
+            .names()
+            .all(|n| n.chars().count() == MAX_POLL_TEXT)
+    );
     assert_eq!(p.game_port, Some(7777));
     assert_eq!(p.clone().bounded(), p);
 }

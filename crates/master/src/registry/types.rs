@@ -501,6 +501,125 @@ impl PollPlayer {
     }
 }
 
+/// A poll's players, packed in one allocation of their own size: per player the score
+/// (`i32`), ping and team/flag bits (`u16` each) as [`PollPlayer`] keeps them, little-endian,
+/// then the name's length in bytes (one byte below 128, else two: the low 7 bits with the top
+/// bit set, then the rest) and the name. At most [`MAX_POLL_PLAYERS`] players with names
+/// clipped to [`MAX_POLL_TEXT`] chars. Five DDNet players with 10-byte names take 95 bytes
+/// so, where a vector of [`PollPlayer`]s took 160 and the vector itself 8 more in every poll
+/// info; a 64-player server takes about 1.2 KB where it took 2 KB.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct PollPlayers(Box<[u8]>);
+
+/// Bytes of a packed player before its name's length.
+const PACKED_PLAYER_HEAD: usize = 8;
+
+impl PollPlayers {
+    /// The first [`MAX_POLL_PLAYERS`] of `players`, names clipped to [`MAX_POLL_TEXT`] chars.
+    pub fn new(players: impl IntoIterator<Item = PollPlayer>) -> Self {
+        let mut packed = Vec::new();
+        for p in players.into_iter().take(MAX_POLL_PLAYERS) {
+            let name = p.name.get(..clip_end(&p.name)).unwrap_or_default();
+            packed.extend_from_slice(&p.score.to_le_bytes());
+            packed.extend_from_slice(&p.ping.to_le_bytes());
+            packed.extend_from_slice(&p.bits.to_le_bytes());
+            // A clipped name is at most 4 × MAX_POLL_TEXT = 1,024 bytes: 14 bits.
+            let len = name.len();
+            match u8::try_from(len) {
+                Ok(b) if b < 0x80 => packed.push(b),
+                _ => {
+                    packed.push(u8::try_from(len & 0x7f).unwrap_or(0) | 0x80);
+                    packed.push(u8::try_from(len >> 7).unwrap_or(u8::MAX));
+                }
+            }
+            packed.extend_from_slice(name.as_bytes());
+        }
+        Self(packed.into_boxed_slice())
+    }
+
+    /// The players, in their order.
+    pub fn iter(&self) -> impl Iterator<Item = PollPlayer> + '_ {
+        self.packed().map(|(name, score, ping, bits)| PollPlayer {
+            name: ShortText::from(name),
+            score,
+            ping,
+            bits,
+        })
+    }
+
+    /// The players' names, in their order (no copy).
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.packed().map(|(name, ..)| name)
+    }
+
+    /// The player at `index`.
+    #[must_use]
+    pub fn get(&self, index: usize) -> Option<PollPlayer> {
+        self.iter().nth(index)
+    }
+
+    /// How many players.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.packed().count()
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Bytes the packed players take.
+    #[cfg(test)]
+    pub(crate) fn packed_len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Each player's name, score, ping and bits, read from the packed bytes (which
+    /// [`Self::new`] wrote, so the walk ends only at their end).
+    fn packed(&self) -> impl Iterator<Item = (&str, i32, u16, u16)> + '_ {
+        let mut rest: &[u8] = &self.0;
+        std::iter::from_fn(move || {
+            let (head, after) = rest.split_first_chunk::<PACKED_PLAYER_HEAD>()?;
+            let [s0, s1, s2, s3, p0, p1, b0, b1] = *head;
+            let (&l0, after) = after.split_first()?;
+            let (len, after) = if l0 < 0x80 {
+                (usize::from(l0), after)
+            } else {
+                let (&l1, after) = after.split_first()?;
+                (usize::from(l0 & 0x7f) | usize::from(l1) << 7, after)
+            };
+            let name = after.get(..len)?;
+            rest = after.get(len..)?;
+            Some((
+                std::str::from_utf8(name).ok()?,
+                i32::from_le_bytes([s0, s1, s2, s3]),
+                u16::from_le_bytes([p0, p1]),
+                u16::from_le_bytes([b0, b1]),
+            ))
+        })
+    }
+}
+
+impl FromIterator<PollPlayer> for PollPlayers {
+    fn from_iter<I: IntoIterator<Item = PollPlayer>>(players: I) -> Self {
+        Self::new(players)
+    }
+}
+
+impl From<Vec<PollPlayer>> for PollPlayers {
+    fn from(players: Vec<PollPlayer>) -> Self {
+        Self::new(players)
+    }
+}
+
+impl fmt::Debug for PollPlayers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// What the last successful poll (or a face that carries state, such as the management
 /// server's stats update) said about a server, as plain data.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -518,7 +637,7 @@ pub struct PollInfo {
     /// Whether a password is needed, when known.
     pub password: Option<bool>,
     /// Players.
-    pub players: Vec<PollPlayer>,
+    pub players: PollPlayers,
     /// Rules as (key, value), plain text.
     pub rules: Rules,
     /// The game port, when the reply said it (GameSpy `hostport`).
@@ -656,11 +775,7 @@ impl PollInfo {
         clip(&mut self.name);
         clip(&mut self.map);
         clip(&mut self.game_type);
-        self.players.truncate(MAX_POLL_PLAYERS);
-        for p in &mut self.players {
-            clip(&mut p.name);
-        }
-        self.players.shrink_to_fit();
+        // Players are bounded when packed.
         self
     }
 

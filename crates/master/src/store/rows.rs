@@ -280,7 +280,7 @@ mod tests {
         let row: InfoRow = serde_json::from_str(old).unwrap();
         let info = PollInfo::from(row.clone());
         assert_eq!(info.players.len(), 2);
-        assert_eq!(info.players[1].score(), None);
+        assert_eq!(info.players.get(1).unwrap().score(), None);
         assert_eq!(info.game_port, Some(7777));
         let again: InfoRow = serde_json::from_str(&serde_json::to_string(&row).unwrap()).unwrap();
         assert_eq!(again, row);
@@ -318,9 +318,11 @@ mod tests {
     fn bot_flags_round_trip_and_old_rows_have_none() {
         let old = r#"{"players":[{"name":"a","score":1,"spectator":false}]}"#;
         let info = PollInfo::from(serde_json::from_str::<InfoRow>(old).unwrap());
-        assert_eq!(info.players[0].bot(), None);
+        assert_eq!(info.players.get(0).unwrap().bot(), None);
         let mut with = info.clone();
-        with.players[0].set_bot(Some(true));
+        let mut players: Vec<PollPlayer> = with.players.iter().collect();
+        players[0].set_bot(Some(true));
+        with.players = players.into();
         let json = serde_json::to_string(&InfoRow::from(&with)).unwrap();
         assert!(json.contains(r#""bot":true"#), "{json}");
         let back = PollInfo::from(serde_json::from_str::<InfoRow>(&json).unwrap());

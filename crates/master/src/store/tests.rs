@@ -77,7 +77,8 @@ fn write_drop_reopen_same_contents() {
         players: vec![
             PollPlayer::new("p1").with_score(Some(-3)),
             PollPlayer::new("p2"),
-        ],
+        ]
+        .into(),
         rules: Rules::new([("hostport", "7777")]),
         game_port: Some(7777),
     }));

@@ -324,7 +324,8 @@ async fn detail_tells_bots_and_names_rules() {
                 player("human", Some(false)),
                 player("robot", Some(true)),
                 player("unknown", None),
-            ],
+            ]
+            .into(),
             rules: muster_master::registry::Rules::new([
                 ("AdminEMail", "a@example.org"),
                 ("mymod", "1"),

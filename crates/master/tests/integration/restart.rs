@@ -70,7 +70,7 @@ fn fill(h: &MasterHandle) {
             num_players: 1,
             max_players: 8,
             password: Some(false),
-            players: vec![PollPlayer::new("nameless tee").with_score(Some(5))],
+            players: vec![PollPlayer::new("nameless tee").with_score(Some(5))].into(),
             rules: muster_master::registry::Rules::default(),
             game_port: None,
         }),
