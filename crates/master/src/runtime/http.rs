@@ -198,11 +198,15 @@ async fn front(
             head.truncate(head.len() - 2);
             head.extend_from_slice(b"connection: close\r\n\r\n");
         }
+        // Without the cork the head leaves as a segment of its own, pushed (no delay), and
+        // the file after it.
+        let _ = stream.set_cork(true);
         if stream.write_all(&head).await.is_err()
             || stream.send_file(&res.file, 0, res.len).await.is_err()
         {
             return Front::Closed;
         }
+        let _ = stream.set_cork(false);
         if close || stop.is_cancelled() {
             let _ = stream.shutdown().await;
             return Front::Closed;

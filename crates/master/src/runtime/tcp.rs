@@ -253,6 +253,13 @@ pub struct CappedStream {
 }
 
 impl CappedStream {
+    /// Holds partial segments back while on (`TCP_CORK`), as nginx's `tcp_nopush` does
+    /// around a file it sends: a response head and its file then leave in full segments.
+    /// Turning it off sends what is held.
+    pub fn set_cork(&self, on: bool) -> io::Result<()> {
+        socket2::SockRef::from(&self.inner).set_cork(on)
+    }
+
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.inner.peer_addr()
