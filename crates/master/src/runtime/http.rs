@@ -198,15 +198,15 @@ async fn front(
             head.truncate(head.len() - 2);
             head.extend_from_slice(b"connection: close\r\n\r\n");
         }
-        // Without the cork the head leaves as a segment of its own, pushed (no delay), and
-        // the file after it.
-        let _ = stream.set_cork(true);
-        if stream.write_all(&head).await.is_err()
-            || stream.send_file(&res.file, 0, res.len).await.is_err()
-        {
+        // A head flagged "more" waits for the body: only when there is one.
+        let head_sent = if res.len > 0 {
+            stream.write_head(&head).await
+        } else {
+            stream.write_all(&head).await
+        };
+        if head_sent.is_err() || stream.send_file(&res.file, 0, res.len).await.is_err() {
             return Front::Closed;
         }
-        let _ = stream.set_cork(false);
         if close || stop.is_cancelled() {
             let _ = stream.shutdown().await;
             return Front::Closed;

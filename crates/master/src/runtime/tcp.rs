@@ -253,13 +253,6 @@ pub struct CappedStream {
 }
 
 impl CappedStream {
-    /// Holds partial segments back while on (`TCP_CORK`), as nginx's `tcp_nopush` does
-    /// around a file it sends: a response head and its file then leave in full segments.
-    /// Turning it off sends what is held.
-    pub fn set_cork(&self, on: bool) -> io::Result<()> {
-        socket2::SockRef::from(&self.inner).set_cork(on)
-    }
-
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.inner.peer_addr()
@@ -375,6 +368,41 @@ impl CappedStream {
             }
         }
         Ok(())
+    }
+
+    /// Writes `head` flagged `MSG_MORE`: the kernel keeps it to leave in one segment with
+    /// what is sent next (a file's first bytes), where a plain write on this `TCP_NODELAY`
+    /// socket pushes it as a small segment of its own. Within the idle timeout, as every
+    /// write.
+    pub async fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
+        let mut rest = head;
+        while !rest.is_empty() {
+            let n = std::future::poll_fn(|cx| self.poll_send_more(cx, rest)).await?;
+            rest = match rest.get(n..) {
+                Some(r) if n > 0 => r,
+                _ => return Err(io::ErrorKind::WriteZero.into()),
+            };
+        }
+        Ok(())
+    }
+
+    fn poll_send_more(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        loop {
+            match self.inner.poll_write_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return self.after_write(cx, Poll::Pending),
+            }
+            let sock = &self.inner;
+            let sent = sock.try_io(tokio::io::Interest::WRITABLE, || {
+                rustix::net::send(sock, buf, rustix::net::SendFlags::MORE).map_err(io::Error::from)
+            });
+            match sent {
+                Ok(n) => return self.after_write(cx, Poll::Ready(Ok(n))),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
     }
 
     fn poll_send_file(
