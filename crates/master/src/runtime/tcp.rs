@@ -387,22 +387,9 @@ impl CappedStream {
     }
 
     fn poll_send_more(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        loop {
-            match self.inner.poll_write_ready(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return self.after_write(cx, Poll::Pending),
-            }
-            let sock = &self.inner;
-            let sent = sock.try_io(tokio::io::Interest::WRITABLE, || {
-                rustix::net::send(sock, buf, rustix::net::SendFlags::MORE).map_err(io::Error::from)
-            });
-            match sent {
-                Ok(n) => return self.after_write(cx, Poll::Ready(Ok(n))),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
+        self.poll_write_with(cx, |sock| {
+            rustix::net::send(sock, buf, rustix::net::SendFlags::MORE)
+        })
     }
 
     fn poll_send_file(
@@ -412,6 +399,18 @@ impl CappedStream {
         offset: &mut u64,
         count: usize,
     ) -> Poll<io::Result<usize>> {
+        self.poll_write_with(cx, |sock| {
+            rustix::fs::sendfile(sock, file, Some(&mut *offset), count)
+        })
+    }
+
+    /// One write by `op` (a system call on the socket) once the socket is writable, within
+    /// the idle timeout as every write.
+    fn poll_write_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&TcpStream) -> rustix::io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
         loop {
             match self.inner.poll_write_ready(cx) {
                 Poll::Ready(Ok(())) => {}
@@ -420,7 +419,7 @@ impl CappedStream {
             }
             let sock = &self.inner;
             let sent = sock.try_io(tokio::io::Interest::WRITABLE, || {
-                rustix::fs::sendfile(sock, file, Some(&mut *offset), count).map_err(io::Error::from)
+                op(sock).map_err(io::Error::from)
             });
             match sent {
                 Ok(n) => return self.after_write(cx, Poll::Ready(Ok(n))),
