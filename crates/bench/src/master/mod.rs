@@ -20,8 +20,8 @@
 //!    first, for the idle figure. The probe runs on a thread and runtime of its own, so the
 //!    bench's own HTTP clients do not delay it, and a round trip ends when the kernel queued
 //!    the challenge (`SO_TIMESTAMPNS`), not when the probe woke up to read it. The probe's
-//!    registrations change the registry,
-//!    so the publisher makes new snapshots and the API sorts again all the time.
+//!    registrations change the registry, so the publisher makes new snapshots and the API
+//!    sorts again all the time.
 //!
 //! With `--vs-mastersrv`: DDNet's mastersrv (built from source) and Debian's nginx serving the
 //! file mastersrv writes, against a master holding only the DDNet face, each given the same
