@@ -160,6 +160,17 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_number_beyond_i64_reads_back_as_it_was_written() {
+        // Found by the fuzzer: a 73-digit score becomes an `f64`. Parsed without full
+        // precision, the value written back parsed to a different float.
+        let doc = br#"{"servers":[{"addresses":[],"info":{"clients":[{"score":4444444444444424444444444444444444444444444444444444444444444444444444440}]}}]}"#;
+        let doc = ServersJson::decode(doc).expect("valid");
+        let mut out = Vec::new();
+        doc.encode(&mut out);
+        assert_eq!(ServersJson::decode(&out), Ok(doc));
+    }
+
     proptest! {
         #[test]
         fn servers_json_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
