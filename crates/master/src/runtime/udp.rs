@@ -4,7 +4,7 @@
 //!  socket readers (one task per socket) ──bounded queue──> runner task
 //!     runner: batch of datagrams ──> machine.on_datagram(cx) under one registry lock
 //!             timer             ──> machine.on_timeout(cx)
-//!             outbox: replies ──> per-source list budget ─> face egress budget ─> send_to
+//!             outbox: replies ──> per-source list budget ─> face egress budget ─> send
 //!                     drops, registrations, poll-soon marks ──> metrics / poller
 //! ```
 //!
@@ -13,13 +13,23 @@
 //! budgets every UDP face shares (`gameagent.md` §8.3.10, `gamespy-master.md` §13.8): a byte
 //! budget per source (IPv4 address, IPv6 /64) on list replies, and a global egress byte budget
 //! per face on everything it sends. A reply that does not fit is dropped whole and counted.
+//!
+//! A reply of many datagrams (a list) leaves in segmented sends (UDP GSO, `UDP_SEGMENT`): one
+//! system call and one socket buffer charge per run of up to 64 equal-sized datagrams, where
+//! one `sendto` each woke the socket's write waiters once per datagram. The receiver still
+//! gets the same datagrams. Where the kernel or the route refuses segmentation, the runner
+//! falls back to one send per datagram (and stops trying on that socket when the refusal is
+//! permanent).
 
+use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use muster_proto::limit::{BucketConfig, ByteBudget, SourceLimiter};
+use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +45,10 @@ pub const QUEUE: usize = 4096;
 const BATCH: usize = 64;
 /// Largest datagram read; a longer one arrives truncated and the machine's decoder refuses it.
 pub const RECV_BUF: usize = 65_536;
+/// Datagrams one segmented send carries at most (the kernel's `UDP_MAX_SEGMENTS`).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Bytes one segmented send carries at most: the largest UDP payload over IPv4.
+const GSO_MAX_BYTES: usize = 65_507;
 
 /// What every UDP face's replies are limited by.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,6 +103,7 @@ impl Datagrams {
         }
     }
 
+    #[cfg(test)]
     fn iter(&self) -> impl Iterator<Item = &Bytes> {
         let (one, many): (Option<&Bytes>, &[Bytes]) = match self {
             Self::One(b) => (Some(b), &[]),
@@ -227,10 +242,115 @@ fn to_family(to: SocketAddr, v6_socket: bool) -> Option<SocketAddr> {
     }
 }
 
+/// Splits `datagrams` into runs one segmented send can carry: every datagram of a run has the
+/// size of the run's first, except the last, which may be shorter (but not empty); at most
+/// [`GSO_MAX_SEGMENTS`] datagrams and [`GSO_MAX_BYTES`] bytes. In order, covering all.
+fn gso_runs(datagrams: &[Bytes]) -> impl Iterator<Item = &[Bytes]> {
+    let mut rest = datagrams;
+    std::iter::from_fn(move || {
+        let size = rest.first()?.len();
+        let mut n = 1;
+        let mut total = size;
+        while let Some(d) = rest.get(n) {
+            if size == 0
+                || d.is_empty()
+                || d.len() > size
+                || n == GSO_MAX_SEGMENTS
+                || total + d.len() > GSO_MAX_BYTES
+            {
+                break;
+            }
+            total += d.len();
+            n += 1;
+            if d.len() < size {
+                break;
+            }
+        }
+        let (run, tail) = rest.split_at(n.min(rest.len()));
+        rest = tail;
+        Some(run)
+    })
+}
+
+/// Whether a refused segmented send means the socket can never send one (no kernel support,
+/// no checksum offload on the way out), rather than this destination or this moment.
+fn gso_unsupported(e: &io::Error) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EIO | Errno::ENOPROTOOPT | Errno::EOPNOTSUPP | Errno::ENOSYS)
+    )
+}
+
+/// `run` (from [`gso_runs`], two datagrams or more) to `to` in one segmented send.
+async fn send_segmented(sock: &UdpSocket, to: SocketAddr, run: &[Bytes]) -> io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
+    let size = run
+        .first()
+        .and_then(|d| u16::try_from(d.len()).ok())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let iov: Vec<IoSlice<'_>> = run.iter().map(|d| IoSlice::new(d)).collect();
+    let addr = SockaddrStorage::from(to);
+    let fd = sock.as_raw_fd();
+    sock.async_io(Interest::WRITABLE, || {
+        sendmsg(
+            fd,
+            &iov,
+            &[ControlMessage::UdpGsoSegments(&size)],
+            MsgFlags::empty(),
+            Some(&addr),
+        )
+        .map(drop)
+        .map_err(io::Error::from)
+    })
+    .await
+}
+
+/// One of a face's sockets, as the runner sends from it.
+#[derive(Debug)]
+struct OutSocket {
+    sock: Arc<UdpSocket>,
+    v6: bool,
+    /// Segmented sends are still tried (cleared after a permanent refusal).
+    gso: bool,
+}
+
+impl OutSocket {
+    /// Sends `datagrams` to `to`: runs in segmented sends where they can go so, the rest one
+    /// by one. Errors are logged, never fatal.
+    async fn send(&mut self, to: SocketAddr, datagrams: &Datagrams) {
+        let runs: &[Bytes] = match datagrams {
+            Datagrams::One(d) => return self.send_one(to, d).await,
+            Datagrams::Many(v) => v,
+        };
+        for run in gso_runs(runs) {
+            if self.gso && run.len() > 1 {
+                match send_segmented(&self.sock, to, run).await {
+                    Ok(()) => continue,
+                    Err(e) if gso_unsupported(&e) => {
+                        tracing::info!(error = %e, "segmented UDP sends refused; sending datagrams one by one");
+                        self.gso = false;
+                    }
+                    Err(e) => tracing::debug!(error = %e, %to, "segmented send failed; one by one"),
+                }
+            }
+            for d in run {
+                self.send_one(to, d).await;
+            }
+        }
+    }
+
+    async fn send_one(&self, to: SocketAddr, d: &[u8]) {
+        if let Err(e) = self.sock.send_to(d, to).await {
+            tracing::debug!(error = %e, %to, "send failed");
+        }
+    }
+}
+
 /// The runner's budgets and counters, apart from the machine.
 #[derive(Debug)]
 struct Sender {
-    sockets: Vec<(Arc<UdpSocket>, bool)>,
+    sockets: Vec<OutSocket>,
     egress: ByteBudget,
     lists: SourceLimiter,
 }
@@ -270,17 +390,13 @@ impl Sender {
                 m.count_drop(DropReason::EgressBudget);
                 continue;
             }
-            let Some((sock, v6)) = self.sockets.get(r.via) else {
+            let Some(out) = self.sockets.get_mut(r.via) else {
                 continue;
             };
-            let Some(to) = to_family(r.to, *v6) else {
+            let Some(to) = to_family(r.to, out.v6) else {
                 continue;
             };
-            for d in r.datagrams.iter() {
-                if let Err(e) = sock.send_to(d, to).await {
-                    tracing::debug!(error = %e, %to, "send failed");
-                }
-            }
+            out.send(to, &r.datagrams).await;
         }
         self.lists.prune(t);
     }
@@ -335,7 +451,11 @@ pub async fn run<M: UdpMachine>(
     let mut out_sockets = Vec::with_capacity(sockets.len());
     for (via, s) in sockets.into_iter().enumerate() {
         let v6 = s.local_addr().is_ok_and(|a| a.is_ipv6());
-        out_sockets.push((Arc::clone(&s), v6));
+        out_sockets.push(OutSocket {
+            sock: Arc::clone(&s),
+            v6,
+            gso: true,
+        });
         readers.spawn(read_loop(via, s, tx.clone(), handle.clone(), stop.clone()));
     }
     drop(tx);
@@ -499,6 +619,7 @@ pub(crate) mod harness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::Just;
 
     #[test]
     fn families_are_mapped_for_the_socket() {
@@ -510,6 +631,119 @@ mod tests {
         assert_eq!(to_family(v6, false), None);
         assert_eq!(to_family(v6, true), Some(v6));
         assert_eq!(to_family(v4, false), Some(v4));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn gso_runs_cover_the_datagrams_in_kernel_shape(
+            sizes in proptest::collection::vec(
+                proptest::prop_oneof![Just(1027usize), Just(300usize), 0usize..3000],
+                0..300,
+            ),
+        ) {
+            let datagrams: Vec<Bytes> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| Bytes::from(vec![u8::try_from(i % 251).unwrap(); n]))
+                .collect();
+            let runs: Vec<&[Bytes]> = gso_runs(&datagrams).collect();
+            let joined: Vec<Bytes> = runs.iter().flat_map(|r| r.iter().cloned()).collect();
+            proptest::prop_assert_eq!(&joined, &datagrams);
+            for run in runs {
+                let size = run[0].len();
+                proptest::prop_assert!(!run.is_empty() && run.len() <= GSO_MAX_SEGMENTS);
+                if run.len() > 1 {
+                    proptest::prop_assert!(size > 0);
+                    let total: usize = run.iter().map(Bytes::len).sum();
+                    proptest::prop_assert!(total <= GSO_MAX_BYTES);
+                    let (last, body) = run.split_last().unwrap();
+                    proptest::prop_assert!(body.iter().all(|d| d.len() == size));
+                    proptest::prop_assert!(!last.is_empty() && last.len() <= size);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn equal_datagrams_go_in_runs_of_64() {
+        let list: Vec<Bytes> = (0..150).map(|_| Bytes::from(vec![7u8; 1000])).collect();
+        let lens: Vec<usize> = gso_runs(&list).map(<[Bytes]>::len).collect();
+        assert_eq!(lens, [64, 64, 22]);
+        let big: Vec<Bytes> = (0..10).map(|_| Bytes::from(vec![7u8; 20_000])).collect();
+        let lens: Vec<usize> = gso_runs(&big).map(<[Bytes]>::len).collect();
+        assert_eq!(lens, [3, 3, 3, 1], "65,507 bytes per send at most");
+    }
+
+    /// Real sockets: a list of many datagrams arrives as the same datagrams, in order, and the
+    /// loopback route takes segmented sends (the runner did not fall back).
+    #[tokio::test]
+    async fn a_segmented_list_arrives_datagram_by_datagram() {
+        // Room for the whole list (the kernel caps the request at net.core.rmem_max, doubled):
+        // the receiver reads only after the last send.
+        let rx = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+        let _ = rx.set_recv_buffer_size(1 << 20);
+        rx.set_nonblocking(true).unwrap();
+        rx.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        let rx = UdpSocket::from_std(rx.into()).unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut out = OutSocket {
+            sock: Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap()),
+            v6: false,
+            gso: true,
+        };
+        let mut sent: Vec<Bytes> = Vec::new();
+        for i in 0..100u32 {
+            let len = match i {
+                70 => 400,
+                99 => 10,
+                _ => 1027,
+            };
+            let mut d = vec![0u8; len];
+            d[..4].copy_from_slice(&i.to_le_bytes());
+            sent.push(Bytes::from(d));
+        }
+        out.send(to, &Datagrams::Many(Arc::from(sent.clone())))
+            .await;
+        assert!(out.gso, "loopback refused segmented sends");
+        let mut buf = vec![0u8; RECV_BUF];
+        for want in &sent {
+            let (n, from) =
+                tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv_from(&mut buf))
+                    .await
+                    .expect("datagram lost")
+                    .unwrap();
+            assert_eq!(from, out.sock.local_addr().unwrap());
+            assert_eq!(&buf[..n], &want[..]);
+        }
+    }
+
+    /// The kernel takes a run in one segmented send on loopback (the path the list test uses
+    /// is not the fallback).
+    #[tokio::test]
+    async fn loopback_takes_one_segmented_send() {
+        let rx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let run: Vec<Bytes> = (0..5u8)
+            .map(|i| Bytes::from(vec![i; 1000 - usize::from(i / 4) * 500]))
+            .collect();
+        send_segmented(&tx, rx.local_addr().unwrap(), &run)
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; RECV_BUF];
+        for want in &run {
+            let (n, _) = rx.recv_from(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], &want[..]);
+        }
+    }
+
+    #[test]
+    fn permanent_gso_refusals_are_told_apart() {
+        let e = |n| io::Error::from_raw_os_error(n);
+        assert!(gso_unsupported(&e(nix::libc::EIO)));
+        assert!(gso_unsupported(&e(nix::libc::ENOPROTOOPT)));
+        assert!(!gso_unsupported(&e(nix::libc::EINVAL)));
+        assert!(!gso_unsupported(&e(nix::libc::EAGAIN)));
     }
 
     #[test]
