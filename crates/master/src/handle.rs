@@ -91,6 +91,63 @@ impl Taken {
     }
 }
 
+/// The registry as a face machine reaches it: through [`MasterHandle::lazy_writer`] in the
+/// daemon, or a bare [`Registry`] in tests.
+pub trait RegistryAccess: std::fmt::Debug {
+    /// The registry, under the writers' lock until [`RegistryAccess::release`].
+    fn lock(&mut self) -> &mut Registry;
+    /// Ends the current hold of the writers' lock, if any.
+    fn release(&mut self) {}
+}
+
+impl RegistryAccess for Registry {
+    fn lock(&mut self) -> &mut Registry {
+        self
+    }
+}
+
+/// See [`MasterHandle::lazy_writer`].
+#[derive(Debug)]
+pub struct LazyWriter<'h> {
+    handle: &'h MasterHandle,
+    guard: Option<MutexGuard<'h, Registry>>,
+    /// The registry's version when this hold took the lock.
+    before: u64,
+    changed: bool,
+    structural: bool,
+}
+
+impl RegistryAccess for LazyWriter<'_> {
+    fn lock(&mut self) -> &mut Registry {
+        if self.guard.is_none() {
+            let r = self.handle.lock();
+            self.before = r.version();
+            self.guard = Some(r);
+        }
+        let handle = self.handle;
+        self.guard.get_or_insert_with(|| handle.lock())
+    }
+
+    fn release(&mut self) {
+        if let Some(r) = self.guard.take() {
+            self.changed |= r.version() != self.before;
+            self.structural |= r.has_structural_dirty();
+        }
+    }
+}
+
+impl Drop for LazyWriter<'_> {
+    fn drop(&mut self) {
+        self.release();
+        if self.changed {
+            self.handle.inner.changed.notify_one();
+            if self.structural {
+                self.handle.inner.flush_wanted.notify_one();
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     /// The registry's DDNet info file, for its gauges without the registry lock.
@@ -272,6 +329,21 @@ impl MasterHandle {
             }
         }
         out
+    }
+
+    /// The writers' lock for a run of machine calls, taken at the first
+    /// [`RegistryAccess::lock`] only: a datagram that changes nothing (a list request) runs
+    /// without it. [`RegistryAccess::release`] after each datagram lets other writers in;
+    /// the publisher and persister are woken once, when the writer is dropped.
+    #[must_use]
+    pub fn lazy_writer(&self) -> LazyWriter<'_> {
+        LazyWriter {
+            handle: self,
+            guard: None,
+            before: 0,
+            changed: false,
+            structural: false,
+        }
     }
 
     /// Reads the registry itself under the writers' lock. For start-up, tests and one-off
@@ -753,6 +825,26 @@ mod tests {
         let fail = Arc::clone(&fake.fail);
         let (h, _) = MasterHandle::open(RegistryConfig::default(), Box::new(fake), T0).unwrap();
         (h, rows, fail)
+    }
+
+    #[test]
+    fn a_lazy_writer_locks_at_first_use_and_releases_per_datagram() {
+        let (h, rows, _) = open();
+        let locked = |h: &MasterHandle| h.inner.registry.try_lock().is_err();
+        {
+            let mut w = h.lazy_writer();
+            assert!(!locked(&h), "no lock before the first use");
+            assert_eq!(w.lock().register(reg(1), T0), Outcome::Added);
+            assert!(locked(&h), "held from the first use");
+            w.release();
+            assert!(!locked(&h), "released after the datagram");
+            assert!(w.lock().get(&reg(1).key).is_some(), "taken again");
+            w.release();
+            w.release();
+        }
+        assert_eq!(h.publish().len(), 1, "the change is published");
+        assert_eq!(h.flush().unwrap(), 1);
+        assert_eq!(rows.lock().unwrap().len(), 1);
     }
 
     #[test]

@@ -326,9 +326,11 @@ impl GameAgentFace {
         let key = key_of(&game_name(h.get("product").unwrap_or_default()), a);
         if echo == 0 {
             // Rule 4.3: a listed server's periodic heartbeat; anyone else is challenged.
-            match cx.registry.heartbeat(&key, cx.wall) {
+            match cx.registry.lock().heartbeat(&key, cx.wall) {
                 HeartbeatOutcome::Refreshed => {
-                    cx.registry.registration_info(&key, heartbeat_info(h));
+                    cx.registry
+                        .lock()
+                        .registration_info(&key, heartbeat_info(h));
                 }
                 HeartbeatOutcome::NotListed | HeartbeatOutcome::Unknown => {
                     if self.heartbeats.allow(IpAddr::V4(*a.ip()), cx.now, 1.0) {
@@ -365,17 +367,20 @@ impl GameAgentFace {
         // pass over every record under the lock.
         let stale: Vec<ServerKey> = cx
             .registry
+            .lock()
             .at_addr(&key.addr)
             .filter(|r| r.face == Face::GameAgent && r.key != key)
             .map(|r| r.key.clone())
             .collect();
         for k in stale {
-            cx.registry.remove(&k);
+            cx.registry.lock().remove(&k);
         }
-        let out = cx.registry.register(registration(&key, a), cx.wall);
+        let out = cx.registry.lock().register(registration(&key, a), cx.wall);
         cx.out.registered(out);
         if out.is_listed() {
-            cx.registry.registration_info(&key, heartbeat_info(h));
+            cx.registry
+                .lock()
+                .registration_info(&key, heartbeat_info(h));
         }
     }
 
@@ -408,6 +413,7 @@ impl GameAgentFace {
         let addr = GameAddr::Ip(SocketAddr::V4(game_of(a)));
         let listed: Vec<ServerKey> = cx
             .registry
+            .lock()
             .at_addr(&addr)
             .filter(|r| r.face == Face::GameAgent && r.is_listed())
             .map(|r| r.key.clone())
@@ -446,7 +452,7 @@ impl GameAgentFace {
             // The view only names the candidates: its copy of a record can be older than the
             // challenges this sweep and the last ones sent (a challenge is not a change any
             // list shows, so it may wait for the next publish). Decide on the registry's.
-            let Some(r) = cx.registry.get(&seen.key) else {
+            let Some(r) = cx.registry.lock().get(&seen.key) else {
                 continue;
             };
             if r.face != Face::GameAgent || !r.is_listed() {
@@ -479,7 +485,7 @@ impl GameAgentFace {
             self.sweep_pos = next;
         }
         for k in delist {
-            if cx.registry.delist(&k) == crate::registry::DelistOutcome::Delisted {
+            if cx.registry.lock().delist(&k) == crate::registry::DelistOutcome::Delisted {
                 cx.out.verifications_failed += 1;
                 tracing::debug!(key = ?k, "gameagent server did not answer re-verification");
             }
@@ -487,7 +493,7 @@ impl GameAgentFace {
         let via = self.challenge_via;
         for (k, q) in due {
             // The master's own initiative, bounded by the listed records: no source budget.
-            if cx.registry.challenge_sent(&k, cx.wall).is_some() {
+            if cx.registry.lock().challenge_sent(&k, cx.wall).is_some() {
                 self.send_challenge(cx, via, q, false);
             }
         }

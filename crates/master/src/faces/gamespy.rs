@@ -300,9 +300,10 @@ impl GameSpyFace {
         };
         let server = SocketAddr::new(src.ip(), port);
         let key = key_of(game, server);
-        if cx.registry.heartbeat(&key, cx.wall) == HeartbeatOutcome::Refreshed {
+        if cx.registry.lock().heartbeat(&key, cx.wall) == HeartbeatOutcome::Refreshed {
             let (last_proof, unanswered) = cx
                 .registry
+                .lock()
                 .get(&key)
                 .map_or((cx.wall, 0), |r| (r.last_proof, r.challenges_unanswered));
             if hb.state_changed() {
@@ -377,12 +378,20 @@ impl GameSpyFace {
             Answer::Unexpected => cx.out.drop(DropReason::UnexpectedValidate),
             Answer::Match(p) => {
                 let key = key_of(p.game, p.server);
-                let out = cx.registry.register(registration(&key, p.server), cx.wall);
+                let out = cx
+                    .registry
+                    .lock()
+                    .register(registration(&key, p.server), cx.wall);
                 cx.out.registered(out);
                 if !out.is_listed() {
                     return;
                 }
-                let port_known = cx.registry.get(&key).and_then(|r| r.game_port).is_some();
+                let port_known = cx
+                    .registry
+                    .lock()
+                    .get(&key)
+                    .and_then(|r| r.game_port)
+                    .is_some();
                 if !port_known {
                     if self.settings.poller {
                         cx.out.poll_soon.push(key);
@@ -405,9 +414,13 @@ impl GameSpyFace {
     /// [`GameSpySettings::reverify_failures`] in a row (counted in the record).
     fn reverify_failed(&mut self, cx: &mut Cx<'_>, key: &ServerKey, hard: bool) {
         cx.out.verifications_failed += 1;
-        let failures = cx.registry.challenge_sent(key, cx.wall).unwrap_or(u8::MAX);
+        let failures = cx
+            .registry
+            .lock()
+            .challenge_sent(key, cx.wall)
+            .unwrap_or(u8::MAX);
         if (hard || failures >= self.settings.reverify_failures)
-            && cx.registry.delist(key) == DelistOutcome::Delisted
+            && cx.registry.lock().delist(key) == DelistOutcome::Delisted
         {
             tracing::debug!(?key, "de-listed");
         }
@@ -427,19 +440,28 @@ impl GameSpyFace {
                     cx.out.verifications_failed += 1;
                     return cx.out.drop(DropReason::StatusGamename);
                 }
-                let out = cx.registry.register(registration(&key, f.server), cx.wall);
+                let out = cx
+                    .registry
+                    .lock()
+                    .register(registration(&key, f.server), cx.wall);
                 cx.out.registered(out);
                 if out.is_listed() {
-                    cx.registry
-                        .update_poll(&key, Some(PollInfo::from_server_info(&info)), cx.wall);
+                    cx.registry.lock().update_poll(
+                        &key,
+                        Some(PollInfo::from_server_info(&info)),
+                        cx.wall,
+                    );
                 }
             }
             (Purpose::Verify(_), Err(_)) => cx.out.verifications_failed += 1,
             (Purpose::Info(_) | Purpose::Recheck(..), Ok(info)) => {
-                cx.registry
-                    .update_poll(&key, Some(PollInfo::from_server_info(&info)), cx.wall);
+                cx.registry.lock().update_poll(
+                    &key,
+                    Some(PollInfo::from_server_info(&info)),
+                    cx.wall,
+                );
                 if matches!(f.purpose, Purpose::Recheck(..)) {
-                    cx.registry.verify(&key, cx.wall);
+                    cx.registry.lock().verify(&key, cx.wall);
                 }
             }
             (Purpose::Info(_), Err(_)) => {}

@@ -346,7 +346,7 @@ impl UdpMachine for Face07 {
                 };
                 // Listed under the fw!! source, as the reference master lists it.
                 let reg = udp_registration(passed.listed, Face::Teeworlds07);
-                let out = cx.registry.register(reg, cx.wall);
+                let out = cx.registry.lock().register(reg, cx.wall);
                 cx.out.registered(out);
                 // The fwok goes out from both sockets, as the reference master sends it.
                 let bytes = encode(reply, Message::FirewallOk);

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  socket readers (one task per socket) ──bounded queue──> runner task
-//!     runner: batch of datagrams ──> machine.on_datagram(cx) under one registry lock
+//!     runner: batch of datagrams ──> machine.on_datagram(cx), the registry lock taken per
+//!             datagram at its first registry call (a list request takes none)
 //!             timer             ──> machine.on_timeout(cx)
 //!             outbox: replies ──> per-source list budget ─> face egress budget ─> send
 //!                     drops, registrations, poll-soon marks ──> metrics / poller
@@ -36,7 +37,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::MasterHandle;
 use crate::drops::DropReason;
-use crate::registry::{Outcome, Registry, ServerKey, Timestamp};
+use crate::handle::RegistryAccess;
+use crate::registry::{Outcome, ServerKey, Timestamp};
 use crate::views::Snapshot;
 
 /// Datagrams waiting for the machine at most; more are dropped (`overload`).
@@ -193,8 +195,8 @@ pub struct Cx<'a> {
     pub wall: Timestamp,
     /// The current view (lists).
     pub view: &'a Snapshot,
-    /// The registry, locked for this call.
-    pub registry: &'a mut Registry,
+    /// The registry: `lock()` takes the writers' lock (in the daemon, at first use only).
+    pub registry: &'a mut dyn RegistryAccess,
     /// Where the machine puts what it wants done.
     pub out: &'a mut Outbox,
 }
@@ -481,32 +483,32 @@ pub async fn run<M: UdpMachine>(
                 }
                 let t = now();
                 let view = handle.snapshot();
-                handle.write(|registry| {
-                    let mut cx = Cx {
-                        now: t,
-                        wall: Timestamp::now(),
-                        view: &view,
-                        registry,
-                        out: &mut out,
-                    };
-                    for m in batch.drain(..) {
-                        machine.on_datagram(&mut cx, m.via, m.from, &m.data);
-                    }
-                });
+                let mut writer = handle.lazy_writer();
+                let mut cx = Cx {
+                    now: t,
+                    wall: Timestamp::now(),
+                    view: &view,
+                    registry: &mut writer,
+                    out: &mut out,
+                };
+                for m in batch.drain(..) {
+                    machine.on_datagram(&mut cx, m.via, m.from, &m.data);
+                    cx.registry.release();
+                }
+                drop(writer);
             }
             () = sleep_until(wake) => {
                 let t = now();
                 let view = handle.snapshot();
-                handle.write(|registry| {
-                    let mut cx = Cx {
-                        now: t,
-                        wall: Timestamp::now(),
-                        view: &view,
-                        registry,
-                        out: &mut out,
-                    };
-                    machine.on_timeout(&mut cx);
+                let mut writer = handle.lazy_writer();
+                machine.on_timeout(&mut Cx {
+                    now: t,
+                    wall: Timestamp::now(),
+                    view: &view,
+                    registry: &mut writer,
+                    out: &mut out,
                 });
+                drop(writer);
             }
         }
         let m = handle.metrics();
@@ -524,7 +526,7 @@ pub async fn run<M: UdpMachine>(
 #[cfg(test)]
 pub(crate) mod harness {
     use super::*;
-    use crate::registry::RegistryConfig;
+    use crate::registry::{Registry, RegistryConfig};
     use crate::views::Publisher;
     use std::time::Duration;
 

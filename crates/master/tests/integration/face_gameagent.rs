@@ -245,6 +245,40 @@ async fn registered_server_is_listed_by_e_and_by_the_http_api() {
     face.stop().await;
 }
 
+/// A list request takes no registry lock: with a writer holding it (a long registry change
+/// elsewhere), `e` is still answered from the published view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_is_answered_while_a_writer_holds_the_registry() {
+    let dir = TempDir::new("gameagent-lock");
+    let face = start(open(&dir), &["127.0.0.1:0"], &[], relaxed()).await;
+    let (game, _server) = serve(face.udp[0], "127.0.0.1:0", "serioussamse").await;
+    assert!(
+        until(|| state(&face.handle, "serioussamse", game) == Some(Verification::Verified)).await,
+        "verified through the challenge"
+    );
+    assert!(
+        until(|| face.handle.snapshot().listed().len() == 1).await,
+        "published"
+    );
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let h = face.handle.clone();
+    let holder = std::thread::spawn(move || {
+        h.write(|_| {
+            held_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(Duration::from_secs(10));
+        });
+    });
+    held_rx.recv().unwrap();
+    let list = tokio::time::timeout(Duration::from_secs(3), e_list(face.udp[0], "127.0.0.1:0"))
+        .await
+        .map_err(|_| "the list waited for the writer");
+    release_tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(list, Ok(vec![SocketAddr::V4(game)]));
+    face.stop().await;
+}
+
 /// A heartbeat answering a challenge from another port than the one challenged (§8.3 rule
 /// 4.4): nothing is listed, nothing is challenged, the hop is counted.
 #[tokio::test]
