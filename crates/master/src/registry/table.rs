@@ -17,15 +17,21 @@ use super::{DdnetSecret, Record, ServerKey, Timestamp};
 /// pointer to keep in step when a record is replaced by its changed copy. The secret index
 /// does the same for the records a DDNet secret registered (16 bytes each, where a map from
 /// the secret to a list of keys took ~150 bytes per DDNet server).
+///
+/// Every table is split in [`PARTS`] and keeps the hashes it is keyed by, so that a table
+/// that doubles (under the registry's lock, in the insert that filled it) moves a sixteenth
+/// of the entries without rehashing a key or reading a record: one part of the records at
+/// 229,376 records took 3–4 ms when it hashed every key again, the whole address index
+/// 8.4 ms.
 #[derive(Debug, Clone, Default)]
 pub(super) struct RecordTable {
     /// The records, in [`PARTS`] tables by their key hash ([`part_of`]).
     parts: [HashTable<Slot>; PARTS],
     /// (hash of `key.addr`, hash of `key`) per record.
-    by_addr: HashTable<(u64, u64)>,
+    by_addr: PairIndex,
     /// (hash of the DDNet secret, hash of `key`) per record linked with
     /// [`RecordTable::link_secret`].
-    by_secret: HashTable<(u64, u64)>,
+    by_secret: PairIndex,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -37,6 +43,8 @@ pub(super) struct RecordTable {
 /// shares.
 #[derive(Debug, Clone)]
 struct Slot {
+    /// The hash of `rec.key`.
+    hash: u64,
     deadline: Timestamp,
     rec: Arc<Record>,
 }
@@ -53,25 +61,64 @@ fn part_of(h: u64) -> usize {
     (h >> 32) as usize % PARTS
 }
 
-/// The part of `parts` for key hash `h`, to change.
-fn part_mut(parts: &mut [HashTable<Slot>; PARTS], h: u64) -> &mut HashTable<Slot> {
+/// The part of `parts` for hash `h`.
+fn part<T>(parts: &[T; PARTS], h: u64) -> &T {
     let [first, rest @ ..] = parts;
     // `part_of` is below `PARTS`: the first part never stands in for a missing one.
+    match part_of(h).checked_sub(1) {
+        Some(i) => rest.get(i).unwrap_or(first),
+        None => first,
+    }
+}
+
+/// The part of `parts` for hash `h`, to change.
+fn part_mut<T>(parts: &mut [T; PARTS], h: u64) -> &mut T {
+    let [first, rest @ ..] = parts;
     match part_of(h).checked_sub(1) {
         Some(i) => rest.get_mut(i).unwrap_or(first),
         None => first,
     }
 }
 
-/// The key hashes an index holds under `h`. `iter_hash` also yields entries whose hash only
-/// shares its top bits with `h`: an entry counts under its own hash only, or a record whose
-/// key hash shares those bits with another record's under `h` is found twice.
-fn keys_under(index: &HashTable<(u64, u64)>, h: u64) -> Vec<u64> {
-    index
-        .iter_hash(h)
-        .filter(|&&(e, _)| e == h)
-        .map(|&(_, k)| k)
-        .collect()
+/// An index of (hash of a field, hash of a record's key) pairs, in [`PARTS`] by the field's
+/// hash. A pair may be held more than once (two records whose hashes both collide).
+#[derive(Debug, Clone, Default)]
+struct PairIndex {
+    parts: [HashTable<(u64, u64)>; PARTS],
+}
+
+impl PairIndex {
+    fn insert(&mut self, a: u64, k: u64) {
+        part_mut(&mut self.parts, a).insert_unique(a, (a, k), |&(a, _)| a);
+    }
+
+    fn contains(&self, a: u64, k: u64) -> bool {
+        part(&self.parts, a).find(a, |&e| e == (a, k)).is_some()
+    }
+
+    /// Removes one entry (a, k); entries with the same pair are alike, so removing any one
+    /// of them keeps the count.
+    fn remove(&mut self, a: u64, k: u64) {
+        if let Ok(e) = part_mut(&mut self.parts, a).find_entry(a, |&e| e == (a, k)) {
+            e.remove();
+        }
+    }
+
+    /// The key hashes held under `a`. `iter_hash` also yields entries whose hash only shares
+    /// its top bits with `a`: an entry counts under its own hash only, or a record whose key
+    /// hash shares those bits with another record's under `a` is found twice.
+    fn keys_under(&self, a: u64) -> Vec<u64> {
+        part(&self.parts, a)
+            .iter_hash(a)
+            .filter(|&&(e, _)| e == a)
+            .map(|&(_, k)| k)
+            .collect()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.parts.iter().map(HashTable::len).sum()
+    }
 }
 
 impl RecordTable {
@@ -80,12 +127,7 @@ impl RecordTable {
     }
 
     fn part(&self, h: u64) -> &HashTable<Slot> {
-        let [first, rest @ ..] = &self.parts;
-        // `part_of` is below `PARTS`: the first part never stands in for a missing one.
-        match part_of(h).checked_sub(1) {
-            Some(i) => rest.get(i).unwrap_or(first),
-            None => first,
-        }
+        part(&self.parts, h)
     }
 
     fn part_mut(&mut self, h: u64) -> &mut HashTable<Slot> {
@@ -112,11 +154,7 @@ impl RecordTable {
         hashes.dedup();
         hashes
             .into_iter()
-            .flat_map(move |k| {
-                self.part(k)
-                    .iter_hash(k)
-                    .filter(move |s| self.hash(&s.rec.key) == k)
-            })
+            .flat_map(move |k| self.part(k).iter_hash(k).filter(move |s| s.hash == k))
             .map(|s| &s.rec)
             .filter(move |r| keep(r))
     }
@@ -125,8 +163,8 @@ impl RecordTable {
     pub(super) fn link_secret(&mut self, secret: &DdnetSecret, key: &ServerKey) {
         let s = self.secret_hash(secret);
         let h = self.hash(key);
-        if self.by_secret.find(s, |&e| e == (s, h)).is_none() {
-            self.by_secret.insert_unique(s, (s, h), |&(s, _)| s);
+        if !self.by_secret.contains(s, h) {
+            self.by_secret.insert(s, h);
         }
     }
 
@@ -134,9 +172,7 @@ impl RecordTable {
     pub(super) fn unlink_secret(&mut self, secret: &DdnetSecret, key: &ServerKey) {
         let s = self.secret_hash(secret);
         let h = self.hash(key);
-        if let Ok(e) = self.by_secret.find_entry(s, |&e| e == (s, h)) {
-            e.remove();
-        }
+        self.by_secret.remove(s, h);
     }
 
     /// The records linked with the DDNet `secret` whose DDNet data still names it. A link
@@ -146,7 +182,7 @@ impl RecordTable {
         &'a self,
         secret: &'s DdnetSecret,
     ) -> impl Iterator<Item = &'a Arc<Record>> + use<'a, 's> {
-        let keys = keys_under(&self.by_secret, self.secret_hash(secret));
+        let keys = self.by_secret.keys_under(self.secret_hash(secret));
         self.by_key_hashes(keys, move |r| {
             r.ddnet.as_ref().is_some_and(|d| d.secret == *secret)
         })
@@ -157,7 +193,7 @@ impl RecordTable {
         &'a self,
         addr: &'a super::GameAddr,
     ) -> impl Iterator<Item = &'a Arc<Record>> + 'a {
-        let keys = keys_under(&self.by_addr, self.addr_hash(addr));
+        let keys = self.by_addr.keys_under(self.addr_hash(addr));
         self.by_key_hashes(keys, move |r| r.key.addr == *addr)
     }
 
@@ -206,18 +242,19 @@ impl RecordTable {
     pub(super) fn insert(&mut self, rec: Arc<Record>, deadline: Timestamp) -> Option<Arc<Record>> {
         let h = self.hash(&rec.key);
         let hasher = &self.hasher;
-        match part_mut(&mut self.parts, h).entry(
-            h,
-            |s| s.rec.key == rec.key,
-            |s| hasher.hash_one(&s.rec.key),
-        ) {
+        let slot = Slot {
+            hash: h,
+            deadline,
+            rec,
+        };
+        match part_mut(&mut self.parts, h).entry(h, |s| s.rec.key == slot.rec.key, |s| s.hash) {
             hashbrown::hash_table::Entry::Occupied(mut e) => {
-                Some(std::mem::replace(e.get_mut(), Slot { deadline, rec }).rec)
+                Some(std::mem::replace(e.get_mut(), slot).rec)
             }
             hashbrown::hash_table::Entry::Vacant(e) => {
-                let a = hasher.hash_one(&rec.key.addr);
-                e.insert(Slot { deadline, rec });
-                self.by_addr.insert_unique(a, (a, h), |&(a, _)| a);
+                let a = hasher.hash_one(&slot.rec.key.addr);
+                e.insert(slot);
+                self.by_addr.insert(a, h);
                 None
             }
         }
@@ -230,10 +267,7 @@ impl RecordTable {
             Err(_) => return None,
         };
         let a = self.addr_hash(&key.addr);
-        // Entries with the same pair are alike: removing any one of them keeps the count.
-        if let Ok(e) = self.by_addr.find_entry(a, |&(ea, eh)| ea == a && eh == h) {
-            e.remove();
-        }
+        self.by_addr.remove(a, h);
         Some(removed)
     }
 
@@ -398,5 +432,35 @@ mod tests {
         assert!(t.remove(&ServerKey::new("unreal", addr.clone())).is_some());
         assert_eq!(t.at_addr(&addr).count(), 0);
         assert_eq!(t.by_addr.len(), 1, "only the record at port 8 is left");
+    }
+
+    /// Tables that doubled many times (each part by the hashes it keeps) still find every
+    /// record by key, by address and by secret.
+    #[test]
+    fn grown_tables_find_everything() {
+        let mut t = RecordTable::default();
+        for port in 1..=6_000u16 {
+            let r = with_ddnet(port, &format!("s{}", port % 7));
+            t.insert(Arc::clone(&r), Timestamp::from_secs(u64::from(port)));
+            t.link_secret(
+                &DdnetSecret::from(format!("s{}", port % 7).as_str()),
+                &r.key,
+            );
+        }
+        assert_eq!(t.len(), 6_000);
+        assert_eq!(t.by_addr.len(), 6_000);
+        for port in (1..=6_000u16).step_by(97) {
+            let r = rec(port);
+            assert_eq!(t.get(&r.key).map(|r| r.id), Some(u64::from(port)));
+            assert_eq!(
+                t.at_addr(&r.key.addr).map(|r| r.id).collect::<Vec<_>>(),
+                [u64::from(port)]
+            );
+        }
+        assert_eq!(t.with_secret(&DdnetSecret::from("s3")).count(), 857);
+        let due: usize = (0..PARTS)
+            .map(|p| t.due_in(p, Timestamp::from_secs(100)).count())
+            .sum();
+        assert_eq!(due, 100);
     }
 }
