@@ -13,7 +13,8 @@
 //! 2. **Lists**: requests per second from `--clients` concurrent clients for `--duration` each:
 //!    GameAgent `e`, Teeworlds 0.6 and 0.7 `req2`, GameSpy TCP `\list\cmp`, `servers.json`
 //!    (plain and gzip, keep-alive and one connection per request), the API's default page and
-//!    `?sort=name&page=K` pages. The master's CPU time per request and per byte.
+//!    `?sort=name&page=K` pages. The master's CPU time per request and per byte, and the
+//!    machine's (every busy CPU in the phase) per byte.
 //! 3. **API under load**: `--api-clients` keep-alive clients page and sort (random column,
 //!    order and page) for `--load-duration`, while a probe registers GameAgent servers at
 //!    `--probe-rate` per second (open loop) and times `q` → challenge; the same probe alone
@@ -131,6 +132,12 @@ impl ListResult {
 
     fn cpu_ns_per_byte(&self) -> f64 {
         1e9 * self.spent.master_cpu / (self.rate.bytes.max(1) as f64)
+    }
+
+    /// The machine's busy CPU per byte: what moving a list byte costs on this machine,
+    /// wherever the kernel charged it (see [`print_goals`]).
+    fn machine_ns_per_byte(&self) -> f64 {
+        1e9 * self.spent.machine_cpu / (self.rate.bytes.max(1) as f64)
     }
 }
 
@@ -1398,12 +1405,24 @@ fn print_goals(sizes: &[SizeResult], vs: Option<&VsResult>) {
                 format!("{a:.1} → {z:.1} µs ({:.2}×)", z / a.max(1e-9)),
                 pass(z <= 1.5 * a),
             ]);
+            // Judged on the machine's busy CPU per byte, the master's share printed beside it.
+            // On loopback the kernel does both ends' TCP work in whichever process drives the
+            // exchange at the moment: the reader's ACKs push the sender's queued data in the
+            // reader's time, and how much goes which way moves with the body's size (a
+            // servers.json of 12 MB against one of 119 MB with a connection each: the master's
+            // share of the busy CPU ~22 % → ~41 %, the total per byte flat). The total is what
+            // a byte costs.
             for (ls, lb) in s.lists.iter().zip(&b.lists) {
-                let (a, z) = (ls.cpu_ns_per_byte(), lb.cpu_ns_per_byte());
+                let (a, z) = (ls.machine_ns_per_byte(), lb.machine_ns_per_byte());
+                let (ma, mz) = (ls.cpu_ns_per_byte(), lb.cpu_ns_per_byte());
                 let name = without_counts(&lb.name);
                 rows.push(vec![
                     format!("CPU per list byte flat, {name} (≤ 1.5×)"),
-                    format!("{a:.2} → {z:.2} ns ({:.2}×)", z / a.max(1e-9)),
+                    format!(
+                        "{a:.2} → {z:.2} ns ({:.2}×); master alone {ma:.2} → {mz:.2} ns ({:.2}×)",
+                        z / a.max(1e-9),
+                        mz / ma.max(1e-9)
+                    ),
                     pass(z <= 1.5 * a),
                 ]);
             }

@@ -344,6 +344,9 @@ pub(crate) struct Phase {
 pub(crate) struct Spent {
     /// Master CPU seconds.
     pub master_cpu: f64,
+    /// Busy CPU seconds of the whole machine (the master, the bench's clients, and the kernel
+    /// threads carrying their traffic).
+    pub machine_cpu: f64,
     /// Master CPU, percent of one core.
     pub master_pct: f64,
     /// Bench (client) CPU, percent of one core.
@@ -381,6 +384,7 @@ impl Phase {
         let bench_cpu = me.cpu_since(&self.me);
         Spent {
             master_cpu,
+            machine_cpu: busy,
             master_pct: master.cpu_pct_since(&self.master),
             bench_pct: me.cpu_pct_since(&self.me),
             others_pct: (100.0 * (busy - master_cpu - bench_cpu) / wall).max(0.0),
