@@ -449,11 +449,10 @@ impl Master {
         }
         if !listeners.gamespy_udp.is_empty() {
             let face = faces::gamespy::GameSpyFace::new(gamespy.clone(), start);
-            let sockets = listeners.gamespy_udp.into_iter().map(Arc::new).collect();
-            tasks.spawn(runtime::udp::run(
+            tasks.spawn(runtime::udp::run_on_own_thread(
                 handle.clone(),
                 face,
-                sockets,
+                listeners.gamespy_udp,
                 budgets,
                 stop.clone(),
             ));
@@ -487,11 +486,11 @@ impl Master {
             let mut sockets = Vec::new();
             let mut scopes = Vec::new();
             for s in listeners.gameagent {
-                sockets.push(Arc::new(s));
+                sockets.push(s);
                 scopes.push(faces::gameagent::Scope::All);
             }
             for (s, products) in listeners.gameagent_products {
-                sockets.push(Arc::new(s));
+                sockets.push(s);
                 scopes.push(faces::gameagent::Scope::Products(products));
             }
             let face = faces::gameagent::GameAgentFace::new(
@@ -500,7 +499,7 @@ impl Master {
                 scopes,
                 start,
             );
-            tasks.spawn(runtime::udp::run(
+            tasks.spawn(runtime::udp::run_on_own_thread(
                 handle.clone(),
                 face,
                 sockets,
@@ -517,8 +516,8 @@ impl Master {
             let mut families = Vec::new();
             for p in listeners.teeworlds07 {
                 families.push(p.master.local_addr().is_ok_and(|a| a.is_ipv6()));
-                sockets.push(Arc::new(p.master));
-                sockets.push(Arc::new(p.checker));
+                sockets.push(p.master);
+                sockets.push(p.checker);
             }
             let face = faces::teeworlds::Face07::new(
                 &teeworlds,
@@ -527,7 +526,7 @@ impl Master {
                 ),
                 families,
             );
-            tasks.spawn(runtime::udp::run(
+            tasks.spawn(runtime::udp::run_on_own_thread(
                 handle.clone(),
                 face,
                 sockets,
@@ -536,11 +535,10 @@ impl Master {
             ));
         }
         if !listeners.teeworlds06.is_empty() {
-            let sockets = listeners.teeworlds06.into_iter().map(Arc::new).collect();
-            tasks.spawn(runtime::udp::run(
+            tasks.spawn(runtime::udp::run_on_own_thread(
                 handle.clone(),
                 faces::teeworlds::Face06,
-                sockets,
+                listeners.teeworlds06,
                 budgets,
                 stop.clone(),
             ));

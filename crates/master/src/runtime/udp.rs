@@ -522,6 +522,63 @@ pub async fn run<M: UdpMachine>(
     readers.shutdown().await;
 }
 
+/// [`run`] on a thread of its own, with its own reactor and timer: the daemon's faces run
+/// so. On the shared runtime a face's datagrams waited for a worker to poll the reactor, which
+/// busy workers (the HTTP server's tasks under an API load) do only between their tasks; here
+/// the kernel wakes the face's thread itself. Falls back to [`run`] in place when no runtime
+/// can be made; sockets that cannot move are logged and left out.
+pub async fn run_on_own_thread<M: UdpMachine>(
+    handle: MasterHandle,
+    machine: M,
+    sockets: Vec<UdpSocket>,
+    budgets: Budgets,
+    stop: CancellationToken,
+) {
+    let face = machine.name();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::warn!(face, error = %e, "no runtime of its own for the face; it shares the daemon's");
+            let sockets = sockets.into_iter().map(Arc::new).collect();
+            return run(handle, machine, sockets, budgets, stop).await;
+        }
+    };
+    let mut moved = Vec::with_capacity(sockets.len());
+    for s in sockets {
+        match s.into_std() {
+            Ok(s) => moved.push(s),
+            Err(e) => {
+                tracing::error!(face, error = %e, "a socket of the face cannot move to its thread")
+            }
+        }
+    }
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name(format!("muster-{face}"))
+        .spawn(move || {
+            rt.block_on(async move {
+                let mut sockets = Vec::with_capacity(moved.len());
+                for s in moved {
+                    match UdpSocket::from_std(s) {
+                        Ok(s) => sockets.push(Arc::new(s)),
+                        Err(e) => tracing::error!(face, error = %e, "a socket of the face cannot join its thread"),
+                    }
+                }
+                run(handle, machine, sockets, budgets, stop).await;
+            });
+            drop(done_tx);
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = done_rx.await;
+        }
+        Err(e) => tracing::error!(face, error = %e, "cannot start the face's thread"),
+    }
+}
+
 /// Drives a machine without sockets, on a virtual clock, for the faces' tests.
 #[cfg(test)]
 pub(crate) mod harness {

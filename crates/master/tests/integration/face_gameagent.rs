@@ -212,15 +212,21 @@ async fn e_list(master: SocketAddr, bind: &str) -> Vec<SocketAddr> {
         .collect()
 }
 
-#[tokio::test]
-async fn registered_server_is_listed_by_e_and_by_the_http_api() {
-    let dir = TempDir::new("gameagent");
-    let face = start(open(&dir), &["127.0.0.1:0"], &[], relaxed()).await;
-    let (game, _server) = serve(face.udp[0], "127.0.0.1:0", "serioussamse").await;
+/// The face on 127.0.0.1 with one Serious Sam server registered and verified.
+async fn face_with_one_server(dir: &TempDir) -> (Face, SocketAddrV4, JoinHandle<()>) {
+    let face = start(open(dir), &["127.0.0.1:0"], &[], relaxed()).await;
+    let (game, server) = serve(face.udp[0], "127.0.0.1:0", "serioussamse").await;
     assert!(
         until(|| state(&face.handle, "serioussamse", game) == Some(Verification::Verified)).await,
         "verified through the challenge"
     );
+    (face, game, server)
+}
+
+#[tokio::test]
+async fn registered_server_is_listed_by_e_and_by_the_http_api() {
+    let dir = TempDir::new("gameagent");
+    let (face, game, _server) = face_with_one_server(&dir).await;
     assert_eq!(
         e_list(face.udp[0], "127.0.0.1:0").await,
         vec![SocketAddr::V4(game)]
@@ -250,12 +256,7 @@ async fn registered_server_is_listed_by_e_and_by_the_http_api() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_is_answered_while_a_writer_holds_the_registry() {
     let dir = TempDir::new("gameagent-lock");
-    let face = start(open(&dir), &["127.0.0.1:0"], &[], relaxed()).await;
-    let (game, _server) = serve(face.udp[0], "127.0.0.1:0", "serioussamse").await;
-    assert!(
-        until(|| state(&face.handle, "serioussamse", game) == Some(Verification::Verified)).await,
-        "verified through the challenge"
-    );
+    let (face, game, _server) = face_with_one_server(&dir).await;
     assert!(
         until(|| face.handle.snapshot().listed().len() == 1).await,
         "published"
@@ -601,4 +602,63 @@ async fn spoofed_keepalives_cannot_outlive_reverification() {
     assert!(e_list(face.udp[0], "127.0.0.1:0").await.is_empty());
     assert!(face.handle.metrics().drops("expired") == 0);
     face.stop().await;
+}
+
+/// A machine that answers every datagram with the name of the thread it runs on.
+struct ThreadName;
+
+impl muster_master::runtime::udp::UdpMachine for ThreadName {
+    fn name(&self) -> &'static str {
+        "echo"
+    }
+    fn on_datagram(
+        &mut self,
+        cx: &mut muster_master::runtime::udp::Cx<'_>,
+        via: usize,
+        from: SocketAddr,
+        _data: &[u8],
+    ) {
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        cx.out.send(
+            via,
+            from,
+            name.into_bytes(),
+            muster_master::runtime::udp::ReplyKind::Control,
+        );
+    }
+    fn on_timeout(&mut self, _cx: &mut muster_master::runtime::udp::Cx<'_>) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// The daemon runs each UDP face on a thread of its own (its own reactor: no datagram waits
+/// for a worker busy with HTTP tasks), and the face stops with the daemon's token.
+#[tokio::test]
+async fn a_face_on_its_own_thread_answers_and_stops_with_the_token() {
+    let dir = TempDir::new("own-thread");
+    let handle = open(&dir);
+    let sock = bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = sock.local_addr().unwrap();
+    let stop = muster_master::CancellationToken::new();
+    let task = tokio::spawn(muster_master::runtime::udp::run_on_own_thread(
+        handle,
+        ThreadName,
+        vec![sock],
+        Budgets::default(),
+        stop.clone(),
+    ));
+    let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    client.send_to(b"?", addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let (n, _) = tokio::time::timeout(WAIT, client.recv_from(&mut buf))
+        .await
+        .expect("answered")
+        .unwrap();
+    assert_eq!(&buf[..n], b"muster-echo");
+    stop.cancel();
+    tokio::time::timeout(WAIT, task)
+        .await
+        .expect("the face stops")
+        .unwrap();
 }
