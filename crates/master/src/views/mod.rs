@@ -231,6 +231,7 @@ impl Snapshot {
         let index = self.cached(("by_addr", "".into()), |s| {
             let mut m: HashMap<GameAddr, Vec<u32>> = HashMap::new();
             for (i, r) in s.listed.iter().enumerate() {
+                crate::runtime::bulk::pace(i);
                 let i = u32::try_from(i).unwrap_or(u32::MAX);
                 m.entry(r.key.addr.clone()).or_default().push(i);
                 if let Some(g) = r.game_addr().filter(|g| *g != r.key.addr) {
@@ -373,7 +374,8 @@ impl Publisher {
         let pending = std::mem::take(&mut self.pending);
         let mut out = Vec::with_capacity(self.last_listed.len() + pending.len());
         let mut changes = pending.into_iter().peekable();
-        for r in self.last_listed.iter() {
+        for (i, r) in self.last_listed.iter().enumerate() {
+            crate::runtime::bulk::pace(i);
             let key = r.order_key();
             while let Some((_, now)) = changes.next_if(|(k, _)| *k < key) {
                 out.extend(now);
@@ -411,7 +413,8 @@ impl Publisher {
         self.dirty = false;
         let listed: Arc<Vec<Arc<Record>>> = Arc::new(self.merged());
         let mut per_face = [0; Face::ALL.len()];
-        for r in listed.iter() {
+        for (i, r) in listed.iter().enumerate() {
+            crate::runtime::bulk::pace(i);
             if let Some(n) = per_face.get_mut(r.face.index()) {
                 *n += 1;
             }

@@ -846,7 +846,8 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
     let mut seen = std::collections::HashSet::new();
     let teeworlds =
         |r: &&Arc<crate::registry::Record>| TEEWORLDS_GAMES.contains(&r.key.game.as_str());
-    for r in s.listed().iter().filter(teeworlds) {
+    for (i, r) in s.listed().iter().filter(teeworlds).enumerate() {
+        crate::runtime::bulk::pace(i);
         let (GameAddr::Ip(addr), Some(d)) = (&r.key.addr, &r.ddnet) else {
             continue;
         };
@@ -903,7 +904,8 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
     let mut written = 0usize;
     // How many infos could not be read, and the first error.
     let mut unreadable: (usize, Option<std::io::Error>) = (0, None);
-    for (addrs, info) in entries {
+    for (i, (addrs, info)) in entries.into_iter().enumerate() {
+        crate::runtime::bulk::pace(i);
         // Read before the entry starts: an info that cannot be read leaves its server out.
         let info = match info {
             EntryInfo::Registered(_, i) => match i.bytes() {
