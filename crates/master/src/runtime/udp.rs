@@ -781,18 +781,37 @@ mod tests {
     /// is not the fallback).
     #[tokio::test]
     async fn loopback_takes_one_segmented_send() {
-        let rx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let tx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let run: Vec<Bytes> = (0..5u8)
-            .map(|i| Bytes::from(vec![i; 1000 - usize::from(i / 4) * 500]))
-            .collect();
-        send_segmented(&tx, rx.local_addr().unwrap(), &run)
-            .await
+        // IPv4, IPv6, and IPv4 sent from an IPv6 socket (as an IPv4-mapped address).
+        for (from, to) in [
+            ("127.0.0.1:0", "127.0.0.1:0"),
+            ("[::1]:0", "[::1]:0"),
+            ("[::]:0", "127.0.0.1:0"),
+        ] {
+            let rx = UdpSocket::bind(to).await.unwrap();
+            let addr: SocketAddr = from.parse().unwrap();
+            let tx = socket2::Socket::new(
+                socket2::Domain::for_address(addr),
+                socket2::Type::DGRAM,
+                None,
+            )
             .unwrap();
-        let mut buf = vec![0u8; RECV_BUF];
-        for want in &run {
-            let (n, _) = rx.recv_from(&mut buf).await.unwrap();
-            assert_eq!(&buf[..n], &want[..]);
+            if addr.is_ipv6() {
+                tx.set_only_v6(false).unwrap();
+            }
+            tx.set_nonblocking(true).unwrap();
+            tx.bind(&addr.into()).unwrap();
+            let tx = UdpSocket::from_std(tx.into()).unwrap();
+            let v6 = tx.local_addr().unwrap().is_ipv6();
+            let dest = to_family(rx.local_addr().unwrap(), v6).unwrap();
+            let run: Vec<Bytes> = (0..5u8)
+                .map(|i| Bytes::from(vec![i; 1000 - usize::from(i / 4) * 500]))
+                .collect();
+            send_segmented(&tx, dest, &run).await.unwrap();
+            let mut buf = vec![0u8; RECV_BUF];
+            for want in &run {
+                let (n, _) = rx.recv_from(&mut buf).await.unwrap();
+                assert_eq!(&buf[..n], &want[..], "{from} -> {to}");
+            }
         }
     }
 
