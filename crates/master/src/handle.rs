@@ -119,13 +119,15 @@ pub struct LazyWriter<'h> {
 
 impl RegistryAccess for LazyWriter<'_> {
     fn lock(&mut self) -> &mut Registry {
-        if self.guard.is_none() {
-            let r = self.handle.lock();
-            self.before = r.version();
-            self.guard = Some(r);
-        }
-        let handle = self.handle;
-        self.guard.get_or_insert_with(|| handle.lock())
+        let guard = match self.guard.take() {
+            Some(held) => held,
+            None => {
+                let taken = self.handle.lock();
+                self.before = taken.version();
+                taken
+            }
+        };
+        self.guard.insert(guard)
     }
 
     fn release(&mut self) {

@@ -26,15 +26,15 @@ fn pool() -> &'static tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .thread_name("muster-bulk")
             .max_blocking_threads(MAX_BULK_THREADS)
-            .on_thread_start(lower_priority)
+            .on_thread_start(start_bulk_thread)
             .build()
             .unwrap_or_else(|e| panic!("cannot make the bulk thread pool: {e}"))
     })
 }
 
-/// Lowers the calling thread's priority by [`BULK_NICE`]. Failing to is harmless: the work
-/// runs at the normal priority.
-fn lower_priority() {
+/// Marks the calling thread as a bulk thread (for [`pace`]) and lowers its priority by
+/// [`BULK_NICE`]. Failing to lower it is harmless: the work runs at the normal priority.
+fn start_bulk_thread() {
     ON_BULK.with(|b| b.set(true));
     let _ = renice_current_thread(BULK_NICE);
 }

@@ -11,7 +11,7 @@ use muster_master::config::Config;
 use muster_master::faces::gameagent::{self, GameAgentListener, GameAgentSettings};
 use muster_master::http;
 use muster_master::registry::{GameAddr, ServerKey, Timestamp, Verification};
-use muster_master::runtime::udp::Budgets;
+use muster_master::runtime::udp::{Budgets, Cx, ReplyKind, UdpMachine, run_on_own_thread};
 use muster_master::runtime::{bind_tcp, bind_udp};
 use muster_master::{Master, MasterHandle};
 use muster_proto::gameagent::query::MasterListQuery;
@@ -607,26 +607,16 @@ async fn spoofed_keepalives_cannot_outlive_reverification() {
 /// A machine that answers every datagram with the name of the thread it runs on.
 struct ThreadName;
 
-impl muster_master::runtime::udp::UdpMachine for ThreadName {
+impl UdpMachine for ThreadName {
     fn name(&self) -> &'static str {
         "echo"
     }
-    fn on_datagram(
-        &mut self,
-        cx: &mut muster_master::runtime::udp::Cx<'_>,
-        via: usize,
-        from: SocketAddr,
-        _data: &[u8],
-    ) {
+    fn on_datagram(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, _data: &[u8]) {
         let name = std::thread::current().name().unwrap_or("").to_owned();
-        cx.out.send(
-            via,
-            from,
-            name.into_bytes(),
-            muster_master::runtime::udp::ReplyKind::Control,
-        );
+        cx.out
+            .send(via, from, name.into_bytes(), ReplyKind::Control);
     }
-    fn on_timeout(&mut self, _cx: &mut muster_master::runtime::udp::Cx<'_>) {}
+    fn on_timeout(&mut self, _cx: &mut Cx<'_>) {}
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
@@ -641,7 +631,7 @@ async fn a_face_on_its_own_thread_answers_and_stops_with_the_token() {
     let sock = bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = sock.local_addr().unwrap();
     let stop = muster_master::CancellationToken::new();
-    let task = tokio::spawn(muster_master::runtime::udp::run_on_own_thread(
+    let task = tokio::spawn(run_on_own_thread(
         handle,
         ThreadName,
         vec![sock],
