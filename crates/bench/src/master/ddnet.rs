@@ -302,12 +302,8 @@ impl Farm {
 
     /// Keeps every server registered with each master of `masters` (index, HTTP address):
     /// each server POSTs every [`REFRESH_EVERY`], spread evenly, until `stop` is raised.
-    /// Returns (refreshes that succeeded, failed) per master.
-    pub(crate) fn refresh(
-        &self,
-        masters: Vec<(usize, SocketAddr)>,
-        stop: StopFlag,
-    ) -> tokio::task::JoinHandle<Vec<(usize, usize)>> {
+    /// Counts (refreshes that succeeded, failed) per master as they happen.
+    pub(crate) fn refresh(&self, masters: Vec<(usize, SocketAddr)>, stop: StopFlag) -> Refresher {
         let groups: Vec<Vec<Server>> = self.groups.clone();
         let counts: Arc<Vec<(AtomicUsize, AtomicUsize)>> = Arc::new(
             masters
@@ -316,7 +312,7 @@ impl Farm {
                 .collect(),
         );
         let c2 = Arc::clone(&counts);
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut tasks = tokio::task::JoinSet::new();
             let n_groups = groups.len().max(1) as u32;
             // One task per source address and master: a master that stalls (the side-by-side
@@ -355,10 +351,31 @@ impl Farm {
                 }
             }
             while tasks.join_next().await.is_some() {}
-            counts
-                .iter()
-                .map(|(a, b)| (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)))
-                .collect()
-        })
+        });
+        Refresher { counts, task }
+    }
+}
+
+/// Refresh POSTs running in the background (see [`Farm::refresh`]).
+#[derive(Debug)]
+pub(crate) struct Refresher {
+    counts: Arc<Vec<(AtomicUsize, AtomicUsize)>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Refresher {
+    /// (refreshes that succeeded, failed) so far, per master.
+    pub(crate) fn counts(&self) -> Vec<(usize, usize)> {
+        self.counts
+            .iter()
+            .map(|(a, b)| (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Waits (at most `limit`) for the refreshers to see the stop flag; the final counts.
+    pub(crate) async fn finish(mut self, limit: Duration) -> Vec<(usize, usize)> {
+        // A refresher still blocked on a stalled master is abandoned; its counts stand.
+        let _ = tokio::time::timeout(limit, &mut self.task).await;
+        self.counts()
     }
 }

@@ -194,29 +194,89 @@ struct VsResult {
     mastersrv_cpu_pct: f64,
     /// The servers.json rounds ran with the servers on one CPU and the clients on another.
     split_cores: bool,
-    /// Muster's CPU while nginx is measured, and mastersrv's while Muster is: each then
-    /// handles only the refresh POSTs (and mastersrv writes its file).
-    muster_idle: IdleCpu,
-    mastersrv_idle: IdleCpu,
+    /// CPU per refresh POST while nothing else runs: (Muster, mastersrv).
+    refresh_alone: Option<(RefreshCost, RefreshCost)>,
+    /// The same after both were stopped as long (the refreshes queued meanwhile in a burst).
+    refresh_burst: Option<(RefreshCost, RefreshCost)>,
 }
 
-/// CPU seconds a process spent over some wall seconds, summed over phases.
-#[derive(Debug, Default)]
-struct IdleCpu {
-    cpu: f64,
-    wall: f64,
+/// What the refresh POSTs cost one master while nothing else ran.
+#[derive(Debug, Default, Clone, Copy)]
+struct RefreshCost {
+    /// Refreshes answered `success` in the phase.
+    ok: usize,
+    /// Refreshes that failed in the phase.
+    failed: usize,
+    spent: Spent,
 }
 
-impl IdleCpu {
-    fn add(&mut self, phase: &Phase) {
-        let spent = phase.end();
-        self.cpu += spent.master_cpu;
-        self.wall += spent.wall;
+impl RefreshCost {
+    fn cpu_us_each(&self) -> f64 {
+        1e6 * self.spent.master_cpu / (self.ok.max(1) as f64)
     }
 
-    fn pct(&self) -> f64 {
-        100.0 * self.cpu / self.wall.max(1e-9)
+    fn describe(&self) -> String {
+        format!(
+            "{:.1} µs ({} ok, {} failed in {:.1} s, {:.1}% of a core)",
+            self.cpu_us_each(),
+            self.ok,
+            self.failed,
+            self.spent.wall,
+            self.spent.master_pct
+        )
     }
+}
+
+/// Measures each master's CPU over `wall` while only the refreshes run.
+async fn refresh_alone(
+    refresher: &ddnet::Refresher,
+    muster: u32,
+    mastersrv: u32,
+    wall: Duration,
+) -> (RefreshCost, RefreshCost) {
+    let before = refresher.counts();
+    let (pm, ps) = (Phase::start(&[muster]), Phase::start(&[mastersrv]));
+    tokio::time::sleep(wall).await;
+    let (sm, ss) = (pm.end(), ps.end());
+    refresh_costs(&before, &refresher.counts(), sm, ss)
+}
+
+/// Stops both masters for `wall` while the refreshes go on, continues them, and measures
+/// each one's CPU over `wall` again: the refreshes queued while stopped arrive in a burst.
+async fn refresh_burst(
+    refresher: &ddnet::Refresher,
+    muster: u32,
+    mastersrv: u32,
+    wall: Duration,
+) -> anyhow::Result<(RefreshCost, RefreshCost)> {
+    let paused = stats::Paused::new(&[muster, mastersrv])?;
+    tokio::time::sleep(wall).await;
+    let before = refresher.counts();
+    let (pm, ps) = (Phase::start(&[muster]), Phase::start(&[mastersrv]));
+    drop(paused);
+    tokio::time::sleep(wall).await;
+    let (sm, ss) = (pm.end(), ps.end());
+    Ok(refresh_costs(&before, &refresher.counts(), sm, ss))
+}
+
+fn refresh_costs(
+    before: &[(usize, usize)],
+    after: &[(usize, usize)],
+    muster: Spent,
+    mastersrv: Spent,
+) -> (RefreshCost, RefreshCost) {
+    let cost = |i: usize, spent: Spent| {
+        let (a, b) = (
+            before.get(i).copied().unwrap_or_default(),
+            after.get(i).copied().unwrap_or_default(),
+        );
+        RefreshCost {
+            ok: b.0.saturating_sub(a.0),
+            failed: b.1.saturating_sub(a.1),
+            spent,
+        }
+    };
+    (cost(0, muster), cost(1, mastersrv))
 }
 
 /// Runs the master bench and prints its tables.
@@ -1118,6 +1178,14 @@ async fn vs_in(
         eprintln!("  servers pinned to CPU 0, the bench's {own} threads to CPU 1");
         v.split_cores = true;
     }
+    let wall = args.duration.max(Duration::from_secs(3));
+    eprintln!(
+        "  refresh POSTs alone for {:.0} s (CPU per refresh) …",
+        wall.as_secs_f64()
+    );
+    v.refresh_alone = Some(refresh_alone(&refresher, muster.pid, mastersrv.pid(), wall).await);
+    eprintln!("  refresh POSTs in a burst after both masters were stopped …");
+    v.refresh_burst = Some(refresh_burst(&refresher, muster.pid, mastersrv.pid(), wall).await?);
     let ms_phase = Phase::start(&[mastersrv.pid()]);
     let c = args.clients;
     for (gzip, keep, label) in [
@@ -1132,17 +1200,13 @@ async fn vs_in(
             let name = format!("servers.json {label}, round {}", round + 1);
             let cl = http_clients(muster_http, 250_000, c, keep, &sj, gzip);
             let paused = pause_if(args.split_cores, &their_side)?;
-            let idle = Phase::start(&[mastersrv.pid()]);
             ours.push(
                 bench_list(&format!("Muster {name}"), &[muster.pid], args.duration, cl).await,
             );
-            v.mastersrv_idle.add(&idle);
             drop(paused);
             let cl = http_clients(nginx.addr, 260_000, c, keep, &sj, gzip);
             let paused = pause_if(args.split_cores, &[muster.pid])?;
-            let idle = Phase::start(&[muster.pid]);
             theirs.push(bench_list(&format!("nginx {name}"), &nginx_pids, args.duration, cl).await);
-            v.muster_idle.add(&idle);
             drop(paused);
         }
         v.rows.push((label.to_owned(), ours, theirs));
@@ -1153,11 +1217,7 @@ async fn vs_in(
     v.mastersrv_rss_kib = rss_kib(mastersrv.pid()).unwrap_or(0);
     v.nginx_rss_kib = nginx_pids.iter().filter_map(|p| rss_kib(*p)).sum();
     stop.raise();
-    v.refresh = tokio::time::timeout(Duration::from_secs(20), refresher)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
+    v.refresh = refresher.finish(Duration::from_secs(20)).await;
     nginx.stop();
     mastersrv.stop();
     muster.quit()?;
@@ -1217,9 +1277,16 @@ fn print_vs(v: &VsResult) {
         let (a, b) = (mean_rate(ours), mean_rate(theirs));
         let rates = |x: &[ListResult]| {
             x.iter()
-                .map(|l| format!("{:.0}", l.rate.per_sec()))
+                .map(|l| {
+                    format!(
+                        "{:.0} at {:.0}% CPU, {:.0} µs each",
+                        l.rate.per_sec(),
+                        l.spent.master_pct,
+                        l.cpu_us_per_req()
+                    )
+                })
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join("; ")
         };
         rows.push(vec![
             format!("servers.json {label}"),
@@ -1287,13 +1354,24 @@ fn print_vs(v: &VsResult) {
             "servers.json rounds with --split-cores: Muster, mastersrv and nginx on CPU 0, the \
              bench's clients on CPU 1; the side not measured stopped (SIGSTOP) for each round"
         );
-    } else {
+    }
+    if let Some((m, s)) = &v.refresh_alone {
         println!(
-            "refresh POSTs alone ({:.0}/s to each): Muster {:.0}% of a core while nginx was \
-             measured, mastersrv {:.0}% while Muster was (its file written each second included)",
+            "CPU per refresh POST, both sides refreshed ({:.0}/s each) and nothing else running: \
+             Muster {}, mastersrv {} (its file written each second included): {:.2}×",
             v.n as f64 / ddnet::REFRESH_EVERY.as_secs_f64(),
-            v.muster_idle.pct(),
-            v.mastersrv_idle.pct()
+            m.describe(),
+            s.describe(),
+            m.cpu_us_each() / s.cpu_us_each().max(1e-9)
+        );
+    }
+    if let Some((m, s)) = &v.refresh_burst {
+        println!(
+            "CPU per refresh POST after both were stopped as long (the refreshes queued \
+             meanwhile arrive in a burst): Muster {}, mastersrv {}: {:.2}×",
+            m.describe(),
+            s.describe(),
+            m.cpu_us_each() / s.cpu_us_each().max(1e-9)
         );
     }
 }
