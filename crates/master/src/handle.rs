@@ -180,6 +180,9 @@ struct Inner {
     published: watch::Sender<u64>,
     /// Whether a publisher task runs (else [`MasterHandle::visible`] publishes itself).
     publisher_running: std::sync::atomic::AtomicBool,
+    /// Someone waits to see the latest changes ([`MasterHandle::visible`]): the next publish
+    /// builds even if only times moved.
+    wanted_now: std::sync::atomic::AtomicBool,
 }
 
 /// A cheap, cloneable handle on the registry and its views. See the module docs.
@@ -277,6 +280,7 @@ impl MasterHandle {
                 events,
                 published: watch::Sender::new(version),
                 publisher_running: std::sync::atomic::AtomicBool::new(false),
+                wanted_now: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         Ok((handle, report))
@@ -493,6 +497,24 @@ impl MasterHandle {
     /// Builds and publishes a snapshot from the changes since the last one (the publisher
     /// task calls this; tests call it to see their writes at once). Returns it.
     pub fn publish(&self) -> Arc<Snapshot> {
+        match self.publish_unless_early(false) {
+            Ok(snap) => snap,
+            Err(_) => self.snapshot(),
+        }
+    }
+
+    /// As [`MasterHandle::publish`], for the publisher task: changes that moved only times are
+    /// left pending while [`Publisher::wait_before_build`] says they may wait (and nobody
+    /// waits to see them); then the wait left is the error.
+    fn publish_when_due(&self) -> Result<Arc<Snapshot>, Duration> {
+        let wanted = self
+            .inner
+            .wanted_now
+            .swap(false, std::sync::atomic::Ordering::AcqRel);
+        self.publish_unless_early(!wanted)
+    }
+
+    fn publish_unless_early(&self, may_wait: bool) -> Result<Arc<Snapshot>, Duration> {
         let mut p = self
             .inner
             .publisher
@@ -504,7 +526,13 @@ impl MasterHandle {
         };
         let deltas = p.apply(changes, version);
         if !p.is_dirty() {
-            return self.snapshot();
+            return Ok(self.snapshot());
+        }
+        if may_wait && deltas.is_empty() {
+            let wait = p.wait_before_build(Instant::now());
+            if !wait.is_zero() {
+                return Err(wait);
+            }
         }
         let t = Instant::now();
         // Events first, under the publisher's lock: a snapshot shows exactly the events up to
@@ -523,7 +551,7 @@ impl MasterHandle {
             .build_cost
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = t.elapsed();
-        snap
+        Ok(snap)
     }
 
     /// Writes every change since the last flush in one transaction; returns how many records
@@ -668,6 +696,9 @@ impl MasterHandle {
             .load(std::sync::atomic::Ordering::Acquire)
         {
             let mut rx = self.inner.published.subscribe();
+            self.inner
+                .wanted_now
+                .store(true, std::sync::atomic::Ordering::Release);
             self.inner.changed.notify_one();
             let wait = rx.wait_for(|v| *v >= version);
             if tokio::time::timeout(Duration::from_secs(1), wait)
@@ -698,7 +729,8 @@ impl MasterHandle {
 
     /// The publisher: publishes a snapshot as soon as something changed, then at most every
     /// [`PUBLISH_INTERVAL`] (or four times the last build's cost, if that is longer) while
-    /// changes keep coming, until `stop` is cancelled.
+    /// changes keep coming, until `stop` is cancelled. Changes that moved only times are
+    /// published within [`crate::views::TIMES_INTERVAL`] (at once when someone waits for them).
     pub async fn run_publisher(self, stop: tokio_util::sync::CancellationToken) {
         self.inner
             .publisher_running
@@ -710,13 +742,23 @@ impl MasterHandle {
             }
             let h = self.clone();
             // Building is CPU work; keep it off the reactor threads.
-            let _ = crate::runtime::bulk::spawn(move || h.publish()).await;
-            let cost = *self
-                .inner
-                .build_cost
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let gap = PUBLISH_INTERVAL.max(cost.saturating_mul(4));
+            let published = crate::runtime::bulk::spawn(move || h.publish_when_due()).await;
+            let gap = match published {
+                Ok(Err(wait)) => {
+                    // Only times moved: look again when they are due (or sooner, spaced as
+                    // builds are, if something else changes meanwhile).
+                    self.inner.changed.notify_one();
+                    wait.min(PUBLISH_INTERVAL)
+                }
+                _ => {
+                    let cost = *self
+                        .inner
+                        .build_cost
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    PUBLISH_INTERVAL.max(cost.saturating_mul(4))
+                }
+            };
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(gap) => {}
@@ -868,6 +910,29 @@ mod tests {
         h.flush().unwrap();
         assert!(rows.lock().unwrap().is_empty());
         assert_eq!(h.metrics().registrations(), 1);
+    }
+
+    #[test]
+    fn the_publisher_holds_times_back_unless_someone_waits_to_see_them() {
+        let (h, _, _) = open();
+        h.register(reg(1), T0);
+        assert!(
+            h.publish_when_due().is_ok(),
+            "a registration is published at once"
+        );
+        let later = Timestamp::from_secs(1_700_000_005);
+        assert_eq!(h.heartbeat(&reg(1).key, later), HeartbeatOutcome::Refreshed);
+        let wait = h.publish_when_due().unwrap_err();
+        assert!(wait > Duration::ZERO && wait <= crate::views::TIMES_INTERVAL);
+        assert!(h.snapshot().version() < h.version(), "not published yet");
+        // What `visible` marks before it waits.
+        h.inner.wanted_now.store(true, Ordering::Release);
+        let s = h.publish_when_due().unwrap();
+        assert_eq!(s.version(), h.version());
+        assert_eq!(s.listed()[0].last_heartbeat, later);
+        // A direct publish never holds back.
+        h.heartbeat(&reg(1).key, Timestamp::from_secs(1_700_000_006));
+        assert_eq!(h.publish().version(), h.version());
     }
 
     #[test]
