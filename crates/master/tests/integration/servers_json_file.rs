@@ -266,3 +266,48 @@ async fn the_plain_document_names_no_encoding_and_is_never_compressed_again() {
         assert_eq!(r.header("content-encoding"), encoding, "{}", r.head);
     }
 }
+
+#[tokio::test]
+async fn documents_longer_than_the_send_buffer_arrive_whole_on_one_connection() {
+    // Bodies past every send buffer: from the second on they go out corked.
+    let (_dir, d) = daemon("sj-long", 0, Duration::from_secs(5));
+    for i in 0..16_000u32 {
+        let addr = format!("203.0.113.{}:{}", 1 + i % 200, 8303 + i / 200);
+        let key = ServerKey::new("teeworlds", GameAddr::Ip(addr.parse().unwrap()));
+        let reg = Registration {
+            key: key.clone(),
+            face: Face::Teeworlds06,
+            game_port: Some(8303),
+            query_addr: None,
+            query_protocol: None,
+            source: SourceKey::of(key.addr.ip().unwrap()),
+        };
+        let info = PollInfo {
+            name: format!("server {i} {}", "x".repeat(250)).into(),
+            map: "dm1".into(),
+            max_players: 16,
+            ..PollInfo::default()
+        };
+        d.handle.write(|r| {
+            r.register(reg, Timestamp::now());
+            r.set_info(&key, info);
+        });
+    }
+    d.handle.publish();
+    let plain = via_router(&d, "").await;
+    assert!(plain.body.len() > 4 << 20, "{}", plain.body.len());
+    let mut s = TcpStream::connect(d.http()).await.unwrap();
+    let mut buf = Vec::new();
+    for _ in 0..3 {
+        let r = get(&mut s, &mut buf, PATH, "").await;
+        assert_eq!(r.status, 200);
+        same_headers(&r, &plain);
+        assert!(r.body == plain.body, "the same document, whole");
+    }
+    // The connection still answers small requests at once after an uncorked body.
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_response(&mut s, &mut buf).await.status, 200);
+    d.stop().await;
+}
