@@ -182,6 +182,12 @@ fn unknown_schema_version_is_refused() {
     ));
 }
 
+fn schema_version(s: &SqliteStore) -> i64 {
+    s.conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
 #[test]
 fn version_2_files_are_migrated_with_their_ddnet_data() {
     let dir = TempDir::new("store-migrate");
@@ -211,11 +217,7 @@ fn version_2_files_are_migrated_with_their_ddnet_data() {
         .unwrap();
     }
     let mut s = SqliteStore::open(&dir.0).unwrap();
-    let v: i64 = s
-        .conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
-    assert_eq!(v, SCHEMA_VERSION);
+    assert_eq!(schema_version(&s), SCHEMA_VERSION);
     let l = s.load().unwrap();
     assert_eq!(l.skipped, 1, "the pending row");
     assert_eq!(l.records.len(), 1);
@@ -250,11 +252,7 @@ fn version_4_files_move_into_a_rowid_table_keeping_rows_and_count() {
         }
     }
     let mut s = SqliteStore::open(&dir.0).unwrap();
-    let v: i64 = s
-        .conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
-    assert_eq!(v, SCHEMA_VERSION);
+    assert_eq!(schema_version(&s), SCHEMA_VERSION);
     let sql: String = s
         .conn
         .query_row(
