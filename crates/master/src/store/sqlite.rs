@@ -9,10 +9,9 @@
 //! naming it, and [`repair`] copies what can still be read into a fresh file. A `meta` table
 //! kept by triggers counts the rows, so a repair can say how many were lost.
 //!
-//! The schema carries a `user_version` of [`SCHEMA_VERSION`]; versions 1 to 4 are migrated in
-//! place (version 4 adds the `sources` column: where a record came from; version 5 moves the
-//! rows from a `WITHOUT ROWID` table into a rowid table, see `migrate_4_to_5`), a version
-//! this build does not know is refused rather than guessed at.
+//! The schema carries a `user_version` of [`SCHEMA_VERSION`]; versions 1 to 3 are migrated in
+//! place (version 4 adds the `sources` column: where a record came from), a version this build
+//! does not know is refused rather than guessed at.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -30,7 +29,7 @@ use crate::registry::{
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "muster.sqlite3";
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 4;
 /// Reasons kept in [`Loaded::skipped_reasons`] at most.
 const MAX_REASONS: usize = 100;
 
@@ -65,7 +64,7 @@ CREATE TABLE IF NOT EXISTS servers (
     ddnet TEXT,
     sources TEXT,
     PRIMARY KEY (game, addr_kind, addr_host, addr_port, instance)
-);
+) WITHOUT ROWID;
 ";
 
 /// The row counter and the triggers that keep it (version 3).
@@ -99,24 +98,6 @@ const MIGRATE_2_TO_3: &str = "ALTER TABLE servers ADD COLUMN last_proof INTEGER;
 ALTER TABLE servers ADD COLUMN ddnet TEXT;";
 /// Version 4 adds where a record came from (NULL: a direct registration).
 const MIGRATE_3_TO_4: &str = "ALTER TABLE servers ADD COLUMN sources TEXT;";
-/// Version 5 keeps the rows in a rowid table (the key in a small index beside it). Versions 1
-/// to 4 kept them `WITHOUT ROWID`, in the key's own B-tree, whose cells hold at most about a
-/// quarter of a page: a row with a DDNet info (about 1.5 KB) spilled into an overflow page, so
-/// every refresh rewrote two or three pages and the file held twice its data. Dropping the old
-/// table drops its row-count triggers before its rows, so the count stands; [`META`] puts the
-/// triggers back on the new table.
-fn migrate_4_to_5() -> String {
-    let new = SCHEMA.replace(
-        "CREATE TABLE IF NOT EXISTS servers (",
-        "CREATE TABLE servers_v5 (",
-    );
-    format!(
-        "{new}
-        INSERT INTO servers_v5 ({COLUMNS}) SELECT {COLUMNS} FROM servers;
-        DROP TABLE servers;
-        ALTER TABLE servers_v5 RENAME TO servers;"
-    )
-}
 const DELETE: &str = "DELETE FROM servers WHERE game = ?1 AND addr_kind = ?2 AND addr_host = ?3
     AND addr_port = ?4 AND instance = ?5";
 const COLUMNS: &str = "game, addr_kind, addr_host, addr_port, instance, face, game_port,
@@ -417,13 +398,11 @@ impl SqliteStore {
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             tx.commit()
         };
-        let to_5 = migrate_4_to_5();
         match version {
             0 => migrate(&[SCHEMA]).map_err(db)?,
-            1 => migrate(&[MIGRATE_1_TO_2, MIGRATE_2_TO_3, MIGRATE_3_TO_4, &to_5]).map_err(db)?,
-            2 => migrate(&[MIGRATE_2_TO_3, MIGRATE_3_TO_4, &to_5]).map_err(db)?,
-            3 => migrate(&[MIGRATE_3_TO_4, &to_5]).map_err(db)?,
-            4 => migrate(&[&to_5]).map_err(db)?,
+            1 => migrate(&[MIGRATE_1_TO_2, MIGRATE_2_TO_3, MIGRATE_3_TO_4]).map_err(db)?,
+            2 => migrate(&[MIGRATE_2_TO_3, MIGRATE_3_TO_4]).map_err(db)?,
+            3 => migrate(&[MIGRATE_3_TO_4]).map_err(db)?,
             SCHEMA_VERSION => conn.execute_batch(&format!("{SCHEMA}{META}")).map_err(db)?,
             v => return Err(StoreError::Schema(path, v)),
         }

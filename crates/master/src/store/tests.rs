@@ -234,46 +234,6 @@ fn version_2_files_are_migrated_with_their_ddnet_data() {
     assert_eq!(s.counted_rows().unwrap(), 2);
 }
 
-#[test]
-fn version_4_files_move_into_a_rowid_table_keeping_rows_and_count() {
-    let dir = TempDir::new("store-migrate-4");
-    {
-        // A version-4 file: the same columns in a WITHOUT ROWID table, with the row-count
-        // triggers, holding two records.
-        std::fs::create_dir_all(&dir.0).unwrap();
-        let conn = Connection::open(dir.0.join(DB_FILE)).unwrap();
-        let v4 = SCHEMA.replace(")\n);", ")\n) WITHOUT ROWID;");
-        assert!(v4.contains("WITHOUT ROWID"));
-        conn.execute_batch(&v4).unwrap();
-        conn.execute_batch(META).unwrap();
-        conn.pragma_update(None, "user_version", 4).unwrap();
-        for i in [1, 2] {
-            put_one(&conn, &sample(i, Face::GameSpy)).unwrap();
-        }
-    }
-    let mut s = SqliteStore::open(&dir.0).unwrap();
-    assert_eq!(schema_version(&s), SCHEMA_VERSION);
-    let sql: String = s
-        .conn
-        .query_row(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'servers'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert!(!sql.contains("WITHOUT ROWID"), "{sql}");
-    assert_eq!(
-        sorted(load(&mut s)),
-        [sample(1, Face::GameSpy), sample(2, Face::GameSpy)]
-    );
-    assert_eq!(s.counted_rows().unwrap(), 2);
-    // The triggers count on the new table.
-    put(&mut s, &[&sample(3, Face::GameSpy)]);
-    s.write(&[], &[sample(1, Face::GameSpy).key]).unwrap();
-    assert_eq!(s.counted_rows().unwrap(), 2);
-    assert_eq!(s.count().unwrap(), 2);
-}
-
 /// Overwrites the middle pages of the database file with garbage.
 fn damage(path: &Path) {
     use std::io::{Seek as _, SeekFrom, Write as _};
