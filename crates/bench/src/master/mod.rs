@@ -227,15 +227,18 @@ impl RefreshCost {
     }
 }
 
-/// Measures each master's CPU over `wall` while only the refreshes run.
+/// Measures each master's CPU over `wall` while only the refreshes run; `paused` (masters
+/// stopped meanwhile) are continued once the measurement started.
 async fn refresh_alone(
     refresher: &ddnet::Refresher,
     muster: u32,
     mastersrv: u32,
     wall: Duration,
+    paused: Option<stats::Paused>,
 ) -> (RefreshCost, RefreshCost) {
     let before = refresher.counts();
     let (pm, ps) = (Phase::start(&[muster]), Phase::start(&[mastersrv]));
+    drop(paused);
     tokio::time::sleep(wall).await;
     let (sm, ss) = (pm.end(), ps.end());
     refresh_costs(&before, &refresher.counts(), sm, ss)
@@ -251,12 +254,7 @@ async fn refresh_burst(
 ) -> anyhow::Result<(RefreshCost, RefreshCost)> {
     let paused = stats::Paused::new(&[muster, mastersrv])?;
     tokio::time::sleep(wall).await;
-    let before = refresher.counts();
-    let (pm, ps) = (Phase::start(&[muster]), Phase::start(&[mastersrv]));
-    drop(paused);
-    tokio::time::sleep(wall).await;
-    let (sm, ss) = (pm.end(), ps.end());
-    Ok(refresh_costs(&before, &refresher.counts(), sm, ss))
+    Ok(refresh_alone(refresher, muster, mastersrv, wall, Some(paused)).await)
 }
 
 fn refresh_costs(
@@ -1183,7 +1181,8 @@ async fn vs_in(
         "  refresh POSTs alone for {:.0} s (CPU per refresh) …",
         wall.as_secs_f64()
     );
-    v.refresh_alone = Some(refresh_alone(&refresher, muster.pid, mastersrv.pid(), wall).await);
+    v.refresh_alone =
+        Some(refresh_alone(&refresher, muster.pid, mastersrv.pid(), wall, None).await);
     eprintln!("  refresh POSTs in a burst after both masters were stopped …");
     v.refresh_burst = Some(refresh_burst(&refresher, muster.pid, mastersrv.pid(), wall).await?);
     let ms_phase = Phase::start(&[mastersrv.pid()]);

@@ -209,8 +209,9 @@ async fn front(
         // already. Not a first body: until autotuning grew the buffer past a segment, corked
         // data could wait for room it needs acknowledgements to get (a connection each
         // measured slower corked).
-        let long = stream.send_buffer().is_some_and(|b| res.len > b);
-        let cork = long && sent > 0 && stream.set_cork(true).is_ok();
+        let cork = sent > 0
+            && stream.send_buffer().is_some_and(|b| res.len > b)
+            && stream.set_cork(true).is_ok();
         // Else a head flagged "more" waits for the body: only when there is one.
         let head_sent = if res.len > 0 && !cork {
             stream.write_head(&head).await

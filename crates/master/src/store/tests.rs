@@ -182,12 +182,6 @@ fn unknown_schema_version_is_refused() {
     ));
 }
 
-fn schema_version(s: &SqliteStore) -> i64 {
-    s.conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap()
-}
-
 #[test]
 fn version_2_files_are_migrated_with_their_ddnet_data() {
     let dir = TempDir::new("store-migrate");
@@ -217,7 +211,11 @@ fn version_2_files_are_migrated_with_their_ddnet_data() {
         .unwrap();
     }
     let mut s = SqliteStore::open(&dir.0).unwrap();
-    assert_eq!(schema_version(&s), SCHEMA_VERSION);
+    let v: i64 = s
+        .conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
     let l = s.load().unwrap();
     assert_eq!(l.skipped, 1, "the pending row");
     assert_eq!(l.records.len(), 1);
