@@ -11,8 +11,8 @@ use muster_master::MasterHandle;
 use muster_master::api::list::{ListQuery, SortKey, list};
 use muster_master::faces::gameagent::{Scope, list_datagrams};
 use muster_master::registry::{
-    Face, GameAddr, PollInfo, PollPlayer, Record, Registration, Registry, RegistryConfig,
-    ServerKey, Timestamp,
+    Face, GameAddr, PollFields, PollInfo, PollPlayer, Record, Registration, Registry,
+    RegistryConfig, ServerKey, Timestamp,
 };
 use muster_master::store::{Loaded, Store, StoreError};
 use muster_proto::Protocol;
@@ -35,7 +35,7 @@ fn reg(i: u32) -> Registration {
 }
 
 fn info(i: u32) -> PollInfo {
-    PollInfo {
+    PollInfo::from(PollFields {
         name: format!("Server {i}").into(),
         map: "Karnak".into(),
         game_type: "Cooperative".into(),
@@ -50,7 +50,7 @@ fn info(i: u32) -> PollInfo {
             .collect(),
         rules: muster_master::registry::Rules::default(),
         game_port: None,
-    }
+    })
 }
 
 /// Storage that keeps nothing, to measure the handle without SQLite.

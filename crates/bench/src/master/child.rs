@@ -30,8 +30,8 @@ use anyhow::{Context as _, bail};
 use muster_master::config::{Config, HumanDuration, Listen, ListenConfig};
 use muster_master::faces::teeworlds::ddnet::ddnet_registration;
 use muster_master::registry::{
-    DdnetOutcome, DdnetRegister, Face, GameAddr, PollInfo, PollPlayer, Registration, ServerKey,
-    Timestamp,
+    DdnetOutcome, DdnetRegister, Face, GameAddr, PollFields, PollInfo, PollPlayer, Registration,
+    ServerKey, Timestamp,
 };
 use muster_master::{Listeners, Master, MasterHandle};
 use muster_proto::Protocol;
@@ -137,7 +137,7 @@ fn gamespy_addr(i: usize) -> SocketAddr {
 /// What the poller leaves on GameSpy server `i` (names and maps for the API's sorts), with
 /// `players` players.
 fn gamespy_info(i: usize, map: String, players: usize, addr: SocketAddr) -> PollInfo {
-    PollInfo {
+    PollInfo::from(PollFields {
         name: format!("UT bench server {i}").into(),
         map: map.into(),
         game_type: "DeathMatchPlus".into(),
@@ -149,7 +149,7 @@ fn gamespy_info(i: usize, map: String, players: usize, addr: SocketAddr) -> Poll
             .collect(),
         rules: muster_master::registry::Rules::default(),
         game_port: Some(addr.port() - 1),
-    }
+    })
 }
 
 fn insert_gamespy(handle: &MasterHandle, first: usize, n: usize) -> Value {

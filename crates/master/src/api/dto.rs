@@ -42,7 +42,7 @@ impl LobbyDto {
         };
         Some(Self {
             open,
-            mode: info.game_type.clone(),
+            mode: info.game_type().into(),
         })
     }
 }
@@ -160,9 +160,9 @@ impl ServerSummary {
             protocol: r.face.name(),
             family: r.face.family(),
             query_protocol: r.query_protocol.map(muster_proto::Protocol::name),
-            name: info.map(|i| i.name.clone()).unwrap_or_default(),
-            map: info.map(|i| i.map.clone()).unwrap_or_default(),
-            game_type: info.map(|i| i.game_type.clone()).unwrap_or_default(),
+            name: info.map(|i| i.name().into()).unwrap_or_default(),
+            map: info.map(|i| i.map().into()).unwrap_or_default(),
+            game_type: info.map(|i| i.game_type().into()).unwrap_or_default(),
             num_players: info.map_or(0, |i| i.num_players),
             max_players: info.map_or(0, |i| i.max_players),
             password: info.and_then(|i| i.password),
@@ -233,7 +233,7 @@ impl ServerDetail {
     pub fn from_record(r: &Record) -> Self {
         let info = r.info.as_deref();
         let mut rules: BTreeMap<String, RuleValue> = BTreeMap::new();
-        for (k, v) in info.iter().flat_map(|i| i.rules.iter()) {
+        for (k, v) in info.iter().flat_map(|i| i.rules().iter()) {
             match rules.get_mut(k) {
                 None => {
                     rules.insert(k.to_string(), RuleValue::One(v.to_string()));
@@ -423,7 +423,7 @@ impl HealthDto {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Face, GameAddr, Registration, Rules, ServerKey, Timestamp};
+    use crate::registry::{Face, GameAddr, PollFields, Registration, Rules, ServerKey, Timestamp};
     use muster_proto::limit::SourceKey;
     use muster_proto::teeworlds::info::{Answer, Family};
     use muster_proto::teeworlds::{Info7Body, Player7, TwStr};
@@ -488,15 +488,15 @@ mod tests {
 
     #[test]
     fn rule_names_cover_known_keys_only() {
-        let d = ServerDetail::from_record(&record(PollInfo {
+        let d = ServerDetail::from_record(&record(PollInfo::from(PollFields {
             rules: Rules::new([
                 ("friendlyfire", "0"),
                 ("Mutator", "a"),
                 ("Mutator", "b"),
                 ("sv_custom", "1"),
             ]),
-            ..PollInfo::default()
-        }));
+            ..PollFields::default()
+        })));
         assert_eq!(
             d.rule_names,
             BTreeMap::from([

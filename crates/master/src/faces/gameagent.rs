@@ -49,8 +49,8 @@ use muster_proto::text::decode_windows1252;
 use crate::config::LimitsConfig;
 use crate::drops::DropReason;
 use crate::registry::{
-    Face, GameAddr, HeartbeatOutcome, MAX_GAME_LEN, PollInfo, Registration, Rules, ServerKey,
-    Timestamp, short,
+    Face, GameAddr, HeartbeatOutcome, MAX_GAME_LEN, PollFields, PollInfo, Registration, Rules,
+    ServerKey, Timestamp, short,
 };
 use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
 use crate::secrets::Secrets;
@@ -177,7 +177,7 @@ fn game_name(product: &[u8]) -> String {
 /// server, and each text is made once.
 fn heartbeat_info(h: &Heartbeat) -> PollInfo {
     let raw = |key: &str| h.get(key).unwrap_or_default();
-    PollInfo {
+    PollInfo::from(PollFields {
         map: short(&plain_text(raw("level"))),
         game_type: short(&plain_text(raw("gametype"))),
         num_players: h.count("players"),
@@ -186,9 +186,8 @@ fn heartbeat_info(h: &Heartbeat) -> PollInfo {
             ("version", plain_text(raw("version"))),
             ("product", decode_windows1252(raw("product"))),
         ]),
-        ..PollInfo::default()
-    }
-    .bounded()
+        ..PollFields::default()
+    })
 }
 
 fn game_of(query: SocketAddrV4) -> SocketAddrV4 {

@@ -69,8 +69,9 @@ pub use infos::{DdnetInfo, InfoFile, InfoStats};
 pub use types::{
     DDNET_STREAM_SCHEMES, DdnetData, DdnetSecret, DdnetStream, Face, GameAddr, MAX_DDNET_INFO,
     MAX_DDNET_STREAMS, MAX_GAME_LEN, MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT,
-    MAX_SOURCES, Origin, PollInfo, PollPlayer, PollPlayers, Record, Registration, Rules, ServerKey,
-    ShortText, Source, Timestamp, Verification, protocol_from_name, short,
+    MAX_SOURCES, Origin, PollFields, PollInfo, PollPlayer, PollPlayers, Record, Registration,
+    Rules, RulesView, ServerKey, ShortText, Source, Timestamp, Verification, protocol_from_name,
+    short,
 };
 
 /// Default cap on records per source (IPv4 address / IPv6 /64).
@@ -897,7 +898,6 @@ impl Registry {
         };
         let (out, structural) = match info {
             Some(info) => {
-                let info = info.bounded();
                 let mut structural = rec.info.as_deref() != Some(&info);
                 if info.game_port.is_some() && rec.game_port != info.game_port {
                     rec.game_port = info.game_port;
@@ -943,7 +943,6 @@ impl Registry {
         if only_unpolled && rec.last_poll_ok().is_some() {
             return false;
         }
-        let info = info.bounded();
         if rec.info.as_deref() == Some(&info) {
             return false;
         }
@@ -1056,7 +1055,6 @@ impl Registry {
         }));
         let mut changed_poll_info = false;
         if let Some(p) = r.poll_info.filter(|_| fresh) {
-            let p = p.bounded();
             if rec.info.as_deref() != Some(&p) {
                 rec.info = Some(Arc::new(p));
                 changed_poll_info = true;

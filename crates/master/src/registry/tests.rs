@@ -43,7 +43,7 @@ fn reg(game: &str, addr: SocketAddr, face: Face) -> Registration {
 }
 
 fn info(name: &str, num: u32, max: u32, players: &[&str]) -> PollInfo {
-    PollInfo {
+    PollInfo::from(PollFields {
         name: name.into(),
         map: format!("map-{name}").into(),
         game_type: "dm".into(),
@@ -56,7 +56,7 @@ fn info(name: &str, num: u32, max: u32, players: &[&str]) -> PollInfo {
             .collect(),
         rules: Rules::default(),
         game_port: None,
-    }
+    })
 }
 
 /// Registers `r` at `t` (a proven registration lists at once).
@@ -759,7 +759,7 @@ fn poll_info_is_bounded_and_learns_game_port() {
     r.update_poll(&k, Some(i), T0);
     let rec = r.get(&k).unwrap();
     let got = rec.info.as_ref().unwrap();
-    assert_eq!(got.name.chars().count(), MAX_POLL_TEXT);
+    assert_eq!(got.name().chars().count(), MAX_POLL_TEXT);
     assert_eq!(got.players.len(), MAX_POLL_PLAYERS);
     assert_eq!(rec.game_port, Some(7777));
     assert_eq!(rec.game_addr(), GameAddr::parse("10.0.0.1:7777"));
@@ -1351,22 +1351,25 @@ fn a_registration_and_its_info_are_one_change_made_in_place() {
     assert_eq!(c.len(), 1, "one change");
     assert!(c[0].structural);
     let logged = c[0].record.as_ref().unwrap();
-    assert_eq!(logged.info.as_ref().unwrap().name, "a");
+    assert_eq!(logged.info.as_ref().unwrap().name(), "a");
     // Once a snapshot holds the record, a change goes to a copy: the snapshot keeps its own.
     let mut p = Publisher::new(Duration::from_secs(30));
     let v = r.version();
     let _ = p.apply(c, v);
     let snap = p.build(at(1));
     assert!(r.registration_info(&k, info("b", 1, 2, &[])));
-    assert_eq!(snap.listed()[0].info.as_ref().unwrap().name, "a");
-    assert_eq!(r.get(&k).unwrap().info.as_ref().unwrap().name, "b");
+    assert_eq!(snap.listed()[0].info.as_ref().unwrap().name(), "a");
+    assert_eq!(r.get(&k).unwrap().info.as_ref().unwrap().name(), "b");
     let v = r.version();
     let _ = p.apply(r.take_changes(), v);
-    assert_eq!(p.build(at(2)).listed()[0].info.as_ref().unwrap().name, "b");
+    assert_eq!(
+        p.build(at(2)).listed()[0].info.as_ref().unwrap().name(),
+        "b"
+    );
 }
 
-/// A query result converted for the registry is within every limit already: the conversion
-/// clips as it copies, so the registry's own `bounded()` finds nothing left to do.
+/// A query result converted for the registry is within every limit: the conversion clips as
+/// it copies.
 #[test]
 fn converted_query_results_are_already_bounded() {
     use muster_proto::model::{Player, Rule, ServerInfo, Text};
@@ -1390,7 +1393,7 @@ fn converted_query_results_are_already_bounded() {
         value: text("7777"),
     }];
     let p = PollInfo::from_server_info(&info);
-    assert_eq!(p.name.chars().count(), MAX_POLL_TEXT);
+    assert_eq!(p.name().chars().count(), MAX_POLL_TEXT);
     assert_eq!(p.players.len(), MAX_POLL_PLAYERS);
     assert!(
         p.players
@@ -1398,7 +1401,61 @@ fn converted_query_results_are_already_bounded() {
             .all(|n| n.chars().count() == MAX_POLL_TEXT)
     );
     assert_eq!(p.game_port, Some(7777));
-    assert_eq!(p.clone().bounded(), p);
+    assert_eq!(p.map().chars().count(), MAX_POLL_TEXT);
+    assert_eq!(p.game_type().chars().count(), MAX_POLL_TEXT);
+    assert_eq!(p.rule("hostport"), Some("7777"));
+}
+
+/// A poll info packs its texts and rules in one string: each text reads back as given
+/// (clipped, without NULs), empty texts and rules included, and its fields build it again.
+#[test]
+fn a_poll_info_keeps_its_texts_and_rules_apart() {
+    let fields = PollFields {
+        name: "a\0b".into(),
+        map: ShortText::default(),
+        game_type: "ctf".into(),
+        num_players: 3,
+        max_players: 8,
+        password: Some(true),
+        players: PollPlayers::new([PollPlayer::new(ShortText::from("p"))]),
+        rules: Rules::new([("Version", "1.05"), ("", "x"), ("k", "")]),
+        game_port: Some(7777),
+    };
+    let p = PollInfo::from(fields.clone());
+    assert_eq!((p.name(), p.map(), p.game_type()), ("ab", "", "ctf"));
+    let rules: Vec<_> = p.rules().iter().collect();
+    assert_eq!(rules, [("Version", "1.05"), ("", "x"), ("k", "")]);
+    assert_eq!(p.rules().len(), 3);
+    assert_eq!(p.rule("version"), Some("1.05"));
+    assert_eq!(PollInfo::from(p.to_fields()), p);
+    assert_eq!(p.to_fields().name, "ab");
+    assert_eq!(
+        PollInfo::from(PollFields {
+            name: "ab".into(),
+            ..fields
+        }),
+        p
+    );
+
+    // Nothing to keep: no allocation, and every text and the rules read as empty.
+    let empty = PollInfo::from(PollFields::default());
+    assert_eq!(empty, PollInfo::default());
+    assert_eq!((empty.name(), empty.map(), empty.game_type()), ("", "", ""));
+    assert!(empty.rules().is_empty());
+    // Rules alone.
+    let only_rules = PollInfo::from(PollFields {
+        rules: Rules::new([("a", "b")]),
+        ..PollFields::default()
+    });
+    assert_eq!(only_rules.name(), "");
+    assert_eq!(only_rules.rule("a"), Some("b"));
+    // A name alone has no rules.
+    let only_name = PollInfo::from(PollFields {
+        name: "n".into(),
+        ..PollFields::default()
+    });
+    assert!(only_name.rules().is_empty());
+    assert_eq!(only_name.name(), "n");
 }
 
 #[test]

@@ -621,9 +621,10 @@ impl fmt::Debug for PollPlayers {
 }
 
 /// What the last successful poll (or a face that carries state, such as the management
-/// server's stats update) said about a server, as plain data.
+/// server's stats update) said about a server, as plain data, to build a [`PollInfo`] from
+/// (`PollInfo::from(PollFields { .. })`) or to change one ([`PollInfo::to_fields`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PollInfo {
+pub struct PollFields {
     /// Server name, plain text.
     pub name: ShortText,
     /// Map.
@@ -642,6 +643,82 @@ pub struct PollInfo {
     pub rules: Rules,
     /// The game port, when the reply said it (GameSpy `hostport`).
     pub game_port: Option<u16>,
+}
+
+/// What the last successful poll (or a face that carries state, such as the management
+/// server's stats update) said about a server, as the registry keeps it: every record that
+/// was polled or carries a heartbeat's state holds one.
+///
+/// The texts (name, map, game type, and the rules) are packed in one allocation of their own
+/// size, `name NUL map NUL game_type NUL` followed by the rules as [`Rules`] packs them, each
+/// text clipped to [`MAX_POLL_TEXT`] chars with any NUL inside it dropped (none of the
+/// protocols can carry one). Three inline texts took 72 bytes of the info, which with its
+/// `Arc` counts filled a 160-byte allocator size class, and a DDNet server's name (longer than
+/// the 24 bytes kept inline) an allocation more; so packed, an info and its counts take
+/// 64 bytes and one allocation for all its text.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct PollInfo {
+    /// The packed texts: empty when every text is empty and there are no rules.
+    texts: Box<str>,
+    /// Players.
+    pub players: PollPlayers,
+    /// Players on the server.
+    pub num_players: u32,
+    /// Player slots.
+    pub max_players: u32,
+    /// The game port, when the reply said it (GameSpy `hostport`).
+    pub game_port: Option<u16>,
+    /// Whether a password is needed, when known.
+    pub password: Option<bool>,
+}
+
+// An info and its `Arc` counts fill one 64-byte allocator size class.
+const _: () = assert!(size_of::<PollInfo>() <= 48);
+
+impl From<PollFields> for PollInfo {
+    fn from(f: PollFields) -> Self {
+        let texts = if f.name.is_empty()
+            && f.map.is_empty()
+            && f.game_type.is_empty()
+            && f.rules.is_empty()
+        {
+            Box::default()
+        } else {
+            let mut packed = String::with_capacity(
+                f.name.len() + f.map.len() + f.game_type.len() + 3 + f.rules.0.len(),
+            );
+            for text in [&f.name, &f.map, &f.game_type] {
+                packed.extend(text.chars().filter(|&c| c != '\0').take(MAX_POLL_TEXT));
+                packed.push('\0');
+            }
+            packed.push_str(&f.rules.0);
+            packed.into_boxed_str()
+        };
+        Self {
+            texts,
+            players: f.players,
+            num_players: f.num_players,
+            max_players: f.max_players,
+            game_port: f.game_port,
+            password: f.password,
+        }
+    }
+}
+
+impl fmt::Debug for PollInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PollInfo")
+            .field("name", &self.name())
+            .field("map", &self.map())
+            .field("game_type", &self.game_type())
+            .field("num_players", &self.num_players)
+            .field("max_players", &self.max_players)
+            .field("password", &self.password)
+            .field("players", &self.players)
+            .field("rules", &self.rules())
+            .field("game_port", &self.game_port)
+            .finish()
+    }
 }
 
 /// Whether `p` is a bot, when its protocol says: Teeworlds 0.7 sends `player_flags` (bit 1 is
@@ -676,16 +753,21 @@ impl Rules {
         Self(packed.into_boxed_str())
     }
 
+    /// A view of them.
+    #[must_use]
+    pub fn view(&self) -> RulesView<'_> {
+        RulesView(&self.0)
+    }
+
     /// The pairs, in their order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        let mut texts = self.0.split('\0');
-        std::iter::from_fn(move || Some((texts.next()?, texts.next()?)))
+        self.view().iter()
     }
 
     /// How many pairs.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.0.bytes().filter(|&b| b == 0).count() / 2
+        self.view().len()
     }
 
     /// Whether there are none.
@@ -697,9 +779,51 @@ impl Rules {
     /// The value of the first rule `key` (ASCII case-insensitive), if there is one.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&str> {
+        self.view().get(key)
+    }
+}
+
+/// Rules as a [`Rules`] or a [`PollInfo`] keeps them, borrowed: `key NUL value NUL …`.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct RulesView<'a>(&'a str);
+
+impl<'a> RulesView<'a> {
+    /// The pairs, in their order.
+    pub fn iter(self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        let mut texts = self.0.split('\0');
+        std::iter::from_fn(move || Some((texts.next()?, texts.next()?)))
+    }
+
+    /// How many pairs.
+    #[must_use]
+    pub fn len(self) -> usize {
+        self.0.bytes().filter(|&b| b == 0).count() / 2
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value of the first rule `key` (ASCII case-insensitive), if there is one.
+    #[must_use]
+    pub fn get(self, key: &str) -> Option<&'a str> {
         self.iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(key))
             .map(|(_, v)| v)
+    }
+
+    /// Owned.
+    #[must_use]
+    pub fn to_rules(self) -> Rules {
+        Rules(self.0.into())
+    }
+}
+
+impl fmt::Debug for RulesView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -722,10 +846,6 @@ fn clip_end(s: &str) -> usize {
         .map_or(s.len(), |(i, _)| i)
 }
 
-fn clip(s: &mut ShortText) {
-    s.truncate(clip_end(s));
-}
-
 /// `s` clipped to [`MAX_POLL_TEXT`] chars, as kept text.
 #[must_use]
 pub fn short(s: &str) -> ShortText {
@@ -744,7 +864,7 @@ impl PollInfo {
             .map(|r| (&r.key.plain, &r.value.plain))
             .collect();
         let game_port = rules.get("hostport").and_then(|v| v.trim().parse().ok());
-        Self {
+        Self::from(PollFields {
             name: short(&info.name.plain),
             map: short(&info.map.plain),
             game_type: short(&info.game_type.plain),
@@ -766,23 +886,64 @@ impl PollInfo {
                 .collect(),
             rules,
             game_port,
-        }
+        })
     }
 
-    /// This info with every text and list clipped to the named limits.
+    /// The texts, in their packed order (name, map, game type); empty when there are none.
+    fn text(&self, i: usize) -> &str {
+        self.texts.split('\0').nth(i).unwrap_or_default()
+    }
+
+    /// Server name, plain text.
     #[must_use]
-    pub fn bounded(mut self) -> Self {
-        clip(&mut self.name);
-        clip(&mut self.map);
-        clip(&mut self.game_type);
-        // Players are bounded when packed.
-        self
+    pub fn name(&self) -> &str {
+        self.text(0)
+    }
+
+    /// Map.
+    #[must_use]
+    pub fn map(&self) -> &str {
+        self.text(1)
+    }
+
+    /// Game type / mode.
+    #[must_use]
+    pub fn game_type(&self) -> &str {
+        self.text(2)
+    }
+
+    /// Rules as (key, value), plain text.
+    #[must_use]
+    pub fn rules(&self) -> RulesView<'_> {
+        let rest = self
+            .texts
+            .match_indices('\0')
+            .nth(2)
+            .and_then(|(i, _)| self.texts.get(i + 1..))
+            .unwrap_or_default();
+        RulesView(rest)
     }
 
     /// The value of the rule `key` (ASCII case-insensitive), if there is one.
     #[must_use]
     pub fn rule(&self, key: &str) -> Option<&str> {
-        self.rules.get(key)
+        self.rules().get(key)
+    }
+
+    /// Its fields, to change and build again.
+    #[must_use]
+    pub fn to_fields(&self) -> PollFields {
+        PollFields {
+            name: self.name().into(),
+            map: self.map().into(),
+            game_type: self.game_type().into(),
+            num_players: self.num_players,
+            max_players: self.max_players,
+            password: self.password,
+            players: self.players.clone(),
+            rules: self.rules().to_rules(),
+            game_port: self.game_port,
+        }
     }
 }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{
-    DdnetData, DdnetSecret, DdnetStream, GameAddr, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollInfo,
-    PollPlayer, Rules, ShortText, Source, Timestamp,
+    DdnetData, DdnetSecret, DdnetStream, GameAddr, MAX_DDNET_INFO, MAX_SOURCES, Origin, PollFields,
+    PollInfo, PollPlayer, Rules, ShortText, Source, Timestamp,
 };
 
 /// [`PollInfo`] as stored in the `info` column.
@@ -39,9 +39,9 @@ pub struct InfoRow {
 impl From<&PollInfo> for InfoRow {
     fn from(i: &PollInfo) -> Self {
         Self {
-            name: i.name.clone(),
-            map: i.map.clone(),
-            game_type: i.game_type.clone(),
+            name: i.name().into(),
+            map: i.map().into(),
+            game_type: i.game_type().into(),
             num_players: i.num_players,
             max_players: i.max_players,
             password: i.password,
@@ -57,7 +57,11 @@ impl From<&PollInfo> for InfoRow {
                     bot: p.bot(),
                 })
                 .collect(),
-            rules: i.rules.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            rules: i
+                .rules()
+                .iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
             game_port: i.game_port,
         }
     }
@@ -65,7 +69,7 @@ impl From<&PollInfo> for InfoRow {
 
 impl From<InfoRow> for PollInfo {
     fn from(r: InfoRow) -> Self {
-        Self {
+        Self::from(PollFields {
             name: r.name,
             map: r.map,
             game_type: r.game_type,
@@ -96,8 +100,7 @@ impl From<InfoRow> for PollInfo {
                 .collect(),
             rules: Rules::new(r.rules),
             game_port: r.game_port,
-        }
-        .bounded()
+        })
     }
 }
 

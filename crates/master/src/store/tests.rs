@@ -1,7 +1,7 @@
 //! Store tests: write, drop, reopen; crash without close; migration; damage and repair.
 
 use super::*;
-use crate::registry::{DdnetData, DdnetStream, PollInfo, PollPlayer, Rules};
+use crate::registry::{DdnetData, DdnetStream, PollFields, PollInfo, PollPlayer, Rules};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -67,7 +67,7 @@ fn load(s: &mut SqliteStore) -> Vec<Record> {
 fn write_drop_reopen_same_contents() {
     let dir = TempDir::new("store-reopen");
     let mut a = sample(1, Face::GameSpy);
-    a.info = Some(Arc::new(PollInfo {
+    a.info = Some(Arc::new(PollInfo::from(PollFields {
         name: "Ünïcode \"quoted\"".into(),
         map: "DM-Rankin".into(),
         game_type: "xDeathMatch".into(),
@@ -81,7 +81,7 @@ fn write_drop_reopen_same_contents() {
         .into(),
         rules: Rules::new([("hostport", "7777")]),
         game_port: Some(7777),
-    }));
+    })));
     a.poll_failures = 2;
     a.set_last_poll_ok(Some(Timestamp(2_500)));
     let mut b = sample(2, Face::Mgmt);

@@ -637,10 +637,10 @@ mod tests {
         let mut p = Publisher::new(Duration::from_secs(30));
         r.register(reg(7778), T0);
         let k = reg(7778).key;
-        let info = crate::registry::PollInfo {
+        let info = crate::registry::PollInfo::from(crate::registry::PollFields {
             game_port: Some(7777),
-            ..crate::registry::PollInfo::default()
-        };
+            ..crate::registry::PollFields::default()
+        });
         r.update_poll(&k, Some(info), T0);
         let s = publish(&mut r, &mut p);
         let by_key = GameAddr::parse("192.0.2.1:7778").unwrap();

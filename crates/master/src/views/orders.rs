@@ -137,9 +137,9 @@ fn text(r: &Record, f: fn(&PollInfo) -> &str) -> &str {
 
 fn text_field(key: SortKey) -> Option<fn(&PollInfo) -> &str> {
     match key {
-        SortKey::Name => Some(|i| &i.name),
-        SortKey::Map => Some(|i| &i.map),
-        SortKey::GameType => Some(|i| &i.game_type),
+        SortKey::Name => Some(|i| i.name()),
+        SortKey::Map => Some(|i| i.map()),
+        SortKey::GameType => Some(|i| i.game_type()),
         _ => None,
     }
 }

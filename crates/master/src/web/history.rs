@@ -465,7 +465,7 @@ pub async fn feed_unpolled(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Face, GameAddr, PollInfo, Registration, ServerKey};
+    use crate::registry::{Face, GameAddr, PollFields, PollInfo, Registration, ServerKey};
     use muster_proto::limit::SourceKey;
 
     fn sample(addr: &str, at: u64, n: u32) -> PollSample {
@@ -525,11 +525,11 @@ mod tests {
             Timestamp(0),
         );
         r.info = players.map(|n| {
-            Arc::new(PollInfo {
+            Arc::new(PollInfo::from(PollFields {
                 num_players: n,
                 max_players: 4,
-                ..PollInfo::default()
-            })
+                ..PollFields::default()
+            }))
         });
         r
     }

@@ -267,10 +267,7 @@ async fn muster_learns_from_the_perl_master_by_sync_and_by_list() {
             .with_registry(|r| r.get(&key).cloned())
             .unwrap();
         assert!(rec.is_listed() && !rec.is_direct() && rec.seen_by("perl").is_some());
-        assert_eq!(
-            rec.info.as_ref().map(|i| i.name.as_str()),
-            Some("Perl's own")
-        );
+        assert_eq!(rec.info.as_ref().map(|i| i.name()), Some("Perl's own"));
         if mode == GameSpyMode::Auto {
             // It was a sync, not the fallback to lists.
             assert!(perl.log().contains("synchronized all"), "{}", perl.log());

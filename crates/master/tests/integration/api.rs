@@ -3,7 +3,9 @@
 
 use std::net::SocketAddr;
 
-use muster_master::registry::{Face, GameAddr, PollInfo, Registration, ServerKey, Timestamp};
+use muster_master::registry::{
+    Face, GameAddr, PollFields, PollInfo, Registration, ServerKey, Timestamp,
+};
 use muster_proto::limit::SourceKey;
 
 use crate::{Daemon, TempDir, config, exchange, get, get_json};
@@ -86,7 +88,7 @@ fn mgmt_record(d: &Daemon, port: u16, lobby_open: bool) {
         query_protocol: None,
         source: SourceKey::of(addr.ip()),
     };
-    let info = PollInfo {
+    let info = PollInfo::from(PollFields {
         name: format!("Bomber {port}").into(),
         game_type: "Standard A+B".into(),
         num_players: 1,
@@ -95,8 +97,8 @@ fn mgmt_record(d: &Daemon, port: u16, lobby_open: bool) {
             ("isLobbyOpen", lobby_open.to_string().as_str()),
             ("gameplayMode", "1"),
         ]),
-        ..PollInfo::default()
-    };
+        ..PollFields::default()
+    });
     d.handle.write(|r| {
         r.register(reg, Timestamp::now());
         r.set_info(&key, info);
@@ -148,10 +150,10 @@ async fn address_is_the_game_address_for_every_protocol() {
     let s = &get_json(d.http(), "/api/v1/servers", 200).await["servers"][0];
     assert_eq!(s["address"], "192.0.2.7:7778");
     assert_eq!(s["address_is_game"], false, "game port not known yet");
-    let info = PollInfo {
+    let info = PollInfo::from(PollFields {
         game_port: Some(7777),
-        ..PollInfo::default()
-    };
+        ..PollFields::default()
+    });
     d.handle.update_poll(&key, Some(info), Timestamp::now());
     d.handle.publish();
     let s = &get_json(d.http(), "/api/v1/servers", 200).await["servers"][0];
@@ -200,12 +202,14 @@ async fn locations_give_location_region_filter_and_servers_json_location() {
     )
     .into();
     let d = Daemon::start(c);
-    let info = |name: &str| PollInfo {
-        name: name.into(),
-        map: "dm1".into(),
-        num_players: 1,
-        max_players: 8,
-        ..PollInfo::default()
+    let info = |name: &str| {
+        PollInfo::from(PollFields {
+            name: name.into(),
+            map: "dm1".into(),
+            num_players: 1,
+            max_players: 8,
+            ..PollFields::default()
+        })
     };
     record(
         &d,
@@ -317,7 +321,7 @@ async fn detail_tells_bots_and_names_rules() {
         &key,
         Face::Teeworlds07,
         8303,
-        PollInfo {
+        PollInfo::from(PollFields {
             num_players: 2,
             max_players: 8,
             players: vec![
@@ -330,8 +334,8 @@ async fn detail_tells_bots_and_names_rules() {
                 ("AdminEMail", "a@example.org"),
                 ("mymod", "1"),
             ]),
-            ..PollInfo::default()
-        },
+            ..PollFields::default()
+        }),
     );
     d.handle.publish();
     let one = get_json(d.http(), "/api/v1/servers/192.0.2.50:8303", 200).await;
@@ -429,11 +433,11 @@ async fn history_of_unpolled_servers_by_either_address() {
         &key,
         Face::GameSpy,
         7777,
-        PollInfo {
+        PollInfo::from(PollFields {
             num_players: 3,
             max_players: 16,
-            ..PollInfo::default()
-        },
+            ..PollFields::default()
+        }),
     );
     mgmt_record(&d, 2060, true);
     d.handle.publish();

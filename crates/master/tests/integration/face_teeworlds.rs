@@ -650,7 +650,12 @@ async fn ddnet_register_flow_with_challenge_delete_and_servers_json() {
     let compact = serde_json::to_vec(&registered).unwrap();
     assert_eq!((stats.infos, stats.live), (1, compact.len() as u64));
     // The registry knows name and map (for the HTTP API), and the 0.6 face lists it.
-    let name = h.publish().listed()[0].info.as_ref().unwrap().name.clone();
+    let name = h.publish().listed()[0]
+        .info
+        .as_ref()
+        .unwrap()
+        .name()
+        .to_owned();
     assert_eq!(name, registered["name"].as_str().unwrap());
     let browser = udp().await;
     browser
@@ -818,14 +823,14 @@ async fn servers_json_rebuilds_info_for_restored_and_07_records() {
     let reg = ddnet::ddnet_registration(a);
     let key = reg.key.clone();
     h.register(reg, now);
-    let info = muster_master::registry::PollInfo {
+    let info = muster_master::registry::PollInfo::from(muster_master::registry::PollFields {
         name: "restored".into(),
         map: "dm1".into(),
         game_type: "DM".into(),
         max_players: 8,
         password: Some(false),
         ..Default::default()
-    };
+    });
     h.update_poll(&key, Some(info), now);
     // A 0.7 record without info is not in servers.json (browsers would drop it).
     let b: SocketAddr = "192.0.2.8:8303".parse().unwrap();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use muster_master::MasterHandle;
 use muster_master::config::Config;
 use muster_master::registry::{
-    Face, GameAddr, Outcome, PollInfo, Registration, ServerKey, Timestamp,
+    Face, GameAddr, Outcome, PollFields, PollInfo, Registration, ServerKey, Timestamp,
 };
 use muster_master::upstream::config::{GameSpyMode, UpstreamConfig, UpstreamKind};
 use muster_master::upstream::{PullReport, Upstream};
@@ -248,11 +248,11 @@ async fn fixture() -> Fixture {
             Some(f.addr.port()),
         );
         // servers.json shows UDP-registered servers with what their polls said.
-        let info = PollInfo {
+        let info = PollInfo::from(PollFields {
             name: "tee".into(),
             max_players: 16,
-            ..PollInfo::default()
-        };
+            ..PollFields::default()
+        });
         h.update_poll(&k, Some(info), Timestamp::now());
     }
     // A management record is shown but cannot be queried: never learned.

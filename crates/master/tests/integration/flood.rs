@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use muster_master::MasterHandle;
 use muster_master::faces::teeworlds::ddnet;
 use muster_master::registry::{
-    Face, GameAddr, Outcome, PollInfo, Registration, ServerKey, Timestamp,
+    Face, GameAddr, Outcome, PollFields, PollInfo, Registration, ServerKey, Timestamp,
 };
 use muster_proto::Protocol;
 use muster_proto::gamespy_master::packet::GREETING_LEN;
@@ -400,12 +400,12 @@ async fn populate(d: &Daemon) -> Vec<JoinHandle<()>> {
         let key = reg.key.clone();
         listed(&h, reg);
         // servers.json shows only servers with an info.
-        let info = PollInfo {
+        let info = PollInfo::from(PollFields {
             name: format!("Tee {i}").into(),
             map: "dm1".into(),
             max_players: 8,
-            ..PollInfo::default()
-        };
+            ..PollFields::default()
+        });
         h.update_poll(&key, Some(info), Timestamp::now());
     }
     // The management servers stay registered while their connections are open.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use muster_master::MasterHandle;
 use muster_master::poller::{self, PollSample, PollerSettings};
 use muster_master::registry::{
-    Face, GameAddr, Outcome, PollInfo, Registration, ServerKey, Timestamp, Verification,
+    Face, GameAddr, Outcome, PollFields, PollInfo, Registration, ServerKey, Timestamp, Verification,
 };
 use muster_proto::Protocol;
 use muster_proto::gameagent::respond::{GameAgentResponder, ResponderConfig};
@@ -396,10 +396,10 @@ async fn changed_records_are_polled_at_once_and_delisted_after_one_miss() {
         gs.addr,
     );
     // Polled before (it has info), so with a one-hour interval it is not due for a while.
-    let stale = PollInfo {
+    let stale = PollInfo::from(PollFields {
         name: "Stale name".into(),
-        ..PollInfo::default()
-    };
+        ..PollFields::default()
+    });
     h.update_poll(&gs_key, Some(stale), Timestamp::now());
 
     let (changed_tx, changed_rx) = poller::changed_channel();
@@ -481,7 +481,7 @@ async fn ue2_servers_listed_by_gamespy_are_merged_with_the_native_query() {
     until("the merged poll", async || info().is_some()).await;
     let i = info().unwrap();
     assert_eq!(
-        (i.name.as_str(), i.map.as_str(), i.num_players),
+        (i.name(), i.map(), i.num_players),
         ("Merged Lab", "DM-Gael", 2)
     );
     // The result is complete, so no re-send follows: these are the datagrams of one poll.
@@ -545,10 +545,10 @@ async fn poller_reads_real_teeworlds_and_ddnet_servers() {
     })
     .await;
     let (ti, di) = (info(&tw_key).unwrap(), info(&dd_key).unwrap());
-    assert!(ti.name.starts_with("TW07 Lab Ünïcödé ★"), "{ti:?}");
-    assert_eq!((ti.map.as_str(), ti.num_players), ("dm1", 0));
-    assert!(di.name.starts_with("DDNet Lab Ünïcödé ★"), "{di:?}");
-    assert_eq!((di.map.as_str(), di.num_players), ("Tutorial", 0));
+    assert!(ti.name().starts_with("TW07 Lab Ünïcödé ★"), "{ti:?}");
+    assert_eq!((ti.map(), ti.num_players), ("dm1", 0));
+    assert!(di.name().starts_with("DDNet Lab Ünïcödé ★"), "{di:?}");
+    assert_eq!((di.map(), di.num_players), ("Tutorial", 0));
     assert_eq!(
         h.with_registry(|r| r.get(&tw_key).unwrap().poll_failures),
         0

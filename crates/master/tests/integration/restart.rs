@@ -3,8 +3,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use muster_master::registry::{
-    Face, GameAddr, HeartbeatOutcome, Outcome, PollInfo, PollPlayer, Registration, ServerKey,
-    Timestamp,
+    Face, GameAddr, HeartbeatOutcome, Outcome, PollFields, PollInfo, PollPlayer, Registration,
+    ServerKey, Timestamp,
 };
 use muster_master::{Master, MasterHandle};
 use muster_proto::Protocol;
@@ -63,7 +63,7 @@ fn fill(h: &MasterHandle) {
     let tee = ServerKey::new("teeworlds", GameAddr::Ip("192.0.2.2:8303".parse().unwrap()));
     h.update_poll(
         &tee,
-        Some(PollInfo {
+        Some(PollInfo::from(PollFields {
             name: "Tee Town".into(),
             map: "dm1".into(),
             game_type: "DM".into(),
@@ -73,7 +73,7 @@ fn fill(h: &MasterHandle) {
             players: vec![PollPlayer::new("nameless tee").with_score(Some(5))].into(),
             rules: muster_master::registry::Rules::default(),
             game_port: None,
-        }),
+        })),
         now,
     );
     // Connection-bound: listed now, gone after a restart.

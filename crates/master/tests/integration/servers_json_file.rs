@@ -6,7 +6,9 @@ use std::io::Read as _;
 use std::time::Duration;
 
 use muster_master::config::HumanDuration;
-use muster_master::registry::{Face, GameAddr, PollInfo, Registration, ServerKey, Timestamp};
+use muster_master::registry::{
+    Face, GameAddr, PollFields, PollInfo, Registration, ServerKey, Timestamp,
+};
 use muster_proto::limit::SourceKey;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -38,13 +40,13 @@ fn daemon(tag: &str, n: u16, header_timeout: Duration) -> (TempDir, Daemon) {
             query_protocol: None,
             source: SourceKey::of(key.addr.ip().unwrap()),
         };
-        let info = PollInfo {
+        let info = PollInfo::from(PollFields {
             name: format!("server {i} {}", "x".repeat(200)).into(),
             map: "dm1".into(),
             num_players: 1,
             max_players: 16,
-            ..PollInfo::default()
-        };
+            ..PollFields::default()
+        });
         d.handle.write(|r| {
             r.register(reg, Timestamp::now());
             r.set_info(&key, info);

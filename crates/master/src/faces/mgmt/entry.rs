@@ -14,7 +14,7 @@ use muster_proto::mgmt::{
 };
 
 use crate::registry::{
-    Face, GameAddr, MAX_POLL_TEXT, PollInfo, Record, Registration, Rules, ServerKey,
+    Face, GameAddr, MAX_POLL_TEXT, PollFields, PollInfo, Record, Registration, Rules, ServerKey,
 };
 
 /// The game name management registrations are filed under.
@@ -70,7 +70,7 @@ pub(crate) fn info(server: &GameServer, stats: &Stats) -> PollInfo {
         GameplayMode::StandardA => "Standard A",
         GameplayMode::StandardAB => "Standard A+B",
     };
-    PollInfo {
+    PollInfo::from(PollFields {
         name: server.name().into(),
         game_type: mode.into(),
         num_players: stats.current.get(),
@@ -80,12 +80,12 @@ pub(crate) fn info(server: &GameServer, stats: &Stats) -> PollInfo {
             (RULE_MODE, stats.mode.code().to_string()),
         ]),
         game_port: Some(server.port().get()),
-        ..PollInfo::default()
-    }
+        ..PollFields::default()
+    })
 }
 
 fn rule<'a>(info: &'a PollInfo, key: &str) -> Option<&'a str> {
-    info.rules.iter().find(|&(k, _)| k == key).map(|(_, v)| v)
+    info.rules().iter().find(|&(k, _)| k == key).map(|(_, v)| v)
 }
 
 /// The answer entry of a management record; `None` for a record this face did not write
@@ -101,7 +101,7 @@ pub(crate) fn listed(rec: &Record) -> Option<ListedGameServer> {
     };
     let address = ServerAddress::parse(&text).ok()?;
     let port = GamePort::new(port).ok()?;
-    let server = GameServer::new(info.name.clone(), address, port).ok()?;
+    let server = GameServer::new(info.name(), address, port).ok()?;
     let lobby_open = match rule(info, RULE_LOBBY)? {
         "true" => true,
         "false" => false,

@@ -969,9 +969,9 @@ fn synthesized_info(p: &PollInfo) -> Value {
         "max_clients": max_clients,
         "max_players": max_players,
         "passworded": p.password.unwrap_or(false),
-        "game_type": p.game_type,
-        "name": p.name,
-        "map": {"name": p.map},
+        "game_type": p.game_type(),
+        "name": p.name(),
+        "map": {"name": p.map()},
         "version": "",
         "clients": players,
     })
@@ -980,6 +980,7 @@ fn synthesized_info(p: &PollInfo) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::PollFields;
 
     #[test]
     fn normalized_info_is_compact_and_keeps_order() {
@@ -1031,7 +1032,7 @@ mod tests {
 
     #[test]
     fn synthesized_info_passes_the_client_rules() {
-        let p = PollInfo {
+        let p = PollInfo::from(PollFields {
             name: "n".into(),
             map: "m".into(),
             game_type: "g".into(),
@@ -1040,8 +1041,8 @@ mod tests {
             players: (0..3)
                 .map(|i| crate::registry::PollPlayer::new(format!("p{i}")).with_score(Some(i)))
                 .collect(),
-            ..PollInfo::default()
-        };
+            ..PollFields::default()
+        });
         let v = synthesized_info(&p);
         let info: RegisterInfo = serde::Deserialize::deserialize(&v).unwrap();
         info.check_client_rules().unwrap();
