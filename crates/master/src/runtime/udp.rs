@@ -535,8 +535,11 @@ pub async fn run_on_own_thread<M: UdpMachine>(
     stop: CancellationToken,
 ) {
     let face = machine.name();
+    // The face thread frees what it read and sent; idle, it lets the allocator collect its
+    // pages like the daemon's workers do (see `muster_alloc::on_thread_park`).
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .on_thread_park(muster_alloc::on_thread_park)
         .build()
     {
         Ok(rt) => rt,
