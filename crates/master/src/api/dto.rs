@@ -150,6 +150,7 @@ impl ServerSummary {
     #[must_use]
     pub fn from_record(r: &Record) -> Self {
         let info = r.info.as_deref();
+        let [name, map, game_type] = info.map(PollInfo::texts).unwrap_or_default();
         let game = r.game_addr();
         Self {
             address: r.shown_addr(),
@@ -160,9 +161,9 @@ impl ServerSummary {
             protocol: r.face.name(),
             family: r.face.family(),
             query_protocol: r.query_protocol.map(muster_proto::Protocol::name),
-            name: info.map(|i| i.name().into()).unwrap_or_default(),
-            map: info.map(|i| i.map().into()).unwrap_or_default(),
-            game_type: info.map(|i| i.game_type().into()).unwrap_or_default(),
+            name: name.into(),
+            map: map.into(),
+            game_type: game_type.into(),
             num_players: info.map_or(0, |i| i.num_players),
             max_players: info.map_or(0, |i| i.max_players),
             password: info.and_then(|i| i.password),

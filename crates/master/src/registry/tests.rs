@@ -1423,6 +1423,7 @@ fn a_poll_info_keeps_its_texts_and_rules_apart() {
     };
     let p = PollInfo::from(fields.clone());
     assert_eq!((p.name(), p.map(), p.game_type()), ("ab", "", "ctf"));
+    assert_eq!(p.texts(), ["ab", "", "ctf"]);
     let rules: Vec<_> = p.rules().iter().collect();
     assert_eq!(rules, [("Version", "1.05"), ("", "x"), ("k", "")]);
     assert_eq!(p.rules().len(), 3);
@@ -1441,6 +1442,7 @@ fn a_poll_info_keeps_its_texts_and_rules_apart() {
     let empty = PollInfo::from(PollFields::default());
     assert_eq!(empty, PollInfo::default());
     assert_eq!((empty.name(), empty.map(), empty.game_type()), ("", "", ""));
+    assert_eq!(empty.texts(), ["", "", ""]);
     assert!(empty.rules().is_empty());
     // Rules alone.
     let only_rules = PollInfo::from(PollFields {

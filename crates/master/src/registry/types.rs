@@ -688,8 +688,7 @@ impl From<PollFields> for PollInfo {
                 f.name.len() + f.map.len() + f.game_type.len() + 3 + f.rules.0.len(),
             );
             for text in [&f.name, &f.map, &f.game_type] {
-                packed.extend(text.chars().filter(|&c| c != '\0').take(MAX_POLL_TEXT));
-                packed.push('\0');
+                push_packed(&mut packed, text);
             }
             packed.push_str(&f.rules.0);
             packed.into_boxed_str()
@@ -707,10 +706,11 @@ impl From<PollFields> for PollInfo {
 
 impl fmt::Debug for PollInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [name, map, game_type] = self.texts();
         f.debug_struct("PollInfo")
-            .field("name", &self.name())
-            .field("map", &self.map())
-            .field("game_type", &self.game_type())
+            .field("name", &name)
+            .field("map", &map)
+            .field("game_type", &game_type)
             .field("num_players", &self.num_players)
             .field("max_players", &self.max_players)
             .field("password", &self.password)
@@ -746,8 +746,7 @@ impl Rules {
         let mut packed = String::new();
         for (k, v) in pairs.into_iter().take(MAX_POLL_RULES) {
             for text in [k.as_ref(), v.as_ref()] {
-                packed.extend(text.chars().filter(|&c| c != '\0').take(MAX_POLL_TEXT));
-                packed.push('\0');
+                push_packed(&mut packed, text);
             }
         }
         Self(packed.into_boxed_str())
@@ -781,6 +780,13 @@ impl Rules {
     pub fn get(&self, key: &str) -> Option<&str> {
         self.view().get(key)
     }
+}
+
+/// Appends `text` to a packed string (a [`PollInfo`]'s texts, [`Rules`]): its first
+/// [`MAX_POLL_TEXT`] chars without any NUL, then a NUL to end it.
+fn push_packed(packed: &mut String, text: &str) {
+    packed.extend(text.chars().filter(|&c| c != '\0').take(MAX_POLL_TEXT));
+    packed.push('\0');
 }
 
 /// Rules as a [`Rules`] or a [`PollInfo`] keeps them, borrowed: `key NUL value NUL …`.
@@ -889,39 +895,41 @@ impl PollInfo {
         })
     }
 
-    /// The texts, in their packed order (name, map, game type); empty when there are none.
-    fn text(&self, i: usize) -> &str {
-        self.texts.split('\0').nth(i).unwrap_or_default()
+    /// The packed string in its four parts: name, map, game type, and the rules (each empty
+    /// when the string is).
+    fn parts(&self) -> std::str::SplitN<'_, char> {
+        self.texts.splitn(4, '\0')
+    }
+
+    /// Name, map and game type, found in one pass (for a caller that wants more than one).
+    #[must_use]
+    pub fn texts(&self) -> [&str; 3] {
+        let mut parts = self.parts();
+        std::array::from_fn(|_| parts.next().unwrap_or_default())
     }
 
     /// Server name, plain text.
     #[must_use]
     pub fn name(&self) -> &str {
-        self.text(0)
+        self.parts().next().unwrap_or_default()
     }
 
     /// Map.
     #[must_use]
     pub fn map(&self) -> &str {
-        self.text(1)
+        self.parts().nth(1).unwrap_or_default()
     }
 
     /// Game type / mode.
     #[must_use]
     pub fn game_type(&self) -> &str {
-        self.text(2)
+        self.parts().nth(2).unwrap_or_default()
     }
 
     /// Rules as (key, value), plain text.
     #[must_use]
     pub fn rules(&self) -> RulesView<'_> {
-        let rest = self
-            .texts
-            .match_indices('\0')
-            .nth(2)
-            .and_then(|(i, _)| self.texts.get(i + 1..))
-            .unwrap_or_default();
-        RulesView(rest)
+        RulesView(self.parts().nth(3).unwrap_or_default())
     }
 
     /// The value of the rule `key` (ASCII case-insensitive), if there is one.
@@ -933,10 +941,11 @@ impl PollInfo {
     /// Its fields, to change and build again.
     #[must_use]
     pub fn to_fields(&self) -> PollFields {
+        let [name, map, game_type] = self.texts();
         PollFields {
-            name: self.name().into(),
-            map: self.map().into(),
-            game_type: self.game_type().into(),
+            name: name.into(),
+            map: map.into(),
+            game_type: game_type.into(),
             num_players: self.num_players,
             max_players: self.max_players,
             password: self.password,

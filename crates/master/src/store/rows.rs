@@ -38,10 +38,11 @@ pub struct InfoRow {
 
 impl From<&PollInfo> for InfoRow {
     fn from(i: &PollInfo) -> Self {
+        let [name, map, game_type] = i.texts();
         Self {
-            name: i.name().into(),
-            map: i.map().into(),
-            game_type: i.game_type().into(),
+            name: name.into(),
+            map: map.into(),
+            game_type: game_type.into(),
             num_players: i.num_players,
             max_players: i.max_players,
             password: i.password,

@@ -965,13 +965,14 @@ fn synthesized_info(p: &PollInfo) -> Value {
         })
         .collect();
     let max_clients = max_players.max(i64::try_from(players.len()).unwrap_or(i64::MAX));
+    let [name, map, game_type] = p.texts();
     json!({
         "max_clients": max_clients,
         "max_players": max_players,
         "passworded": p.password.unwrap_or(false),
-        "game_type": p.game_type(),
-        "name": p.name(),
-        "map": {"name": p.map()},
+        "game_type": game_type,
+        "name": name,
+        "map": {"name": map},
         "version": "",
         "clients": players,
     })
