@@ -16,6 +16,11 @@ cd "$(dirname "$0")/.."
 fuzz_seconds=${MUSTER_FUZZ_SECONDS:-20}
 require_peers=${MUSTER_REQUIRE_PEERS:-0}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+# Test builds keep line tables (backtraces name files and lines) but not full debug info, and
+# no incremental state: a clean checkout's target/ takes about half the disk, and links faster.
+# A caller's own setting wins.
+export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 
 step() { printf '\n==> %s\n' "$*"; }
 elapsed() { printf '    (%ss)\n' "$((SECONDS - $1))"; }
