@@ -41,7 +41,7 @@ fn windows1252_high() -> &'static [char; 128] {
         let mut table = ['\u{fffd}'; 128];
         for (slot, b) in table.iter_mut().zip(0x80u8..=0xFF) {
             let byte = [b];
-            let (text, _, _) = WINDOWS_1252.decode(&byte);
+            let (text, _) = WINDOWS_1252.decode_without_bom_handling(&byte);
             if let Some(c) = text.chars().next() {
                 *slot = c;
             }
@@ -115,6 +115,14 @@ mod tests {
     }
 
     #[test]
+    fn bytes_that_look_like_a_bom_are_text() {
+        // A Latin-1 name may start with "ÿþ" (FF FE) or "ï»¿" (EF BB BF); they are characters,
+        // not byte-order marks.
+        assert_eq!(decode_windows1252(b"\xff\xfeName"), "ÿþName");
+        assert_eq!(decode_windows1252(b"\xef\xbb\xbf"), "ï»¿");
+    }
+
+    #[test]
     fn utf16le_round_trip() {
         let s = "Ünïcødé 日本";
         assert_eq!(decode_utf16le(&encode_utf16le(s)), s);
@@ -126,10 +134,11 @@ mod table_tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The table decoder is encoding_rs's Windows-1252 decoder, byte for byte.
+        /// The table decoder is encoding_rs's Windows-1252 decoder, byte for byte. Without
+        /// BOM handling: `decode` would read a leading FF FE as a UTF-16 mark, not as "ÿþ".
         #[test]
         fn windows1252_table_matches_encoding_rs(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let (want, _, _) = encoding_rs::WINDOWS_1252.decode(&bytes);
+            let (want, _) = encoding_rs::WINDOWS_1252.decode_without_bom_handling(&bytes);
             prop_assert_eq!(super::decode_windows1252(&bytes), want.into_owned());
         }
 
