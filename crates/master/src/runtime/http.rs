@@ -101,6 +101,10 @@ const FRONT_READ: usize = 1024;
 /// Headers a request read before hyper may have.
 const MAX_FRONT_HEADERS: usize = 64;
 
+/// Bodies longer than this go out corked from a connection's second body on (see `front`):
+/// the largest segment the kernel builds, so a shorter body takes one segment at most.
+const CORK_MIN: u64 = 64 * 1024;
+
 /// Request headers that send a `GET` to hyper even on a file route: conditions and ranges
 /// (hyper's route answers them), CORS, bodies, protocol changes.
 const NOT_PLAIN: [&str; 9] = [
@@ -200,18 +204,17 @@ async fn front(
             head.truncate(head.len() - 2);
             head.extend_from_slice(b"connection: close\r\n\r\n");
         }
-        // A body longer than the send buffer, from a connection's second body on, goes out
-        // corked: in full segments only. Such a body takes several writes, and uncorked, on
-        // this TCP_NODELAY socket, each acknowledgement that finds the write queue short
-        // pushes its partial last segment: a 12 MB servers.json left in segments of 38 KB on
-        // average against nginx's 64 KB, and the loopback path's per-segment work made each
-        // request cost 10% more. A body the buffer holds is written whole, in full segments
-        // already. Not a first body: until autotuning grew the buffer past a segment, corked
-        // data could wait for room it needs acknowledgements to get (a connection each
-        // measured slower corked).
-        let cork = sent > 0
-            && stream.send_buffer().is_some_and(|b| res.len > b)
-            && stream.set_cork(true).is_ok();
+        // A long body, from a connection's second body on, goes out corked: in full segments
+        // only. Such a body takes several writes, and uncorked, on this TCP_NODELAY socket,
+        // each acknowledgement that finds the write queue short pushes its partial last
+        // segment: a 12 MB servers.json left in segments of 38 KB on average against nginx's
+        // 64 KB, and the loopback path's per-segment work made each request cost 10% more.
+        // Not a first body: until autotuning grew the buffer past a segment, corked data
+        // could wait for room it needs acknowledgements to get (a connection each measured
+        // slower corked). The rule is on the body's length alone: it once also asked for a
+        // body longer than the send buffer, and as autotuning grew the buffer, whether a 1 MB
+        // body went out corked changed from one connection to the next.
+        let cork = sent > 0 && res.len > CORK_MIN && stream.set_cork(true).is_ok();
         // Else a head flagged "more" waits for the body: only when there is one.
         let head_sent = if res.len > 0 && !cork {
             stream.write_head(&head).await

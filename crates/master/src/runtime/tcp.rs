@@ -355,13 +355,6 @@ impl CappedStream {
         rustix::net::sockopt::set_tcp_cork(&self.inner, on).map_err(io::Error::from)
     }
 
-    /// The socket's send buffer (`SO_SNDBUF`: what the kernel lets it queue), if it says.
-    pub fn send_buffer(&self) -> Option<u64> {
-        rustix::net::sockopt::socket_send_buffer_size(&self.inner)
-            .ok()
-            .and_then(|n| u64::try_from(n).ok())
-    }
-
     /// Sends `len` bytes of `file` from `offset` with `sendfile(2)`: the kernel moves them
     /// from the file's pages into the socket, with no copy through this process. Within the
     /// idle timeout, as every write; fails with `UnexpectedEof` when the file is shorter.

@@ -274,8 +274,8 @@ async fn the_plain_document_names_no_encoding_and_is_never_compressed_again() {
 }
 
 #[tokio::test]
-async fn documents_longer_than_the_send_buffer_arrive_whole_on_one_connection() {
-    // Bodies past every send buffer: from the second on they go out corked.
+async fn long_documents_arrive_whole_on_one_connection() {
+    // Long bodies (past every send buffer too): from the second on they go out corked.
     let (_dir, d) = daemon("sj-long", 20_000, Duration::from_secs(5));
     let plain = via_router(&d, "").await;
     assert!(plain.body.len() > 4 << 20, "{}", plain.body.len());
@@ -287,7 +287,7 @@ async fn documents_longer_than_the_send_buffer_arrive_whole_on_one_connection() 
         same_headers(&r, &plain);
         assert!(r.body == plain.body, "the same document, whole");
     }
-    // The connection still answers small requests at once after an uncorked body.
+    // The connection still answers small requests at once after a corked body.
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n")
         .await
         .unwrap();
