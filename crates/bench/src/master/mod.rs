@@ -1280,10 +1280,12 @@ fn print_vs(v: &VsResult) {
             x.iter()
                 .map(|l| {
                     format!(
-                        "{:.0} at {:.0}% CPU, {:.0} µs each",
+                        "{:.0} at {:.0}% CPU, {:.0} µs each (bench {:.0}%, rest {:.0}%)",
                         l.rate.per_sec(),
                         l.spent.master_pct,
-                        l.cpu_us_per_req()
+                        l.cpu_us_per_req(),
+                        l.spent.bench_pct,
+                        l.spent.others_pct
                     )
                 })
                 .collect::<Vec<_>>()
