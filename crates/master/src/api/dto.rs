@@ -156,7 +156,7 @@ impl ServerSummary {
             address: r.shown_addr(),
             address_is_game: game.is_some(),
             registered_address: r.key.addr.to_string(),
-            query_address: r.query_addr.map(|a| a.to_string()),
+            query_address: r.query_addr.as_ref().map(crate::registry::addr_text),
             game: r.key.game.clone(),
             protocol: r.face.name(),
             family: r.face.family(),

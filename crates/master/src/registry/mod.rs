@@ -70,8 +70,8 @@ pub use types::{
     DDNET_STREAM_SCHEMES, DdnetData, DdnetSecret, DdnetStream, Face, GameAddr, MAX_DDNET_INFO,
     MAX_DDNET_STREAMS, MAX_GAME_LEN, MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT,
     MAX_SOURCES, Origin, PollFields, PollInfo, PollPlayer, PollPlayers, Record, Registration,
-    Rules, RulesView, ServerKey, ShortText, Source, Timestamp, Verification, protocol_from_name,
-    short,
+    Rules, RulesView, ServerKey, ShortText, Source, Timestamp, Verification, addr_text,
+    protocol_from_name, short,
 };
 
 /// Default cap on records per source (IPv4 address / IPv6 /64).

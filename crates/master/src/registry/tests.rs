@@ -1566,3 +1566,19 @@ fn the_newest_serial_of_a_secret_answers_whatever_the_order_its_records_came_in(
         assert_eq!(&info.bytes().unwrap()[..], br#"{"v":5}"#);
     }
 }
+
+proptest! {
+    /// Addresses are written as the standard library writes them, IPv4 digit by digit.
+    #[test]
+    fn addresses_are_written_as_std_writes_them(ip in any::<u32>(), port in any::<u16>(), v6 in any::<u128>()) {
+        for a in [
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), port),
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::from(v6)), port),
+        ] {
+            prop_assert_eq!(addr_text(&a), a.to_string());
+            prop_assert_eq!(GameAddr::Ip(a).to_string(), a.to_string());
+            // Widths and alignment still apply.
+            prop_assert_eq!(format!("{:>48}", GameAddr::Ip(a)), format!("{a:>48}"));
+        }
+    }
+}

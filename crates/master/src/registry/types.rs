@@ -216,10 +216,44 @@ impl GameAddr {
 impl fmt::Display for GameAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Ip(a) => a.fmt(f),
+            Self::Ip(a) => addr_fmt(a, f),
             Self::Host { host, port } => write!(f, "{host}:{port}"),
         }
     }
+}
+
+/// `a` as its [`fmt::Display`] writes it, e.g. for the API's rows.
+#[must_use]
+pub fn addr_text(a: &SocketAddr) -> String {
+    let mut out = String::with_capacity(21);
+    let _ = match a {
+        SocketAddr::V4(v4) => write_v4(&mut out, v4),
+        SocketAddr::V6(_) => fmt::Write::write_fmt(&mut out, format_args!("{a}")),
+    };
+    out
+}
+
+/// [`SocketAddr`]'s `Display`, with IPv4 written digit by digit when no width or precision is
+/// asked for: the formatting machinery per octet was 6 % of the master's CPU while clients
+/// paged through the API (three addresses per row).
+fn addr_fmt(a: &SocketAddr, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match a {
+        SocketAddr::V4(v4) if f.width().is_none() && f.precision().is_none() => write_v4(f, v4),
+        _ => fmt::Display::fmt(a, f),
+    }
+}
+
+/// Writes `a.b.c.d:port`.
+fn write_v4(out: &mut impl fmt::Write, a: &std::net::SocketAddrV4) -> fmt::Result {
+    let mut digits = itoa::Buffer::new();
+    for (i, octet) in a.ip().octets().into_iter().enumerate() {
+        if i > 0 {
+            out.write_char('.')?;
+        }
+        out.write_str(digits.format(octet))?;
+    }
+    out.write_char(':')?;
+    out.write_str(digits.format(a.port()))
 }
 
 /// What identifies a record.
