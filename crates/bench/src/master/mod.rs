@@ -98,9 +98,11 @@ pub(crate) struct MasterArgs {
     #[arg(long, default_value_t = 10_000)]
     vs_servers: usize,
     /// Rounds of the side-by-side servers.json measurements (alternating the two). One 3 s
-    /// round's rate moves by up to ±10 % on a shared machine, and plain keep-alive is
-    /// within a few per cent of nginx's, so the comparison takes the mean of four.
-    #[arg(long, default_value_t = 4)]
+    /// round's rate moves by up to ±10 % on a shared machine (a sample standard deviation of
+    /// 5 % in the ratio of a round pair), and plain keep-alive is within a few per cent of
+    /// nginx's, so the comparison takes the mean of eight and prints the ratio's 95 %
+    /// confidence interval over the round pairs.
+    #[arg(long, default_value_t = 8)]
     vs_rounds: usize,
     /// In the side-by-side `servers.json` rounds, pin the servers (Muster, mastersrv, nginx)
     /// to the first CPU and the bench's clients to the second, and stop (SIGSTOP) the side
@@ -1235,6 +1237,28 @@ fn mean_rate(v: &[ListResult]) -> f64 {
     v.iter().map(|l| l.rate.per_sec()).sum::<f64>() / (v.len().max(1) as f64)
 }
 
+/// The mean of the per-round ratios `ours[i] / theirs[i]` (rounds run one after the other,
+/// so a pair shares the machine's state) and its 95 % confidence interval (Student's t);
+/// `None` with fewer than two pairs.
+fn paired_ratio(ours: &[f64], theirs: &[f64]) -> Option<(f64, f64, f64)> {
+    let r: Vec<f64> = ours
+        .iter()
+        .zip(theirs)
+        .map(|(a, b)| a / b.max(1e-9))
+        .collect();
+    let n = r.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = r.iter().sum::<f64>() / n as f64;
+    let var = r.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    // Two-sided 95 % quantiles of Student's t for 1–10 degrees of freedom, then the normal's.
+    const T95: [f64; 10] = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23];
+    let t = T95.get(n - 2).copied().unwrap_or(1.96);
+    let half = t * (var / n as f64).sqrt();
+    Some((mean, mean - half, mean + half))
+}
+
 fn mean_cpu_us(v: &[ListResult]) -> f64 {
     v.iter().map(ListResult::cpu_us_per_req).sum::<f64>() / (v.len().max(1) as f64)
 }
@@ -1519,9 +1543,15 @@ fn print_goals(sizes: &[SizeResult], vs: Option<&VsResult>) {
         for (label, ours, theirs) in &v.rows {
             if label.ends_with("keep-alive") || label.ends_with("each") {
                 let (a, b) = (mean_rate(ours), mean_rate(theirs));
+                let rates =
+                    |x: &[ListResult]| x.iter().map(|l| l.rate.per_sec()).collect::<Vec<_>>();
+                let paired = paired_ratio(&rates(ours), &rates(theirs))
+                    .map_or_else(String::new, |(m, lo, hi)| {
+                        format!(" (round pairs {m:.3}×, 95 % CI {lo:.3}–{hi:.3})")
+                    });
                 rows.push(vec![
                     format!("servers.json {label} ≥ nginx ({})", v.n),
-                    format!("{a:.0} vs {b:.0} /s"),
+                    format!("{a:.0} vs {b:.0} /s{paired}"),
                     pass(a >= b),
                 ]);
             }
@@ -1549,4 +1579,24 @@ fn print_goals(sizes: &[SizeResult], vs: Option<&VsResult>) {
     let mut s = String::new();
     let _ = write!(s, "{}", table::render(&["goal", "figure", "result"], &rows));
     print!("{s}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::paired_ratio;
+
+    #[test]
+    fn paired_ratio_and_its_interval() {
+        assert_eq!(paired_ratio(&[300.0], &[290.0]), None);
+        // Ratios 1.1 and 0.9: mean 1, sample sd 0.1414, t(1) 12.71 → ±1.27.
+        let (m, lo, hi) = paired_ratio(&[110.0, 90.0], &[100.0, 100.0]).unwrap();
+        assert!((m - 1.0).abs() < 1e-9);
+        assert!(
+            (hi - 2.271).abs() < 1e-3 && (lo + 0.271).abs() < 1e-3,
+            "{lo} {hi}"
+        );
+        // Equal ratios: no spread.
+        let (m, lo, hi) = paired_ratio(&[210.0, 105.0, 315.0], &[200.0, 100.0, 300.0]).unwrap();
+        assert!((m - 1.05).abs() < 1e-9 && (hi - lo).abs() < 1e-9);
+    }
 }
