@@ -222,15 +222,17 @@ impl fmt::Display for GameAddr {
     }
 }
 
-/// `a` as its [`fmt::Display`] writes it, e.g. for the API's rows.
+/// `a` as its [`fmt::Display`] writes it, by the same path as a [`GameAddr`]'s, e.g. for
+/// the API's rows.
 #[must_use]
 pub fn addr_text(a: &SocketAddr) -> String {
-    let mut out = String::with_capacity(21);
-    let _ = match a {
-        SocketAddr::V4(v4) => write_v4(&mut out, v4),
-        SocketAddr::V6(_) => fmt::Write::write_fmt(&mut out, format_args!("{a}")),
-    };
-    out
+    struct Shown<'a>(&'a SocketAddr);
+    impl fmt::Display for Shown<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            addr_fmt(self.0, f)
+        }
+    }
+    Shown(a).to_string()
 }
 
 /// [`SocketAddr`]'s `Display`, with IPv4 written digit by digit when no width or precision is
