@@ -117,11 +117,8 @@ fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<E
     let mut registrars: Vec<BoxedRegistrar> = Vec::new();
     match server.protocol {
         FarmProtocol::Gameagent => {
-            let name_marks = match style {
-                None | Some("x86") => NameMarks::X86,
-                Some("arm") => NameMarks::UnsignedChar,
-                Some(s) => return Err(unknown_style(server.protocol, s)),
-            };
+            let name_marks = NameMarks::from_style_name(style)
+                .ok_or_else(|| unknown_style(server.protocol, style.unwrap_or("")))?;
             for m in masters {
                 if m.protocol != "gameagent" {
                     return Err(wrong_master(server.protocol, m));

@@ -9,6 +9,9 @@
 //! anything else   ->  nothing (returns false)
 //! ```
 //!
+//! Player names follow [`NameMarks`]: as typed by default, the way seed 001's example shows
+//! them; wrapped in `^o…^r` with the stock marks under the `x86` and `arm` styles.
+//!
 //! Every byte comes from the codecs in [`super::packet`]; this module only maps a
 //! [`ServerState`] onto their fields. Rate limits and the byte budget are the driver's
 //! ([`crate::limit`]); registering with a master is [`super::register`]'s.
@@ -34,16 +37,47 @@ pub const DEFAULT_GAME_NAME: &str = "serioussamse";
 /// Least time between two heartbeats a `01` request may trigger (spec §9.1.2).
 pub const HEARTBEAT_TRIGGER_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How player names become wire bytes; the build variants of spec §3.3.
+/// How player names become wire bytes.
+///
+/// The seed document's example sends a name as typed (`player_0` `02` `Angelo` `03`) and says
+/// that an invalid name is sent as the single byte `11` or `12`; that is the default. The
+/// two stock build variants of spec §3.3 are kept for emulating real servers byte for byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NameMarks {
-    /// Stock x86 (signed `char`): any byte ≥ 0x80 in the Windows-1252 name sends the `12`
-    /// mark, so `Jérôme` is sent as `12` (spec §8.4.1). The default.
+    /// The seed's form, the default: the Windows-1252 name as it is, not wrapped. A name with
+    /// a CR or LF is sent as `11`, one with another byte below 0x20 as `12`; bytes ≥ 0x80
+    /// pass through.
     #[default]
+    Plain,
+    /// Stock x86 (signed `char`): the name wrapped as `^o` name `^r`, and any byte ≥ 0x80 in
+    /// it sends the `12` mark, so `Jérôme` is sent as `12` (spec §8.4.1).
     X86,
-    /// Builds with unsigned `char` (ARM Linux): bytes ≥ 0x80 pass through; only CR/LF (`11`)
-    /// and other bytes below 0x20 (`12`) are marked.
+    /// Stock builds with unsigned `char` (ARM Linux): wrapped like x86, but bytes ≥ 0x80 pass
+    /// through; only CR/LF (`11`) and other bytes below 0x20 (`12`) are marked.
     UnsignedChar,
+}
+
+impl NameMarks {
+    /// The `--style` name of each variant: `seed` (the default), `x86`, `arm`.
+    #[must_use]
+    pub const fn style_name(self) -> &'static str {
+        match self {
+            Self::Plain => "seed",
+            Self::X86 => "x86",
+            Self::UnsignedChar => "arm",
+        }
+    }
+
+    /// The variant a `--style` name selects; `None` (no style given) is the default.
+    #[must_use]
+    pub fn from_style_name(style: Option<&str>) -> Option<Self> {
+        match style {
+            None => Some(Self::default()),
+            Some(s) => [Self::Plain, Self::X86, Self::UnsignedChar]
+                .into_iter()
+                .find(|m| m.style_name() == s),
+        }
+    }
 }
 
 /// Who may make the responder send a heartbeat with request `01` (spec §3.1, §9.1.2).
@@ -69,16 +103,18 @@ pub struct ResponderConfig {
 }
 
 impl Default for ResponderConfig {
-    /// x86 name marks, `01` ignored.
+    /// The seed's plain names, `01` ignored.
     fn default() -> Self {
         Self {
-            name_marks: NameMarks::X86,
+            name_marks: NameMarks::Plain,
             heartbeat_trigger: HeartbeatTrigger::Off,
         }
     }
 }
 
-/// Answers GameAgent queries byte-exact as a stock 1.10 server (spec §3, §8.4).
+/// Answers GameAgent queries in the stock 1.10 wire format (spec §3, §8.4); player names
+/// as [`NameMarks`] says (the seed's plain names by default, byte-exact stock with
+/// [`NameMarks::X86`] or [`NameMarks::UnsignedChar`]).
 ///
 /// Mapping from [`ServerState`]: `players` = the active players (bots and spectators are not
 /// player buffers of a Serious Sam session, so they are neither counted nor listed), listed in
@@ -156,7 +192,10 @@ impl GameAgentResponder {
                 match self.config.name_marks {
                     NameMarks::X86 => Some(PlayerRecord::stock(slot, &raw, score, ping)),
                     NameMarks::UnsignedChar => {
-                        PlayerRecord::new(slot, unsigned_char_wire_name(&raw), score, ping)
+                        PlayerRecord::new(slot, marked_wire_name(&raw, true), score, ping)
+                    }
+                    NameMarks::Plain => {
+                        PlayerRecord::new(slot, marked_wire_name(&raw, false), score, ping)
                     }
                 }
             })
@@ -243,21 +282,25 @@ fn clamp_i32(n: i64) -> i32 {
     i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX })
 }
 
-/// The wire name of an unsigned-`char` build: wrapped like stock, marks only for bytes below
-/// 0x20 (spec §3.3). Unlike [`super::packet::stock_wire_name`], bytes ≥ 0x80 pass through.
-fn unsigned_char_wire_name(name: &[u8]) -> Vec<u8> {
+/// The wire name with marks only for bytes below 0x20: wrapped like stock when `wrap`
+/// (unsigned-`char` builds, spec §3.3), as typed otherwise (the seed's form). Unlike
+/// [`super::packet::stock_wire_name`], bytes ≥ 0x80 pass through.
+fn marked_wire_name(name: &[u8], wrap: bool) -> Vec<u8> {
+    if let Some(&b) = name.iter().find(|&&b| b < 0x20) {
+        // The scan stops at the first offending byte (spec §3.3); `^o` and `^r` hold none.
+        return vec![if b == b'\r' || b == b'\n' {
+            NAME_MARK_LINE_BREAK_BYTE
+        } else {
+            NAME_MARK_CONTROL_BYTE
+        }];
+    }
+    if !wrap {
+        return name.to_vec();
+    }
     let mut out = Vec::with_capacity(NAME_OPEN.len() + name.len() + NAME_CLOSE.len());
     out.extend_from_slice(NAME_OPEN);
     out.extend_from_slice(name);
     out.extend_from_slice(NAME_CLOSE);
-    for &b in &out {
-        if b == b'\r' || b == b'\n' {
-            return vec![NAME_MARK_LINE_BREAK_BYTE];
-        }
-        if b < 0x20 {
-            return vec![NAME_MARK_CONTROL_BYTE];
-        }
-    }
     out
 }
 
@@ -290,6 +333,13 @@ mod tests {
             ping_ms: ping,
             ..PlayerState::default()
         }
+    }
+
+    fn x86() -> GameAgentResponder {
+        GameAgentResponder::new(ResponderConfig {
+            name_marks: NameMarks::X86,
+            ..ResponderConfig::default()
+        })
     }
 
     fn ask(r: &mut GameAgentResponder, req: &[u8], state: &ServerState) -> Option<Vec<Reply>> {
@@ -370,7 +420,7 @@ mod tests {
             players: vec![player("Sam", 3, 42)],
             ..ServerState::default()
         };
-        let mut r = GameAgentResponder::default();
+        let mut r = x86();
         let out = ask(&mut r, &[0x03], &state).unwrap();
         let want = hex("01 70 6c 61 79 65 72 73 02 31 03
              70 6c 61 79 65 72 5f 30 02 5e 6f 53 61 6d 5e 72 03
@@ -388,12 +438,59 @@ mod tests {
             players: vec![player("Jérôme", -2, 999)],
             ..ServerState::default()
         };
-        let mut r = GameAgentResponder::default();
+        let mut r = x86();
         let out = ask(&mut r, &[0x03], &state).unwrap();
         let want = hex("01 70 6c 61 79 65 72 73 02 31 03
              70 6c 61 79 65 72 5f 30 02 12 03
              66 72 61 67 73 5f 30 02 2d 32 03 70 69 6e 67 5f 30 02 39 39 39 03 04");
         assert_eq!(out[0].bytes, want);
+    }
+
+    #[test]
+    fn default_sends_the_seed_player_example_byte_for_byte() {
+        // Seed 001: one player, slot 0, "Angelo", 14 frags, ping 80, header "8" (the seed's
+        // example prints the header of its 8-player server; here 8 players are connected and
+        // the other seven sit in slots 1..7).
+        let mut players = vec![player("Angelo", 14, 80)];
+        players.extend((1..8).map(|i| player(&format!("p{i}"), 0, 0)));
+        let state = ServerState {
+            players,
+            ..ServerState::default()
+        };
+        let mut r = GameAgentResponder::default();
+        let out = ask(&mut r, &[0x03], &state).unwrap();
+        assert_eq!(out.len(), 1);
+        let want = b"\x01players\x028\x03player_0\x02Angelo\x03frags_0\x0214\x03ping_0\x0280\x03";
+        assert!(out[0].bytes.starts_with(want), "{:?}", out[0].bytes);
+        assert_eq!(out[0].bytes.last(), Some(&0x04));
+    }
+
+    #[test]
+    fn default_passes_non_ascii_and_marks_control_bytes() {
+        let state = ServerState {
+            players: vec![
+                player("Jérôme", 1, 5),
+                player("a\nb", 0, 0),
+                player("x\x07\ry", 0, 0),
+                player("\r\x07", 0, 0),
+            ],
+            ..ServerState::default()
+        };
+        let reply = GameAgentResponder::default().players(&state);
+        let names: Vec<&[u8]> = reply.records.iter().map(PlayerRecord::name).collect();
+        assert_eq!(
+            names,
+            vec![&b"J\xe9r\xf4me"[..], &[0x11][..], &[0x12][..], &[0x11][..]]
+        );
+    }
+
+    #[test]
+    fn style_names_select_the_name_marks() {
+        assert_eq!(NameMarks::from_style_name(None), Some(NameMarks::Plain));
+        for m in [NameMarks::Plain, NameMarks::X86, NameMarks::UnsignedChar] {
+            assert_eq!(NameMarks::from_style_name(Some(m.style_name())), Some(m));
+        }
+        assert_eq!(NameMarks::from_style_name(Some("ut2003")), None);
     }
 
     #[test]
@@ -438,8 +535,7 @@ mod tests {
         let players = ask(&mut r, &[0x03], &state).unwrap();
         assert_eq!(
             players[0].bytes,
-            b"\x01players\x021\x03player_0\x02^oSam^r\x03frags_0\x021\x03ping_0\x022\x03\x04"
-                .to_vec()
+            b"\x01players\x021\x03player_0\x02Sam\x03frags_0\x021\x03ping_0\x022\x03\x04".to_vec()
         );
         let status = ask(&mut r, &[0x02], &state).unwrap();
         assert!(status[0].bytes.starts_with(b"0;players;1;"));
@@ -464,7 +560,7 @@ mod tests {
                 .collect(),
             ..ServerState::default()
         };
-        let mut r = GameAgentResponder::default();
+        let mut r = x86();
         let out = ask(&mut r, &[0x03], &state).unwrap();
         let lens: Vec<usize> = out.iter().map(|r| r.bytes.len()).collect();
         assert_eq!(lens, vec![1884, 1891]);

@@ -681,6 +681,59 @@ fn seed_001_player_example() {
     assert_eq!(reply.encode_datagrams(), vec![bytes]);
 }
 
+/// Seed 001's player example as the responder sends it: the seed's server has 8 players
+/// (header `8`), and its record for slot 0 is `Angelo`, 14 frags, ping 80. The default style
+/// must write those bytes exactly: the name as typed, not `^oAngelo^r`. The other seven
+/// records follow the seed's per-player template, written out here by hand.
+#[test]
+fn seed_001_responder_sends_the_seed_player_example() {
+    use muster_proto::gameagent::respond::GameAgentResponder;
+    use muster_proto::respond::{PlayerState, Responder, ServerState};
+    let player = |name: &str, score: i64, ping_ms: u32| PlayerState {
+        name: name.into(),
+        score,
+        ping_ms,
+        ..PlayerState::default()
+    };
+    let mut players = vec![player("Angelo", 14, 80)];
+    players.extend((1..8u32).map(|i| player(&format!("Bot{i}"), i64::from(i), 20 + i)));
+    let state = ServerState {
+        name: "Awesome Server".into(),
+        map: "Yodeller".into(),
+        game_type: "Fragmatch".into(),
+        version: "1.10".into(),
+        game: "serioussamse".into(),
+        max_players: 16,
+        players,
+        ..ServerState::default()
+    };
+    let mut want = b"\x01players\x028\x03".to_vec();
+    want.extend_from_slice(b"player_0\x02Angelo\x03frags_0\x0214\x03ping_0\x0280\x03");
+    for i in 1..8 {
+        want.extend_from_slice(
+            format!(
+                "player_{i}\x02Bot{i}\x03frags_{i}\x02{i}\x03ping_{i}\x02{}\x03",
+                20 + i
+            )
+            .as_bytes(),
+        );
+    }
+    want.push(0x04);
+    let from = addr("127.0.0.1:40000");
+    let mut r = GameAgentResponder::default();
+    let mut out = Vec::new();
+    assert!(r.handle_datagram(Instant::now(), from, &[0x03], &state, &mut out));
+    let got: Vec<&[u8]> = out.iter().map(|r| r.bytes.as_slice()).collect();
+    assert_eq!(got, [want.as_slice()]);
+    // And the seed's status example, from the same state.
+    out.clear();
+    assert!(r.handle_datagram(Instant::now(), from, &[0x02], &state, &mut out));
+    assert_eq!(
+        out[0].bytes,
+        b"0;players;8;maxplayers;16;level;Yodeller;gametype;Fragmatch;version;1.10;gamename;serioussamse;sessionname;Awesome Server"
+    );
+}
+
 /// Seed 001's master reply example: `s`, the four IP bytes in order (0x7F 0x00 0x00 0x01 is
 /// 127.0.0.1), then a short port; the seed does not say its byte order, the servers and the
 /// reference master send it little-endian (spec §7, `quirk_port_little_endian_address_network_order`).

@@ -136,12 +136,11 @@ async fn roundtrip_x86_marks_non_ascii_names_as_12() {
     // Stock x86 servers cannot send a non-ASCII name: it becomes the one-byte mark `12`
     // (spec §3.3), which the query reads as an empty plain name with the raw byte kept.
     let state = small_state();
-    let s = start(
-        GameAgentResponder::default(),
-        state.clone(),
-        Impairment::default(),
-    )
-    .await;
+    let x86 = GameAgentResponder::new(ResponderConfig {
+        name_marks: NameMarks::X86,
+        ..ResponderConfig::default()
+    });
+    let s = start(x86, state.clone(), Impairment::default()).await;
     let info = query(s.game).await;
     assert_eq!(info.name.text, "Muster Café");
     let names: Vec<(&[u8], &str)> = info
