@@ -18,9 +18,10 @@ Examples:
   muster emulate --config examples/farm.toml
 
 Query ports follow each protocol's convention: game port + 1 for gameagent, gamespy1 and
-unreal2; the game port itself for teeworlds. --gamespy-offset N puts GameSpy v1 at game port
-+ N, as UT2003/UT2004 servers do (+ 10 by default there): instead of + 1 for gamespy1, and
-besides the native query at + 1 for unreal2. One line `listening <protocol> udp <address>` is
+unreal2; the game port itself for teeworlds. UT2003 moved GameSpy v1 to game port + 10, so
+gamespy1 with --style ut2003 or ut2003demo answers at + 10. --gamespy-offset N puts GameSpy v1
+at game port + N: instead of + 1 (or + 10) for gamespy1, and besides the native query at + 1
+for unreal2 (UT2003/UT2004 servers answer GameSpy at + 10). One line `listening <protocol> udp <address>` is
 printed per socket before serving starts. SIGINT or SIGTERM stops every server (registered
 servers say goodbye to their masters first). The farm file format is described in
 crates/server/src/farm.rs and shown in examples/farm.toml.";
@@ -50,16 +51,18 @@ pub(crate) struct EmulateArgs {
     /// Its player slots.
     #[arg(long, default_value_t = 16)]
     pub max_players: u32,
-    /// The reply style (gamespy1: ut2003, ut99, unreal, serioussam; unreal2: ut2004, ut2003;
-    /// gameagent: x86, arm).
+    /// The reply style (gamespy1: ut2003, ut2003demo, ut99, unreal, serioussam; unreal2:
+    /// ut2004, ut2003; gameagent: seed (default, names as typed), x86, arm (stock `^o…^r`
+    /// names)).
     #[arg(long)]
     pub style: Option<String>,
     /// Register with a master: PROTOCOL:HOST:PORT (gameagent, gamespy, teeworlds07) or
     /// ddnet:URL. Repeatable.
     #[arg(long = "master", value_name = "PROTOCOL:ADDRESS")]
     pub masters: Vec<String>,
-    /// GameSpy v1 at game port + N (gamespy1: instead of + 1; unreal2: also, besides the
-    /// native query at + 1, as UT2003/UT2004 servers answer at + 10).
+    /// GameSpy v1 at game port + N (gamespy1: instead of + 1, or + 10 for the UT2003 styles;
+    /// unreal2: also, besides the native query at + 1, as UT2003/UT2004 servers answer at
+    /// + 10).
     #[arg(long, value_name = "N")]
     pub gamespy_offset: Option<u16>,
     /// The address to listen on.

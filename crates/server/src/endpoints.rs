@@ -2,8 +2,8 @@
 //!
 //! | protocol | query port | styles | masters |
 //! |---|---|---|---|
-//! | `gameagent` | game + 1 | `x86` (stock: non-ASCII names become the `12` mark), `arm` (names pass) | `gameagent:host:port` |
-//! | `gamespy1` | game + 1 (or + `gamespy_offset`) | `ut2003` (default), `ut99`, `unreal`, `serioussam` | `gamespy:host:port` |
+//! | `gameagent` | game + 1 | `seed` (default: names as typed, as seed 001 shows them), `x86` (stock: `^o…^r`, non-ASCII names become the `12` mark), `arm` (stock, names pass) | `gameagent:host:port` |
+//! | `gamespy1` | game + 1; + 10 with style `ut2003` or `ut2003demo`; + `gamespy_offset` when set | UT2003's format (default), `ut2003`, `ut2003demo`, `ut99`, `unreal`, `serioussam` | `gamespy:host:port` |
 //! | `unreal2` | game + 1, and GameSpy v1 at + `gamespy_offset` when set | `ut2004` (default), `ut2003` | `gamespy:host:port` (needs `gamespy_offset`) |
 //! | `teeworlds` | game port | one: 0.6, DDNet extended and 0.7 on one port | `teeworlds07:host:port`, `ddnet:URL` |
 //!
@@ -141,13 +141,8 @@ fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<E
             })
         }
         FarmProtocol::Gamespy1 => {
-            let profile = match style {
-                None | Some("ut2003") => Profile::Ut2003,
-                Some("ut99") => Profile::Ut99,
-                Some("unreal") => Profile::Unreal227,
-                Some("serioussam") => Profile::SeriousSam,
-                Some(s) => return Err(unknown_style(server.protocol, s)),
-            };
+            let profile = Profile::from_style_name(style)
+                .ok_or_else(|| unknown_style(server.protocol, style.unwrap_or("")))?;
             let port = query_port(game_port, server.gamespy_offset.unwrap_or(1))?;
             Ok(Endpoint {
                 responder: Box::new(GameSpyResponder::with_profile(profile)),

@@ -29,13 +29,15 @@
 //! delay = "5ms"
 //! ```
 //!
-//! Styles: gamespy1 `ut2003` (default), `ut99`, `unreal`, `serioussam`; unreal2 `ut2004`
-//! (default), `ut2003`; gameagent and teeworlds have one each. Impairments (`loss`,
+//! Styles: gamespy1 `ut2003` (its format is the default), `ut2003demo`, `ut99`, `unreal`,
+//! `serioussam`; unreal2 `ut2004` (default), `ut2003`; gameagent `seed` (default), `x86`,
+//! `arm`; teeworlds has one. Impairments (`loss`,
 //! `reorder`, `delay`) apply to requests and replies of that server, for testing clients.
 //!
 //! `gamespy_offset = N` puts GameSpy v1 at game port + N, as UT2003 and UT2004 servers do
 //! (their default is + 10; `unreal2.md` §11): a `gamespy1` server then answers there instead
-//! of at + 1; an `unreal2` server answers GameSpy there **besides** its native query at + 1
+//! of at + 1 (a `gamespy1` server whose style is `ut2003` or `ut2003demo` is at + 10 unless
+//! `gamespy_offset` says otherwise; without a style it is at + 1); an `unreal2` server answers GameSpy there **besides** its native query at + 1
 //! (so N cannot be 1), from the same state, and heartbeats to `gamespy:` masters from there.
 //! Generated servers with an offset are spaced N + 1 ports apart.
 
@@ -43,6 +45,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use muster_proto::gamespy1::respond::Profile;
 use muster_proto::respond::{PlayerState, ServerState};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -56,7 +59,7 @@ use crate::udp::Impairment;
 pub enum FarmProtocol {
     /// Serious Sam GameAgent (query port = game port + 1).
     Gameagent,
-    /// GameSpy v1 (query port = game port + 1, whatever the style).
+    /// GameSpy v1 (query port = game port + 1; + 10 for the UT2003 styles).
     Gamespy1,
     /// Unreal Engine 2 native (query port = game port + 1).
     Unreal2,
@@ -357,6 +360,18 @@ fn gamespy_offset(protocol: FarmProtocol, offset: Option<u16>) -> Result<Option<
     }
 }
 
+/// The GameSpy v1 offset a `gamespy1` server gets without `gamespy_offset`: + 10 for the
+/// styles that name UT2003 (`ut2003`, `ut2003demo`), as UT2003 moved GameSpy there (seed
+/// 002); `None` (game port + 1) otherwise, also without a style.
+fn default_gamespy_offset(protocol: FarmProtocol, style: Option<&str>) -> Option<u16> {
+    if protocol != FarmProtocol::Gamespy1 {
+        return None;
+    }
+    let profile = Profile::from_style_name(Some(style?))?;
+    let offset = profile.query_port_offset();
+    (offset != 1).then_some(offset)
+}
+
 fn range(s: &str) -> Result<(u64, u64), FarmError> {
     let bad = || FarmError::Range(s.to_owned());
     let (lo, hi) = match s.split_once('-') {
@@ -410,6 +425,7 @@ fn default_version(protocol: FarmProtocol, style: Option<&str>) -> &'static str 
         (FarmProtocol::Gameagent, _) | (FarmProtocol::Gamespy1, Some("serioussam")) => "1.10",
         (FarmProtocol::Gamespy1, Some("ut99")) => "451",
         (FarmProtocol::Gamespy1, Some("unreal")) => "227",
+        (FarmProtocol::Gamespy1, Some("ut2003demo")) => "1077",
         (FarmProtocol::Unreal2, Some("ut2003")) | (FarmProtocol::Gamespy1, _) => "2225",
         (FarmProtocol::Unreal2, _) => "3369",
         (FarmProtocol::Teeworlds, _) => "0.6.4",
@@ -423,6 +439,7 @@ fn default_game(protocol: FarmProtocol, style: Option<&str>) -> &'static str {
         }
         (FarmProtocol::Gamespy1, Some("ut99")) => "ut",
         (FarmProtocol::Gamespy1, Some("unreal")) => "unreal",
+        (FarmProtocol::Gamespy1, Some("ut2003demo")) => "ut2d",
         (FarmProtocol::Unreal2, Some("ut2003")) | (FarmProtocol::Gamespy1, _) => "ut2",
         (FarmProtocol::Unreal2, _) => "ut2004",
         (FarmProtocol::Teeworlds, _) => "teeworlds",
@@ -583,13 +600,21 @@ impl FarmSpec {
                     delay: duration(s.delay.as_deref())?,
                     seed: rng.random(),
                 },
-                gamespy_offset: gamespy_offset(s.protocol, s.gamespy_offset)?,
+                gamespy_offset: gamespy_offset(
+                    s.protocol,
+                    s.gamespy_offset
+                        .or_else(|| default_gamespy_offset(s.protocol, style)),
+                )?,
             });
         }
         for g in &self.generate {
             let (lo, hi) = range(&g.ports)?;
             let (pmin, pmax) = range(&g.players)?;
-            let offset = gamespy_offset(g.protocol, g.gamespy_offset)?;
+            let offset = gamespy_offset(
+                g.protocol,
+                g.gamespy_offset
+                    .or_else(|| default_gamespy_offset(g.protocol, g.style.as_deref())),
+            )?;
             // Spaced so that no two servers' sockets (game + 1, game + offset) meet.
             let step = offset.map_or(u64::from(g.protocol.ports_used()), |n| u64::from(n) + 1);
             let fits = usize::try_from((hi - lo) / step + 1).unwrap_or(usize::MAX);
@@ -658,6 +683,38 @@ players = "0-16"
 charset = "utf8"
 loss = 0.1
 "#;
+
+    #[test]
+    fn ut2003_styles_put_gamespy_at_plus_10_unless_told_otherwise() {
+        let offset = |extra: &str| {
+            let farm = FarmSpec::from_toml(&format!(
+                "[[server]]\nprotocol = \"gamespy1\"\nport = 7777\n{extra}"
+            ))
+            .unwrap();
+            farm.expand().unwrap()[0].gamespy_offset
+        };
+        assert_eq!(offset("style = \"ut2003\"\n"), Some(10));
+        assert_eq!(offset("style = \"ut2003demo\"\n"), Some(10));
+        assert_eq!(
+            offset("style = \"ut2003\"\ngamespy_offset = 12\n"),
+            Some(12)
+        );
+        for plain in ["", "style = \"ut99\"\n", "style = \"serioussam\"\n"] {
+            assert_eq!(offset(plain), None, "{plain}");
+        }
+        // Generated UT2003 servers are spaced for their + 10 socket.
+        let farm = FarmSpec::from_toml(
+            "[[generate]]\nprotocol = \"gamespy1\"\nstyle = \"ut2003\"\ncount = 3\nports = \"8000-8100\"\n",
+        )
+        .unwrap();
+        let ports: Vec<u16> = farm
+            .expand()
+            .unwrap()
+            .iter()
+            .map(|s| s.state.game_port)
+            .collect();
+        assert_eq!(ports, [8000, 8011, 8022]);
+    }
 
     #[test]
     fn example_expands() {

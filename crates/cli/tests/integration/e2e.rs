@@ -182,10 +182,10 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
         ],
         1,
     );
-    // A UT2003 server: GameSpy v1 (the emulator's query port is game port + 1), heartbeating to
-    // the GameSpy face.
-    let ut2_port = free(1);
-    let _ut2 = start(
+    // A UT2003 server: GameSpy v1 at game port + 10, where UT2003 moved it (seed 002),
+    // heartbeating to the GameSpy face from there.
+    let ut2_port = free(10);
+    let (_ut2, ut2_faces) = start(
         &[
             "emulate",
             "-p",
@@ -367,11 +367,16 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     // GameSpy port), read by `muster list` as UT2003 clients read it.
     let list = muster_json(&["list", "-p", "gamespy", "-g", "ut2", &gamespy_tcp]);
     let ut2_game: u16 = ut2_port.parse().unwrap();
-    let want = format!("127.0.0.1:{}", ut2_game + 1);
+    let want = format!("127.0.0.1:{}", ut2_game + 10);
+    assert_eq!(
+        ut2_faces["gamespy1"].to_string(),
+        want,
+        "emulate listens at + 10"
+    );
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
     assert_eq!(list[0]["address"], want.as_str(), "{list}");
     let text = http_get(http, "/serverlist/ut2.txt");
-    assert_eq!(text, format!("127.0.0.1\t{ut2_game}\t{}\n", ut2_game + 1));
+    assert_eq!(text, format!("127.0.0.1\t{ut2_game}\t{}\n", ut2_game + 10));
     let list = muster_json(&[
         "list",
         "-p",

@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | [`ReplyStyle::Unreal227`] (A) | one section per datagram, Y from 1 | `\final\\queryid\X.Y` |
 //! | [`ReplyStyle::Packed`] (B) | flush before passing 1000 bytes | `\queryid\X.Y\final\` |
+//! | [`ReplyStyle::Ut2003Demo`] (B) | as B; names keep `\`, pings a leading space | `\queryid\X.Y\final\` |
 //! | [`ReplyStyle::SeriousSam`] (C) | one text, split before 2048 bytes, continuations untagged | `\final\\queryid\X.1` |
 //!
 //! Not here: which keys a given game sends (the responder's game profiles), request rate
@@ -30,6 +31,10 @@ pub enum ReplyStyle {
     /// Style B, UT99 v451/v469, UT2003, UT2004: sections packed up to 1000 bytes;
     /// `\queryid\` before `\final\`.
     Packed,
+    /// Style B as the UT2003 demo (1077) sent it in seed 002's real reply: packed like
+    /// [`Self::Packed`], but player names keep their `\` (`Kee\/n`) and pings have a leading
+    /// space (`\ping_4\ 117`).
+    Ut2003Demo,
     /// Style C, Serious Sam legacy mode: one text split before 2048 bytes; only the last
     /// datagram carries `\final\\queryid\<id>.1`; fixed ids (see [`serious_sam_query_id`]).
     SeriousSam,
@@ -101,7 +106,9 @@ impl PlayerRecord {
     /// The section for this player at slot `index`, as `style` writes it:
     /// `\player_N\name\frags_N\n\ping_N\ms[\team_N\t][\<extra>_N\v…]`. Style A writes the
     /// ping with a leading space (`\ping_0\ 50`), style C wraps the name in `^o…^r` and sends
-    /// no team. An extra field that is not a valid key is skipped.
+    /// no team; [`ReplyStyle::Ut2003Demo`] writes the ping as style A and keeps `\` in the
+    /// name (control bytes are still removed). An extra field that is not a valid key is
+    /// skipped.
     #[must_use]
     pub fn section(&self, index: usize, style: ReplyStyle) -> Section {
         let mut out = Vec::with_capacity(4 + self.extra.len());
@@ -120,8 +127,15 @@ impl PlayerRecord {
             v
         };
         let frags = number(self.frags, false);
-        let ping = number(i64::from(self.ping), style == ReplyStyle::Unreal227);
-        let fields = [("player", name), ("frags", frags), ("ping", ping)];
+        let lead_space = matches!(style, ReplyStyle::Unreal227 | ReplyStyle::Ut2003Demo);
+        let ping = number(i64::from(self.ping), lead_space);
+        if style == ReplyStyle::Ut2003Demo {
+            let kept: Vec<u8> = name.iter().copied().filter(|&b| b >= 0x20).collect();
+            out.push(Pair::raw(key("player").as_bytes(), &kept));
+        } else {
+            out.extend(Pair::new(key("player"), name).ok());
+        }
+        let fields = [("frags", frags), ("ping", ping)];
         out.extend(
             fields
                 .into_iter()
@@ -305,7 +319,7 @@ pub fn encode_reply(style: ReplyStyle, x: u32, sections: &[Section]) -> Vec<Vec<
             );
             datagrams.push(d);
         }
-        ReplyStyle::Packed => {
+        ReplyStyle::Packed | ReplyStyle::Ut2003Demo => {
             let mut buf = Vec::new();
             let mut y = 0u32;
             for section in sections {

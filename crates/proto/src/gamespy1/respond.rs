@@ -10,7 +10,13 @@
 //! A [`Profile`] fixes the style, the stock key set, the `gamename`, `gamever`, location and
 //! the game key used for `\validate\`. [`ServerState`] strings are Unicode and are sent as
 //! Windows-1252 (`?` for what it cannot carry); `\` and control bytes are removed from every
-//! value (the one intended difference from stock output, spec §13 decision 1).
+//! value (the one intended difference from stock output, spec §13 decision 1), except in the
+//! player names of [`Profile::Ut2003Demo`], which keep `\` as the real demo server of seed 002
+//! sent them.
+//!
+//! A rule named `maptitle` (any case) is sent as the Unreal profiles' `maptitle` instead of
+//! the map name, and not repeated among the rules: UT2003 sends the level's title there
+//! (`Citadel`) next to its file name (`CTF-Citadel`).
 //!
 //! Not here: rate limiting (the driver's, [`crate::limit`]), heartbeats
 //! ([`crate::gamespy_master::register`]), sockets and clocks.
@@ -37,6 +43,10 @@ pub enum Profile {
     /// Unreal Tournament 2003 (`ut2`, style B); the default.
     #[default]
     Ut2003,
+    /// The Unreal Tournament 2003 demo (`ut2d`, gamever 1077) as seed 002's real reply shows
+    /// it: style B, but player names keep their `\`, pings have a leading space, and no
+    /// `password` rule is sent.
+    Ut2003Demo,
     /// Unreal Tournament (UT99 v451, `ut`, style B).
     Ut99,
     /// Unreal 227 (`unreal`, style A).
@@ -47,11 +57,53 @@ pub enum Profile {
 }
 
 impl Profile {
+    /// Every profile, the default first.
+    pub const ALL: [Self; 5] = [
+        Self::Ut2003,
+        Self::Ut2003Demo,
+        Self::Ut99,
+        Self::Unreal227,
+        Self::SeriousSam,
+    ];
+
+    /// The `--style` name of this profile.
+    #[must_use]
+    pub const fn style_name(self) -> &'static str {
+        match self {
+            Self::Ut2003 => "ut2003",
+            Self::Ut2003Demo => "ut2003demo",
+            Self::Ut99 => "ut99",
+            Self::Unreal227 => "unreal",
+            Self::SeriousSam => "serioussam",
+        }
+    }
+
+    /// The profile a `--style` name selects; `None` (no style given) is the default.
+    #[must_use]
+    pub fn from_style_name(style: Option<&str>) -> Option<Self> {
+        match style {
+            None => Some(Self::default()),
+            Some(s) => Self::ALL.into_iter().find(|p| p.style_name() == s),
+        }
+    }
+
+    /// The stock GameSpy v1 query port's offset from the game port: + 10 for UT2003 (seed
+    /// 002, spec §1; the server walks on to the next free port when it is taken), + 1 for
+    /// the others.
+    #[must_use]
+    pub const fn query_port_offset(self) -> u16 {
+        match self {
+            Self::Ut2003 | Self::Ut2003Demo => 10,
+            Self::Ut99 | Self::Unreal227 | Self::SeriousSam => 1,
+        }
+    }
+
     /// How this game packs its replies.
     #[must_use]
     pub const fn style(self) -> ReplyStyle {
         match self {
             Self::Ut2003 | Self::Ut99 => ReplyStyle::Packed,
+            Self::Ut2003Demo => ReplyStyle::Ut2003Demo,
             Self::Unreal227 => ReplyStyle::Unreal227,
             Self::SeriousSam => ReplyStyle::SeriousSam,
         }
@@ -62,6 +114,7 @@ impl Profile {
     pub const fn gamename(self) -> &'static str {
         match self {
             Self::Ut2003 => "ut2",
+            Self::Ut2003Demo => "ut2d",
             Self::Ut99 => "ut",
             Self::Unreal227 => "unreal",
             Self::SeriousSam => "serioussamse",
@@ -73,6 +126,7 @@ impl Profile {
     pub const fn gamever(self) -> &'static str {
         match self {
             Self::Ut2003 => "2225",
+            Self::Ut2003Demo => "1077",
             Self::Ut99 => "451",
             Self::Unreal227 => "227k",
             Self::SeriousSam => "1.10",
@@ -85,6 +139,7 @@ impl Profile {
     pub const fn min_version(self) -> &'static str {
         match self {
             Self::Ut2003 => "2206",
+            Self::Ut2003Demo => "1000",
             Self::Ut99 => "432",
             Self::Unreal227 => "224",
             Self::SeriousSam => "",
@@ -106,6 +161,7 @@ impl Profile {
     pub const fn game_key(self) -> &'static str {
         match self {
             Self::Ut2003 => "Lw7x0R",
+            Self::Ut2003Demo => "y5e8Q3",
             Self::Ut99 => "Z5Nfb0",
             Self::Unreal227 => "DAncRK",
             Self::SeriousSam => "AKbna4",
@@ -279,10 +335,11 @@ impl GameSpyResponder {
                         ("location", c.location.as_bytes()),
                     ])
                 };
+                let title = rule(state, MAPTITLE).map_or_else(|| map.clone(), encode_windows1252);
                 content.info = pairs([
                     ("hostname", &name[..]),
                     ("hostport", port.as_bytes()),
-                    ("maptitle", &map),
+                    ("maptitle", &title),
                     ("mapname", &map),
                     ("gametype", &game_type),
                     ("numplayers", num.as_bytes()),
@@ -294,11 +351,13 @@ impl GameSpyResponder {
                 content.rules = state
                     .rules
                     .iter()
+                    .filter(|(k, _)| !k.eq_ignore_ascii_case(MAPTITLE))
                     .filter_map(|(k, v)| {
                         Pair::new(encode_windows1252(k), encode_windows1252(v)).ok()
                     })
                     .collect();
-                // UT2003 always states its password; UT99 and 227 only when one is set.
+                // UT2003 always states its password; UT99, 227 and the UT2003 demo (seed 002's
+                // demo reply has no `password`) only when one is set.
                 if profile == Profile::Ut2003 || state.password {
                     let value: &[u8] = if state.password { b"True" } else { b"False" };
                     content.rules.extend(Pair::new("password", value).ok());
@@ -421,6 +480,9 @@ const SERIOUS_SAM_FLAGS: [(&str, &str); 8] = [
 
 /// Serious Sam's `\basic\` always says `location` `EU` (spec §9.3).
 const SERIOUS_SAM_BASIC_LOCATION: &[u8] = b"EU";
+
+/// The rule that sets the Unreal profiles' `maptitle` (see the module docs).
+const MAPTITLE: &str = "maptitle";
 
 /// The constant `gamemode` of every stock server (spec §3.2).
 const GAMEMODE_OPEN: &[u8] = b"openplaying";

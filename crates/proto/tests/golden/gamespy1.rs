@@ -1168,6 +1168,92 @@ fn ut2003_demo_splits_below_the_style_b_limit() {
     assert!(d1.ends_with(b"\\queryid\\29.1"));
 }
 
+/// The players of seed 002's real UT2003 demo reply: name, frags, ping, team.
+const SEED_002_PLAYERS: [(&str, i64, u32, i32); 11] = [
+    ("Player", 1, 63, 0),
+    ("Perdition", 0, 221, 1),
+    ("Porter", 10, 143, 1),
+    ("JoeDozer", 20, 289, 0),
+    ("Kee\\/n", 38, 117, 0),
+    ("Rekklih", 42, 166, 1),
+    ("Hanover_Fist", 4, 196, 0),
+    ("HELLAS-4774CK", 101, 107, 1),
+    ("Psycho", 49, 105, 1),
+    ("Levodopa", 45, 36, 0),
+    ("Psy[Duck]", 49, 73, 0),
+];
+
+/// Seed 002's server as a [`muster_proto::respond::ServerState`].
+fn seed_002_state() -> muster_proto::respond::ServerState {
+    use muster_proto::respond::{PlayerState, ServerState};
+    ServerState {
+        name: "The Drunk Snipers UT2003 CTF Instagib (DEMO) #2".into(),
+        map: "CTF-Citadel".into(),
+        game_type: "xCTFGame".into(),
+        game_port: 7777,
+        max_players: 16,
+        players: SEED_002_PLAYERS
+            .iter()
+            .map(|&(name, score, ping_ms, team)| PlayerState {
+                name: name.into(),
+                score,
+                ping_ms,
+                team: Some(team),
+                ..PlayerState::default()
+            })
+            .collect(),
+        rules: [
+            ("maptitle", "Citadel"),
+            ("AdminName", "Sirius"),
+            ("AdminEMail", "sirius@drunksnipers.com"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into(),
+        ..ServerState::default()
+    }
+}
+
+/// Seed 002's two datagrams as one text, their `\queryid\29.Y` and `\final\` taken off.
+fn seed_002_text() -> Vec<u8> {
+    let d1 = gs("ut2003demo-1077-status-1.bin");
+    let d2 = gs("ut2003demo-1077-status-2.bin");
+    let d1 = d1
+        .strip_suffix(b"\\queryid\\29.1")
+        .expect("29.1 ends datagram 1");
+    let d2 = d2
+        .strip_suffix(b"\\queryid\\29.2\\final\\")
+        .expect("29.2 ends datagram 2");
+    [d1, d2].concat()
+}
+
+/// Seed 002's real UT2003 demo reply, sent by the responder's `ut2003demo` profile: the same
+/// bytes, `Kee\/n` with its backslash and the pings with their leading space. The one
+/// difference is where the text is cut: the responder packs by the 1000-byte rule of spec
+/// §5.2 (one datagram here), the demo cut after 756 bytes by a rule no source states
+/// (`ut2003_demo_splits_below_the_style_b_limit`).
+#[test]
+fn seed_002_ut2003demo_profile_sends_the_seed_reply() {
+    use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
+    let mut r = GameSpyResponder::with_profile(Profile::Ut2003Demo);
+    let out = r.answer(b"\\status\\", &seed_002_state());
+    let mut want = seed_002_text();
+    want.extend_from_slice(b"\\queryid\\1.1\\final\\");
+    assert_eq!(out, [want.clone()], "{}", String::from_utf8_lossy(&out[0]));
+    // Muster's own query reads it back, the backslash name included.
+    let mut reassembler = Reassembler::new(&RequestKind::Status);
+    assert_eq!(reassembler.push(&want), Push::Finished(Outcome::Complete));
+    let info = to_server_info(&reassembler.pairs());
+    assert_eq!(info.players[4].name.text, "Kee\\/n");
+    // The stock `ut2003` profile (a patched retail server) strips the backslash instead.
+    let mut stock = GameSpyResponder::with_profile(Profile::Ut2003);
+    let out = stock.answer(b"\\status\\", &seed_002_state());
+    assert!(
+        out[0]
+            .windows(b"\\player_4\\Kee/n\\".len())
+            .any(|w| w == b"\\player_4\\Kee/n\\")
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // seed 002 and the audit of its statements
 

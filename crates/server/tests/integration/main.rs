@@ -11,3 +11,5 @@ mod roundtrip_gameagent;
 mod roundtrip_gamespy1;
 mod roundtrip_teeworlds;
 mod roundtrip_unreal2;
+
+mod seeds;

@@ -329,6 +329,38 @@ fn ut2003_states_password_and_team_numbers() {
 }
 
 #[test]
+fn style_names_select_profiles_and_ut2003_answers_at_plus_10() {
+    assert_eq!(Profile::from_style_name(None), Some(Profile::Ut2003));
+    for p in Profile::ALL {
+        assert_eq!(Profile::from_style_name(Some(p.style_name())), Some(p));
+    }
+    assert_eq!(Profile::from_style_name(Some("x86")), None);
+    let offsets: Vec<u16> = Profile::ALL.iter().map(|p| p.query_port_offset()).collect();
+    assert_eq!(offsets, [10, 10, 1, 1, 1]);
+}
+
+#[test]
+fn ut2003demo_keeps_backslashes_in_names_only_and_pads_pings() {
+    let mut r = GameSpyResponder::with_profile(Profile::Ut2003Demo);
+    let mut p = player("Kee\\/n\x07", 38, 117);
+    p.team = Some(0);
+    let state = ServerState {
+        name: "A\\B".into(),
+        map: "CTF-Citadel".into(),
+        players: vec![p],
+        rules: vec![("MapTitle".into(), "Citadel".into())],
+        ..ServerState::default()
+    };
+    let out = ask(&mut r, b"\\status\\", &state);
+    assert_eq!(
+        out,
+        [
+            "\\gamename\\ut2d\\gamever\\1077\\minnetver\\1000\\location\\0\\hostname\\AB\\hostport\\0\\maptitle\\Citadel\\mapname\\CTF-Citadel\\gametype\\\\numplayers\\1\\maxplayers\\16\\gamemode\\openplaying\\gamever\\1077\\minnetver\\1000\\player_0\\Kee\\/n\\frags_0\\38\\ping_0\\ 117\\team_0\\0\\queryid\\1.1\\final\\"
+        ]
+    );
+}
+
+#[test]
 fn echo_is_never_answered_in_any_profile() {
     for profile in [
         Profile::Ut2003,
