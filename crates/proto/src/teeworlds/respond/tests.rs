@@ -460,6 +460,57 @@ fn lenient_06_probes_are_answered_as_ddnet_did() {
     }
 }
 
+/// Seed 003: "If the server does not recognize the magic_bytes, it should send back the
+/// vanilla server info." Every two-byte magic in front of the seed's request layout, checked
+/// against DDNet's rule (spec §2.4, measured): byte 0 without the connless bit 0x20 is
+/// connection traffic and `0x20 | 0x01` is the 0.7 framing (its token is then wrong), both
+/// ignored; `xe` is the extended request; every other magic is an unrecognised 0.6 header and
+/// gets the vanilla info, byte for byte the reply to the real `ff ff` header.
+#[test]
+fn seed_003_every_unknown_magic_gets_vanilla_info_where_ddnet_reads_a_06_header() {
+    let (state, config) = ddnet_lab("p7");
+    let config = ResponderConfig {
+        full_info_per_second: 0,
+        ..config
+    };
+    let mut r = TeeworldsResponder::new(config, SECRET);
+    let now = Instant::now();
+    let from = peer([127, 0, 0, 1], 5000);
+    let request = |magic: [u8; 2]| {
+        let mut q = magic.to_vec();
+        q.extend_from_slice(&[0x12, 0x34, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff]);
+        q.extend_from_slice(b"gie3");
+        q.push(0x56);
+        q
+    };
+    let (ok, vanilla) = ask(&mut r, now, from, &request([0xff, 0xff]), &state);
+    assert!(ok);
+    assert!(vanilla[0][10..].starts_with(b"inf3"));
+    let (mut answered, mut ignored) = (0, 0);
+    for magic in (0..=u16::MAX).map(u16::to_be_bytes) {
+        let (ok, got) = ask(&mut r, now, from, &request(magic), &state);
+        let b0 = magic[0];
+        if magic == *b"xe" {
+            assert!(ok && got[0][10..].starts_with(b"iext"));
+        } else if b0 & 0x20 == 0 || b0 & 0x03 == 0x01 {
+            assert!(!ok && got.is_empty(), "{magic:02x?}");
+            ignored += 1;
+        } else {
+            assert!(ok, "{magic:02x?}");
+            assert_eq!(got, vanilla, "{magic:02x?}");
+            answered += 1;
+        }
+    }
+    assert_eq!((answered, ignored), (3 * 32 * 256 - 1, 160 * 256));
+    // The two the audit named: `AB` (0x41, no connless bit) and `!!` (0x21, 0.7 framing).
+    for magic in [*b"AB", *b"!!"] {
+        assert_eq!(
+            ask(&mut r, now, from, &request(magic), &state),
+            (false, vec![])
+        );
+    }
+}
+
 #[test]
 fn token_request_from_token_ffffffff_gets_an_unpadded_reply() {
     let mut r = TeeworldsResponder::new(ResponderConfig::default(), SECRET);
