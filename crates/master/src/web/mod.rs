@@ -269,6 +269,46 @@ mod tests {
         assert!(!none_match_hits("\"x\"", &t));
     }
 
+    /// The empty page's line for the 0.6 face says which servers that list carries: the ones
+    /// DDNet's HTTP register took, never the 0.7 face's (it once promised 0.7 servers there).
+    #[test]
+    fn the_page_says_what_the_06_list_carries() {
+        use crate::faces::teeworlds::{LISTED_BY_06, LISTED_BY_07};
+        use crate::registry::Face;
+        assert!(LISTED_BY_06.contains(&Face::DdnetHttp));
+        assert!(!LISTED_BY_06.contains(&Face::Teeworlds07));
+        assert!(LISTED_BY_07.contains(&Face::Teeworlds07));
+        let line = INDEX_HTML
+            .lines()
+            .find(|l| l.contains("\"Teeworlds 0.6 lists"))
+            .unwrap();
+        assert!(
+            line.contains("registered over DDNet's HTTP register"),
+            "{line}"
+        );
+        assert!(!line.contains("and 0.7 servers"), "{line}");
+    }
+
+    /// Keyboard use: headers and rows are focusable, Enter and Space act on them, Escape
+    /// closes the detail, the focus is drawn (the browser test presses the keys).
+    #[test]
+    fn page_is_made_for_the_keyboard() {
+        for part in [
+            "role=\"columnheader\" tabindex=\"0\"",
+            "r.tabIndex = 0",
+            "e.key === \"Escape\"",
+            "e.key === \"Enter\" || e.key === \" \"",
+            ":focus-visible",
+            "aria-sort",
+            "rel=\"icon\"",
+        ] {
+            assert!(INDEX_HTML.contains(part), "{part}");
+        }
+        // The page's URL spells the API's filter names.
+        assert!(INDEX_HTML.contains("p.get(\"non_empty\")"));
+        assert!(!INDEX_HTML.contains("\"nonempty\""));
+    }
+
     #[test]
     fn page_has_its_parts() {
         for part in [
