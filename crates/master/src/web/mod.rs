@@ -3,7 +3,8 @@
 //! ```text
 //! GET /                                    the page (one HTML file, vanilla JS/CSS, embedded)
 //! GET /api/v1/servers/{address}/history    [{at, num_players, max_players, ok}], last 24 h
-//!                                          (the retention), oldest first; ?game= picks one
+//!                                          (the retention), oldest first; ?game= picks one,
+//!                                          and is needed where several games are listed (400)
 //! ```
 //!
 //! [`etag`] is a middleware for every `GET` answered `200`: it sends an `ETag` (a hash of the
