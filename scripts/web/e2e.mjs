@@ -94,6 +94,8 @@ async function emptyPhase(browser) {
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   const reads = listReads(page);
+  const missing = [];
+  page.on("response", (r) => { if (r.status() === 404) missing.push(r.url()); });
   await page.goto(base + "/");
   await page.waitForSelector("#blank li[data-face]");
   await waitShown(page, 0, "the empty list", 0);
@@ -107,6 +109,20 @@ async function emptyPhase(browser) {
   check(lines.gameagent.includes("ga_strServer") && lines["gamespy-udp"].includes("MasterServerAddress="),
     "GameAgent and GameSpy lines say what to set");
   await shot(page, "browser-empty.png");
+  const icon = await page.evaluate(async () => (await fetch(document.querySelector("link[rel=icon]").href)).headers.get("content-type"));
+  check(icon === "image/svg+xml", "the page has an icon (" + icon + ")");
+
+  // The API's page shows the document's `code` as code, not as backticks.
+  const docs = await browser.newPage();
+  docs.on("response", (r) => { if (r.status() === 404) missing.push(r.url()); });
+  await docs.goto(base + "/api/docs");
+  await docs.waitForSelector("#doc table");
+  const ticks = await docs.$eval("#doc", (d) => (d.textContent.match(/`/g) || []).length);
+  const codes = await docs.$$eval("#doc td code", (cs) => cs.map((c) => c.textContent));
+  check(ticks === 0 && codes.includes("gameagent"), `the API page has no literal backticks (${ticks}) and shows code (${codes.length} code spans)`);
+  await docs.waitForTimeout(300);
+  await docs.close();
+  check(missing.length === 0, "no request of either page answers 404" + (missing.length ? ": " + missing.join(", ") : ""));
 
   // Live: added, changed, removed through the management face, the page never reloading.
   const loadsBefore = reads.count;
@@ -167,6 +183,99 @@ async function emptyPhase(browser) {
   await page.close();
 }
 
+// What has the keyboard focus: its tag, id, classes, sort key or row key, whether it is in
+// the detail view, and whether an outline shows it.
+async function focused(page) {
+  return page.evaluate(() => {
+    const a = document.activeElement;
+    const cs = getComputedStyle(a);
+    return {
+      tag: a.tagName, id: a.id, cls: a.className, sort: a.dataset.sort || "", key: a.dataset.key || "",
+      inDetail: document.getElementById("detail").contains(a),
+      outline: cs.outlineStyle !== "none" && parseFloat(cs.outlineWidth) > 0,
+    };
+  });
+}
+
+// Presses Tab (at most `max` times) until `pred(focused)` holds.
+async function tabTo(page, pred, what, max = 40) {
+  for (let i = 0; i < max; i++) {
+    await page.keyboard.press("Tab");
+    const f = await focused(page);
+    if (pred(f)) return f;
+  }
+  throw new Error("Tab never reached " + what);
+}
+
+async function keyboard(page, total) {
+  await page.goto(base + "/");
+  await waitShown(page, total, "the list, for the keyboard");
+  await page.focus("#q");
+  const head = await tabTo(page, (f) => f.sort === "fav", "the first column header");
+  check(head.outline, "a focused column header shows an outline");
+  const name = await tabTo(page, (f) => f.sort === "name", "the Name header", 2);
+  check(name.outline, "Tab moves along the column headers");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => new URL(location.href).searchParams.get("sort") === "name");
+  let sorted = await page.$eval("#thead [data-sort=name]", (d) => d.getAttribute("aria-sort"));
+  check(sorted === "ascending", "Enter on a column header sorts by it (aria-sort " + sorted + ")");
+  await page.keyboard.press(" ");
+  await page.waitForFunction(() => new URL(location.href).searchParams.get("order") === "desc");
+  sorted = await page.$eval("#thead [data-sort=name]", (d) => d.getAttribute("aria-sort"));
+  check(sorted === "descending", "Space on it turns the order (aria-sort " + sorted + ")");
+  check((await focused(page)).sort === "name", "the header keeps the focus while sorting");
+
+  const shown = await rows(page);
+  const row = await tabTo(page, (f) => f.key !== "" && / row /.test(" " + f.cls + " "), "a row");
+  check(row.key === shown[0].key, `Tab reaches the rows at the top of the list (${row.key})`);
+  check(row.outline, "a focused row shows an outline");
+  await page.keyboard.press("ArrowDown");
+  let f = await focused(page);
+  check(f.key === shown[1].key && f.outline, "ArrowDown moves the focus to the next row");
+  await page.keyboard.press("End");
+  f = await focused(page);
+  const last = await page.evaluate(() => document.getElementById("spacer").lastElementChild.dataset.key);
+  check(f.key === last && f.outline, `End moves to the last row (${f.key})`);
+  const lastTop = await page.evaluate(() => { const v = document.getElementById("viewport"); return v.scrollTop + v.clientHeight >= v.scrollHeight - 1; });
+  check(lastTop, "the list scrolled to show the last row");
+  await page.keyboard.press("Home");
+  f = await focused(page);
+  check(f.key === shown[0].key, "Home moves back to the first row");
+  await page.keyboard.press("ArrowDown");
+
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("#detail.open #detail-address");
+  await page.waitForFunction(() => document.getElementById("detail").contains(document.activeElement));
+  const opened = new URL(page.url()).searchParams.get("server");
+  check(opened === shown[1].key.split("|")[0], `Enter on a row opens its detail (${opened})`);
+  check((await focused(page)).inDetail, "the focus moves into the detail view");
+  const close = await tabTo(page, (f) => f.id === "close", "the detail's close button", 5);
+  check(close.outline, "the detail's buttons show the focus");
+  await page.keyboard.press("Escape");
+  await page.waitForSelector("#detail.open", { state: "detached" });
+  f = await focused(page);
+  check(!new URL(page.url()).searchParams.get("server") && f.key === shown[1].key,
+    "Escape closes the detail and the focus goes back to its row");
+  await page.keyboard.press(" ");
+  await page.waitForSelector("#detail.open #detail-address");
+  check(new URL(page.url()).searchParams.get("server") === shown[1].key.split("|")[0], "Space on a row opens its detail too");
+  await page.keyboard.press("Escape");
+  await page.waitForSelector("#detail.open", { state: "detached" });
+
+  // The row's star is a button in the Tab order after its row: Enter stars the server and
+  // the focus stays on the star of the redrawn row.
+  await tabTo(page, (f) => / star /.test(" " + f.cls + " "), "a row's star", 3);
+  const starKey = await page.evaluate(() => document.activeElement.closest(".row").dataset.key);
+  await page.keyboard.press("Enter");
+  await page.waitForFunction((k) => JSON.parse(localStorage.getItem("muster.favourites") || "[]").includes(k), starKey);
+  await page.waitForFunction(() => document.activeElement.classList.contains("star") && document.activeElement.textContent === "★");
+  check(true, "Enter on a row's star stars it and the focus stays on the star");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction((k) => !JSON.parse(localStorage.getItem("muster.favourites") || "[]").includes(k), starKey);
+  await page.goto(base + "/");
+  await waitShown(page, total, "the list again");
+}
+
 async function listPhase(browser) {
   const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
@@ -219,16 +328,27 @@ async function listPhase(browser) {
     await waitShown(page, c.total, "protocol filter cleared");
 
     // Non-empty + not full.
-    await page.check("#nonempty");
-    await page.check("#notfull");
+    await page.check("#non_empty");
+    await page.check("#not_full");
     const busy = (await api("/api/v1/servers?per_page=1&non_empty=1&not_full=1")).total;
     await waitShown(page, busy, "non-empty/not-full filter");
     check((await rows(page)).every((r) => { const [n, m] = r.players.split(" / ").map(Number); return n > 0 && n < m; }),
       `non-empty + not-full: ${busy} servers, all with 0 < players < max`);
     const u = new URL(page.url()).searchParams;
-    check(u.get("nonempty") === "1" && u.get("notfull") === "1", "checkboxes are in the URL");
-    await page.uncheck("#nonempty");
-    await page.uncheck("#notfull");
+    check(u.get("non_empty") === "1" && u.get("not_full") === "1", "checkboxes are in the URL, spelt as the API spells them");
+    await page.uncheck("#non_empty");
+    await page.uncheck("#not_full");
+
+    // One game key, shown by its display name: the game filter's values are the API's keys.
+    await page.selectOption("#game", "ddnet");
+    const ddnetGame = (await api("/api/v1/servers?per_page=1&game=ddnet")).total;
+    await waitShown(page, ddnetGame, "game filter");
+    check(ddnetGame > 0 && (await rows(page)).every((r) => r.game === "DDNet"), `game filter ddnet: ${ddnetGame} servers, every row shows "DDNet"`);
+    check(new URL(page.url()).searchParams.get("game") === "ddnet", "the game key is in the URL");
+    const gameLabel = await page.$eval("#game", (s) => s.options[s.selectedIndex].textContent);
+    check(gameLabel === "DDNet", `the game filter names the game (${gameLabel})`);
+    await page.selectOption("#game", "");
+    await waitShown(page, c.total, "game filter cleared");
 
     // Region: a continent, then a country; the same servers as the API's ?region=.
     const eu = (await api("/api/v1/servers?per_page=1&region=eu")).total;
@@ -351,6 +471,11 @@ async function listPhase(browser) {
     check((await page.$("#connect")) === null, "Serious Sam servers have no connect link (copy only)");
     await page.selectOption("#protocol", "");
     await page.keyboard.press("Escape");
+
+    // The keyboard alone: Tab reaches the column headers and the rows in the order shown,
+    // Enter and Space sort and open, the arrows move between rows, Escape closes the detail
+    // and gives the focus back to its row, and the focus is always visible.
+    await keyboard(page, c.total);
 
     // Live, among many: a server added, changed and removed while the page is open.
     const before = (await counts(page)).total;

@@ -177,11 +177,11 @@ try {
   await shownAfter(page, gs, "protocol filter");
   check((await rows(page)).every((r) => r.proto === "gamespy"), `protocol filter: ${gs} gamespy servers, every row gamespy`);
   record("filter protocol=gamespy", ms(t), "ms", `${gs} shown`);
-  t = await frameAfter(page, `document.getElementById("nonempty").click()`);
+  t = await frameAfter(page, `document.getElementById("non_empty").click()`);
   const gsBusy = await total("&protocol=gamespy&non_empty=1");
   await shownAfter(page, gsBusy, "not-empty filter");
   record("filter + not empty", ms(t), "ms", `${gsBusy} shown`);
-  t = await frameAfter(page, `document.getElementById("nonempty").click();
+  t = await frameAfter(page, `document.getElementById("non_empty").click();
     const s = document.getElementById("protocol"); s.value = ""; s.dispatchEvent(new Event("change"));`);
   const now = await total("");
   await shownAfter(page, now, "filters cleared");

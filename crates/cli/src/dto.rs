@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 
+use muster_proto::games;
 use muster_proto::model::{Player, Protocol, RawValue, ServerInfo, Text};
 use serde::Serialize;
 use serde::ser::{SerializeMap as _, Serializer};
@@ -19,6 +20,11 @@ pub(crate) struct ServerResult {
     #[serde(skip_serializing_if = "Resolved::is_not_applicable")]
     pub resolved_address: Resolved,
     pub protocol: &'static str,
+    /// The game key, as a master files the server (`ut`, `serioussamse`, `ddnet`, …; see
+    /// `muster_proto::games`); `null` when the answer does not tell.
+    pub game: Option<String>,
+    /// The game's display name; the key itself for a game without one.
+    pub game_name: Option<String>,
     pub status: Status,
     pub error: Option<String>,
     pub ping_ms: Option<f64>,
@@ -136,16 +142,6 @@ pub(crate) enum Field {
     Str(String),
     /// A key that repeated (a rule such as UE2 `Mutator`): its values in wire order.
     List(Vec<String>),
-}
-
-impl Field {
-    /// The string, when this is one.
-    pub(crate) fn as_str(&self) -> Option<&str> {
-        match self {
-            Self::Str(s) => Some(s),
-            _ => None,
-        }
-    }
 }
 
 impl std::fmt::Display for Field {
@@ -340,11 +336,15 @@ impl ServerResult {
     /// A row for a server a master listed with its state and nothing to query (a
     /// management server's game): the caller fills in what the list says.
     pub(crate) fn listed(protocol: &'static str) -> Self {
+        // Only the management server lists servers with their state; its games are one game.
+        let game = (protocol == "mgmt").then_some(games::BOMBERMAN);
         Self {
             address: String::new(),
             query_address: None,
             resolved_address: Resolved::NotApplicable,
             protocol,
+            game: game.map(str::to_owned),
+            game_name: game.map(|g| games::name_or_key(g).to_owned()),
             status: Status::Ok,
             error: None,
             ping_ms: None,
@@ -364,9 +364,18 @@ impl ServerResult {
         }
     }
 
+    /// The same result filed under game `key`.
+    #[cfg(test)]
+    pub(crate) fn with_game(mut self, key: &str) -> Self {
+        self.game_name = Some(games::name_or_key(key).to_owned());
+        self.game = Some(key.to_owned());
+        self
+    }
+
     /// A successful result (takes `info` apart: its strings move into the result).
     pub(crate) fn ok(address: SocketAddr, query_address: SocketAddr, info: ServerInfo) -> Self {
         let max_players = slots_known(&info).then_some(info.max_players);
+        let game = games::key_of_answer(&info);
         let mut raw = raw_entries(info.raw);
         let name = text(info.name, "name", &mut raw);
         let map = text(info.map, "map", &mut raw);
@@ -385,6 +394,8 @@ impl ServerResult {
             query_address: Some(show_addr(query_address)),
             resolved_address: Resolved::NotApplicable,
             protocol: info.protocol.name(),
+            game_name: game.as_deref().map(|g| games::name_or_key(g).to_owned()),
+            game,
             status: Status::Ok,
             error: None,
             ping_ms: info

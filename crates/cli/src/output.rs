@@ -81,8 +81,11 @@ pub(crate) fn note(line: &str) {
 pub(crate) enum Filter {
     /// `players>N`, `players>=N`, `players<N`, `players<=N`, `players=N`.
     Players(Cmp, u32),
-    /// `game=NAME`: the `gamename`/`game` rule or the game type, case-insensitive.
+    /// `game=KEY`: the game key (`ut`, `serioussamse`, `ddnet`, `teeworlds`, …; the
+    /// result's `game`), case-insensitive.
     Game(String),
+    /// `gametype=NAME`: the game type (mode) the server reports, case-insensitive.
+    GameType(String),
     /// `name~TEXT`: case-insensitive substring of the server name.
     NameContains(String),
     /// `name=TEXT`: the whole name, case-insensitive.
@@ -105,8 +108,12 @@ pub(crate) trait Filterable {
     fn map(&self) -> Option<&str>;
     fn num_players(&self) -> Option<u32>;
     fn max_players(&self) -> Option<u32>;
-    /// Whether the game (the `gamename`/`game` rule or the game type) is `lower_name`.
+    /// Whether the game key is `lower_name`.
     fn is_game(&self, lower_name: &str) -> bool;
+    /// The game type (mode), when known.
+    fn game_type(&self) -> Option<&str> {
+        None
+    }
     fn protocol(&self) -> &str;
     /// Whether joining needs a password, when the server answered and said so.
     fn password(&self) -> Option<bool>;
@@ -127,15 +134,12 @@ impl Filterable for ServerResult {
         self.max_players
     }
     fn is_game(&self, g: &str) -> bool {
-        let rule = |k: &str| {
-            self.rules
-                .get(k)
-                .and_then(|v| v.as_str())
-                .is_some_and(|v| v.eq_ignore_ascii_case(g))
-        };
-        rule("gamename")
-            || rule("game")
-            || self.game_type.as_deref().unwrap_or("").to_lowercase() == g
+        self.game
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case(g))
+    }
+    fn game_type(&self) -> Option<&str> {
+        self.game_type.as_deref()
     }
     fn protocol(&self) -> &str {
         self.protocol
@@ -167,12 +171,12 @@ fn parse_bool(v: &str) -> Option<bool> {
 }
 
 impl Filter {
-    /// Parses `players>0`, `game=ut2`, `name~text`, `map=…`, `protocol=…`,
+    /// Parses `players>0`, `game=ut2`, `gametype=ctf`, `name~text`, `map=…`, `protocol=…`,
     /// `password=false`, `full=false`, `lobby=open`.
     pub(crate) fn parse(s: &str) -> Result<Self, String> {
         let bad = || {
             format!(
-                "--filter {s:?}: expected e.g. players>0, game=ut2, name~text, map=X, protocol=X, password=false, full=false, lobby=open"
+                "--filter {s:?}: expected e.g. players>0, game=ut2, gametype=ctf, name~text, map=X, protocol=X, password=false, full=false, lobby=open"
             )
         };
         let ops = [">=", "<=", "~", ">", "<", "="];
@@ -196,6 +200,7 @@ impl Filter {
                 Self::Players(cmp, n)
             }
             ("game", "=") => Self::Game(value.to_lowercase()),
+            ("gametype" | "game_type", "=") => Self::GameType(value.to_lowercase()),
             ("name", "~") => Self::NameContains(value.to_lowercase()),
             ("name", "=") => Self::Name(value.to_lowercase()),
             ("map", "=") => Self::Map(value.to_lowercase(), false),
@@ -230,6 +235,7 @@ impl Filter {
                     }
             }
             Self::Game(g) => r.is_game(g),
+            Self::GameType(t) => lower(r.game_type()) == *t,
             Self::NameContains(t) => lower(r.name()).contains(t.as_str()),
             Self::Name(t) => lower(r.name()) == *t,
             Self::Map(t, false) => lower(r.map()) == *t,
@@ -742,11 +748,14 @@ mod tests {
         r.map = Some("DM-Antalus".into());
         r.num_players = Some(3);
         r.max_players = Some(16);
-        r.rules
-            .insert("gamename".into(), crate::dto::Field::Str("ut2".into()));
+        r.game_type = Some("xGame.xDeathMatch".into());
+        let r = r.with_game("ut2");
         let ok = |e: &str| Filter::parse(e).unwrap().matches(&r);
         assert!(ok("players>0") && ok("players>=3") && !ok("players>3") && ok("players<=3"));
         assert!(ok("game=UT2") && !ok("game=ut2004"));
+        // `game=` is the game key only; the mode has its own filter.
+        assert!(!ok("game=xgame.xdeathmatch") && ok("gametype=XGame.xDeathMatch"));
+        assert!(!ok("gametype=ut2") && !ok("game_type=ctf"));
         assert!(ok("name~jérô") && ok("map=dm-antalus") && ok("map~antal"));
         assert!(ok("protocol=gamespy1") && ok("password=false") && ok("full=false"));
         assert!(!ok("full=true") && !ok("password=true"));

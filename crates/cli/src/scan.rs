@@ -37,8 +37,9 @@ pub(crate) struct ScanArgs {
     #[arg(long, short, value_enum, default_value = "table")]
     pub format: Format,
     /// Keep only servers matching EXPR (repeatable, all must hold): `players>0`,
-    /// `players>=N`, `game=ut2`, `name~text`, `map=NAME`, `map~text`, `protocol=gamespy1`,
-    /// `password=false`, `full=false`, `lobby=open` (management servers).
+    /// `players>=N`, `game=ut2` (the game key, as `game` in the results), `gametype=ctf`,
+    /// `name~text`, `map=NAME`, `map~text`, `protocol=gamespy1`, `password=false`,
+    /// `full=false`, `lobby=open` (management servers).
     #[arg(long = "filter", value_name = "EXPR", value_parser = parse_filter)]
     pub filters: Vec<Filter>,
     /// Sort by COLUMN (address, protocol, ping, players, map, name, status), ascending or

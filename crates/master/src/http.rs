@@ -5,11 +5,14 @@
 //! GET /metrics                      Prometheus text format 0.0.4
 //! GET /api/v1/servers               ?protocol= &game= &non_empty= &not_full= &password= &lobby=
 //!                                   &region= &q= &sort= &order=asc|desc &page= &per_page= (1–500)
+//!                                   (any other parameter: 400 naming it, as on every route
+//!                                   with a query: [`check_params`])
 //! GET /api/v1/servers/{address}     one listed server (game or registered address); ?game=
 //! GET /api/v1/events                what changes, as Server-Sent Events ([`crate::api::sse`])
 //! GET /api/v1/info                  the bound faces and what runs ([`info_router`])
 //! GET /api/v1/openapi.json          the OpenAPI 3.1 document of these routes
 //! GET /api/docs                     a page that shows it
+//! GET /favicon.svg, /favicon.ico    the pages' icon (SVG)
 //! anything else                     404 {"error": "no such route"}
 //! ```
 //!
@@ -29,7 +32,7 @@ use std::fmt::Write as _;
 
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -56,6 +59,8 @@ pub fn router(handle: MasterHandle) -> Router {
         .route("/api/v1/events", get(crate::api::sse::events))
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/docs", get(docs))
+        .route("/favicon.svg", get(favicon))
+        .route("/favicon.ico", get(favicon))
         .with_state(handle)
 }
 
@@ -81,7 +86,7 @@ pub async fn not_found() -> Response {
     (
         StatusCode::NOT_FOUND,
         axum::Json(ErrorDto {
-            error: "no such route",
+            error: "no such route".into(),
         }),
     )
         .into_response()
@@ -135,6 +140,20 @@ async fn openapi() -> Response {
 
 /// The page that renders the OpenAPI document.
 pub const DOCS_HTML: &str = include_str!("web/api-docs.html");
+
+/// The icon of the browser page and the API page.
+pub const FAVICON_SVG: &str = include_str!("web/favicon.svg");
+
+async fn favicon() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "max-age=86400"),
+        ],
+        FAVICON_SVG,
+    )
+        .into_response()
+}
 
 async fn docs() -> Response {
     (
@@ -202,8 +221,82 @@ pub fn limited(app: Router, limits: HttpLimits) -> Router {
         ))
 }
 
-fn bad_request(error: &'static str) -> Response {
-    (StatusCode::BAD_REQUEST, axum::Json(ErrorDto { error })).into_response()
+fn bad_request(error: impl Into<std::borrow::Cow<'static, str>>) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(ErrorDto {
+            error: error.into(),
+        }),
+    )
+        .into_response()
+}
+
+/// The query parameters of `GET /api/v1/servers`.
+pub const LIST_PARAMS: &[&str] = &[
+    "protocol",
+    "game",
+    "non_empty",
+    "not_full",
+    "password",
+    "lobby",
+    "region",
+    "q",
+    "sort",
+    "order",
+    "page",
+    "per_page",
+];
+/// The query parameters of the routes of one server (`/api/v1/servers/{address}` and its
+/// `/history`).
+pub const SERVER_PARAMS: &[&str] = &["game"];
+
+/// Most unknown parameter names one 400 names.
+const MAX_NAMED_UNKNOWN: usize = 5;
+/// Longest unknown parameter name quoted in a 400, in characters.
+const MAX_NAMED_LEN: usize = 40;
+
+/// `Err` with why, when `query` (a raw query string) has a parameter not in `known` or is not
+/// a query string at all: a misspelt filter (`nonempty` for `non_empty`) is refused, naming
+/// it, instead of being ignored.
+pub fn check_params(query: Option<&str>, known: &[&str]) -> Result<(), String> {
+    let Some(query) = query.filter(|q| !q.is_empty()) else {
+        return Ok(());
+    };
+    let uri: axum::http::Uri = format!("/?{query}")
+        .parse()
+        .map_err(|_| "malformed query string".to_owned())?;
+    let Ok(Query(pairs)) = Query::<Vec<(String, String)>>::try_from_uri(&uri) else {
+        return Err("malformed query string".to_owned());
+    };
+    let mut unknown: Vec<String> = Vec::new();
+    for (k, _) in &pairs {
+        if !known.contains(&k.as_str()) && !unknown.contains(k) {
+            unknown.push(k.clone());
+        }
+    }
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = unknown
+        .iter()
+        .take(MAX_NAMED_UNKNOWN)
+        .map(|k| {
+            let short: String = k.chars().take(MAX_NAMED_LEN).collect();
+            format!("{short:?}")
+        })
+        .collect();
+    let more = unknown.len().saturating_sub(MAX_NAMED_UNKNOWN);
+    Err(format!(
+        "unknown query parameter{} {}{}; this route takes {}",
+        if unknown.len() == 1 { "" } else { "s" },
+        named.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        },
+        known.join(", ")
+    ))
 }
 
 /// Health: `ok`, or `degraded` (503) while the store fails.
@@ -278,9 +371,11 @@ struct ListParams {
     /// Only servers of this face (`gameagent`, `gamespy`, `teeworlds07`, `teeworlds06`,
     /// `ddnet`, `mgmt`), family (`teeworlds`) or query protocol (`gamespy1`, `unreal2`).
     protocol: Option<String>,
-    /// Only this game (case-insensitive).
+    /// Only this game: its key as `game` spells it (`ut`, `serioussamse`, `ddnet`,
+    /// `teeworlds`, `bomberman`, …), case-insensitive.
     game: Option<String>,
-    /// Only servers with players (`true`/`false`, `1`/`0`).
+    /// Only servers with players (`true`/`false`, `1`/`0`). The web page's URL spells it
+    /// the same way.
     #[param(value_type = Option<bool>)]
     non_empty: Option<String>,
     /// Only servers with a free slot.
@@ -400,9 +495,13 @@ impl ListParams {
 ))]
 async fn list_servers(
     State(h): State<MasterHandle>,
+    RawQuery(raw): RawQuery,
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> Response {
     h.metrics().count_list_request("http");
+    if let Err(e) = check_params(raw.as_deref(), LIST_PARAMS) {
+        return bad_request(e);
+    }
     let Ok(Query(params)) = params else {
         return bad_request("malformed query string");
     };
@@ -454,8 +553,12 @@ struct DetailParams {
 async fn server_detail(
     State(h): State<MasterHandle>,
     Path(address): Path<String>,
+    RawQuery(raw): RawQuery,
     params: Result<Query<DetailParams>, QueryRejection>,
 ) -> Response {
+    if let Err(e) = check_params(raw.as_deref(), SERVER_PARAMS) {
+        return bad_request(e);
+    }
     let Some(addr) = GameAddr::parse(&address) else {
         return bad_request("address must be host:port");
     };
@@ -481,7 +584,7 @@ async fn server_detail(
         None => (
             StatusCode::NOT_FOUND,
             axum::Json(ErrorDto {
-                error: "no such server",
+                error: "no such server".into(),
             }),
         )
             .into_response(),
@@ -529,6 +632,34 @@ mod tests {
         assert_eq!((q.page, q.per_page), (2, 10));
         assert_eq!(q.text.as_deref(), Some("abc"));
         assert_eq!(params(&[]).unwrap(), ListQuery::default());
+    }
+
+    #[test]
+    fn unknown_params_are_named() {
+        assert_eq!(check_params(None, LIST_PARAMS), Ok(()));
+        assert_eq!(check_params(Some(""), LIST_PARAMS), Ok(()));
+        assert_eq!(
+            check_params(Some("non_empty=1&game=ut&q=a%20b"), LIST_PARAMS),
+            Ok(())
+        );
+        let e = check_params(Some("nonempty=1&game=ut&nonempty=0"), LIST_PARAMS).unwrap_err();
+        assert!(
+            e.starts_with(
+                "unknown query parameter \"nonempty\"; this route takes protocol, game, non_empty,"
+            ),
+            "{e}"
+        );
+        let many = "a=1&b=1&c=1&d=1&e=1&f=1&g=1";
+        let e = check_params(Some(many), SERVER_PARAMS).unwrap_err();
+        assert!(
+            e.starts_with("unknown query parameters \"a\", \"b\", \"c\", \"d\", \"e\" and 2 more"),
+            "{e}"
+        );
+        let long = format!("{}=1", "k".repeat(500));
+        let e = check_params(Some(&long), SERVER_PARAMS).unwrap_err();
+        assert!(e.len() < 200, "{e}");
+        // A percent-encoded name is compared decoded.
+        assert_eq!(check_params(Some("g%61me=ut"), SERVER_PARAMS), Ok(()));
     }
 
     #[test]

@@ -26,6 +26,7 @@
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod display;
+pub mod games;
 pub mod limit;
 pub mod model;
 pub mod probe;

@@ -3,6 +3,7 @@
 mod cli;
 mod e2e;
 mod faults;
+mod game_key;
 mod pacing;
 mod packaging;
 mod postgres;

@@ -101,9 +101,15 @@ pub struct ServerSummary {
     pub registered_address: String,
     /// Where it is queried, if it can be.
     pub query_address: Option<String>,
-    /// Game name.
+    /// The game key, lower case: the key the master files the server under (`ut`,
+    /// `serioussamse`, `ddnet`, `teeworlds`, `bomberman`, …; the list is in
+    /// `docs/browser.md`). The `game` filter and `?game=` match it.
     #[schema(value_type = String)]
     pub game: ShortText,
+    /// The game's display name (`Unreal Tournament`, `Serious Sam: The Second Encounter`);
+    /// the key itself for a game without one.
+    #[schema(value_type = String)]
+    pub game_name: ShortText,
     /// The face that registered it (`gameagent`, `gamespy`, `teeworlds07`, `teeworlds06`,
     /// `ddnet`, `mgmt`).
     pub protocol: &'static str,
@@ -158,6 +164,8 @@ impl ServerSummary {
             registered_address: r.key.addr.to_string(),
             query_address: r.query_addr.as_ref().map(crate::registry::addr_text),
             game: r.key.game.clone(),
+            game_name: muster_proto::games::display_name(&r.key.game)
+                .map_or_else(|| r.key.game.clone(), ShortText::from),
             protocol: r.face.name(),
             family: r.face.family(),
             query_protocol: r.query_protocol.map(muster_proto::Protocol::name),
@@ -327,7 +335,8 @@ pub struct FaceDto {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ErrorDto {
     /// What was wrong, e.g. `unknown sort column`.
-    pub error: &'static str,
+    #[schema(value_type = String)]
+    pub error: std::borrow::Cow<'static, str>,
 }
 
 /// `GET /healthz`.

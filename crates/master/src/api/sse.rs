@@ -57,11 +57,13 @@ pub struct EventParams {
     last_event_id: Option<String>,
 }
 
-fn refuse(status: StatusCode, error: &'static str) -> Response {
+fn refuse(status: StatusCode, error: impl Into<std::borrow::Cow<'static, str>>) -> Response {
     (
         status,
         [(header::RETRY_AFTER, "5")],
-        axum::Json(ErrorDto { error }),
+        axum::Json(ErrorDto {
+            error: error.into(),
+        }),
     )
         .into_response()
 }
@@ -76,6 +78,10 @@ fn refuse(status: StatusCode, error: &'static str) -> Response {
     (status = 503, description = "Too many event streams", body = ErrorDto)
 ))]
 pub async fn events(State(h): State<MasterHandle>, req: Parts) -> Response {
+    if let Err(e) = crate::http::check_params(req.uri.query(), &["last_event_id"]) {
+        h.metrics().count_drop(DropReason::Malformed);
+        return refuse(StatusCode::BAD_REQUEST, e);
+    }
     let Ok(Query(params)) = Query::<EventParams>::try_from_uri(&req.uri) else {
         h.metrics().count_drop(DropReason::Malformed);
         return refuse(StatusCode::BAD_REQUEST, "malformed query string");

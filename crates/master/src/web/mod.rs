@@ -3,7 +3,8 @@
 //! ```text
 //! GET /                                    the page (one HTML file, vanilla JS/CSS, embedded)
 //! GET /api/v1/servers/{address}/history    [{at, num_players, max_players, ok}], last 24 h
-//!                                          (the retention), oldest first; ?game= picks one
+//!                                          (the retention), oldest first; ?game= picks one,
+//!                                          and is needed where several games are listed (400)
 //! ```
 //!
 //! [`etag`] is a middleware for every `GET` answered `200`: it sends an `ETag` (a hash of the
@@ -27,7 +28,7 @@ use std::hash::{BuildHasher as _, Hasher as _};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Query, RawQuery, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
@@ -82,13 +83,37 @@ pub(crate) struct HistoryParams {
     game: Option<String>,
 }
 
-#[derive(Serialize)]
-struct ErrorBody {
-    error: &'static str,
+fn error(status: StatusCode, error: impl Into<std::borrow::Cow<'static, str>>) -> Response {
+    let body = crate::api::dto::ErrorDto {
+        error: error.into(),
+    };
+    (status, axum::Json(body)).into_response()
 }
 
-fn error(status: StatusCode, error: &'static str) -> Response {
-    (status, axum::Json(ErrorBody { error })).into_response()
+/// Where the samples of `wanted` are kept: the registered address of the listed record at
+/// that address (of `game`, when given). `Err` with the games when no game is given and
+/// several games are listed there, since their samples would be merged.
+fn history_record(
+    view: &crate::views::Snapshot,
+    wanted: &GameAddr,
+    game: Option<&str>,
+) -> Result<Option<String>, Vec<String>> {
+    let found = view.find_by_addr(wanted);
+    let mut hits = found
+        .iter()
+        .filter(|r| game.is_none_or(|g| g.eq_ignore_ascii_case(&r.key.game)));
+    let Some(first) = hits.next() else {
+        return Ok(None);
+    };
+    if game.is_none() {
+        let mut games: Vec<String> = found.iter().map(|r| r.key.game.to_string()).collect();
+        games.sort();
+        games.dedup();
+        if games.len() > 1 {
+            return Err(games);
+        }
+    }
+    Ok(Some(first.key.addr.to_string()))
 }
 
 /// Player counts of the last 24 hours (the retention), oldest first, from the poller's samples.
@@ -99,13 +124,17 @@ fn error(status: StatusCode, error: &'static str) -> Response {
     ),
     responses(
         (status = 200, description = "Samples, oldest first", body = [HistoryPointDto]),
-        (status = 400, description = "Not an address")
+        (status = 400, description = "Not an address, an unknown parameter, or several games listed at the address and no `game`", body = crate::api::dto::ErrorDto)
     ))]
 pub(crate) async fn server_history(
     State(st): State<HistoryState>,
     Path(address): Path<String>,
+    RawQuery(raw): RawQuery,
     params: Result<Query<HistoryParams>, QueryRejection>,
 ) -> Response {
+    if let Err(e) = crate::http::check_params(raw.as_deref(), crate::http::SERVER_PARAMS) {
+        return error(StatusCode::BAD_REQUEST, e);
+    }
     let Some(addr) = GameAddr::parse(&address) else {
         return error(StatusCode::BAD_REQUEST, "address must be host:port");
     };
@@ -120,18 +149,22 @@ pub(crate) async fn server_history(
     // reactor.
     let view = st.handle.snapshot();
     let (wanted, g) = (addr.clone(), game.clone());
-    let registered = crate::runtime::bulk::spawn(move || {
-        view.find_by_addr(&wanted)
-            .into_iter()
-            .find(|r| {
-                g.as_deref()
-                    .is_none_or(|g| g.eq_ignore_ascii_case(&r.key.game))
-            })
-            .map(|r| r.key.addr.to_string())
-    })
-    .await
-    .ok()
-    .flatten();
+    let registered =
+        crate::runtime::bulk::spawn(move || history_record(&view, &wanted, g.as_deref()))
+            .await
+            .unwrap_or(Ok(None));
+    let registered = match registered {
+        Ok(r) => r,
+        Err(games) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "several games are listed at this address: add ?game= with one of {}",
+                    games.join(", ")
+                ),
+            );
+        }
+    };
     let addr = registered.unwrap_or_else(|| addr.to_string());
     let history = st.history;
     let now = Timestamp::now();
@@ -235,6 +268,46 @@ mod tests {
         assert!(none_match_hits(&format!("\"x\", W/{t}"), &t));
         assert!(none_match_hits("*", &t));
         assert!(!none_match_hits("\"x\"", &t));
+    }
+
+    /// The empty page's line for the 0.6 face says which servers that list carries: the ones
+    /// DDNet's HTTP register took, never the 0.7 face's (it once promised 0.7 servers there).
+    #[test]
+    fn the_page_says_what_the_06_list_carries() {
+        use crate::faces::teeworlds::{LISTED_BY_06, LISTED_BY_07};
+        use crate::registry::Face;
+        assert!(LISTED_BY_06.contains(&Face::DdnetHttp));
+        assert!(!LISTED_BY_06.contains(&Face::Teeworlds07));
+        assert!(LISTED_BY_07.contains(&Face::Teeworlds07));
+        let line = INDEX_HTML
+            .lines()
+            .find(|l| l.contains("\"Teeworlds 0.6 lists"))
+            .unwrap();
+        assert!(
+            line.contains("registered over DDNet's HTTP register"),
+            "{line}"
+        );
+        assert!(!line.contains("and 0.7 servers"), "{line}");
+    }
+
+    /// Keyboard use: headers and rows are focusable, Enter and Space act on them, Escape
+    /// closes the detail, the focus is drawn (the browser test presses the keys).
+    #[test]
+    fn page_is_made_for_the_keyboard() {
+        for part in [
+            "role=\"columnheader\" tabindex=\"0\"",
+            "r.tabIndex = 0",
+            "e.key === \"Escape\"",
+            "e.key === \"Enter\" || e.key === \" \"",
+            ":focus-visible",
+            "aria-sort",
+            "rel=\"icon\"",
+        ] {
+            assert!(INDEX_HTML.contains(part), "{part}");
+        }
+        // The page's URL spells the API's filter names.
+        assert!(INDEX_HTML.contains("p.get(\"non_empty\")"));
+        assert!(!INDEX_HTML.contains("\"nonempty\""));
     }
 
     #[test]

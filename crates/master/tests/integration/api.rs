@@ -462,3 +462,160 @@ async fn history_of_unpolled_servers_by_either_address() {
     assert_eq!(mgmt[0]["max_players"], 4);
     d.stop().await;
 }
+
+/// A misspelt parameter is refused, naming it, on every route that takes a query: the
+/// page's old `nonempty` filtered nothing and nobody noticed.
+#[tokio::test]
+async fn unknown_query_parameters_are_refused_by_name() {
+    let dir = TempDir::new("api-unknown-params");
+    let mut c = config(&dir);
+    c.poller.enabled = false;
+    let d = Daemon::start(c);
+    mgmt_record(&d, 2100, true);
+    d.handle.publish();
+    let bad = get_json(d.http(), "/api/v1/servers?nonempty=1", 400).await;
+    let e = bad["error"].as_str().unwrap();
+    assert!(e.contains("\"nonempty\"") && e.contains("non_empty"), "{e}");
+    let two = get_json(d.http(), "/api/v1/servers?game=x&sortt=name&pg=2", 400).await;
+    let e = two["error"].as_str().unwrap();
+    assert!(e.contains("\"sortt\", \"pg\""), "{e}");
+    let ok = get_json(d.http(), "/api/v1/servers?non_empty=1&not_full=1", 200).await;
+    assert_eq!(ok["total"], 1);
+    let addr = "192.0.2.9:2100";
+    for path in [
+        format!("/api/v1/servers/{addr}?gmae=bomberman"),
+        format!("/api/v1/servers/{addr}/history?from=0"),
+        "/api/v1/events?last_id=3".to_owned(),
+    ] {
+        let v = get_json(d.http(), &path, 400).await;
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("unknown query parameter"),
+            "{path}: {v}"
+        );
+    }
+    let one = get_json(
+        d.http(),
+        &format!("/api/v1/servers/{addr}?game=bomberman"),
+        200,
+    )
+    .await;
+    assert_eq!(one["address"], addr);
+    let history = get_json(
+        d.http(),
+        &format!("/api/v1/servers/{addr}/history?game=bomberman"),
+        200,
+    )
+    .await;
+    assert!(history.is_array());
+    d.stop().await;
+}
+
+/// Two games listed at one address keep their samples apart: the history of the address
+/// alone would merge them, so it asks for `?game=`.
+#[tokio::test]
+async fn history_of_an_ambiguous_address_asks_for_the_game() {
+    let dir = TempDir::new("api-history-ambiguous");
+    let mut c = config(&dir);
+    c.poller.enabled = false;
+    let d = Daemon::start(c);
+    for (game, players) in [("ut", 3), ("unreal", 5)] {
+        record(
+            &d,
+            &ip_key(game, "192.0.2.61:7778"),
+            Face::GameSpy,
+            7777,
+            PollInfo::from(PollFields {
+                num_players: players,
+                max_players: 16,
+                ..PollFields::default()
+            }),
+        );
+    }
+    d.handle.publish();
+    let ut = first_history(d.http(), "/api/v1/servers/192.0.2.61:7777/history?game=ut").await;
+    let unreal = first_history(
+        d.http(),
+        "/api/v1/servers/192.0.2.61:7777/history?game=UNREAL",
+    )
+    .await;
+    assert!(ut.as_array().unwrap().iter().all(|p| p["num_players"] == 3));
+    assert!(
+        unreal
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["num_players"] == 5)
+    );
+    for a in ["192.0.2.61:7777", "192.0.2.61:7778"] {
+        let v = get_json(d.http(), &format!("/api/v1/servers/{a}/history"), 400).await;
+        let e = v["error"].as_str().unwrap();
+        assert!(e.contains("?game=") && e.contains("unreal, ut"), "{e}");
+    }
+    d.stop().await;
+}
+
+/// Every server object has its game key and, beside it, the game's display name; the
+/// `game` filter takes the key.
+#[tokio::test]
+async fn game_key_and_display_name() {
+    let dir = TempDir::new("api-game-name");
+    let mut c = config(&dir);
+    c.poller.enabled = false;
+    let d = Daemon::start(c);
+    let games = [
+        ("ddnet", Face::DdnetHttp, "192.0.2.70:8303", "DDNet"),
+        (
+            "serioussamse",
+            Face::GameAgent,
+            "192.0.2.71:25600",
+            "Serious Sam: The Second Encounter",
+        ),
+        ("ut", Face::GameSpy, "192.0.2.72:7778", "Unreal Tournament"),
+        ("somegame", Face::GameSpy, "192.0.2.73:7778", "somegame"),
+    ];
+    for (game, face, addr, _) in games {
+        let key = ip_key(game, addr);
+        record(
+            &d,
+            &key,
+            face,
+            key.addr.port(),
+            PollInfo::from(PollFields::default()),
+        );
+    }
+    mgmt_record(&d, 2101, true);
+    d.handle.publish();
+    for (game, _, addr, name) in games {
+        let v = get_json(d.http(), &format!("/api/v1/servers?game={game}"), 200).await;
+        assert_eq!(v["total"], 1, "{game}: {v}");
+        assert_eq!(v["servers"][0]["registered_address"], addr);
+        assert_eq!(v["servers"][0]["game"], game);
+        assert_eq!(v["servers"][0]["game_name"], name);
+        let one = get_json(d.http(), &format!("/api/v1/servers/{addr}"), 200).await;
+        assert_eq!(one["game_name"], name);
+    }
+    let bomber = get_json(d.http(), "/api/v1/servers?game=BOMBERMAN", 200).await;
+    assert_eq!(bomber["servers"][0]["game_name"], "Bomberman");
+    let doc = get_json(d.http(), "/api/v1/openapi.json", 200).await;
+    assert!(doc["components"]["schemas"]["ServerSummary"]["properties"]["game_name"].is_object());
+    d.stop().await;
+}
+
+/// The pages name their icon, and the icon is served: no 404 on every load.
+#[tokio::test]
+async fn the_icon_is_served() {
+    let dir = TempDir::new("api-favicon");
+    let d = Daemon::start(config(&dir));
+    for path in ["/favicon.svg", "/favicon.ico"] {
+        let (head, body) = raw_get(d.http(), path, "").await;
+        assert!(head.starts_with("http/1.1 200"), "{path}: {head}");
+        assert!(head.contains("content-type: image/svg+xml"), "{head}");
+        assert!(String::from_utf8_lossy(&body).starts_with("<svg"), "{path}");
+    }
+    let (_, docs) = get(d.http(), "/api/docs").await;
+    assert!(docs.contains("rel=\"icon\" href=\"/favicon.svg\""));
+    d.stop().await;
+}
