@@ -7,6 +7,11 @@
 //! page boundary; such a pull (the pages' `last_event_id` differ) is marked incomplete and
 //! takes nothing away. A `429` is waited out (`Retry-After`, bounded).
 //!
+//! Whatever the upstream answers, a pull holds at most [`MAX_LISTED`] records: a page with
+//! more than [`PER_PAGE`] is refused while it is parsed, a claimed total over the limit at the
+//! first page, and no more pages are read than that total needs (plus one), within
+//! [`MAX_PULL_BYTES`]. Redirects are refused.
+//!
 //! Each record says where it came from (`sources`); the caller learns only the ones that
 //! registered there unless told otherwise.
 
