@@ -251,7 +251,9 @@ impl Poller<'_> {
             // The deadline came before the request left: nothing was learnt.
             Err(Failure::Unsent) => Poll::Unknown,
             Err(failure) => {
-                tracing::info!("{}: {failure}", w.key.address);
+                // The server_down event says it; a server that stays down is asked (and
+                // fails) every interval.
+                tracing::debug!("{}: {failure}", w.key.address);
                 Poll::Failed {
                     error: format!("{}: {failure}", w.target.query_address),
                 }

@@ -15,7 +15,8 @@
 //!   joined.
 //! - An answer whose player list is incomplete (a partial answer) says nothing about players:
 //!   the previous list stays, and no player or friend event comes from it.
-//! - Friends are matched case-insensitively and exactly on the plain name.
+//! - Friends are matched case-insensitively on the plain name: exactly, or, for a friend given
+//!   as `~TEXT`, any player whose name contains TEXT (`~nameless` matches `nameless tee`).
 //! - Filters: each answer comes with whether it passes `--filter`; a server's events are
 //!   emitted when it passed before the change or passes after it.
 
@@ -157,26 +158,56 @@ struct Server {
     selected: bool,
 }
 
+/// How one `--friend` is matched against a plain player name, both lower-cased.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Friend {
+    /// The whole name.
+    Exact(String),
+    /// Part of the name (`--friend ~TEXT`).
+    Contains(String),
+}
+
+impl Friend {
+    /// `~TEXT` is a substring match, anything else the exact name; `None` for an empty one.
+    fn parse(spec: &str) -> Option<Self> {
+        let lower = spec.trim().to_lowercase();
+        match lower.strip_prefix('~') {
+            Some(part) if !part.is_empty() => Some(Self::Contains(part.to_owned())),
+            Some(_) => None,
+            None if lower.is_empty() => None,
+            None => Some(Self::Exact(lower)),
+        }
+    }
+
+    /// Whether `lower` (a lower-cased plain player name) is this friend.
+    fn matches(&self, lower: &str) -> bool {
+        match self {
+            Self::Exact(name) => lower == name,
+            Self::Contains(part) => lower.contains(part.as_str()),
+        }
+    }
+}
+
 /// The state of every watched server.
 #[derive(Debug)]
 pub(crate) struct Watcher {
-    /// Friends' names, lower-cased, each once.
-    friends: Vec<String>,
+    /// The friends, each once.
+    friends: Vec<Friend>,
     servers: HashMap<ServerKey, Server>,
 }
 
 impl Watcher {
-    /// A watcher looking out for `friends` (matched case-insensitively).
+    /// A watcher looking out for `friends` (matched case-insensitively; `~TEXT` matches a
+    /// name containing TEXT).
     pub(crate) fn new<S: AsRef<str>>(friends: &[S]) -> Self {
-        let mut lower: Vec<String> = Vec::new();
-        for f in friends {
-            let f = f.as_ref().to_lowercase();
-            if !lower.contains(&f) {
-                lower.push(f);
+        let mut parsed: Vec<Friend> = Vec::new();
+        for f in friends.iter().filter_map(|f| Friend::parse(f.as_ref())) {
+            if !parsed.contains(&f) {
+                parsed.push(f);
             }
         }
         Self {
-            friends: lower,
+            friends: parsed,
             servers: HashMap::new(),
         }
     }
@@ -309,8 +340,8 @@ impl Watcher {
         }
         for p in players {
             let lower = p.name.to_lowercase();
-            if let Some(i) = self.friends.iter().position(|f| *f == lower) {
-                if !found.iter().any(|(j, _)| *j == i) {
+            for (i, f) in self.friends.iter().enumerate() {
+                if f.matches(&lower) && !found.iter().any(|(j, _)| *j == i) {
                     found.push((i, p.name.clone()));
                 }
             }
@@ -531,6 +562,47 @@ mod tests {
             vec![answer(snap("dm1", 2, players(&["Carl", "bob"])))],
         );
         assert_eq!(got, [vec!["server_up", "friend_online:bob"]]);
+    }
+
+    #[test]
+    fn a_friend_given_as_tilde_text_matches_names_containing_it() {
+        let got = check(
+            &["~NAMELESS", "~", "carl"],
+            vec![
+                answer(snap("dm1", 2, players(&["nameless tee", "Carl"]))),
+                answer(snap("dm1", 1, players(&["Carl"]))),
+            ],
+        );
+        assert_eq!(
+            got,
+            [
+                vec![
+                    "server_up",
+                    "friend_online:nameless tee",
+                    "friend_online:Carl"
+                ],
+                vec!["player_left:nameless tee", "friend_offline:nameless tee"],
+            ]
+        );
+        // Without the tilde the name must be whole.
+        let got = check(
+            &["nameless"],
+            vec![answer(snap("dm1", 1, players(&["nameless tee"])))],
+        );
+        assert_eq!(got, [vec!["server_up"]]);
+        // One player can be two friends; each comes online once.
+        let got = check(
+            &["~name", "~tee", "~name"],
+            vec![answer(snap("dm1", 1, players(&["nameless tee"])))],
+        );
+        assert_eq!(
+            got,
+            [vec![
+                "server_up",
+                "friend_online:nameless tee",
+                "friend_online:nameless tee"
+            ]]
+        );
     }
 
     #[test]

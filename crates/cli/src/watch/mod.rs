@@ -36,6 +36,8 @@ it, and `time`, RFC 3339 UTC; and, when known, the server's `name`, `map`, `play
 Players present at a server's first answer give no player_joined; server_full and slot_free
 only report a change. Players are matched by their name without colour codes; two players of
 one name count twice; where the protocol numbers players (unreal2), a rename is no event.
+A --friend matches a whole name in any case; --friend '~TEXT' matches every name that
+contains TEXT (any case), and one player may be several friends.
 An answer whose player list is incomplete says nothing about players. A server that goes
 down, or that its master stops listing, is forgotten: its next answer is a first answer.
 
@@ -49,7 +51,7 @@ watching stops, deliveries get 2 s to finish, and the exit code is 0 (2: bad com
 The timing flags apply to each poll (--deadline bounds one poll of every server).
 
 Examples:
-  muster watch -p teeworlds 127.0.0.1:8303 --friend nameless --interval 10s -f text
+  muster watch -p teeworlds 127.0.0.1:8303 --friend '~nameless' --interval 10s -f text
   muster watch --master teeworlds:master.example:8300 --filter players>0 -f ndjson
   muster watch --servers list.txt --exec 'notify-send \"$MUSTER_EVENT\" \"$MUSTER_ADDRESS\"'";
 
@@ -88,8 +90,9 @@ pub(crate) struct WatchArgs {
     /// 1m). A poll that takes longer is followed by the next at once.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = interval)]
     pub interval: Duration,
-    /// A player to report as friend_online/friend_offline (exact name without colour codes,
-    /// any case). Repeatable.
+    /// A player to report as friend_online/friend_offline: the whole name without colour
+    /// codes, any case; `~TEXT` matches every name containing TEXT (`~nameless` matches
+    /// `nameless tee`). Repeatable.
     #[arg(long = "friend", value_name = "NAME")]
     pub friends: Vec<String>,
     /// Run `sh -c CMD` for each event (its JSON on stdin; MUSTER_EVENT, MUSTER_ADDRESS set).

@@ -86,9 +86,14 @@ pub(crate) fn to_json(e: &Event) -> String {
     serde_json::to_string(&json).unwrap_or_default()
 }
 
-/// The event as one readable line (no newline at the end); control characters in names are
-/// replaced so a hostile name cannot drive the terminal.
-pub(crate) fn to_text(e: &Event) -> String {
+/// Width of the address column of text lines at least: an IPv4 address with its port
+/// (`255.255.255.255:65535`). A longer address widens the column for the lines after it.
+pub(crate) const ADDRESS_COLUMN: usize = 21;
+
+/// The event as one readable line (no newline at the end), its address padded to `width`
+/// characters so the columns after it line up; control characters in names are replaced so a
+/// hostile name cannot drive the terminal.
+pub(crate) fn to_text(e: &Event, width: usize) -> String {
     use super::machine::EventKind as K;
     let s = |v: &Option<String>| printable(v.as_deref().unwrap_or(""));
     let count = match (e.players, e.max_players) {
@@ -104,12 +109,14 @@ pub(crate) fn to_text(e: &Event) -> String {
         K::NameChanged => format!("\"{}\" -> \"{}\"", s(&e.previous), s(&e.name)),
         K::ServerFull | K::SlotFree => count,
     };
-    format!(
-        "{}  {}  {:<14}  {detail}",
+    let line = format!(
+        "{}  {:<width$}  {:<14}  {detail}",
         humantime::format_rfc3339_seconds(e.time),
         printable(&e.address),
         e.kind.name(),
-    )
+    );
+    // An event without detail ends in its kind, not in padding.
+    line.trim_end().to_owned()
 }
 
 /// A bounded queue that makes room by dropping its oldest entry.
@@ -202,6 +209,8 @@ pub(crate) struct Delivery {
 #[derive(Debug)]
 pub(crate) struct Sinks {
     format: EventFormat,
+    /// The address column of text lines: [`ADDRESS_COLUMN`], or the longest address so far.
+    address_width: usize,
     exec: Option<Arc<DropOldest<Delivery>>>,
     webhook: Option<Arc<DropOldest<Delivery>>>,
     workers: JoinSet<()>,
@@ -223,7 +232,7 @@ impl Sinks {
                 let (queue, cmd) = (queue.clone(), cmd.clone());
                 workers.spawn(async move {
                     while let Some(d) = queue.pop().await {
-                        run_command(&cmd, &d).await;
+                        run_command(&cmd, &d, EXEC_TIME_LIMIT).await;
                     }
                 });
             }
@@ -234,6 +243,9 @@ impl Sinks {
                 let client = reqwest::Client::builder()
                     .timeout(WEBHOOK_TIMEOUT)
                     .user_agent(concat!("muster/", env!("CARGO_PKG_VERSION")))
+                    // The URL given is where events go: a redirect (to another host, say) is
+                    // a failure, not a second destination.
+                    .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .map_err(|e| anyhow::anyhow!("cannot set up the webhook client: {e}"))?;
                 let queue = Arc::new(DropOldest::new(WEBHOOK_QUEUE));
@@ -249,6 +261,7 @@ impl Sinks {
         };
         Ok(Self {
             format,
+            address_width: ADDRESS_COLUMN,
             exec,
             webhook,
             workers,
@@ -267,7 +280,11 @@ impl Sinks {
             .then(|| to_json(e).into());
             match (self.format, &json) {
                 (EventFormat::Ndjson, Some(json)) => writeln!(out, "{json}")?,
-                _ => writeln!(out, "{}", to_text(e))?,
+                _ => {
+                    let len = printable(&e.address).chars().count();
+                    self.address_width = self.address_width.max(len);
+                    writeln!(out, "{}", to_text(e, self.address_width))?;
+                }
             }
             let Some(json) = json else { continue };
             let delivery = Delivery {
@@ -312,9 +329,46 @@ impl Sinks {
     }
 }
 
-/// Run `sh -c cmd` for one event: its JSON on stdin, `MUSTER_EVENT` and `MUSTER_ADDRESS` set,
-/// its stdout sent to our stderr (stdout carries the events). Failures are logged.
-async fn run_command(cmd: &str, d: &Delivery) {
+/// The process group of one `--exec` command (its `sh` leads it, and everything the command
+/// starts belongs to it): killed whole when the command overruns its time or is abandoned at
+/// shutdown, so that no pipeline member or child outlives it.
+#[derive(Debug)]
+struct Group(Option<u32>);
+
+impl Group {
+    /// The command ended by itself: whatever it left running on purpose is its business.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            kill_group(pgid);
+        }
+    }
+}
+
+/// SIGKILL to every process of group `pgid`, with `kill(1)` (this crate has no unsafe code
+/// and no system-call crate; the utility is on every system that has `sh`).
+fn kill_group(pgid: u32) {
+    let killed = std::process::Command::new("kill")
+        .args(["-s", "KILL", "--", &format!("-{pgid}")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    if let Err(e) = killed {
+        tracing::warn!("--exec: cannot kill the command's process group {pgid}: {e}");
+    }
+}
+
+/// Run `sh -c cmd` for one event, in a process group of its own: its JSON on stdin,
+/// `MUSTER_EVENT` and `MUSTER_ADDRESS` set, its stdout sent to our stderr (stdout carries the
+/// events). Failures are logged; after `limit`, or when this future is dropped (shutdown),
+/// the whole group is killed.
+async fn run_command(cmd: &str, d: &Delivery, limit: Duration) {
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
@@ -324,6 +378,8 @@ async fn run_command(cmd: &str, d: &Delivery) {
         .stdin(std::process::Stdio::piped())
         .stdout(stdout_for_commands())
         .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -335,6 +391,8 @@ async fn run_command(cmd: &str, d: &Delivery) {
             return;
         }
     };
+    // The group's id is its leader's pid, `sh`'s.
+    let mut group = Group(child.id());
     let run = async {
         if let Some(mut stdin) = child.stdin.take() {
             // A command that does not read its input is no failure.
@@ -343,7 +401,11 @@ async fn run_command(cmd: &str, d: &Delivery) {
         }
         child.wait().await
     };
-    match tokio::time::timeout(EXEC_TIME_LIMIT, run).await {
+    let outcome = tokio::time::timeout(limit, run).await;
+    if outcome.is_ok() {
+        group.disarm();
+    }
+    match outcome {
         Ok(Ok(status)) if status.success() => {}
         Ok(Ok(status)) => {
             tracing::warn!(
@@ -354,12 +416,12 @@ async fn run_command(cmd: &str, d: &Delivery) {
         }
         Ok(Err(e)) => tracing::warn!("--exec: waiting for the command failed: {e}"),
         Err(_) => {
-            // Dropping the child kills it.
+            // Dropping `group` kills every process of the command.
             tracing::warn!(
                 "--exec: command for {} at {} still running after {}s: killed",
                 d.kind,
                 d.address,
-                EXEC_TIME_LIMIT.as_secs()
+                limit.as_secs()
             );
         }
     }
@@ -409,8 +471,13 @@ async fn post(client: &reqwest::Client, url: &reqwest::Url, d: &Delivery) {
         let why = match sent {
             Ok(r) if r.status().is_success() => return,
             Ok(r) if !retryable(r.status()) => {
+                let redirect = if r.status().is_redirection() {
+                    " (redirects are not followed)"
+                } else {
+                    ""
+                };
                 tracing::warn!(
-                    "--webhook: {} for {} at {}: {}; not retried",
+                    "--webhook: {} for {} at {}: {}{redirect}; not retried",
                     url,
                     d.kind,
                     d.address,
@@ -492,25 +559,121 @@ mod tests {
         let mut up = event(EventKind::ServerUp);
         up.players = Some(3);
         assert_eq!(
-            to_text(&up),
-            "2025-11-25T10:00:00Z  play.example:7777  server_up       \"My \u{fffd}[2JServer\" on DM-Antalus, 3/16 players"
+            to_text(&up, ADDRESS_COLUMN),
+            "2025-11-25T10:00:00Z  play.example:7777      server_up       \"My \u{fffd}[2JServer\" on DM-Antalus, 3/16 players"
         );
         let mut joined = event(EventKind::PlayerJoined);
         joined.player = Some("Bob".into());
-        assert!(to_text(&joined).ends_with("player_joined   Bob"));
+        assert!(to_text(&joined, ADDRESS_COLUMN).ends_with("player_joined   Bob"));
         let mut renamed = event(EventKind::NameChanged);
         renamed.previous = Some("Old".into());
-        assert!(to_text(&renamed).ends_with("\"Old\" -> \"My \u{fffd}[2JServer\""));
+        assert!(to_text(&renamed, ADDRESS_COLUMN).ends_with("\"Old\" -> \"My \u{fffd}[2JServer\""));
         let mut full = event(EventKind::ServerFull);
         full.max_players = None;
-        assert!(to_text(&full).ends_with("server_full     3 players"));
+        assert!(to_text(&full, ADDRESS_COLUMN).ends_with("server_full     3 players"));
     }
 
     #[test]
     fn every_kind_has_a_text_line() {
         for kind in EventKind::ALL {
-            let line = to_text(&event(kind));
+            let line = to_text(&event(kind), ADDRESS_COLUMN);
             assert!(line.contains(kind.name()), "{line}");
+        }
+    }
+
+    #[test]
+    fn text_columns_line_up_across_addresses() {
+        let mut sinks = Sinks::new(EventFormat::Text, None, None).unwrap();
+        let mut events = Vec::new();
+        for (address, kind) in [
+            ("10.0.0.1:7777", EventKind::ServerUp),
+            ("203.0.113.250:27015", EventKind::ServerDown),
+            ("[2001:db8::1]:8303", EventKind::SlotFree),
+        ] {
+            let mut e = event(kind);
+            e.address = address.into();
+            events.push(e);
+        }
+        let mut out = Vec::new();
+        sinks.emit(&mut out, &events).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let columns: Vec<usize> = text
+            .lines()
+            .map(|l| {
+                let kind = EventKind::ALL
+                    .iter()
+                    .find(|k| l.contains(k.name()))
+                    .unwrap();
+                l.find(kind.name()).unwrap()
+            })
+            .collect();
+        assert_eq!(columns.len(), 3, "{text}");
+        assert!(columns.iter().all(|c| *c == columns[0]), "{text}");
+        // A longer address widens the column from its line on.
+        let mut long = event(EventKind::ServerUp);
+        long.address = "a-rather-long-host-name.example:7777".into();
+        let mut out = Vec::new();
+        sinks
+            .emit(&mut out, &[long, event(EventKind::SlotFree)])
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let at: Vec<usize> = text
+            .lines()
+            .zip(["server_up", "slot_free"])
+            .map(|(l, k)| l.find(k).unwrap())
+            .collect();
+        assert_eq!(at[0], at[1], "{text}");
+    }
+
+    /// Whether process `pid` still runs (a zombie does not).
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn an_abandoned_command_is_killed_with_everything_it_started() {
+        let scratch = muster_testkit::process::ScratchDir::new("exec-group");
+        let pid_file = scratch.path().join("pid");
+        // A pipeline whose first member is `sleep` (its pid written first): only killing
+        // the whole process group ends it.
+        let cmd = format!(
+            "sh -c 'echo $$ > \"{}\"; exec sleep 98' | cat",
+            pid_file.display()
+        );
+        let d = Delivery {
+            kind: "server_up",
+            address: "127.0.0.1:1".into(),
+            json: "{}".into(),
+        };
+        let running = tokio::spawn(async move {
+            run_command(&cmd, &d, Duration::from_secs(3600)).await;
+        });
+        let limit = std::time::Instant::now() + Duration::from_secs(20);
+        let pid = loop {
+            let written = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            if let Ok(pid) = written.trim().parse::<u32>() {
+                break pid;
+            }
+            assert!(
+                std::time::Instant::now() < limit,
+                "the command never started"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(alive(pid));
+        // What shutdown does to a command still running after the grace time.
+        running.abort();
+        let _ = running.await;
+        while alive(pid) {
+            assert!(
+                std::time::Instant::now() < limit,
+                "sleep {pid} survived its command"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

@@ -656,3 +656,124 @@ fn nothing_to_watch_and_gamespy_masters_are_usage_errors() {
         assert!(!o.stderr.is_empty(), "{args:?} says why");
     }
 }
+
+/// The README's example: `--friend '~nameless'` finds the quick start's `nameless tee`.
+#[test]
+fn a_friend_given_with_a_tilde_matches_part_of_a_name() {
+    let server = teeworlds(state("Quick", "dm1", 16, &["nameless tee"]));
+    let address = server.addr.to_string();
+    let mut args = vec![&address[..], "-p", "teeworlds", "--given-port-only"];
+    args.extend([
+        "--friend",
+        "~NAMELESS",
+        "--friend",
+        "nameless",
+        "-f",
+        "ndjson",
+    ]);
+    args.extend(FAST);
+    let mut watch = Watch::start(&args);
+    watch.expect(&["server_up", "friend_online:nameless tee"]);
+    let (status, rest) = watch.terminate();
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(rest.is_empty(), "nothing else: {rest:?}");
+}
+
+/// Whether process `pid` still runs (a zombie does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+/// A command still running at shutdown is killed with every process it started, not only
+/// its `sh` (here a pipeline whose first member writes its pid and becomes `sleep`).
+#[cfg(target_os = "linux")]
+#[test]
+fn exec_commands_are_killed_whole_when_watching_stops() {
+    let scratch = ScratchDir::new("watch-exec-group");
+    let pid_file = scratch.path().join("pid");
+    let exec = format!(
+        "sh -c 'echo $$ > \"{}\"; exec sleep 98' | cat",
+        pid_file.display()
+    );
+    let server = gameagent(state("Alpha", "Map1", 8, &["Carl"]));
+    let address = server.addr.to_string();
+    let mut args = vec![&address[..], "-p", "gameagent", "--given-port-only"];
+    args.extend(["-f", "ndjson", "--exec", &exec]);
+    args.extend(FAST);
+    let mut watch = Watch::start(&args);
+    watch.expect(&["server_up"]);
+    let mut pid = None;
+    wait_for("the command's sleep started", || {
+        pid = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok());
+        pid.is_some()
+    });
+    let pid = pid.unwrap();
+    assert!(alive(pid));
+    let (status, _) = watch.terminate();
+    assert_eq!(status.code(), Some(0), "{status}");
+    wait_for("the command's sleep was killed", || !alive(pid));
+}
+
+/// An HTTP server on loopback answering every request with `answer`, counting them.
+struct Counting {
+    addr: SocketAddr,
+    requests: Arc<Mutex<usize>>,
+}
+
+impl Counting {
+    fn start(answer: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(Mutex::new(0));
+        let count = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                if read_request(&mut stream).is_none() {
+                    continue;
+                }
+                *count.lock().unwrap() += 1;
+                let _ = stream.write_all(answer.as_bytes());
+            }
+        });
+        Self { addr, requests }
+    }
+
+    fn requests(&self) -> usize {
+        *self.requests.lock().unwrap()
+    }
+}
+
+#[test]
+fn a_webhook_redirect_is_not_followed() {
+    let ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let elsewhere = Counting::start(ok.to_owned());
+    let redirect = Counting::start(format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://{}/other\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        elsewhere.addr
+    ));
+    let hook = format!("http://{}/hook", redirect.addr);
+    let server = gameagent(state("Alpha", "Map1", 8, &["Carl"]));
+    let address = server.addr.to_string();
+    let mut args = vec![&address[..], "-p", "gameagent", "--given-port-only"];
+    args.extend(["-f", "ndjson", "--webhook", &hook]);
+    args.extend(FAST);
+    let mut watch = Watch::start(&args);
+    watch.expect(&["server_up"]);
+    wait_for("the webhook's answer was handled", || {
+        watch.stderr().contains("redirects are not followed")
+    });
+    assert_eq!(redirect.requests(), 1, "{}", watch.stderr());
+    assert_eq!(
+        elsewhere.requests(),
+        0,
+        "the event was posted once, where it was told"
+    );
+    let (status, _) = watch.terminate();
+    assert_eq!(status.code(), Some(0), "{status}");
+}

@@ -9,19 +9,29 @@
 //! | `ddnet` | `servers.json` over HTTP, every `tw-0.6`/`tw-0.7` address | game address | `teeworlds` |
 //! | `ut2003-text` | `list_one` (HTTP) | query address | the answer's (one of the four) |
 //! | `muster` | `/api/v1/servers` ([`super::api`]) | as registered there | the list's |
+//!
+//! Every pull is bounded whatever the upstream sends: [`MAX_LISTED`] servers, the kind's byte
+//! limit (a sync reply's, [`super::http::MAX_DOCUMENT_BYTES`], the API's per page and per
+//! pull), and the fetcher's timeout for all of it. Each pull says which addresses it actually
+//! talked to ([`Pulled::List::peers`]): only a list that came from local addresses alone may
+//! name local servers ([`may_list_local`]).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use muster_proto::Protocol;
 use muster_proto::gamespy_master::{Key, SyncGames};
-use muster_proto::teeworlds_master::{AddressScheme, ServersJson};
-use muster_query::lists::{Document, MasterSource, http_get, list_one};
+use muster_proto::teeworlds_master::{AddressScheme, ServerAddress};
+use muster_proto::ut2003_list::ListFile;
+use muster_query::lists::{MasterSource, list_one};
 use muster_query::{Failure, Options};
+use serde::Deserialize;
 
 use super::api::{ApiClient, ApiError, ApiPull};
+use super::bounded::at_most;
 use super::config::{GameSpyMode, UpstreamConfig, UpstreamKind};
+use super::http::{self, HttpError, MAX_DOCUMENT_BYTES, Pins};
 use super::learn::{Listed, TEEWORLDS_GAME};
 use super::sync::{self, SyncError};
 use crate::faces::gamespy::verify as gamespy_games;
@@ -29,6 +39,10 @@ use crate::registry::{Face, GameAddr, protocol_from_name};
 
 /// The whole of one pull (a sync, every page, every game's list) must finish within this.
 pub const PULL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Most servers one pull may list (every kind): a pull listing more is refused whole.
+pub const MAX_LISTED: usize = 65_536;
+/// Most addresses of one `servers.json` entry (a server has one per protocol it speaks).
+pub const MAX_ADDRESSES_PER_SERVER: usize = 16;
 
 /// Why a pull failed.
 #[derive(Debug, thiserror::Error)]
@@ -46,9 +60,21 @@ pub enum PullError {
     /// The Muster API pull failed.
     #[error("api pull failed")]
     Api(#[source] ApiError),
+    /// The HTTP document could not be fetched.
+    #[error("http fetch failed")]
+    Http(#[source] HttpError),
+    /// The upstream listed more than a pull may hold.
+    #[error("list too large: more than {0} servers")]
+    TooLarge(usize),
+    /// The whole pull took longer than the fetcher's timeout.
+    #[error("pull took longer than {0:?}")]
+    Timeout(Duration),
     /// The document is not what the kind expects.
     #[error("bad document")]
     Decode(#[source] muster_proto::DecodeError),
+    /// The JSON document is not what the kind expects (or holds more than a limit allows).
+    #[error("bad document")]
+    Json(#[source] serde_json::Error),
     /// Every game's list of a GameSpy master failed.
     #[error("every game's list failed (the last failure follows)")]
     AllGames(#[source] Failure),
@@ -66,6 +92,8 @@ pub enum Pulled {
         listed: Vec<Listed>,
         /// Whether this is all of it.
         complete: bool,
+        /// The addresses this pull actually talked to (empty when not known).
+        peers: Vec<IpAddr>,
     },
 }
 
@@ -75,10 +103,17 @@ pub struct Fetcher {
     config: UpstreamConfig,
     msid: Arc<str>,
     api: Option<ApiClient>,
+    http: Option<reqwest::Client>,
     timeout: Duration,
+    pins: Pins,
 }
 
-async fn resolve(address: &str) -> Result<SocketAddr, PullError> {
+async fn resolve(address: &str, pins: &Pins) -> Result<SocketAddr, PullError> {
+    if let Some((host, port)) = super::config::host_port(address) {
+        if let Some((_, a)) = pins.iter().find(|(h, _)| h == host) {
+            return Ok(SocketAddr::new(a.ip(), port));
+        }
+    }
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(address)
         .await
         .map_err(|_| PullError::Resolve(address.to_owned()))?
@@ -92,35 +127,14 @@ async fn resolve(address: &str) -> Result<SocketAddr, PullError> {
         .ok_or_else(|| PullError::Resolve(address.to_owned()))
 }
 
-/// Whether the upstream of `config` is on a local network itself (every address its host
-/// resolves to is [`super::learn::is_local`]): only then are local addresses it lists learned.
-/// A host that does not resolve is not.
-pub async fn is_local_upstream(config: &UpstreamConfig) -> bool {
-    let host_port = if config.kind.takes_url() {
-        let Ok(url) = url::Url::parse(&config.address) else {
-            return false;
-        };
-        let Some(host) = url.host_str() else {
-            return false;
-        };
-        let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
-        (host, url.port_or_known_default().unwrap_or(80))
-    } else {
-        match super::config::host_port(&config.address) {
-            Some((h, p)) => (h.to_owned(), p),
-            None => return false,
-        }
-    };
-    match tokio::net::lookup_host((host_port.0.as_str(), host_port.1)).await {
-        Ok(addrs) => {
-            let ips: Vec<_> = addrs.map(|a| a.ip()).collect();
-            !ips.is_empty() && ips.into_iter().all(super::learn::is_local)
-        }
-        Err(_) => false,
-    }
+/// Whether a list that came from `peers` (the addresses a pull actually talked to) may name
+/// local servers ([`super::learn::is_local`]): only when every one of them is local itself. A
+/// pull that does not know where it came from may not. Deciding on the connected addresses,
+/// not on a separate name lookup, is what keeps a host name that resolves differently from
+/// one lookup to the next (DNS rebinding) from passing as local.
+#[must_use]
+pub fn may_list_local(peers: &[IpAddr]) -> bool {
+    !peers.is_empty() && peers.iter().all(|ip| super::learn::is_local(*ip))
 }
 
 /// The gamenames of a GameSpy upstream: the configured ones the game table knows, else every
@@ -145,25 +159,50 @@ pub fn gamespy_games(config: &UpstreamConfig) -> Vec<&'static str> {
 impl Fetcher {
     /// A fetcher for `config`; `msid` is this master's id for `\sync\` (its self-sync guard).
     pub fn new(config: UpstreamConfig, msid: Arc<str>) -> Result<Self, PullError> {
-        let api = match config.kind {
-            UpstreamKind::Muster => {
-                Some(ApiClient::new(&config.address, PULL_TIMEOUT).map_err(PullError::Api)?)
-            }
-            _ => None,
-        };
-        Ok(Self {
+        let mut f = Self {
             config,
             msid,
-            api,
+            api: None,
+            http: None,
             timeout: PULL_TIMEOUT,
-        })
+            pins: Pins::new(),
+        };
+        f.clients()?;
+        Ok(f)
+    }
+
+    fn clients(&mut self) -> Result<(), PullError> {
+        match self.config.kind {
+            UpstreamKind::Muster => {
+                self.api = Some(
+                    ApiClient::new(&self.config.address, self.timeout, &self.pins)
+                        .map_err(PullError::Api)?,
+                );
+            }
+            UpstreamKind::Ddnet | UpstreamKind::Ut2003Text => {
+                self.http = Some(
+                    http::client(self.timeout, &self.pins)
+                        .map_err(|e| PullError::Http(HttpError::Request(e)))?,
+                );
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Sets the time one pull may take (tests shorten it).
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        let _ = self.clients();
         self
+    }
+
+    /// Connects to `addr` whenever the upstream's address names `host` (as `curl --resolve`):
+    /// tests, and split-horizon setups.
+    pub fn pin(&mut self, host: &str, addr: SocketAddr) -> Result<(), PullError> {
+        self.pins.push((host.to_owned(), addr));
+        self.clients()
     }
 
     /// The next fetch reads the whole list (an upstream that can answer "unchanged" will
@@ -181,15 +220,28 @@ impl Fetcher {
         }
     }
 
-    /// One pull.
+    /// One pull, within the fetcher's timeout, of at most [`MAX_LISTED`] servers.
     pub async fn fetch(&mut self) -> Result<Pulled, PullError> {
+        let timeout = self.timeout;
+        let pulled = tokio::time::timeout(timeout, self.fetch_unbounded())
+            .await
+            .map_err(|_| PullError::Timeout(timeout))??;
+        match &pulled {
+            Pulled::List { listed, .. } if listed.len() > MAX_LISTED => {
+                Err(PullError::TooLarge(MAX_LISTED))
+            }
+            _ => Ok(pulled),
+        }
+    }
+
+    async fn fetch_unbounded(&mut self) -> Result<Pulled, PullError> {
         let c = &self.config;
-        let listed = match c.kind {
+        let (listed, peer) = match c.kind {
             UpstreamKind::Gamespy => return self.gamespy().await,
             UpstreamKind::Muster => return self.muster().await,
             UpstreamKind::GameAgent => {
-                let addr = resolve(&c.address).await?;
-                list_one(&MasterSource::GameAgent(addr), &self.options())
+                let addr = resolve(&c.address, &self.pins).await?;
+                let listed = list_one(&MasterSource::GameAgent(addr), &self.options())
                     .await
                     .map_err(PullError::List)?
                     .into_iter()
@@ -208,47 +260,38 @@ impl Fetcher {
                             relayed: false,
                         })
                     })
-                    .collect()
+                    .collect();
+                (listed, Some(addr.ip()))
             }
             UpstreamKind::Teeworlds06 | UpstreamKind::Teeworlds07 => {
-                let addr = resolve(&c.address).await?;
+                let addr = resolve(&c.address, &self.pins).await?;
                 let face = if c.kind == UpstreamKind::Teeworlds06 {
                     Face::Teeworlds06
                 } else {
                     Face::Teeworlds07
                 };
-                list_one(&MasterSource::Teeworlds(addr), &self.options())
+                let listed = list_one(&MasterSource::Teeworlds(addr), &self.options())
                     .await
                     .map_err(PullError::List)?
                     .into_iter()
                     .filter_map(|e| Some(teeworlds(e.address.ip()?, face)))
-                    .collect()
+                    .collect();
+                (listed, Some(addr.ip()))
             }
             UpstreamKind::Ddnet => {
-                let body = http_get(&c.address, self.timeout)
-                    .await
-                    .map_err(PullError::List)?;
-                let doc = ServersJson::decode(&body).map_err(PullError::Decode)?;
-                let mut out = Vec::new();
-                for entry in &doc.servers {
-                    for a in entry.parsed_addresses() {
-                        let face = match a.scheme {
-                            AddressScheme::Tw06 => Face::Teeworlds06,
-                            AddressScheme::Tw07 => Face::Teeworlds07,
-                            _ => continue,
-                        };
-                        if let Some(addr) = a.socket_addr() {
-                            out.push(teeworlds(addr, face));
-                        }
-                    }
-                }
-                out
+                let (body, peer) = self.document().await?;
+                (ddnet(&body)?, peer)
             }
             UpstreamKind::Ut2003Text => {
-                let source = MasterSource::Ut2003Text(Document::parse(&c.address));
-                list_one(&source, &self.options())
-                    .await
-                    .map_err(PullError::List)?
+                let (body, peer) = self.document().await?;
+                let file = ListFile::decode(&body).map_err(PullError::Decode)?;
+                drop(body);
+                if file.entries.len() > MAX_LISTED {
+                    return Err(PullError::TooLarge(MAX_LISTED));
+                }
+                let listed = file
+                    .to_server_list()
+                    .servers
                     .into_iter()
                     .filter_map(|e| {
                         let q = e.query_address?;
@@ -258,22 +301,35 @@ impl Fetcher {
                             face: Face::GameSpy,
                             protocol: Protocol::GameSpy1,
                             query_addr: q,
-                            game_port: Some(e.address.ip()?.port()),
+                            game_port: Some(e.address.port()),
                             relayed: false,
                         })
                     })
-                    .collect()
+                    .collect();
+                (listed, peer)
             }
         };
         Ok(Pulled::List {
             listed,
             complete: true,
+            peers: peer.into_iter().collect(),
         })
+    }
+
+    /// The document at the upstream's URL and the address it came from.
+    async fn document(&self) -> Result<(Vec<u8>, Option<IpAddr>), PullError> {
+        let Some(client) = &self.http else {
+            return Err(PullError::Resolve(self.config.address.clone()));
+        };
+        http::get(client, &self.config.address, MAX_DOCUMENT_BYTES)
+            .await
+            .map_err(PullError::Http)
     }
 
     async fn gamespy(&mut self) -> Result<Pulled, PullError> {
         let c = &self.config;
-        let addr = resolve(&c.address).await?;
+        let addr = resolve(&c.address, &self.pins).await?;
+        let peers = vec![addr.ip()];
         let games = gamespy_games(c);
         if c.mode != GameSpyMode::List {
             let asked = if c.games.is_empty() {
@@ -283,6 +339,10 @@ impl Fetcher {
             };
             match sync::pull(addr, &asked, &self.msid, self.timeout).await {
                 Ok(reply) => {
+                    let n: usize = reply.games.iter().map(|(_, a)| a.len()).sum();
+                    if n > MAX_LISTED {
+                        return Err(PullError::TooLarge(MAX_LISTED));
+                    }
                     let mut listed = Vec::new();
                     for (game, addrs) in reply.games {
                         let Some(g) = gamespy_games::game(game.as_bytes()) else {
@@ -300,6 +360,7 @@ impl Fetcher {
                     return Ok(Pulled::List {
                         listed,
                         complete: true,
+                        peers,
                     });
                 }
                 Err(SyncError::NotSupported(why)) if c.mode == GameSpyMode::Auto => {
@@ -317,6 +378,9 @@ impl Fetcher {
             match list_one(&MasterSource::Gamespy(addr, key), &self.options()).await {
                 Ok(entries) => {
                     any = true;
+                    if listed.len().saturating_add(entries.len()) > MAX_LISTED {
+                        return Err(PullError::TooLarge(MAX_LISTED));
+                    }
                     listed.extend(
                         entries
                             .into_iter()
@@ -331,7 +395,11 @@ impl Fetcher {
         }
         match (any, last_error) {
             (false, Some(e)) => Err(PullError::AllGames(e)),
-            _ => Ok(Pulled::List { listed, complete }),
+            _ => Ok(Pulled::List {
+                listed,
+                complete,
+                peers,
+            }),
         }
     }
 
@@ -339,9 +407,13 @@ impl Fetcher {
         let Some(api) = &mut self.api else {
             return Ok(Pulled::Unchanged);
         };
-        let (servers, complete) = match api.pull().await.map_err(PullError::Api)? {
+        let (servers, complete, peers) = match api.pull().await.map_err(PullError::Api)? {
             ApiPull::Unchanged => return Ok(Pulled::Unchanged),
-            ApiPull::Servers { servers, complete } => (servers, complete),
+            ApiPull::Servers {
+                servers,
+                complete,
+                peers,
+            } => (servers, complete, peers),
         };
         let mut listed = Vec::with_capacity(servers.len());
         for s in servers {
@@ -380,8 +452,52 @@ impl Fetcher {
                 relayed: !s.is_direct(),
             });
         }
-        Ok(Pulled::List { listed, complete })
+        Ok(Pulled::List {
+            listed,
+            complete,
+            peers,
+        })
     }
+}
+
+/// The parts of DDNet's `servers.json` a pull needs: each server's addresses. Everything else
+/// (the servers' `info`, clients, …) is skipped while parsing, not held.
+#[derive(Deserialize)]
+struct DdnetDoc {
+    #[serde(deserialize_with = "at_most::<_, _, MAX_LISTED>")]
+    servers: Vec<DdnetServer>,
+}
+
+#[derive(Deserialize)]
+struct DdnetServer {
+    #[serde(deserialize_with = "at_most::<_, _, MAX_ADDRESSES_PER_SERVER>")]
+    addresses: Vec<String>,
+}
+
+/// Every `tw-0.6`/`tw-0.7` IP address of a `servers.json` body, at most [`MAX_LISTED`].
+fn ddnet(body: &[u8]) -> Result<Vec<Listed>, PullError> {
+    let doc: DdnetDoc = serde_json::from_slice(body).map_err(PullError::Json)?;
+    let mut out = Vec::new();
+    for entry in &doc.servers {
+        for a in entry
+            .addresses
+            .iter()
+            .filter_map(|a| ServerAddress::parse(a).ok())
+        {
+            let face = match a.scheme {
+                AddressScheme::Tw06 => Face::Teeworlds06,
+                AddressScheme::Tw07 => Face::Teeworlds07,
+                _ => continue,
+            };
+            if let Some(addr) = a.socket_addr() {
+                if out.len() >= MAX_LISTED {
+                    return Err(PullError::TooLarge(MAX_LISTED));
+                }
+                out.push(teeworlds(addr, face));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn teeworlds(addr: SocketAddr, face: Face) -> Listed {
@@ -412,32 +528,47 @@ fn gamespy(addr: SocketAddr, game: &str) -> Listed {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn only_a_local_upstream_may_list_local_addresses() {
-        let local = [
-            (UpstreamKind::Gamespy, "127.0.0.1:28900"),
-            (UpstreamKind::Muster, "http://127.1.0.1:8080"),
-            (
-                UpstreamKind::Ddnet,
-                "http://[::1]:8080/ddnet/15/servers.json",
-            ),
-            (UpstreamKind::Teeworlds06, "10.0.0.7:8300"),
-        ];
-        for (kind, address) in local {
-            assert!(
-                is_local_upstream(&UpstreamConfig::new(kind, address)).await,
-                "{address}"
-            );
-        }
-        let public = [
-            (UpstreamKind::Gamespy, "192.0.2.1:28900"),
-            (UpstreamKind::Muster, "https://198.51.100.7"),
-        ];
-        for (kind, address) in public {
-            assert!(
-                !is_local_upstream(&UpstreamConfig::new(kind, address)).await,
-                "{address}"
-            );
+    #[test]
+    fn only_a_list_from_local_addresses_alone_may_name_local_servers() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(may_list_local(&[ip("127.0.0.1")]));
+        assert!(may_list_local(&[ip("10.0.0.7"), ip("::1")]));
+        // Whatever a name lookup said before: what was connected to decides.
+        assert!(!may_list_local(&[ip("8.8.8.8")]));
+        assert!(!may_list_local(&[ip("127.0.0.1"), ip("8.8.8.8")]));
+        assert!(!may_list_local(&[]), "not known where it came from");
+    }
+
+    #[test]
+    fn a_servers_json_is_read_for_its_addresses_within_limits() {
+        let doc = br#"{"servers":[
+            {"addresses":["tw-0.6+udp://192.0.2.1:8303","tw-0.7+udp://192.0.2.1:8303","tw-0.6+udp://[2001:db8::1]:8303","junk"],
+             "info":{"name":"x","clients":[{"name":"a"}]}},
+            {"addresses":["tw-0.6+udp://192.0.2.2:8304"],"location":"eu","info":{}}]}"#;
+        let listed = ddnet(doc).unwrap();
+        let got: Vec<(String, Face)> = listed
+            .iter()
+            .map(|l| (l.addr.to_string(), l.face))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("192.0.2.1:8303".to_owned(), Face::Teeworlds06),
+                ("192.0.2.1:8303".to_owned(), Face::Teeworlds07),
+                ("[2001:db8::1]:8303".to_owned(), Face::Teeworlds06),
+                ("192.0.2.2:8304".to_owned(), Face::Teeworlds06),
+            ]
+        );
+        let many: Vec<String> = (0..=MAX_ADDRESSES_PER_SERVER)
+            .map(|i| format!("\"tw-0.6+udp://192.0.2.1:{}\"", i + 1))
+            .collect();
+        let doc = format!(r#"{{"servers":[{{"addresses":[{}]}}]}}"#, many.join(","));
+        assert!(matches!(ddnet(doc.as_bytes()), Err(PullError::Json(_))));
+        let servers = vec![r#"{"addresses":[]}"#; MAX_LISTED + 1].join(",");
+        let doc = format!(r#"{{"servers":[{servers}]}}"#);
+        match ddnet(doc.as_bytes()) {
+            Err(PullError::Json(e)) => assert!(e.to_string().contains("more than 65536"), "{e}"),
+            other => panic!("{other:?}"),
         }
     }
 

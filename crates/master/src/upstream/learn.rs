@@ -268,27 +268,127 @@ pub fn plausible(addr: SocketAddr) -> bool {
     !bad && addr.port() != 0
 }
 
-/// Whether `ip` is a loopback, private, link-local, shared (carrier NAT) or unique-local
-/// address: one that only a master on such a network itself may list. A public upstream
-/// cannot make this master query its own network.
+/// Whether `ip` is not a globally reachable unicast address: an address of the IANA IPv4 and
+/// IPv6 special-purpose address registries that is not marked globally reachable (this
+/// network, loopback, private, shared carrier NAT, link-local, IETF protocol assignments,
+/// documentation, benchmarking, reserved, unique-local, discard, local-use NAT64, …), the
+/// deprecated site-local IPv6 block, or multicast and broadcast. An IPv6 address that carries
+/// an IPv4 address (IPv4-mapped, IPv4-compatible, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) is
+/// judged by that IPv4 address. Only a master on such a network itself may list these: a
+/// public upstream cannot make this master query its own network.
 #[must_use]
 pub fn is_local(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || (a == 100 && (64..128).contains(&b))
-        }
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => is_local(IpAddr::V4(v4)),
-            None => {
-                let first = v6.segments()[0];
-                v6.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
-            }
-        },
+        IpAddr::V4(v4) => v4_not_global(u32::from(v4)),
+        IpAddr::V6(v6) => v6_not_global(u128::from(v6)),
     }
+}
+
+/// Whether `ip` is inside `net/prefix`.
+const fn within(ip: u128, net: u128, prefix: u32, bits: u32) -> bool {
+    let shift = bits - prefix;
+    if shift >= 128 {
+        return true;
+    }
+    (ip >> shift) == (net >> shift)
+}
+
+/// The IPv4 blocks that are not globally reachable (IANA IPv4 special-purpose registry, plus
+/// multicast and the limited broadcast), as (network, prefix).
+const V4_NOT_GLOBAL: [(u32, u32); 16] = [
+    (0x0000_0000, 8),  // 0.0.0.0/8 this network
+    (0x0a00_0000, 8),  // 10.0.0.0/8 private
+    (0x6440_0000, 10), // 100.64.0.0/10 shared address space (carrier NAT)
+    (0x7f00_0000, 8),  // 127.0.0.0/8 loopback
+    (0xa9fe_0000, 16), // 169.254.0.0/16 link-local
+    (0xac10_0000, 12), // 172.16.0.0/12 private
+    (0xc000_0000, 24), // 192.0.0.0/24 IETF protocol assignments (but see V4_GLOBAL)
+    (0xc000_0200, 24), // 192.0.2.0/24 documentation (TEST-NET-1)
+    (0xc058_6300, 24), // 192.88.99.0/24 6to4 relay anycast (deprecated)
+    (0xc0a8_0000, 16), // 192.168.0.0/16 private
+    (0xc612_0000, 15), // 198.18.0.0/15 benchmarking
+    (0xc633_6400, 24), // 198.51.100.0/24 documentation (TEST-NET-2)
+    (0xcb00_7100, 24), // 203.0.113.0/24 documentation (TEST-NET-3)
+    (0xe000_0000, 4),  // 224.0.0.0/4 multicast
+    (0xf000_0000, 4),  // 240.0.0.0/4 reserved
+    (0xffff_ffff, 32), // 255.255.255.255/32 limited broadcast
+];
+
+/// Single addresses inside a not-global IPv4 block that the registry marks globally reachable.
+const V4_GLOBAL: [u32; 2] = [
+    0xc000_0009, // 192.0.0.9 Port Control Protocol anycast
+    0xc000_000a, // 192.0.0.10 TURN anycast
+];
+
+fn v4_not_global(ip: u32) -> bool {
+    if V4_GLOBAL.contains(&ip) {
+        return false;
+    }
+    V4_NOT_GLOBAL
+        .iter()
+        .any(|&(net, prefix)| within(u128::from(ip), u128::from(net), prefix, 32))
+}
+
+/// The IPv6 blocks that are not globally reachable (IANA IPv6 special-purpose registry, the
+/// deprecated site-local block, multicast), as (network, prefix). The blocks that embed an
+/// IPv4 address are handled before these.
+const V6_NOT_GLOBAL: [(u128, u32); 13] = [
+    (0, 128),                          // :: unspecified
+    (1, 128),                          // ::1 loopback
+    (0x0064_ff9b_0001 << 80, 48),      // 64:ff9b:1::/48 local-use NAT64
+    (0x0100 << 112, 64),               // 100::/64 discard-only
+    (0x0100_0000_0000_0001 << 64, 64), // 100:0:0:1::/64 dummy prefix
+    (0x2001 << 112, 23),               // 2001::/23 IETF protocol assignments (but see V6_GLOBAL)
+    (0x2001_0db8 << 96, 32),           // 2001:db8::/32 documentation
+    (0x3fff << 112, 20),               // 3fff::/20 documentation
+    (0x5f00 << 112, 16),               // 5f00::/16 segment routing SIDs
+    (0xfc00 << 112, 7),                // fc00::/7 unique-local
+    (0xfe80 << 112, 10),               // fe80::/10 link-local
+    (0xfec0 << 112, 10),               // fec0::/10 site-local (deprecated)
+    (0xff00 << 112, 8),                // ff00::/8 multicast
+];
+
+/// Blocks inside 2001::/23 that the registry marks globally reachable, as (network, prefix).
+const V6_GLOBAL: [(u128, u32); 6] = [
+    ((0x2001_0001 << 96) | 1, 128), // 2001:1::1 Port Control Protocol anycast
+    ((0x2001_0001 << 96) | 2, 128), // 2001:1::2 TURN anycast
+    (0x2001_0003 << 96, 32),        // 2001:3::/32 AMT
+    (0x2001_0004_0112 << 80, 48),   // 2001:4:112::/48 AS112-v6
+    (0x2001_0020 << 96, 28),        // 2001:20::/28 ORCHIDv2
+    (0x2001_0030 << 96, 28),        // 2001:30::/28 drone remote ID
+];
+
+/// The IPv4 address an IPv6 address carries, when its block is one that reaches that IPv4
+/// address: IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96` (deprecated, but some
+/// stacks still route it), NAT64 `64:ff9b::/96` and 6to4 `2002::/16`.
+fn embedded_v4(ip: u128) -> Option<u32> {
+    let low = (ip & 0xffff_ffff) as u32;
+    if within(ip, 0xffff << 32, 96, 128) || within(ip, 0x0064_ff9b << 96, 96, 128) {
+        return Some(low);
+    }
+    // `::` and `::1` are IPv6's own; any other `::a.b.c.d` is IPv4-compatible.
+    if within(ip, 0, 96, 128) && ip > 1 {
+        return Some(low);
+    }
+    if within(ip, 0x2002 << 112, 16, 128) {
+        return Some(((ip >> 80) & 0xffff_ffff) as u32);
+    }
+    None
+}
+
+fn v6_not_global(ip: u128) -> bool {
+    if let Some(v4) = embedded_v4(ip) {
+        return v4_not_global(v4);
+    }
+    if V6_GLOBAL
+        .iter()
+        .any(|&(net, prefix)| within(ip, net, prefix, 128))
+    {
+        return false;
+    }
+    V6_NOT_GLOBAL
+        .iter()
+        .any(|&(net, prefix)| within(ip, net, prefix, 128))
 }
 
 #[cfg(test)]
@@ -454,28 +554,92 @@ mod tests {
     }
 
     #[test]
-    fn local_addresses() {
+    fn local_addresses_are_every_special_purpose_block_and_what_embeds_one() {
         for ip in [
             "127.0.0.1",
             "127.1.2.3",
             "10.1.2.3",
             "172.16.0.1",
+            "172.31.255.255",
             "192.168.1.1",
             "169.254.1.1",
             "100.64.0.1",
+            "100.127.255.255",
+            "0.0.0.0",
+            "0.1.2.3",
+            "192.0.0.1",
+            "192.0.0.170",
+            "192.0.2.1",
+            "198.18.0.1",
+            "198.19.255.255",
+            "198.51.100.7",
+            "203.0.113.9",
+            "192.88.99.1",
+            "224.0.0.1",
+            "239.1.2.3",
+            "240.0.0.1",
+            "255.255.255.255",
+            "::",
             "::1",
-            "fd00::1",
+            "fd00::5",
+            "fc00::1",
             "fe80::1",
+            "febf::1",
+            "fec0::1",
+            "feff::1",
+            "ff02::1",
+            "100::1",
+            "100:0:0:1::1",
+            "2001::1",
+            "2001:2::1",
+            "2001:10::1",
+            "2001:db8::1",
+            "3fff::1",
+            "5f00::1",
+            "64:ff9b:1::1",
+            // IPv6 forms that reach a local IPv4 address.
             "::ffff:192.168.0.1",
+            "::ffff:127.0.0.1",
+            "::10.1.1.1",
+            "::127.0.0.1",
+            "64:ff9b::10.1.1.1",
+            "64:ff9b::192.168.1.7",
+            "2002:0a01:0101::1",
+            "2002:7f00:0001::",
+            "2002:c0a8:0107:1::5",
         ] {
             assert!(is_local(ip.parse().unwrap()), "{ip}");
         }
         for ip in [
-            "192.0.2.1",
             "8.8.8.8",
+            "1.1.1.1",
+            "9.255.255.255",
+            "11.0.0.0",
+            "100.63.255.255",
             "100.128.0.1",
-            "2001:db8::1",
+            "172.15.255.255",
+            "172.32.0.0",
+            "169.253.255.255",
+            "192.0.0.9",
+            "192.0.0.10",
+            "192.0.1.1",
+            "192.0.3.1",
+            "192.167.255.255",
+            "198.17.255.255",
+            "198.20.0.0",
+            "223.255.255.255",
+            "2a00:1450::1",
+            "2001:4860::8888",
+            "2001:1::1",
+            "2001:3::1",
+            "2001:4:112::1",
+            "2001:20::1",
+            "2001:200::1",
+            "fbff::1",
             "::ffff:8.8.8.8",
+            "::8.8.8.8",
+            "64:ff9b::8.8.8.8",
+            "2002:0808:0808::1",
         ] {
             assert!(!is_local(ip.parse().unwrap()), "{ip}");
         }

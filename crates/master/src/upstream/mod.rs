@@ -24,13 +24,16 @@
 //! a Muster's event stream (its list is re-read with `If-None-Match`).
 
 pub mod api;
+pub mod bounded;
 pub mod config;
 pub mod fetch;
+pub mod http;
 pub mod learn;
 pub mod status;
 pub mod sync;
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,6 +149,14 @@ impl Upstream {
         self
     }
 
+    /// Connects to `addr` whenever the upstream's address names `host`, as `curl --resolve`
+    /// does (tests; split-horizon setups). Whether the list may name local servers still
+    /// follows the address connected to.
+    pub fn with_pin(mut self, host: &str, addr: SocketAddr) -> Result<Self, PullError> {
+        self.fetcher.pin(host, addr)?;
+        Ok(self)
+    }
+
     /// Pulls once, applies what the upstream listed and verifies what is new to this master.
     /// The status row says how it went.
     pub async fn pull_once(&mut self, handle: &MasterHandle) -> Result<PullReport, PullError> {
@@ -205,7 +216,7 @@ impl Upstream {
     async fn apply(&mut self, handle: &MasterHandle, pulled: Pulled) -> PullReport {
         let now = Timestamp::now();
         let name = Arc::clone(&self.name);
-        let (listed, complete) = match pulled {
+        let (listed, complete, peers) = match pulled {
             Pulled::Unchanged => {
                 let n = handle.write(|r| r.upstream_unchanged(&name, now));
                 return PullReport {
@@ -214,11 +225,16 @@ impl Upstream {
                     ..PullReport::default()
                 };
             }
-            Pulled::List { listed, complete } => (listed, complete),
+            Pulled::List {
+                listed,
+                complete,
+                peers,
+            } => (listed, complete, peers),
         };
         let learn_learned = self.config.learn_learned;
-        // A public upstream cannot make this master query its own network.
-        let local_ok = fetch::is_local_upstream(&self.config).await;
+        // A public upstream cannot make this master query its own network: judged by the
+        // addresses the pull actually talked to.
+        let local_ok = fetch::may_list_local(&peers);
         let total = listed.len();
         let listed: Vec<Listed> = listed
             .into_iter()

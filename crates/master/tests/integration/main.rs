@@ -18,6 +18,7 @@ mod poller;
 mod postgres;
 mod redesign;
 mod state_changed;
+mod upstream_limits;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
