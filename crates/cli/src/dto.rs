@@ -12,11 +12,12 @@ use serde::ser::{SerializeMap as _, Serializer};
 /// One server's result as printed by `query` and `scan`.
 #[derive(Debug, Serialize)]
 pub(crate) struct ServerResult {
-    /// The game address; a management server's game as registered (host names kept).
+    /// The game address, what a player connects to; a host name as given or registered.
     pub address: String,
     /// Where it was queried; `null` for a management server's game, which is not queried.
     pub query_address: Option<String>,
-    /// A management server's game: the address its registered host resolved to.
+    /// Where a host name (given, or registered with a management server) resolved to;
+    /// absent for IP addresses.
     #[serde(skip_serializing_if = "Resolved::is_not_applicable")]
     pub resolved_address: Resolved,
     pub protocol: &'static str,

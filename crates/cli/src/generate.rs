@@ -37,7 +37,7 @@ pub(crate) struct ManArgs {
 
 pub(crate) fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
     let mut cmd = crate::Cli::command();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::stdout::stdout();
     clap_complete::generate(args.shell, &mut cmd, "muster", &mut out);
     out.flush()?;
     Ok(exit::OK)
@@ -52,7 +52,7 @@ pub(crate) fn man(args: &ManArgs) -> anyhow::Result<u8> {
                 .with_context(|| format!("writing pages into {}", dir.display()))?;
         }
         None => {
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::stdout::stdout();
             clap_mangen::Man::new(cmd).render(&mut out)?;
             out.flush()?;
         }

@@ -302,7 +302,7 @@ pub(crate) async fn run(args: ListArgs, verbosity: Verbosity) -> anyhow::Result<
         .into_iter()
         .filter(|l| args.filters.iter().all(|f| f.matches(l)))
         .collect();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::stdout::stdout();
     use std::io::Write as _;
     match args.format {
         Format::Json => {

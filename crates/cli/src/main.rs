@@ -11,6 +11,7 @@ mod query;
 mod scan;
 mod serve;
 mod signal;
+mod stdout;
 mod timing;
 mod watch;
 
@@ -38,21 +39,70 @@ pub(crate) mod exit {
     pub(crate) const INTERNAL: u8 = 3;
 }
 
-const AFTER_HELP: &str = "\
-Exit codes:
-  0  every server (and master) answered
-  1  at least one server or master did not answer (timeout or error); the rest were printed
-  2  bad command line or input: unknown protocol, unparseable or ambiguous address (write
-     IPv6 with brackets: [::1]:8303), no host resolved, a missing or empty --servers file
+/// How addresses are read, for the commands that take game addresses.
+macro_rules! addresses_help {
+    () => {
+        "Addresses are game addresses, what a player connects to: host:port, a.b.c.d:port or
+[v6]:port. Each protocol's convention gives the query port (game port + 1 for gameagent,
+gamespy1 and unreal2; the game port itself for teeworlds) unless --given-port-only is set:
+then the port given is queried and the game port is read from the answer (GameSpy hostport,
+the UE2 reply's port) where it says one. Results show the game address, with the query
+address beside it where it differs, and a host name as given, with the address it resolved
+to beside it."
+    };
+}
+
+const MAIN_HELP: &str = "\
+Exit codes (each command's --help says what they mean for it):
+  0  done; every server and master asked answered
+  1  a server or master did not answer; the rest were printed
+  2  bad command line or input
   3  Muster itself failed (no socket, output not writable)
 
-Addresses are game addresses, what a player connects to: host:port, a.b.c.d:port or [v6]:port.
-Each protocol's convention gives the query port (game port + 1 for gameagent, gamespy1 and
-unreal2; the game port itself for teeworlds) unless --given-port-only is set.";
+A reader that stops reading (`muster … | head`) ends the command quietly, with exit code 0.";
+
+const QUERY_HELP: &str = concat!(
+    "\
+Exit codes:
+  0  every server answered
+  1  at least one server did not answer (timeout or error); the others were printed
+  2  bad command line or input: unknown protocol, unparseable or ambiguous address (write
+     IPv6 with brackets: [::1]:8303), no host resolved
+  3  Muster itself failed (no socket, output not writable)
+
+",
+    addresses_help!()
+);
+
+const LIST_HELP: &str = "\
+Exit codes:
+  0  the master answered (also with an empty list)
+  1  the master, or the list URL, did not answer or sent no list
+  2  bad command line or input: unknown protocol, unparseable address, no host resolved, no
+     --game for a GameSpy list, a list file that is missing or not a list
+  3  Muster itself failed (no socket, output not writable)
+
+Each row is the address a player connects to, with the query address beside it. GameSpy
+lists carry only query addresses (marked \"(query)\"); `muster scan` reads each server's game
+port from its answer.";
+
+const SCAN_HELP: &str = concat!(
+    "\
+Exit codes:
+  0  every master and every server answered
+  1  at least one master or server did not answer (timeout or error), or a --servers line
+     was unusable; the rest were printed
+  2  bad command line or input: nothing to scan, a bad --master, --filter or --sort,
+     unknown protocol, unparseable or ambiguous address, a missing or empty --servers file
+  3  Muster itself failed (no socket, output not writable)
+
+",
+    addresses_help!()
+);
 
 /// Muster: find game servers and ask them who is playing.
 #[derive(Debug, Parser)]
-#[command(name = "muster", version, about, after_help = AFTER_HELP)]
+#[command(name = "muster", version, about, after_help = MAIN_HELP)]
 pub(crate) struct Cli {
     /// More log output on stderr (-v: every crate's info, -vv: debug, -vvv: trace); RUST_LOG
     /// overrides.
@@ -68,13 +118,13 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Ask game servers for their status, players and rules.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = QUERY_HELP)]
     Query(query::QueryArgs),
     /// Fetch a master server's list of game servers.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = LIST_HELP)]
     List(list::ListArgs),
     /// List servers from masters and/or a file, then query every one of them.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = SCAN_HELP)]
     Scan(scan::ScanArgs),
     /// Run emulated game servers (one, from flags, or a farm from a TOML file).
     Emulate(emulate::EmulateArgs),
@@ -225,6 +275,26 @@ mod tests {
     fn the_command_line_definition_is_consistent() {
         use clap::CommandFactory as _;
         super::Cli::command().debug_assert();
+    }
+
+    /// Text after the flags is printed as written when it fits clap's width (100 columns
+    /// unless the terminal is narrower); a longer line is broken in the middle of a sentence.
+    #[test]
+    fn text_after_the_flags_fits_in_100_columns() {
+        use clap::CommandFactory as _;
+        let cli = super::Cli::command();
+        let commands = std::iter::once(&cli).chain(cli.get_subcommands());
+        for cmd in commands {
+            let text = cmd.get_after_help().map(ToString::to_string);
+            for line in text.iter().flat_map(|t| t.lines()) {
+                assert!(
+                    line.chars().count() <= 100,
+                    "{}: {} columns: {line}",
+                    cmd.get_name(),
+                    line.chars().count()
+                );
+            }
+        }
     }
 
     #[test]

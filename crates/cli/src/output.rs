@@ -537,8 +537,15 @@ impl Table {
 
     fn line(&self, widths: &[usize], cells: &[String], indent: &str) -> String {
         let mut s = indent.to_owned();
-        for ((cell, w), col) in cells.iter().zip(widths).zip(&self.columns) {
-            let cell = fit(cell, *w);
+        let last = self.columns.len().saturating_sub(1);
+        for (i, ((cell, w), col)) in cells.iter().zip(widths).zip(&self.columns).enumerate() {
+            // Nothing follows the last column: it is never cut (an error message there is
+            // read whole, however wide the terminal or wherever the output goes).
+            let cell = if i == last && !col.right {
+                cell.clone()
+            } else {
+                fit(cell, *w)
+            };
             let pad = " ".repeat(w.saturating_sub(cols(&cell)));
             if col.right {
                 s.push_str(&pad);

@@ -1,12 +1,15 @@
 //! `muster query`: status, players and rules of the given servers.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use anyhow::Context as _;
+use muster_proto::model::{Protocol, RawValue, ServerInfo};
 use muster_proto::query::QueryError;
-use muster_query::{AddressError, Answer, Completed, Failure, Job, ResolveError, resolve_inputs};
+use muster_query::{
+    AddressError, Answer, Completed, Failure, HostPort, Job, ResolveError, resolve_inputs,
+};
 
-use crate::dto::{ServerResult, Status};
+use crate::dto::{Resolved, ServerResult, Status};
 use crate::output::{Format, Sink, Summary, note, plural};
 use crate::protocols::ProtocolArg;
 use crate::timing::TimingArgs;
@@ -48,9 +51,10 @@ impl Tally {
 pub(crate) struct QueryArgs {
     /// The query protocol; `auto` probes the conventional ports of every protocol and reports
     /// which answered.
-    #[arg(long, short, value_enum)]
+    #[arg(long, short, value_enum, default_value = "auto")]
     pub protocol: ProtocolArg,
-    /// Query exactly the port given instead of deriving the query port from the game port.
+    /// The ports given are query ports: query exactly them instead of deriving the query port
+    /// from the game port (the game port is then read from the answer, where it says one).
     #[arg(long)]
     pub given_port_only: bool,
     /// Output format.
@@ -78,6 +82,50 @@ pub(crate) struct Target {
     pub given_port_only: bool,
     /// A GameSpy v1 query address known from a master list (UT2003 text list).
     pub gamespy_address: Option<SocketAddr>,
+    /// The host name the address was given as, to show instead of the address it resolved to.
+    pub host: Option<String>,
+}
+
+/// The host name in `input` (`None` for an IP address).
+pub(crate) fn host_name(input: &str) -> Option<String> {
+    let given = HostPort::parse(input).ok()?;
+    given.host.parse::<IpAddr>().is_err().then_some(given.host)
+}
+
+/// The game port a server's answer reports: GameSpy's `hostport` rule, the UE2 native
+/// reply's port.
+fn reported_game_port(info: &ServerInfo) -> Option<u16> {
+    let rule = info
+        .rules
+        .iter()
+        .find(|r| r.key.plain.eq_ignore_ascii_case("hostport"))
+        .and_then(|r| r.value.plain.trim().parse::<u16>().ok());
+    let native = match (info.protocol, info.raw_field("port")) {
+        (Protocol::Unreal2, Some(RawValue::Int(p))) => u16::try_from(*p).ok(),
+        _ => None,
+    };
+    rule.or(native).filter(|p| *p != 0)
+}
+
+impl Target {
+    /// Where a player connects: the address given, unless its port is the query port
+    /// (`--given-port-only`, GameSpy lists); then the game port the answer reports, if any.
+    pub(crate) fn game_address(&self, info: &ServerInfo) -> SocketAddr {
+        match reported_game_port(info) {
+            Some(port) if self.given_port_only => SocketAddr::new(self.address.ip(), port),
+            _ => self.address,
+        }
+    }
+
+    /// `r` as shown: a server given by host name keeps the name, with the address it
+    /// resolved to beside it.
+    pub(crate) fn shown(&self, mut r: ServerResult, game: SocketAddr) -> ServerResult {
+        if let Some(host) = &self.host {
+            r.address = format!("{host}:{}", game.port());
+            r.resolved_address = Resolved::To(game);
+        }
+        r
+    }
 }
 
 /// Resolve game addresses given on the command line into targets (`index`: the position in
@@ -110,6 +158,7 @@ pub(crate) async fn resolve_targets(
                     protocol,
                     given_port_only,
                     gamespy_address: None,
+                    host: host_name(input),
                 });
             }
             Err(ResolveError::Address(e)) => {
@@ -139,7 +188,7 @@ pub(crate) async fn run(args: QueryArgs, verbosity: Verbosity) -> anyhow::Result
         plural(targets.len(), "server"),
         args.protocol.name()
     );
-    let stdout = std::io::stdout().lock();
+    let stdout = crate::stdout::stdout();
     let mut sink = Sink::new(args.format, stdout, true);
     let mut tally = Tally::default();
     let all_ok = run_targets(targets, &args.timing, &mut sink, &mut |r| tally.count(r)).await?;
@@ -186,7 +235,11 @@ pub(crate) async fn run_targets<W: std::io::Write>(
         let result = match outcome {
             Ok(info) => {
                 let answer = Answer::new(&tag.library(), *info);
-                ServerResult::ok(tag.address, answer.query_address, answer.info)
+                let game = tag.game_address(&answer.info);
+                tag.shown(
+                    ServerResult::ok(game, answer.query_address, answer.info),
+                    game,
+                )
             }
             Err(failure) => {
                 all_ok = false;
@@ -195,12 +248,15 @@ pub(crate) async fn run_targets<W: std::io::Write>(
                     _ => Status::Error,
                 };
                 let error = format!("{}: {failure}", tag.query_address);
-                ServerResult::failed(
+                tag.shown(
+                    ServerResult::failed(
+                        tag.address,
+                        tag.query_address,
+                        tag.protocol.name(),
+                        status,
+                        error,
+                    ),
                     tag.address,
-                    tag.query_address,
-                    tag.protocol.name(),
-                    status,
-                    error,
                 )
             }
         };

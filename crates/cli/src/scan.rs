@@ -33,6 +33,11 @@ pub(crate) struct ScanArgs {
     /// The protocol of file lines that name none.
     #[arg(long, short, value_enum, default_value = "auto")]
     pub protocol: ProtocolArg,
+    /// The ports in the --servers file are query ports: query exactly them instead of
+    /// deriving the query port from the game port (the game port is then read from the
+    /// answer, where it says one). Masters' lists say their ports themselves.
+    #[arg(long, requires = "servers")]
+    pub given_port_only: bool,
     /// Output format.
     #[arg(long, short, value_enum, default_value = "table")]
     pub format: Format,
@@ -141,6 +146,7 @@ pub(crate) async fn file_targets(
             protocol,
             given_port_only: false,
             gamespy_address: None,
+            host: query::host_name(&addr),
         };
         targets.push((target, addr));
         *next_index += 1;
@@ -178,6 +184,7 @@ pub(crate) fn master_target(kind: MasterKind, l: &Listed, index: usize) -> Optio
         protocol,
         given_port_only: given,
         gamespy_address: gamespy,
+        host: None,
     })
 }
 
@@ -231,7 +238,13 @@ pub(crate) async fn run(args: ScanArgs, verbosity: Verbosity) -> anyhow::Result<
     }
     if let Some(path) = &args.servers {
         let (t, e) = file_targets(path, args.protocol, &mut index).await?;
-        targets.extend(t.into_iter().map(|(t, _)| t));
+        targets.extend(t.into_iter().map(|(mut t, _)| {
+            if args.given_port_only {
+                t.given_port_only = true;
+                t.query_address = t.address;
+            }
+            t
+        }));
         errors.extend(e);
     }
 
@@ -260,7 +273,7 @@ pub(crate) async fn run(args: ScanArgs, verbosity: Verbosity) -> anyhow::Result<
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let stdout = std::io::stdout().lock();
+    let stdout = crate::stdout::stdout();
     let mut sink =
         Sink::new(args.format, stdout, false).with_selection(args.filters.clone(), args.sort);
     let listed_only_count = listed_only.len();

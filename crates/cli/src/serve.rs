@@ -28,8 +28,10 @@ a learned server is listed only after this master queried it successfully itself
 A face flag takes one or more comma-separated addresses (port 0 picks a free port) or `off`,
 and overrides the config file. One line `listening <face> <udp|tcp> <address>` is printed per
 socket, with the real port; then, on stderr unless -q, the browser's URL and one line per face
-saying how a game server registers with it. --print-config prints the configuration that would be used
-(defaults, then the file, then the flags) as TOML and exits. The registry lives in SQLite under --data-dir and survives a
+saying how a game server registers with it.
+
+--print-config prints the configuration that would be used (defaults, then the file, then
+the flags) as TOML and exits. The registry lives in SQLite under --data-dir and survives a
 restart, also after kill -9. SIGINT or SIGTERM shuts down gracefully.
 
 examples/muster.toml in the source tree is a complete --config file: every key with its default
@@ -125,7 +127,7 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
         .validate()
         .map_err(|e| UsageError(format!("{e:#}")))?;
     if args.print_config {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::stdout::stdout();
         out.write_all(config.to_toml().as_bytes())?;
         out.flush()?;
         return Ok(exit::OK);
@@ -276,7 +278,7 @@ fn store_usage(e: StoreError) -> anyhow::Error {
 fn repair(dir: &std::path::Path) -> anyhow::Result<u8> {
     let r = muster_master::store::repair(dir)
         .with_context(|| format!("repairing the registry in {}", dir.display()))?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::stdout::stdout();
     let lost = r
         .lost
         .map_or_else(|| "an unknown number".to_owned(), |n| n.to_string());

@@ -221,3 +221,105 @@ fn two_daemons_cannot_share_a_data_directory() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Run `muster <args>` with its stdout a pipe whose reading end is closed right after the
+/// start, as in `muster … | true` once `true` has exited: its writes fail with EPIPE.
+fn into_closed_pipe(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run muster");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("wait for muster")
+}
+
+#[test]
+fn no_command_panics_on_a_closed_pipe() {
+    let dir = fresh_dir("epipe");
+    let list = dir.join("ut2.txt");
+    std::fs::write(&list, "127.0.0.1\t7777\t7787\n127.0.0.2\t7777\t7787\n").unwrap();
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let fast = ["--timeout", "50ms", "--retries", "0"];
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["completions", "bash"],
+        vec!["completions", "zsh"],
+        vec!["man"],
+        vec!["--help"],
+        vec![
+            "list",
+            "-p",
+            "ut2003-text",
+            "-f",
+            "json",
+            list.to_str().unwrap(),
+        ],
+        vec!["list", "-p", "ut2003-text", list.to_str().unwrap()],
+        [
+            &["query", "-p", "teeworlds", "-f", "json"][..],
+            &fast,
+            &[addr.as_str()],
+        ]
+        .concat(),
+        [&["query", "-f", "ndjson"][..], &fast, &[addr.as_str()]].concat(),
+        vec![
+            "serve",
+            "--print-config",
+            "--data-dir",
+            dir.to_str().unwrap(),
+        ],
+    ];
+    for args in cases {
+        let o = into_closed_pipe(&args);
+        let e = stderr(&o);
+        assert!(!e.contains("panicked"), "muster {args:?} panicked: {e}");
+        assert!(!e.contains("Broken pipe"), "muster {args:?}: {e}");
+        assert_eq!(o.status.code(), Some(0), "muster {args:?}: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each command's help gives its own exit codes, and recommends only flags it takes.
+#[test]
+fn each_command_documents_its_own_exit_codes() {
+    let help = |cmd: &str| {
+        let o = muster(&[cmd, "--help"]);
+        assert!(o.status.success(), "{cmd}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let query = help("query");
+    assert!(query.contains("0  every server answered"), "{query}");
+    assert!(!query.contains("master"), "query asks no master: {query}");
+    let list = help("list");
+    assert!(list.contains("0  the master answered"), "{list}");
+    assert!(
+        !list.contains("every server"),
+        "list queries no server: {list}"
+    );
+    assert!(!list.contains("--given-port-only"), "{list}");
+    let scan = help("scan");
+    assert!(
+        scan.contains("0  every master and every server answered"),
+        "{scan}"
+    );
+    // Recommended for UT2003/UT2004 GameSpy ports, so taken.
+    assert!(scan.contains("--given-port-only"), "{scan}");
+    let dir = fresh_dir("given");
+    let file = dir.join("servers.txt");
+    std::fs::write(&file, "gamespy1 127.0.0.1:1\n").unwrap();
+    let o = muster(&[
+        "scan",
+        "--given-port-only",
+        "--timeout",
+        "50ms",
+        "--retries",
+        "0",
+        "--servers",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "accepted: {}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
