@@ -90,6 +90,19 @@ t=$SECONDS
 INSTA_UPDATE=no MUSTER_REQUIRE_PEERS=$require_peers cargo test --workspace --locked
 elapsed "$t"
 
+step "Debian package: built, installed with dpkg -i, started as its unit would, purged (scripts/deb-test.sh)"
+t=$SECONDS
+# Needs root and dpkg-deb (CI has both). Without them it cannot run: a failure in CI, a skip elsewhere.
+if [[ $(id -u) == 0 ]] && command -v dpkg-deb >/dev/null; then
+    bash scripts/deb-test.sh
+elif [[ $require_peers == 1 ]]; then
+    echo "error: the Debian package test needs root and dpkg-deb" >&2
+    exit 1
+else
+    echo "warning: the Debian package test was skipped: it needs root and dpkg-deb" >&2
+fi
+elapsed "$t"
+
 step "web e2e: the server browser in headless Chromium (scripts/web/e2e.sh)"
 t=$SECONDS
 # The binary `cargo test` just built. e2e.sh installs chromium, node and playwright-core when

@@ -233,22 +233,34 @@ async fn master_source(
 
 /// Fetch one master's list. `Ok((list, Some(error)))` when the master (or a list URL) did
 /// not answer or answered no list; an error when the input is wrong (exit code 2: a bad
-/// address, an unreadable file or one that is not a list).
+/// address, an unreadable file or one that is not a list). `list` and `scan` say what they ask
+/// at info level; `muster watch` asks every interval and says it at debug level only.
 pub(crate) async fn fetch(
     kind: MasterKind,
     source: &str,
     game: Option<&str>,
     timing: &TimingArgs,
+    verbosity: tracing::Level,
 ) -> anyhow::Result<(Vec<Listed>, Option<String>)> {
     let master = master_source(kind, source, game).await?;
-    tracing::info!("asking the {} master {source} for its list", kind.name());
+    let say = |text: String| {
+        if verbosity == tracing::Level::INFO {
+            tracing::info!("{text}");
+        } else {
+            tracing::debug!("{text}");
+        }
+    };
+    say(format!(
+        "asking the {} master {source} for its list",
+        kind.name()
+    ));
     match muster_query::list_one(&master, &timing.options()).await {
         Ok(list) => {
             let mut out = Vec::with_capacity(list.len());
             for e in list {
                 out.push(Listed::of(e, kind).await);
             }
-            tracing::info!("{source} listed {}", plural(out.len(), "server"));
+            say(format!("{source} listed {}", plural(out.len(), "server")));
             Ok((out, None))
         }
         Err(failure) => match (&master, failure) {
@@ -295,6 +307,7 @@ pub(crate) async fn run(args: ListArgs, verbosity: Verbosity) -> anyhow::Result<
         &args.source,
         args.game.as_deref(),
         &args.timing,
+        tracing::Level::INFO,
     )
     .await?;
     let total = listed.len();

@@ -207,7 +207,14 @@ pub(crate) async fn run(args: ScanArgs, verbosity: Verbosity) -> anyhow::Result<
 
     // The masters are asked one after another; each bounds its own time.
     for (kind, source) in &masters {
-        let (found, error) = list::fetch(*kind, source, args.game.as_deref(), &args.timing).await?;
+        let (found, error) = list::fetch(
+            *kind,
+            source,
+            args.game.as_deref(),
+            &args.timing,
+            tracing::Level::INFO,
+        )
+        .await?;
         if let Some(e) = error {
             errors.push(format!("master {source}: {e}"));
         }

@@ -245,7 +245,8 @@ pub(crate) fn start_notes(bound: &[Bound]) -> Vec<String> {
     }
     if let Some(a) = first("teeworlds06") {
         faces.push(format!(
-            "teeworlds06  Teeworlds 0.6: sv_register 1 and the masters.cfg line \"{0} {0}\"{1}",
+            "teeworlds06  Teeworlds 0.6 clients: the masters.cfg line \"{0} {0}\"{1} lists the \
+             DDNet servers registered over HTTP (0.6 servers cannot register here)",
             a.ip(),
             fixed(a, 8300)
         ));

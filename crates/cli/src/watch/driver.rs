@@ -170,7 +170,7 @@ impl Poller<'_> {
         sinks: &mut Sinks,
     ) -> anyhow::Result<()> {
         for m in masters.iter_mut() {
-            match list::fetch(m.kind, &m.source, None, self.timing).await {
+            match list::fetch(m.kind, &m.source, None, self.timing, tracing::Level::DEBUG).await {
                 Ok((found, None)) => {
                     m.listed = found
                         .iter()

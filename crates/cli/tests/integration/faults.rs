@@ -685,7 +685,10 @@ fn ipv6_loopback() {
     let addr = format!("[::1]:{}", fake.addr.port());
     let run = query("gamespy1", &addr, "300ms", "1", &[]);
     let r = assert_ok(&run);
-    assert_eq!(r["address"], addr.as_str(), "{r}");
+    // The port given is the query port; the address a player connects to is the game port the
+    // server reports (`hostport` 7777).
+    assert_eq!(r["query_address"], addr.as_str(), "{r}");
+    assert_eq!(r["address"], "[::1]:7777", "{r}");
     assert_eq!(r["name"], "Café Jérôme", "{r}");
     assert_eq!(r["num_players"], 3, "{r}");
 

@@ -598,6 +598,13 @@ fn masters_are_listed_again_and_files_keep_their_addresses() {
     assert_eq!(shown[0]["address"], hidden_addr.as_str());
     assert_eq!(shown[0]["previous"], "other");
 
+    // Quiet by default: reading the master's list every interval is no news on stderr.
+    let log = watch.stderr();
+    assert!(
+        !log.contains("for its list") && !log.contains(" listed "),
+        "the master's list is read quietly:\n{log}"
+    );
+
     let (status, rest) = watch.terminate();
     assert_eq!(status.code(), Some(0), "{status}");
     assert!(rest.is_empty(), "nothing else: {rest:?}");
