@@ -21,10 +21,10 @@ Query ports follow each protocol's convention: game port + 1 for gameagent, game
 unreal2; the game port itself for teeworlds. UT2003 moved GameSpy v1 to game port + 10, so
 gamespy1 with --style ut2003 or ut2003demo answers at + 10. --gamespy-offset N puts GameSpy v1
 at game port + N: instead of + 1 (or + 10) for gamespy1, and besides the native query at + 1
-for unreal2 (UT2003/UT2004 servers answer GameSpy at + 10). One line `listening <protocol> udp <address>` is
-printed per socket before serving starts. SIGINT or SIGTERM stops every server (registered
-servers say goodbye to their masters first). The farm file format is described in
-crates/server/src/farm.rs and shown in examples/farm.toml.";
+for unreal2 (UT2003/UT2004 servers answer GameSpy at + 10). One line
+`listening <protocol> udp <address>` is printed per socket before serving starts. SIGINT or
+SIGTERM stops every server (registered servers say goodbye to their masters first). The farm
+file format is described in crates/server/src/farm.rs and shown in examples/farm.toml.";
 
 /// Flags of `muster emulate`.
 #[derive(Debug, clap::Args)]
