@@ -302,7 +302,11 @@ pub enum Refused {
 struct Log {
     limits: EventLimits,
     backlog: VecDeque<Arc<ServerEvent>>,
+    /// The id the next event sent carries.
     next_id: u64,
+    /// The last id given to an event, sent or not: events are numbered before the snapshot
+    /// that shows them is visible and sent after it, so this may run ahead of `next_id - 1`.
+    reserved: u64,
     tx: broadcast::Sender<Arc<ServerEvent>>,
 }
 
@@ -321,6 +325,15 @@ pub struct EventHub {
     on: AtomicBool,
     /// Cancelled when the daemon stops: every stream ends.
     closed: CancellationToken,
+}
+
+/// A publish's events, numbered and not sent yet (see [`EventHub::number`]).
+#[derive(Debug)]
+#[must_use = "numbered events are sent with EventHub::send"]
+pub struct Numbered {
+    events: Vec<Arc<ServerEvent>>,
+    /// The last id numbered so far (this publish's last event, or the one before it).
+    pub last: u64,
 }
 
 impl EventHub {
@@ -342,6 +355,7 @@ impl EventHub {
                 limits,
                 backlog: VecDeque::new(),
                 next_id: first_id.max(1),
+                reserved: first_id.max(1) - 1,
                 tx,
             }),
             subscribers: Arc::new(Mutex::new(Subscribers {
@@ -380,25 +394,39 @@ impl EventHub {
         self.on.store(true, Ordering::Release);
     }
 
-    /// The id of the last event emitted (one less than the first before any).
+    /// The id of the last event numbered (one less than the first before any).
     #[must_use]
     pub fn last_id(&self) -> u64 {
-        self.lock_log().next_id - 1
+        self.lock_log().reserved
     }
 
     fn lock_log(&self) -> std::sync::MutexGuard<'_, Log> {
         self.log.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Numbers, serialises and sends the events of `deltas`; returns the last id. Never waits
-    /// for a subscriber.
+    /// Numbers and sends the events of `deltas` at once; returns the last id. Never waits for
+    /// a subscriber.
     pub fn emit(&self, deltas: &[Delta]) -> u64 {
+        let numbered = self.number(deltas);
+        let last = numbered.last;
+        self.send(numbered);
+        last
+    }
+
+    /// Numbers the events of `deltas` without sending them: the publisher numbers a publish's
+    /// events, makes the snapshot that shows them visible, and only then [`send`](Self::send)s
+    /// them, so whoever reads an event finds its server in the list. Only the publisher
+    /// numbers and sends, one publish at a time. The text is made by the first stream that
+    /// reads an event.
+    pub fn number(&self, deltas: &[Delta]) -> Numbered {
+        let mut log = self.lock_log();
         if deltas.is_empty() || !self.on.load(Ordering::Acquire) {
-            return self.last_id();
+            return Numbered {
+                events: Vec::new(),
+                last: log.reserved,
+            };
         }
-        // Only `emit` numbers events, under the publisher's lock, so the ids reserved here are
-        // the ones used below. The text is made by the first stream that reads an event.
-        let first = self.lock_log().next_id;
+        let first = log.reserved + 1;
         let events: Vec<Arc<ServerEvent>> = deltas
             .iter()
             .zip(first..)
@@ -412,8 +440,17 @@ impl EventHub {
                 })
             })
             .collect();
+        log.reserved = first + events.len() as u64 - 1;
+        Numbered {
+            events,
+            last: log.reserved,
+        }
+    }
+
+    /// Sends events [`number`](Self::number) made: into the backlog and to every stream.
+    pub fn send(&self, numbered: Numbered) {
         let mut log = self.lock_log();
-        for e in events {
+        for e in numbered.events {
             log.next_id = e.id + 1;
             if log.backlog.len() >= log.limits.backlog {
                 log.backlog.pop_front();
@@ -424,7 +461,6 @@ impl EventHub {
             // No receiver is not an error here.
             let _ = log.tx.send(e);
         }
-        log.next_id - 1
     }
 
     /// Opens a subscription for `source`, resuming after event `after` when given.
@@ -436,12 +472,17 @@ impl EventHub {
         let log = self.lock_log();
         let slot = Slot::take(&self.subscribers, source, log.limits)?;
         let rx = log.tx.subscribe();
-        let last = log.next_id - 1;
+        let mut last = log.next_id - 1;
         let (replay, gap) = match after {
             None => (Vec::new(), false),
-            Some(after) if after == last => (Vec::new(), false),
             // Not an id of this run.
-            Some(after) if after > last => (Vec::new(), true),
+            Some(after) if after > log.reserved => (Vec::new(), true),
+            // A list showing events numbered but not sent yet: they come through `rx`, and
+            // those up to `after` are skipped.
+            Some(after) if after >= last => {
+                last = after;
+                (Vec::new(), false)
+            }
             Some(after) => {
                 let oldest = log.backlog.front().map_or(log.next_id, |e| e.id);
                 let replay: Vec<_> = log
@@ -706,6 +747,32 @@ mod tests {
         let mut s = h.subscribe(src(1), Some(7)).unwrap();
         h.emit(&[delta(EventKind::Changed, 3)]);
         assert_eq!(ids(&mut s, 1).await, [8]);
+    }
+
+    /// The publisher numbers a publish's events, shows the snapshot, then sends them: a stream
+    /// sees nothing before the send, and a list fetched in between (showing the numbered ids)
+    /// resumes after them without a resync and without seeing them twice.
+    #[tokio::test]
+    async fn numbered_events_wait_for_their_send_and_a_list_in_between_resumes_cleanly() {
+        let h = hub(EventLimits::default());
+        let mut early = h.subscribe(src(1), None).unwrap();
+        let numbered = h.number(&[delta(EventKind::Added, 1), delta(EventKind::Added, 2)]);
+        assert_eq!(numbered.last, 2);
+        assert_eq!(h.last_id(), 2, "a snapshot built now shows both");
+        let quiet = tokio::time::timeout(Duration::from_millis(50), early.next()).await;
+        assert!(quiet.is_err(), "nothing reaches a stream before the send");
+        // A reader listed the snapshot (last_event_id 2) and follows from there.
+        let mut resumed = h.subscribe(src(2), Some(2)).unwrap();
+        // One from before the list: the numbered events arrive live after the send.
+        let mut before = h.subscribe(src(3), Some(1)).unwrap();
+        // An id past anything numbered is still another run's.
+        let mut other_run = h.subscribe(src(4), Some(3)).unwrap();
+        h.send(numbered);
+        h.emit(&[delta(EventKind::Changed, 1)]);
+        assert_eq!(ids(&mut early, 3).await, [1, 2, 3]);
+        assert_eq!(ids(&mut resumed, 1).await, [3], "no resync, nothing twice");
+        assert_eq!(ids(&mut before, 2).await, [2, 3]);
+        assert_eq!(other_run.next().await, Next::Resync);
     }
 
     #[tokio::test]

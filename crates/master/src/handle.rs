@@ -535,11 +535,14 @@ impl MasterHandle {
             }
         }
         let t = Instant::now();
-        // Events first, under the publisher's lock: a snapshot shows exactly the events up to
-        // its `last_event_id`, so a reader of the list can subscribe after it without a gap.
-        let last_event = self.inner.events.emit(&deltas);
-        let snap = Arc::new(p.build(Timestamp::now()).with_last_event_id(last_event));
+        // Under the publisher's lock: the events are numbered first, so a snapshot shows
+        // exactly the events up to its `last_event_id` and a reader of the list can subscribe
+        // after it without a gap; they are sent once the snapshot is visible, so a stream's
+        // reader who then asks the API for the server finds it.
+        let numbered = self.inner.events.number(&deltas);
+        let snap = Arc::new(p.build(Timestamp::now()).with_last_event_id(numbered.last));
         self.inner.view.store(Arc::clone(&snap));
+        self.inner.events.send(numbered);
         let v = snap.version();
         self.inner.published.send_if_modified(|p| {
             let newer = *p < v;
