@@ -53,7 +53,7 @@ impl SourceKey {
 }
 
 /// A refused source's proven servers are counted again at most this often.
-pub const PROVEN_RECHECK: Duration = Duration::from_secs(1);
+pub const PROVEN_RECHECK: Duration = Duration::from_millis(250);
 /// A source drawing on a grown budget has its proven servers counted again this often (so a
 /// budget shrinks once the servers are gone).
 pub const PROVEN_REFRESH: Duration = Duration::from_secs(10);
