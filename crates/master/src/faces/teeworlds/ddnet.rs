@@ -48,17 +48,20 @@
 //! file once a second.
 //!
 //! Abuse limits beyond the reference master's (they answer only past normal use): per-source
-//! buckets on POSTs (429) and on UDP challenges (not sent); a global egress budget for
+//! buckets on POSTs (429 with `Retry-After`), on UDP challenges (not sent) and on `servers.json`
+//! (429), each growing with the servers the source registered (a hosting box's servers share
+//! its address: [`muster_proto::limit`]); a global egress budget for
 //! challenges; the registry's caps (per source, addresses per server: 429); an info that
 //! grows past [`MAX_DDNET_INFO`] when re-written (413). A challenge goes only to the IP that
-//! opened the TCP connection.
+//! opened the TCP connection (behind a trusted reverse proxy: the client's IP it names).
 //!
 //! An entry gets a `location` when the daemon has a locations table (config
 //! `ddnet.locations`, [`crate::api::locations`]): that of its first address that has one, in
 //! the sorted order, as the reference master does.
 //!
-//! Does not: read the peer IP from a reverse-proxy header, ban, or keep communities. The HTTP
-//! server must put the peer address in each request ([`crate::runtime::http::serve`] does).
+//! Does not: ban, or keep communities. The HTTP server must put the client's address in each
+//! request ([`crate::runtime::http::serve`] does: the peer's, or behind a trusted reverse proxy
+//! the one its header names, `limits.connecting_ip_header`).
 
 mod info;
 mod request;
