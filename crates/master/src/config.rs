@@ -1173,6 +1173,21 @@ mod tests {
             Config::from_toml("[limits]\nservers_per_source = 0"),
             Err(ConfigError::OutOfRange(_))
         ));
+        for bad in [
+            "[limits]\ntrusted_proxies = ['10.0.0.0/99']",
+            "[limits]\nconnecting_ip_header = 'X Real IP'",
+            "[limits]\ntcp_max_per_56 = 0",
+        ] {
+            assert!(
+                matches!(Config::from_toml(bad), Err(ConfigError::OutOfRange(_))),
+                "{bad}"
+            );
+        }
+        let proxied = Config::from_toml(
+            "[limits]\nconnecting_ip_header = 'X-Real-IP'\ntrusted_proxies = ['127.0.0.1', '10.0.0.0/8']",
+        )
+        .unwrap();
+        assert_eq!(proxied.limits.trusted_proxy_nets().unwrap().len(), 2);
     }
 
     /// The message of `from_toml(text)`'s error, file name left out.

@@ -658,3 +658,95 @@ async fn servers_json_and_metrics_are_limited_per_source_apart_from_lists() {
     }
     d.stop().await;
 }
+
+// ---- behind a reverse proxy ----
+
+/// One request from `from` (a loopback address) with `extra` header lines: status and body.
+async fn request_from(
+    from: std::net::Ipv4Addr,
+    to: SocketAddr,
+    head: &str,
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::new(from.into(), 0)).unwrap();
+    let mut s = sock.connect(to).await.unwrap();
+    let mut req = head.replace('\n', "\r\n").into_bytes();
+    req.extend_from_slice(body);
+    s.write_all(&req).await.unwrap();
+    let (status, _, body) = tokio::time::timeout(Duration::from_secs(10), read_response(&mut s))
+        .await
+        .unwrap()
+        .unwrap();
+    (status, body)
+}
+
+/// With `limits.connecting_ip_header` from a trusted proxy (127.0.0.1), the HTTP buckets count
+/// the client the header names, and DDNet's register challenges that client; the same header
+/// from a peer that is not trusted (127.0.0.3) changes nothing.
+#[tokio::test]
+async fn a_trusted_proxy_header_gives_the_client_address() {
+    let dir = TempDir::new("box-proxy");
+    let mut c = config(&dir);
+    c.poller.enabled = false;
+    c.history.enabled = false;
+    c.limits.connecting_ip_header = "X-Real-IP".into();
+    c.limits.trusted_proxies = vec!["127.0.0.1".into()];
+    let d = Daemon::start(c);
+    let http = d.http();
+    let proxy = std::net::Ipv4Addr::LOCALHOST;
+    let get = |client: &str| {
+        format!("GET /api/v1/servers HTTP/1.1\nHost: x\nConnection: close\nX-Real-IP: {client}\n\n")
+    };
+    // One client behind the proxy spends its list bucket…
+    let mut refused = false;
+    for _ in 0..1000 {
+        if request_from(proxy, http, &get("198.51.100.7"), b"").await.0 == 429 {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the client's bucket ran out");
+    // …which is not another client's, nor the proxy's own.
+    assert_eq!(
+        request_from(proxy, http, &get("198.51.100.8"), b"").await.0,
+        200
+    );
+    assert_eq!(try_get(http, "/api/v1/servers").await, Ok(200));
+    // A peer that is not trusted names whom it likes: its own bucket is charged.
+    let other = std::net::Ipv4Addr::new(127, 0, 0, 3);
+    assert_eq!(
+        request_from(other, http, &get("198.51.100.7"), b"").await.0,
+        200
+    );
+
+    // DDNet's register challenges the client the proxy names, at its address.
+    let game = UdpSocket::bind("127.0.0.2:0").await.unwrap();
+    let port = game.local_addr().unwrap().port();
+    let body = muster_testkit::fixture(DD_BODY);
+    let head = format!(
+        "POST /ddnet/15/register HTTP/1.1\nHost: x\nConnection: close\nX-Real-IP: 127.0.0.2\n\
+         Address: tw-0.6+udp://connecting-address.invalid:{port}\n\
+         Secret: 4ae14cf1-eb35-4068-89eb-7967b754451e\n\
+         Challenge-Secret: 414cfc17-9b63-4e41-b33b-e4adb20b299c:tw0.6/ipv4\n\
+         Info-Serial: 0\nContent-Type: application/json\nContent-Length: {}\n\n",
+        body.len()
+    );
+    let (status, answer) = request_from(proxy, http, &head, &body).await;
+    let v: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(
+        (status, v["status"].as_str()),
+        (200, Some("need_challenge"))
+    );
+    let (chal, _) = recv(&game, 5000)
+        .await
+        .expect("the challenge went to the client");
+    assert!(matches!(
+        Packet::decode(&chal),
+        Ok(Packet::Connless {
+            message: Message::Challenge(_),
+            ..
+        })
+    ));
+    d.stop().await;
+}
