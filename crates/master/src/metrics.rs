@@ -62,12 +62,17 @@ pub const LIMIT_LOG_INTERVAL: Duration = Duration::from_secs(60);
 /// (limit, source) pairs remembered for that at most; past it, refusals are not logged until
 /// the table is swept (memory stays bounded whatever a flood does).
 pub const MAX_LOGGED_LIMITS: usize = 10_000;
+/// Such log lines per second at most over all sources (a flood from many sources does not
+/// flood the log).
+pub const LIMIT_LOG_LINES_PER_SEC: u64 = 10;
 
 /// When each (limit, source) refusal was last logged.
 #[derive(Debug, Default)]
 struct LimitLog {
     logged: HashMap<(&'static str, SourceKey), Instant>,
     swept: Option<Instant>,
+    /// Lines written lately, over all sources (made at first use).
+    lines: Option<muster_proto::limit::ByteBudget>,
 }
 
 impl LimitLog {
@@ -93,7 +98,9 @@ impl LimitLog {
             }
         }
         self.logged.insert(key, now);
-        true
+        self.lines
+            .get_or_insert_with(|| muster_proto::limit::ByteBudget::new(LIMIT_LOG_LINES_PER_SEC))
+            .spend(1, now)
     }
 }
 
@@ -435,11 +442,15 @@ mod tests {
         assert!(log.should_log("ddnet_register", a, t0), "another limit");
         assert!(log.should_log("http_list", b, t0), "another source");
         assert!(log.should_log("http_list", a, t0 + LIMIT_LOG_INTERVAL));
-        // Bounded: past the table's size, new pairs are not logged until it can be swept.
+        // Bounded: past the table's size, new pairs are not logged until it can be swept…
+        let t1 = t0 + Duration::from_secs(1);
+        let mut lines = 0;
         for i in 0..(MAX_LOGGED_LIMITS as u32 * 2) {
-            log.should_log("flood", SourceKey::V4(i), t0);
+            lines += u64::from(log.should_log("flood", SourceKey::V4(i), t1));
         }
         assert!(log.logged.len() <= MAX_LOGGED_LIMITS);
+        // …and many sources make a few lines a second, not one each.
+        assert!(lines <= LIMIT_LOG_LINES_PER_SEC, "{lines}");
     }
 
     #[test]
