@@ -7,10 +7,12 @@
 //!   of a few hundred game servers and its players behind one address;
 //! * per IPv6 /56 and per /48 (`tcp_prefix_cap`), so that one customer's prefix cannot take the
 //!   face by spreading connections over its 256 or 65 536 /64s;
-//! * the reserve (`tcp_reserve`): the last [`ConnLimits::reserved`] connections of the total
-//!   only go to sources holding fewer than [`ConnLimits::fair_share`] connections (and whose
+//! * the reserve (`tcp_reserve`): the last [`PrefixCaps::reserved`] connections of the total
+//!   only go to sources holding fewer than [`PrefixCaps::fair_share`] connections (and whose
 //!   /56 and /48 hold fewer than 2 and 4 times that), so that a server registering for the
-//!   first time and a player's reader still get in while a few sources hold the rest.
+//!   first time and a player's reader still get in while a few sources hold the rest; and to
+//!   sources with registered servers, two more per server ([`MetricsSink::proven`], asked
+//!   only then), so that a hosting box's servers can still reconnect to register.
 //!
 //! A connection over a cap is closed right after accept, without any data
 //! (`management-server.md` §7.1.10), and counted as a drop. The idle timeout fails the next
@@ -158,12 +160,14 @@ fn sub<K: std::hash::Hash + Eq>(m: &mut HashMap<K, usize>, k: Option<K>) {
 
 impl Counts {
     /// Counts a new connection of `slot` when the caps allow it; `in_use`: connections open
-    /// on the face, this one not included. `Err`: the cap that refuses it.
+    /// on the face, this one not included; `proven`: servers the source has registered (0
+    /// when not looked up). `Err`: the cap that refuses it.
     fn try_take(
         &mut self,
         slot: Slot,
         limits: &ConnLimits,
         in_use: usize,
+        proven: usize,
     ) -> Result<(), DropReason> {
         let caps = &limits.prefix;
         let source = held(&self.source, Some(&slot.source));
@@ -178,7 +182,8 @@ impl Counts {
         let reserved = caps.reserved.min(limits.max_connections / 4);
         let in_reserve = in_use >= limits.max_connections.saturating_sub(reserved);
         let fair = caps.fair_share;
-        if in_reserve && (source >= fair || p56 >= fair * 2 || p48 >= fair * 4) {
+        let over = source >= fair || p56 >= fair * 2 || p48 >= fair * 4;
+        if in_reserve && over && source >= fair.saturating_add(proven.saturating_mul(2)) {
             return Err(DropReason::TcpReserve);
         }
         *self.source.entry(slot.source).or_insert(0) += 1;
@@ -198,11 +203,17 @@ impl Counts {
 struct PerSource(Mutex<Counts>);
 
 impl PerSource {
-    fn try_take(&self, slot: Slot, limits: &ConnLimits, in_use: usize) -> Result<(), DropReason> {
+    fn try_take(
+        &self,
+        slot: Slot,
+        limits: &ConnLimits,
+        in_use: usize,
+        proven: usize,
+    ) -> Result<(), DropReason> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .try_take(slot, limits, in_use)
+            .try_take(slot, limits, in_use, proven)
     }
 
     fn give_back(&self, slot: Slot) {
@@ -233,6 +244,13 @@ pub trait MetricsSink: Send + Sync + std::fmt::Debug {
         let _ = source;
         self.refused(reason);
     }
+
+    /// Servers `source` has registered: the reserve lets such a source in (asked only when
+    /// the face is in its reserve, never under this listener's lock). 0 by default.
+    fn proven(&self, source: SourceKey) -> usize {
+        let _ = source;
+        0
+    }
 }
 
 impl MetricsSink for crate::MasterHandle {
@@ -244,6 +262,10 @@ impl MetricsSink for crate::MasterHandle {
         let m = self.metrics();
         m.count_drop(reason);
         m.count_limited(reason.name(), source);
+    }
+
+    fn proven(&self, source: SourceKey) -> usize {
+        self.with_registry(|r| r.count_of_source(source))
     }
 }
 
@@ -306,7 +328,16 @@ impl CappedListener {
                 .limits
                 .max_connections
                 .saturating_sub(caps.total.available_permits() + 1);
-            if let Err(reason) = caps.per_source.try_take(slot, &caps.limits, in_use) {
+            let mut took = caps.per_source.try_take(slot, &caps.limits, in_use, 0);
+            if took == Err(DropReason::TcpReserve)
+                && let Some(m) = &self.metrics
+            {
+                let proven = m.proven(slot.source);
+                if proven > 0 {
+                    took = caps.per_source.try_take(slot, &caps.limits, in_use, proven);
+                }
+            }
+            if let Err(reason) = took {
                 self.refuse(reason, peer);
                 continue;
             }
@@ -653,7 +684,7 @@ mod tests {
                 refused.push(DropReason::TcpConnCap);
                 continue;
             }
-            match c.try_take(Slot::of(ip(&addrs[i % addrs.len()])), l, *in_use) {
+            match c.try_take(Slot::of(ip(&addrs[i % addrs.len()])), l, *in_use, 0) {
                 Ok(()) => *in_use += 1,
                 Err(r) => refused.push(r),
             }
@@ -695,21 +726,27 @@ mod tests {
         assert!(refused.iter().all(|r| *r == DropReason::TcpReserve));
         // …and the reserve still lets in a reader or a server holding few connections.
         for i in 0..10 {
-            let r = c.try_take(Slot::of(ip(&format!("198.51.100.{i}"))), &l, in_use);
+            let r = c.try_take(Slot::of(ip(&format!("198.51.100.{i}"))), &l, in_use, 0);
             assert_eq!(r, Ok(()));
             in_use += 1;
         }
         // But not the hosting box, which holds more than its fair share.
         assert_eq!(
-            c.try_take(Slot::of(ip("192.0.2.1")), &l, in_use),
+            c.try_take(Slot::of(ip("192.0.2.1")), &l, in_use, 0),
             Err(DropReason::TcpSourceCap)
         );
         let big = Slot::of(ip("2001:db8:100::1"));
-        assert_eq!(c.try_take(big, &l, in_use), Err(DropReason::TcpReserve));
+        assert_eq!(c.try_take(big, &l, in_use, 0), Err(DropReason::TcpReserve));
+        // A source with registered servers gets two more per server (8 held, 3 servers: 14).
+        for _ in 0..6 {
+            assert_eq!(c.try_take(big, &l, in_use, 3), Ok(()));
+            in_use += 1;
+        }
+        assert_eq!(c.try_take(big, &l, in_use, 3), Err(DropReason::TcpReserve));
         // Giving back frees the slot and leaves no empty entries behind.
         let mut c = Counts::default();
         let s = Slot::of(ip("2001:db8::1"));
-        c.try_take(s, &l, 0).unwrap();
+        c.try_take(s, &l, 0, 0).unwrap();
         c.give_back(s);
         assert!(c.source.is_empty() && c.p56.is_empty() && c.p48.is_empty());
     }
