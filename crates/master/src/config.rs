@@ -394,7 +394,11 @@ pub struct LimitsConfig {
     pub challenge_refill: HumanDuration,
     /// Source buckets tracked at most (memory bound).
     pub max_tracked_sources: usize,
-    /// Records per source.
+    /// A source's registration and read budgets grow by one source's budget per server it
+    /// has proven (registered with a proof of ownership), counting this many servers at most;
+    /// 0: budgets never grow. See `docs/deploy.md`, "Hosting boxes and shared addresses".
+    pub proven_servers_max: u32,
+    /// Records per source (IPv4 address, IPv6 /64): sized for a hosting box.
     pub servers_per_source: usize,
     /// Records in total (a memory bound).
     pub max_records: usize,
@@ -409,8 +413,18 @@ pub struct LimitsConfig {
     pub egress_bytes_per_sec: u64,
     /// Concurrent connections per TCP face.
     pub tcp_max_connections: usize,
-    /// Concurrent connections per source address per TCP face.
+    /// Concurrent connections per source (IPv4 address, IPv6 /64) per TCP face: sized for a
+    /// hosting box of a few hundred servers and its players.
     pub tcp_max_per_source: usize,
+    /// Concurrent connections per IPv6 /56 per TCP face.
+    pub tcp_max_per_56: usize,
+    /// Concurrent connections per IPv6 /48 per TCP face.
+    pub tcp_max_per_48: usize,
+    /// The last this many connections of `tcp_max_connections` (at most a quarter of it) go
+    /// only to sources holding fewer than `tcp_fair_share` connections.
+    pub tcp_reserved: usize,
+    /// Connections a source may hold and still get one of the reserved ones.
+    pub tcp_fair_share: usize,
     /// A TCP connection (list, HTTP) is closed after this long without input.
     pub tcp_idle_timeout: HumanDuration,
     /// A GameSpy list connection is closed after this long in total.
@@ -428,6 +442,21 @@ pub struct LimitsConfig {
     pub http_list_burst: u32,
     /// HTTP list requests per source: one more token every this long.
     pub http_list_refill: HumanDuration,
+    /// DDNet `servers.json` requests per source: burst.
+    pub servers_json_burst: u32,
+    /// DDNet `servers.json` requests per source: one more every this long.
+    pub servers_json_refill: HumanDuration,
+    /// `/metrics` requests per source: burst.
+    pub metrics_burst: u32,
+    /// `/metrics` requests per source: one more every this long.
+    pub metrics_refill: HumanDuration,
+    /// Behind a reverse proxy: the request header holding the client's address
+    /// (`X-Real-IP`, `CF-Connecting-IP`; of a list such as `X-Forwarded-For`, the last entry),
+    /// believed from `trusted_proxies` only. Empty (the default): the connection's peer.
+    pub connecting_ip_header: String,
+    /// Addresses or networks (`127.0.0.1`, `10.0.0.0/8`) whose `connecting_ip_header` is
+    /// believed.
+    pub trusted_proxies: Vec<String>,
     /// DDNet register POSTs per source: burst.
     pub ddnet_register_burst: u32,
     /// DDNet register POSTs per source: one more token every this long.
@@ -436,6 +465,35 @@ pub struct LimitsConfig {
     pub ddnet_challenge_burst: u32,
     /// DDNet UDP challenges per source: one more every this long.
     pub ddnet_challenge_refill: HumanDuration,
+}
+
+impl LimitsConfig {
+    /// `trusted_proxies` parsed.
+    pub fn trusted_proxy_nets(&self) -> Result<Vec<crate::upstream::config::Net>, ConfigError> {
+        self.trusted_proxies
+            .iter()
+            .map(|n| {
+                crate::upstream::config::Net::parse(n)
+                    .map_err(|_| ConfigError::Invalid("limits.trusted_proxies"))
+            })
+            .collect()
+    }
+
+    /// The connection caps of a TCP face (the HTTP face's; others narrow them).
+    #[must_use]
+    pub fn conn_limits(&self) -> crate::runtime::tcp::ConnLimits {
+        crate::runtime::tcp::ConnLimits {
+            max_connections: self.tcp_max_connections,
+            max_per_source: self.tcp_max_per_source,
+            idle_timeout: self.tcp_idle_timeout.0,
+            prefix: crate::runtime::tcp::PrefixCaps {
+                max_per_56: self.tcp_max_per_56,
+                max_per_48: self.tcp_max_per_48,
+                reserved: self.tcp_reserved,
+                fair_share: self.tcp_fair_share,
+            },
+        }
+    }
 }
 
 impl Default for LimitsConfig {
@@ -450,6 +508,7 @@ impl Default for LimitsConfig {
             challenge_burst: 256,
             challenge_refill: HumanDuration(Duration::from_millis(100)),
             max_tracked_sources: 100_000,
+            proven_servers_max: 1024,
             servers_per_source: crate::registry::DEFAULT_MAX_PER_SOURCE,
             max_records: crate::registry::DEFAULT_MAX_RECORDS,
             pending_per_face: 16_384,
@@ -457,7 +516,11 @@ impl Default for LimitsConfig {
             pending_per_prefix: 1024,
             egress_bytes_per_sec: 1 << 20,
             tcp_max_connections: 4096,
-            tcp_max_per_source: 16,
+            tcp_max_per_source: 512,
+            tcp_max_per_56: crate::runtime::tcp::DEFAULT_MAX_PER_56,
+            tcp_max_per_48: crate::runtime::tcp::DEFAULT_MAX_PER_48,
+            tcp_reserved: crate::runtime::tcp::DEFAULT_RESERVED,
+            tcp_fair_share: crate::runtime::tcp::DEFAULT_FAIR_SHARE,
             tcp_idle_timeout: HumanDuration(Duration::from_secs(15)),
             tcp_total_timeout: HumanDuration(Duration::from_secs(30)),
             mgmt_idle_timeout: HumanDuration(Duration::from_secs(30)),
@@ -466,6 +529,12 @@ impl Default for LimitsConfig {
             http_header_timeout: HumanDuration(Duration::from_secs(5)),
             http_list_burst: 60,
             http_list_refill: HumanDuration(Duration::from_millis(50)),
+            servers_json_burst: 16,
+            servers_json_refill: HumanDuration(Duration::from_secs(1)),
+            metrics_burst: 8,
+            metrics_refill: HumanDuration(Duration::from_secs(2)),
+            connecting_ip_header: String::new(),
+            trusted_proxies: Vec::new(),
             ddnet_register_burst: 64,
             ddnet_register_refill: HumanDuration(Duration::from_millis(100)),
             ddnet_challenge_burst: 16,
@@ -773,7 +842,37 @@ impl Config {
         let e = &self.events;
         let at_least_1 = "at least 1";
         let positive = "a duration longer than 0s";
-        let checks: [(bool, &'static str, &'static str, String); 18] = [
+        let checks: [(bool, &'static str, &'static str, String); 23] = [
+            (
+                l.tcp_max_per_56 >= 1,
+                "limits.tcp_max_per_56",
+                at_least_1,
+                l.tcp_max_per_56.to_string(),
+            ),
+            (
+                l.tcp_max_per_48 >= 1,
+                "limits.tcp_max_per_48",
+                at_least_1,
+                l.tcp_max_per_48.to_string(),
+            ),
+            (
+                l.tcp_fair_share >= 1,
+                "limits.tcp_fair_share",
+                at_least_1,
+                l.tcp_fair_share.to_string(),
+            ),
+            (
+                l.servers_json_burst >= 1,
+                "limits.servers_json_burst",
+                at_least_1,
+                l.servers_json_burst.to_string(),
+            ),
+            (
+                l.metrics_burst >= 1,
+                "limits.metrics_burst",
+                at_least_1,
+                l.metrics_burst.to_string(),
+            ),
             (
                 l.list_bytes_burst >= 1,
                 "limits.list_bytes_burst",
@@ -904,6 +1003,23 @@ impl Config {
             ));
         }
         crate::upstream::config::validate(&self.upstream, &self.federation)?;
+        if let Some(bad) = l
+            .trusted_proxies
+            .iter()
+            .find(|n| crate::upstream::config::Net::parse(n).is_err())
+        {
+            return Err(out_of_range(
+                "limits.trusted_proxies".to_owned(),
+                format!("`{bad}` is not an address or a network such as 10.0.0.0/8"),
+            ));
+        }
+        let header = l.connecting_ip_header.trim();
+        if !header.is_empty() && axum::http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+            return Err(out_of_range(
+                "limits.connecting_ip_header".to_owned(),
+                format!("`{header}` is not a header name"),
+            ));
+        }
         match checks.into_iter().find(|(ok, ..)| !ok) {
             Some((_, key, expected, found)) => Err(out_of_range(
                 key.to_owned(),
@@ -1057,6 +1173,21 @@ mod tests {
             Config::from_toml("[limits]\nservers_per_source = 0"),
             Err(ConfigError::OutOfRange(_))
         ));
+        for bad in [
+            "[limits]\ntrusted_proxies = ['10.0.0.0/99']",
+            "[limits]\nconnecting_ip_header = 'X Real IP'",
+            "[limits]\ntcp_max_per_56 = 0",
+        ] {
+            assert!(
+                matches!(Config::from_toml(bad), Err(ConfigError::OutOfRange(_))),
+                "{bad}"
+            );
+        }
+        let proxied = Config::from_toml(
+            "[limits]\nconnecting_ip_header = 'X-Real-IP'\ntrusted_proxies = ['127.0.0.1', '10.0.0.0/8']",
+        )
+        .unwrap();
+        assert_eq!(proxied.limits.trusted_proxy_nets().unwrap().len(), 2);
     }
 
     /// The message of `from_toml(text)`'s error, file name left out.

@@ -140,6 +140,10 @@ drops! {
     EventStreamCap = "event_stream_cap",
     /// HTTP: an event stream dropped for falling behind.
     EventStreamLagged = "event_stream_lagged",
+    /// A connection over the per IPv6 /56 or /48 connection cap.
+    TcpPrefixCap = "tcp_prefix_cap",
+    /// A connection refused from the reserve kept for sources holding few connections.
+    TcpReserve = "tcp_reserve",
 }
 
 impl DropReason {

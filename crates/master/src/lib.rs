@@ -71,7 +71,6 @@ pub use runtime::CancellationToken;
 
 use config::Config;
 use registry::Timestamp;
-use runtime::tcp::ConnLimits;
 use runtime::{bind_tcp, bind_udp};
 use store::{PgShared, PgStore, SqliteStore, Store, StoreError, StoreUrl};
 
@@ -470,6 +469,8 @@ impl Master {
                 idle_timeout: limits.mgmt_idle_timeout.0,
                 max_connections: limits.tcp_max_connections,
                 max_per_source: limits.tcp_max_per_source,
+                prefix: limits.conn_limits().prefix,
+                proven_servers_max: limits.proven_servers_max,
                 max_tracked_sources: limits.max_tracked_sources,
                 egress_bytes_per_sec: limits.egress_bytes_per_sec,
                 ..faces::mgmt::MgmtSettings::default()
@@ -509,6 +510,7 @@ impl Master {
         }
         let teeworlds = faces::teeworlds::TeeworldsSettings {
             max_tracked_sources: limits.max_tracked_sources,
+            proven_servers_max: limits.proven_servers_max,
             ..faces::teeworlds::TeeworldsSettings::default()
         };
         if !listeners.teeworlds07.is_empty() {
@@ -551,6 +553,9 @@ impl Master {
             register_refill: limits.ddnet_register_refill.0,
             challenge_burst: limits.ddnet_challenge_burst,
             challenge_refill: limits.ddnet_challenge_refill.0,
+            servers_json_burst: limits.servers_json_burst,
+            servers_json_refill: limits.servers_json_refill.0,
+            proven_servers_max: limits.proven_servers_max,
             body_dir: Some(self.config.data_dir.clone()),
         };
         let mut samples = self.samples.clone();
@@ -590,22 +595,21 @@ impl Master {
         };
         let list_limit = http_limit::HttpListLimit::new(
             handle.clone(),
-            muster_proto::limit::BucketConfig::one_every(
-                limits.http_list_burst,
-                limits.http_list_refill.0,
-            ),
+            (limits.http_list_burst, limits.http_list_refill.0),
+            (limits.metrics_burst, limits.metrics_refill.0),
             limits.max_tracked_sources,
+            limits.proven_servers_max,
         );
         let http_limits = runtime::http::HttpLimits {
             body_limit: limits.http_body_limit,
             request_timeout: limits.http_request_timeout.0,
             header_timeout: limits.http_header_timeout.0,
-            conn: ConnLimits {
-                max_connections: limits.tcp_max_connections,
-                max_per_source: limits.tcp_max_per_source,
-                idle_timeout: limits.tcp_idle_timeout.0,
-            },
+            conn: limits.conn_limits(),
         };
+        let client_ip = Arc::new(runtime::http::ClientIp::new(
+            &limits.connecting_ip_header,
+            limits.trusted_proxy_nets().unwrap_or_default(),
+        ));
         for l in listeners.http {
             let (ddnet_routes, ddnet_files) = faces::teeworlds::ddnet::router_and_files(
                 handle.clone(),
@@ -630,6 +634,7 @@ impl Master {
                 app,
                 Some(ddnet_files),
                 http_limits,
+                Arc::clone(&client_ip),
                 Arc::clone(&sink),
                 stop.clone(),
             ));

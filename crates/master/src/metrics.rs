@@ -57,6 +57,53 @@ impl LimitedSources {
     }
 }
 
+/// A refusal by a named limit is logged once per source and limit within this long.
+pub const LIMIT_LOG_INTERVAL: Duration = Duration::from_secs(60);
+/// (limit, source) pairs remembered for that at most; past it, refusals are not logged until
+/// the table is swept (memory stays bounded whatever a flood does).
+pub const MAX_LOGGED_LIMITS: usize = 10_000;
+/// Such log lines per second at most over all sources (a flood from many sources does not
+/// flood the log).
+pub const LIMIT_LOG_LINES_PER_SEC: u64 = 10;
+
+/// When each (limit, source) refusal was last logged.
+#[derive(Debug, Default)]
+struct LimitLog {
+    logged: HashMap<(&'static str, SourceKey), Instant>,
+    swept: Option<Instant>,
+    /// Lines written lately, over all sources (made at first use).
+    lines: Option<muster_proto::limit::ByteBudget>,
+}
+
+impl LimitLog {
+    /// Whether a refusal of `source` by `limit` at `now` should be logged.
+    fn should_log(&mut self, limit: &'static str, source: SourceKey, now: Instant) -> bool {
+        let key = (limit, source);
+        if let Some(t) = self.logged.get(&key)
+            && now.saturating_duration_since(*t) < LIMIT_LOG_INTERVAL
+        {
+            return false;
+        }
+        if self.logged.len() >= MAX_LOGGED_LIMITS && !self.logged.contains_key(&key) {
+            if self
+                .swept
+                .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
+            {
+                self.swept = Some(now);
+                self.logged
+                    .retain(|_, t| now.saturating_duration_since(*t) < LIMIT_LOG_INTERVAL);
+            }
+            if self.logged.len() >= MAX_LOGGED_LIMITS {
+                return false;
+            }
+        }
+        self.logged.insert(key, now);
+        self.lines
+            .get_or_insert_with(|| muster_proto::limit::ByteBudget::new(LIMIT_LOG_LINES_PER_SEC))
+            .spend(1, now)
+    }
+}
+
 /// The daemon's counters. Cheap to bump from any task.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -64,6 +111,8 @@ pub struct Metrics {
     verifications_failed: AtomicU64,
     rate_limited: AtomicU64,
     limited_sources: Mutex<LimitedSources>,
+    limited: Mutex<BTreeMap<&'static str, u64>>,
+    limit_log: Mutex<LimitLog>,
     list_requests: Mutex<BTreeMap<&'static str, u64>>,
     drops: Drops,
     server_series_max: SeriesMax,
@@ -122,6 +171,38 @@ impl Metrics {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(SourceKey::of(source), Instant::now());
+    }
+
+    /// A request or connection from `source` was refused by the limit named `limit` (a
+    /// config key such as `ddnet_register` or a drop reason such as `tcp_source_cap`): counted
+    /// in `muster_limited_total{limit}`, and logged once per source and limit within
+    /// [`LIMIT_LOG_INTERVAL`], so an operator sees which limit a busy address meets.
+    pub fn count_limited(&self, limit: &'static str, source: IpAddr) {
+        bump(&self.limited, limit);
+        let key = SourceKey::of(source);
+        let log = self
+            .limit_log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .should_log(limit, key, Instant::now());
+        if log {
+            tracing::info!(
+                limit,
+                source = %key.to_ip(),
+                "refused by a per-source limit (logged once a minute per source and limit)"
+            );
+        }
+    }
+
+    /// Refusals by the limit named `limit` so far.
+    #[must_use]
+    pub fn limited(&self, limit: &str) -> u64 {
+        self.limited
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(limit)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// A refusal by a bucket whose source is not known here (counted in the total only).
@@ -248,6 +329,13 @@ impl Metrics {
         );
         labelled(
             &mut s,
+            "muster_limited_total",
+            "Requests and connections refused by a per-source limit, per limit.",
+            "limit",
+            snapshot(&self.limited),
+        );
+        labelled(
+            &mut s,
             "muster_drops_total",
             "Inputs dropped, per reason.",
             "reason",
@@ -344,6 +432,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_limit_is_logged_once_per_source_and_interval() {
+        let mut log = LimitLog::default();
+        let t0 = Instant::now();
+        let a = SourceKey::of("192.0.2.1".parse().unwrap());
+        let b = SourceKey::of("192.0.2.2".parse().unwrap());
+        assert!(log.should_log("http_list", a, t0));
+        assert!(!log.should_log("http_list", a, t0 + Duration::from_secs(59)));
+        assert!(log.should_log("ddnet_register", a, t0), "another limit");
+        assert!(log.should_log("http_list", b, t0), "another source");
+        assert!(log.should_log("http_list", a, t0 + LIMIT_LOG_INTERVAL));
+        // Bounded: past the table's size, new pairs are not logged until it can be swept…
+        let t1 = t0 + Duration::from_secs(1);
+        let mut lines = 0;
+        for i in 0..(MAX_LOGGED_LIMITS as u32 * 2) {
+            lines += u64::from(log.should_log("flood", SourceKey::V4(i), t1));
+        }
+        assert!(log.logged.len() <= MAX_LOGGED_LIMITS);
+        // …and many sources make a few lines a second, not one each.
+        assert!(lines <= LIMIT_LOG_LINES_PER_SEC, "{lines}");
+    }
+
+    #[test]
     fn renders_prometheus_text() {
         let m = Metrics::default();
         m.count_registration();
@@ -355,6 +465,9 @@ mod tests {
         m.count_rate_limited("2001:db8::1".parse().unwrap());
         m.count_rate_limited("2001:db8::2".parse().unwrap());
         m.count_verification_failed();
+        m.count_limited("ddnet_register", "192.0.2.1".parse().unwrap());
+        m.count_limited("ddnet_register", "192.0.2.1".parse().unwrap());
+        m.count_limited("tcp_source_cap", "192.0.2.9".parse().unwrap());
         let listed = BTreeMap::from([(Face::GameSpy, 3), (Face::Mgmt, 0)]);
         let text = m.render(&listed);
         let expect = "\
@@ -373,6 +486,10 @@ muster_rate_limited_sources 2
 # HELP muster_list_requests_total List requests served, per face.
 # TYPE muster_list_requests_total counter
 muster_list_requests_total{face=\"http\"} 1
+# HELP muster_limited_total Requests and connections refused by a per-source limit, per limit.
+# TYPE muster_limited_total counter
+muster_limited_total{limit=\"ddnet_register\"} 2
+muster_limited_total{limit=\"tcp_source_cap\"} 1
 # HELP muster_drops_total Inputs dropped, per reason.
 # TYPE muster_drops_total counter
 muster_drops_total{reason=\"malformed\"} 1

@@ -5,6 +5,16 @@
 //! per-address limits would be trivial to dodge). Memory is bounded: at most `max_sources`
 //! buckets are tracked; when full, buckets that have refilled completely (and so carry no
 //! state worth keeping) are dropped first, then the least recently touched.
+//!
+//! **Proven sources.** One address may be a hosting box running hundreds of game servers, or
+//! a carrier-grade NAT in front of many players. A limiter made with
+//! [`SourceLimiter::with_growth`] gives a source that has *proven* servers (the caller says how
+//! many: records the registry holds for it, each registered with a proof of ownership) the
+//! budget of one source per proven server on top of its own: burst and refill both multiplied
+//! by `1 + servers`, with `servers` capped. An unproven source keeps the base budget. The count
+//! is asked for only when the base budget would refuse (at most once per
+//! [`PROVEN_RECHECK`] per source), and again every [`PROVEN_REFRESH`] while the source draws on
+//! a grown budget, so the lookup stays off the common path.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -39,6 +49,25 @@ impl SourceKey {
             Self::V4(v4) => IpAddr::V4(v4.into()),
             Self::V6(p) => IpAddr::V6(Ipv6Addr::from(u128::from(p) << 64)),
         }
+    }
+}
+
+/// A refused source's proven servers are counted again at most this often.
+pub const PROVEN_RECHECK: Duration = Duration::from_millis(250);
+/// A source drawing on a grown budget has its proven servers counted again this often (so a
+/// budget shrinks once the servers are gone).
+pub const PROVEN_REFRESH: Duration = Duration::from_secs(10);
+
+/// The IPv6 prefix of `ip` of `bits` bits (1..=128) as the top bits of a `u128`, or `None` for
+/// IPv4 and IPv4-mapped addresses (connection caps per /56 and /48 use it).
+#[must_use]
+pub fn v6_prefix(ip: IpAddr, bits: u32) -> Option<u128> {
+    match ip {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+            let bits = bits.clamp(1, 128);
+            Some(u128::from(v6) >> (128 - bits))
+        }
+        _ => None,
     }
 }
 
@@ -79,6 +108,10 @@ impl BucketConfig {
 struct Bucket {
     tokens: f64,
     at: Instant,
+    /// Proven servers the budget is grown by (0: the base budget).
+    servers: u32,
+    /// When `servers` was last asked for.
+    counted: Option<Instant>,
 }
 
 impl Bucket {
@@ -88,11 +121,25 @@ impl Bucket {
     }
 }
 
+impl BucketConfig {
+    /// This budget grown by `servers` proven servers: `1 + servers` times burst and refill.
+    #[must_use]
+    pub fn grown(&self, servers: u32) -> Self {
+        let k = 1.0 + f64::from(servers);
+        Self {
+            burst: self.burst * k,
+            per_second: self.per_second * k,
+        }
+    }
+}
+
 /// Per-source token buckets with a cap on how many sources are tracked.
 #[derive(Debug)]
 pub struct SourceLimiter {
     config: BucketConfig,
     max_sources: usize,
+    /// Proven servers a budget grows by at most (0: budgets never grow).
+    max_servers: u32,
     buckets: HashMap<SourceKey, Bucket>,
 }
 
@@ -103,24 +150,69 @@ impl SourceLimiter {
         Self {
             config,
             max_sources: max_sources.max(1),
+            max_servers: 0,
             buckets: HashMap::new(),
         }
     }
 
+    /// Lets budgets grow with proven servers (see the module docs), by `max_servers` servers
+    /// at most.
+    #[must_use]
+    pub fn with_growth(mut self, max_servers: u32) -> Self {
+        self.max_servers = max_servers;
+        self
+    }
+
     /// Take `cost` tokens for `ip` at `now`; false (and nothing taken) when there are not
-    /// enough.
+    /// enough. A budget grown earlier by [`SourceLimiter::allow_proven`] stays grown.
     pub fn allow(&mut self, ip: IpAddr, now: Instant, cost: f64) -> bool {
+        self.allow_proven(ip, now, cost, |_| 0)
+    }
+
+    /// [`SourceLimiter::allow`] for a limiter made [`SourceLimiter::with_growth`]: `proven`
+    /// counts the source's proven servers when the budget must be looked at again (see the
+    /// module docs); a lookup that says 0 never changes a budget, so `|_| 0` is plain `allow`.
+    pub fn allow_proven(
+        &mut self,
+        ip: IpAddr,
+        now: Instant,
+        cost: f64,
+        proven: impl FnOnce(SourceKey) -> usize,
+    ) -> bool {
         let key = SourceKey::of(ip);
         if !self.buckets.contains_key(&key) && self.buckets.len() >= self.max_sources {
             self.evict(now);
         }
-        let cfg = self.config;
+        let base = self.config;
+        let max_servers = self.max_servers;
         let bucket = self.buckets.entry(key).or_insert(Bucket {
-            tokens: cfg.burst,
+            tokens: base.burst,
             at: now,
+            servers: 0,
+            counted: None,
         });
-        let level = bucket.level(now, &cfg);
+        let cfg = base.grown(bucket.servers);
+        let mut level = bucket.level(now, &cfg);
         bucket.at = now;
+        let since = |t: Option<Instant>| t.map(|t| now.saturating_duration_since(t));
+        let recount = max_servers > 0
+            && if level < cost {
+                since(bucket.counted).is_none_or(|d| d >= PROVEN_RECHECK)
+            } else {
+                bucket.servers > 0 && since(bucket.counted).is_none_or(|d| d >= PROVEN_REFRESH)
+            };
+        if recount {
+            bucket.counted = Some(now);
+            let n = u32::try_from(proven(key))
+                .unwrap_or(u32::MAX)
+                .min(max_servers);
+            if n != bucket.servers && (n > 0 || bucket.servers > 0) {
+                // What was spent stays spent: the level moves by the change of burst.
+                let new = base.grown(n);
+                level = (level + new.burst - cfg.burst).clamp(0.0, new.burst);
+                bucket.servers = n;
+            }
+        }
         if level >= cost {
             bucket.tokens = level - cost;
             true
@@ -128,6 +220,14 @@ impl SourceLimiter {
             bucket.tokens = level;
             false
         }
+    }
+
+    /// The proven servers `ip`'s budget is grown by now (0 for an untracked source).
+    #[must_use]
+    pub fn grown_by(&self, ip: IpAddr) -> u32 {
+        self.buckets
+            .get(&SourceKey::of(ip))
+            .map_or(0, |b| b.servers)
     }
 
     /// How many sources are tracked.
@@ -259,6 +359,85 @@ mod tests {
         }
         l.prune(t0 + Duration::from_secs(3600));
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn a_proven_source_has_one_budget_per_server() {
+        let t0 = Instant::now();
+        let cfg = BucketConfig::one_every(2, Duration::from_secs(1));
+        let mut l = SourceLimiter::new(cfg, 100).with_growth(1000);
+        let box_ip = ip("192.0.2.1");
+        let stranger = ip("192.0.2.2");
+        // Unproven: the base budget, and the count is asked for only on a refusal.
+        let mut asked = 0;
+        for _ in 0..2 {
+            assert!(l.allow_proven(stranger, t0, 1.0, |_| unreachable!()));
+        }
+        assert!(!l.allow_proven(stranger, t0, 1.0, |_| {
+            asked += 1;
+            0
+        }));
+        assert_eq!(asked, 1);
+        // A source with 9 proven servers gets ten budgets: 20 at once.
+        let mut took = 0;
+        while l.allow_proven(box_ip, t0, 1.0, |_| 9) {
+            took += 1;
+            assert!(took <= 100, "bounded");
+        }
+        assert_eq!(took, 20);
+        assert_eq!(l.grown_by(box_ip), 9);
+        // …and ten times the refill: 10 more after one second, but not 11.
+        let t1 = t0 + Duration::from_secs(1);
+        for _ in 0..10 {
+            assert!(l.allow_proven(box_ip, t1, 1.0, |_| 9));
+        }
+        assert!(!l.allow_proven(box_ip, t1, 1.0, |_| 9));
+        // The growth is capped.
+        let mut capped = SourceLimiter::new(cfg, 100).with_growth(3);
+        let mut n = 0;
+        while capped.allow_proven(box_ip, t0, 1.0, |_| 1_000_000) {
+            n += 1;
+            assert!(n <= 100, "bounded");
+        }
+        assert_eq!(n, 8);
+        // A limiter without growth never asks.
+        let mut plain = SourceLimiter::new(cfg, 100);
+        for _ in 0..5 {
+            plain.allow_proven(box_ip, t0, 1.0, |_| unreachable!());
+        }
+    }
+
+    #[test]
+    fn a_grown_budget_shrinks_when_the_servers_are_gone() {
+        let t0 = Instant::now();
+        let cfg = BucketConfig::one_every(2, Duration::from_secs(1));
+        let mut l = SourceLimiter::new(cfg, 100).with_growth(1000);
+        let box_ip = ip("192.0.2.1");
+        assert!(l.allow(box_ip, t0, 1.0));
+        assert!(l.allow(box_ip, t0, 1.0));
+        assert!(l.allow_proven(box_ip, t0, 1.0, |_| 4));
+        assert_eq!(l.grown_by(box_ip), 4);
+        // Within the refresh period the count is not asked for again…
+        let t1 = t0 + Duration::from_secs(2);
+        assert!(l.allow_proven(box_ip, t1, 1.0, |_| unreachable!()));
+        // …after it, it is: the servers are gone, the budget is the base one again.
+        let t2 = t0 + PROVEN_REFRESH;
+        assert!(l.allow_proven(box_ip, t2, 1.0, |_| 0));
+        assert_eq!(l.grown_by(box_ip), 0);
+        assert!(l.allow_proven(box_ip, t2, 1.0, |_| 0));
+        assert!(!l.allow_proven(box_ip, t2, 1.0, |_| 0));
+    }
+
+    #[test]
+    fn v6_prefixes() {
+        let a = ip("2001:db8:1:2ff::1");
+        let b = ip("2001:db8:1:200::1");
+        let c = ip("2001:db8:1:300::1");
+        assert_eq!(v6_prefix(a, 56), v6_prefix(b, 56));
+        assert_ne!(v6_prefix(a, 56), v6_prefix(c, 56));
+        assert_eq!(v6_prefix(a, 48), v6_prefix(c, 48));
+        assert_eq!(v6_prefix(ip("192.0.2.1"), 56), None);
+        assert_eq!(v6_prefix(ip("::ffff:192.0.2.1"), 48), None);
     }
 
     #[test]

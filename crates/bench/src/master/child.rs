@@ -105,6 +105,8 @@ pub(crate) fn config(dir: &Path, servers: usize, ddnet_only: bool) -> Config {
     l.ddnet_register_refill = fast;
     l.ddnet_challenge_burst = 1_000_000;
     l.ddnet_challenge_refill = fast;
+    l.servers_json_burst = 1_000_000;
+    l.servers_json_refill = fast;
     l.servers_per_source = servers.max(ddnet::SERVERS_PER_IP).max(64);
     l.max_records = (servers * 4).max(l.max_records);
     l.max_tracked_sources = (servers * 2).max(l.max_tracked_sources);
@@ -118,7 +120,7 @@ pub(crate) fn config(dir: &Path, servers: usize, ddnet_only: bool) -> Config {
 
 /// What the bench changes from the defaults, for the output.
 pub(crate) const RAISED: &str = "per-source buckets (heartbeats, challenges, TCP/HTTP lists, \
-DDNet POSTs and challenges) 1e6 burst, 1 µs refill; list byte budgets and egress 1 TiB/s; \
+DDNet POSTs, challenges and servers.json) 1e6 burst, 1 µs refill; list byte budgets and egress 1 TiB/s; \
 servers per source = N; pending proofs 1M; TCP caps 16384 / 1024 per source; poller off; \
 lifetimes 24 h (side-by-side run: defaults, DDNet 30 s like mastersrv)";
 

@@ -175,7 +175,7 @@ fn print_config_shows_defaults_file_and_flags_and_reads_back() {
         "mgmt = \"off\"",                                // the file
         "http = [\"127.0.0.1:18080\"]",                  // the flag
         "gameagent = [\"0.0.0.0:9005\", \"[::]:9005\"]", // a default
-        "servers_per_source = 64",                       // a default
+        "servers_per_source = 1024",                     // a default
     ] {
         assert!(
             printed.lines().any(|l| l == line),

@@ -83,6 +83,9 @@ pub struct GameAgentSettings {
     pub heartbeats: BucketConfig,
     /// Sources tracked per bucket at most.
     pub max_tracked_sources: usize,
+    /// Both buckets grow by one budget per server the source has registered, counting this
+    /// many at most (`limits.proven_servers_max`; 0: never).
+    pub proven_servers_max: u32,
     /// Listed records are challenged again this often (rule 6).
     pub reverify_interval: Duration,
     /// An unanswered re-verification challenge is re-sent after this long.
@@ -109,6 +112,7 @@ impl GameAgentSettings {
             challenges: BucketConfig::one_every(l.challenge_burst, l.challenge_refill.0),
             heartbeats: BucketConfig::one_every(l.heartbeat_burst, l.heartbeat_refill.0),
             max_tracked_sources: l.max_tracked_sources,
+            proven_servers_max: l.proven_servers_max,
             reverify_interval: Duration::from_secs(600),
             reverify_timeout: Duration::from_secs(10),
             reverify_tries: 3,
@@ -250,8 +254,10 @@ impl GameAgentFace {
     ) -> Self {
         let challenge_via = scopes.iter().position(|s| *s == Scope::All).unwrap_or(0);
         Self {
-            challenges: SourceLimiter::new(settings.challenges, settings.max_tracked_sources),
-            heartbeats: SourceLimiter::new(settings.heartbeats, settings.max_tracked_sources),
+            challenges: SourceLimiter::new(settings.challenges, settings.max_tracked_sources)
+                .with_growth(settings.proven_servers_max),
+            heartbeats: SourceLimiter::new(settings.heartbeats, settings.max_tracked_sources)
+                .with_growth(settings.proven_servers_max),
             settings,
             secrets,
             scopes,
@@ -294,8 +300,24 @@ impl GameAgentFace {
         None
     }
 
+    /// A heartbeat token for `a`'s source (the budget grows with its registered servers).
+    fn allow_heartbeat(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4) -> bool {
+        let registry = &mut *cx.registry;
+        self.heartbeats
+            .allow_proven(IpAddr::V4(*a.ip()), cx.now, 1.0, |k| {
+                registry.lock().count_of_source(k)
+            })
+    }
+
     fn send_challenge(&mut self, cx: &mut Cx<'_>, via: usize, a: SocketAddrV4, budgeted: bool) {
-        if budgeted && !self.challenges.allow(IpAddr::V4(*a.ip()), cx.now, 1.0) {
+        let registry = &mut *cx.registry;
+        if budgeted
+            && !self
+                .challenges
+                .allow_proven(IpAddr::V4(*a.ip()), cx.now, 1.0, |k| {
+                    registry.lock().count_of_source(k)
+                })
+        {
             cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
             return;
         }
@@ -332,7 +354,7 @@ impl GameAgentFace {
                         .registration_info(&key, heartbeat_info(h));
                 }
                 HeartbeatOutcome::NotListed | HeartbeatOutcome::Unknown => {
-                    if self.heartbeats.allow(IpAddr::V4(*a.ip()), cx.now, 1.0) {
+                    if self.allow_heartbeat(cx, a) {
                         self.send_challenge(cx, via, a, true);
                     } else {
                         cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
@@ -341,7 +363,7 @@ impl GameAgentFace {
             }
             return;
         }
-        if !self.heartbeats.allow(IpAddr::V4(*a.ip()), cx.now, 1.0) {
+        if !self.allow_heartbeat(cx, a) {
             return cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
         }
         match self.port_of_echo(*a.ip(), echo, cx.wall) {

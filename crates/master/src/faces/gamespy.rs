@@ -95,6 +95,9 @@ pub struct GameSpySettings {
     pub list_bucket: BucketConfig,
     /// Sources tracked per bucket at most.
     pub max_tracked_sources: usize,
+    /// The heartbeat bucket grows by one budget per server the source has registered,
+    /// counting this many at most (`limits.proven_servers_max`; 0: never).
+    pub proven_servers_max: u32,
     /// Pending challenges: lifetime, caps per IP, per prefix and in total, re-challenge
     /// interval (§14).
     pub challenges: ChallengeLimits,
@@ -155,6 +158,7 @@ impl GameSpySettings {
             heartbeat_bucket: BucketConfig::one_every(l.heartbeat_burst, l.heartbeat_refill.0),
             list_bucket: BucketConfig::one_every(l.tcp_list_burst, l.tcp_list_refill.0),
             max_tracked_sources: l.max_tracked_sources,
+            proven_servers_max: l.proven_servers_max,
             challenges: ChallengeLimits {
                 per_ip: l.pending_per_ip,
                 per_prefix: l.pending_per_prefix,
@@ -173,9 +177,8 @@ impl GameSpySettings {
             reverify_failures: 3,
             require_client_validate: false,
             conn: ConnLimits {
-                max_connections: l.tcp_max_connections,
                 max_per_source: l.tcp_max_per_source.min(4),
-                idle_timeout: l.tcp_idle_timeout.0,
+                ..l.conn_limits()
             },
             tcp_total_timeout: l.tcp_total_timeout.0,
             list_port: crate::config::ports::GAMESPY_TCP,
@@ -252,7 +255,8 @@ impl GameSpyFace {
                 settings.max_status_checks,
                 settings.challenges.per_ip,
             ),
-            heartbeats: SourceLimiter::new(settings.heartbeat_bucket, settings.max_tracked_sources),
+            heartbeats: SourceLimiter::new(settings.heartbeat_bucket, settings.max_tracked_sources)
+                .with_growth(settings.proven_servers_max),
             settings,
             query_id: 0,
             next_sweep: now + SWEEP_INTERVAL,
@@ -330,7 +334,11 @@ impl GameSpyFace {
             }
             return;
         }
-        if !self.heartbeats.allow(src.ip(), cx.now, 1.0) {
+        let registry = &mut *cx.registry;
+        let allowed = self.heartbeats.allow_proven(src.ip(), cx.now, 1.0, |k| {
+            registry.lock().count_of_source(k)
+        });
+        if !allowed {
             return cx.out.limited(DropReason::RateLimited, src.ip());
         }
         match game.method {

@@ -50,7 +50,9 @@ use tokio_util::sync::CancellationToken;
 use crate::MasterHandle;
 use crate::drops::DropReason as Reason;
 use crate::registry::{Face, Outcome, ServerKey, Timestamp};
-use crate::runtime::tcp::{CappedListener, CappedStream, ConnLimits, MetricsSink, SharedCaps};
+use crate::runtime::tcp::{
+    CappedListener, CappedStream, ConnLimits, MetricsSink, PrefixCaps, SharedCaps,
+};
 
 /// Largest unsent output of one connection before it is closed (§7.2: 1 MiB).
 pub const DEFAULT_MAX_UNSENT: usize = 1 << 20;
@@ -73,8 +75,14 @@ pub struct MgmtSettings {
     pub idle_timeout: Duration,
     /// Concurrent connections over all listeners of the face (§7.2: 1024).
     pub max_connections: usize,
-    /// Concurrent connections per source IP address (§7.2: 16).
+    /// Concurrent connections per source IP address (§7.2: 16; the daemon sizes it for a
+    /// hosting box, `limits.tcp_max_per_source`).
     pub max_per_source: usize,
+    /// Caps per IPv6 /56 and /48, and the reserve (`limits.tcp_*`).
+    pub prefix: PrefixCaps,
+    /// The buckets grow by one budget per server the source has registered, counting this
+    /// many at most (`limits.proven_servers_max`; 0: never).
+    pub proven_servers_max: u32,
     /// A connection whose unsent output exceeds this many bytes is closed (§7.2: 1 MiB).
     pub max_unsent: usize,
     /// Unsent output of all connections together; while it is above this, a connection
@@ -100,6 +108,8 @@ impl Default for MgmtSettings {
             idle_timeout: muster_proto::mgmt::DEFAULT_IDLE_TIMEOUT,
             max_connections: 1024,
             max_per_source: 16,
+            prefix: PrefixCaps::default(),
+            proven_servers_max: 0,
             max_unsent: DEFAULT_MAX_UNSENT,
             max_unsent_total: DEFAULT_MAX_UNSENT_TOTAL,
             keepalive: Some(Duration::from_secs(60)),
@@ -131,6 +141,7 @@ pub async fn run(
             max_per_source: settings.max_per_source,
             // Registered connections never idle out; the session times out the others.
             idle_timeout: Duration::ZERO,
+            prefix: settings.prefix,
         },
         settings.keepalive,
     );
@@ -187,8 +198,10 @@ impl Shared {
     fn new(handle: MasterHandle, settings: MgmtSettings) -> Self {
         let frame = u64::try_from(MAX_WIRE_FRAME_LEN).unwrap_or(u64::MAX);
         let limits = Limits {
-            queries: SourceLimiter::new(settings.query_bucket, settings.max_tracked_sources),
-            state: SourceLimiter::new(settings.state_bucket, settings.max_tracked_sources),
+            queries: SourceLimiter::new(settings.query_bucket, settings.max_tracked_sources)
+                .with_growth(settings.proven_servers_max),
+            state: SourceLimiter::new(settings.state_bucket, settings.max_tracked_sources)
+                .with_growth(settings.proven_servers_max),
             egress: ByteBudget::new(settings.egress_bytes_per_sec.max(frame)),
         };
         Self {
@@ -214,12 +227,21 @@ impl Shared {
         }
     }
 
+    /// The servers `source` has registered (its budgets grow with them).
+    fn proven(&self, source: muster_proto::limit::SourceKey) -> usize {
+        self.handle.with_registry(|r| r.count_of_source(source))
+    }
+
     fn try_query(&self, ip: IpAddr) -> bool {
-        lock(&self.limits).queries.allow(ip, now(), 1.0)
+        lock(&self.limits)
+            .queries
+            .allow_proven(ip, now(), 1.0, |k| self.proven(k))
     }
 
     fn try_state(&self, ip: IpAddr) -> bool {
-        lock(&self.limits).state.allow(ip, now(), 1.0)
+        lock(&self.limits)
+            .state
+            .allow_proven(ip, now(), 1.0, |k| self.proven(k))
     }
 
     fn try_egress(&self, bytes: usize) -> bool {

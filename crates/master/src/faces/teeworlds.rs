@@ -65,9 +65,9 @@ pub const GAME_TEEWORLDS: &str = "teeworlds";
 /// not here: the sockets are passed in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TeeworldsSettings {
-    /// Heartbeats (`bea2`) per source: burst. Hosts run many servers on one IP (the
-    /// registry allows 64 per source), each heartbeating every 15 s, so the default is
-    /// generous; 0.7 heartbeats cannot be spoofed (they carry the master's token).
+    /// Heartbeats (`bea2`) per source: burst. Hosts run many servers on one IP, each
+    /// heartbeating every 15 s: the bucket grows with the servers the source has listed
+    /// (`proven_servers_max`); 0.7 heartbeats cannot be spoofed (they carry the master's token).
     pub heartbeat_burst: u32,
     /// One more heartbeat per source every this long.
     pub heartbeat_refill: Duration,
@@ -80,6 +80,9 @@ pub struct TeeworldsSettings {
     pub max_tracked_sources: usize,
     /// Firewall checks running at once.
     pub max_checks: usize,
+    /// Both buckets grow by one budget per server the source has registered, counting this
+    /// many at most (0: never; see [`muster_proto::limit`]).
+    pub proven_servers_max: u32,
 }
 
 impl Default for TeeworldsSettings {
@@ -91,6 +94,7 @@ impl Default for TeeworldsSettings {
             token_refill: Duration::from_millis(100),
             max_tracked_sources: 100_000,
             max_checks: 4096,
+            proven_servers_max: 1024,
         }
     }
 }
@@ -188,11 +192,13 @@ impl Face07 {
             heartbeats: SourceLimiter::new(
                 BucketConfig::one_every(settings.heartbeat_burst, settings.heartbeat_refill),
                 n,
-            ),
+            )
+            .with_growth(settings.proven_servers_max),
             token_requests: SourceLimiter::new(
                 BucketConfig::one_every(settings.token_burst, settings.token_refill),
                 n,
-            ),
+            )
+            .with_growth(settings.proven_servers_max),
             families,
         }
     }
@@ -210,7 +216,10 @@ impl Face07 {
     }
 
     fn allow(limiter: &mut SourceLimiter, cx: &mut Cx<'_>, from: SocketAddr) -> bool {
-        let ok = limiter.allow(from.ip(), cx.now, 1.0);
+        let registry = &mut *cx.registry;
+        let ok = limiter.allow_proven(from.ip(), cx.now, 1.0, |k| {
+            registry.lock().count_of_source(k)
+        });
         if !ok {
             cx.out.limited(DropReason::RateLimited, from.ip());
         }

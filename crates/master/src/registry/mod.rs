@@ -74,8 +74,10 @@ pub use types::{
     protocol_from_name, short,
 };
 
-/// Default cap on records per source (IPv4 address / IPv6 /64).
-pub const DEFAULT_MAX_PER_SOURCE: usize = 64;
+/// Default cap on records per source (IPv4 address / IPv6 /64): a hosting box runs hundreds
+/// of servers on one address (DDNet hosts, game-hosting companies), so the cap is sized for
+/// one of 1024; the total cap and the faces' per-source buckets bound the rest.
+pub const DEFAULT_MAX_PER_SOURCE: usize = 1024;
 /// Default cap on records in total (a memory bound, far above any real master's load).
 pub const DEFAULT_MAX_RECORDS: usize = 1_000_000;
 

@@ -68,6 +68,53 @@ pub struct HttpLimits {
     pub conn: ConnLimits,
 }
 
+/// Where the HTTP face takes a request's client address from: the connection's peer, or,
+/// when the peer is a trusted reverse proxy, the header the proxy puts the client's address in
+/// (`limits.connecting_ip_header`, as DDNet's mastersrv's `--connecting-ip-header`). The
+/// per-source buckets and the DDNet register (which sends its challenge to that address) then
+/// see the real client; the connection caps still count the proxy's connections.
+#[derive(Debug, Clone, Default)]
+pub struct ClientIp {
+    /// The header's name, lower-case; `None`: always the peer.
+    header: Option<String>,
+    /// Peers whose header is believed.
+    trusted: Vec<crate::upstream::config::Net>,
+}
+
+impl ClientIp {
+    /// The header `header` (empty: none) from peers in `trusted`.
+    #[must_use]
+    pub fn new(header: &str, trusted: Vec<crate::upstream::config::Net>) -> Self {
+        let header = header.trim();
+        Self {
+            header: (!header.is_empty()).then(|| header.to_ascii_lowercase()),
+            trusted,
+        }
+    }
+
+    /// The client of a request from `peer` whose headers are `headers` (name, value): the
+    /// header's address when `peer` is trusted and the header holds one (of a list, the last
+    /// entry: the one the trusted proxy added), else `peer`.
+    pub fn client<'a>(
+        &self,
+        peer: SocketAddr,
+        mut headers: impl Iterator<Item = (&'a str, &'a [u8])>,
+    ) -> SocketAddr {
+        let Some(name) = &self.header else {
+            return peer;
+        };
+        if !self.trusted.iter().any(|n| n.contains(peer.ip())) {
+            return peer;
+        }
+        headers
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+            .and_then(|v| v.rsplit(',').next())
+            .and_then(|v| v.trim().parse::<std::net::IpAddr>().ok())
+            .map_or(peer, |ip| SocketAddr::new(ip, peer.port()))
+    }
+}
+
 /// How long shutdown waits for connections to finish their requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -89,9 +136,16 @@ pub type FileAnswer = Pin<Box<dyn Future<Output = Option<FileResponse>> + Send>>
 /// A route whose plain `GET`s are answered from a file before hyper sees them (see the module
 /// docs).
 pub trait FileRoute: Send + Sync + std::fmt::Debug {
-    /// The answer to this `GET` (unconditional, no `Origin`, HTTP/1.1, no body), or `None` when
-    /// it is not this route's; an answer of `None` hands the request to the router.
-    fn respond(&self, path: &str, headers: &[httparse::Header<'_>]) -> Option<FileAnswer>;
+    /// The answer to this `GET` (unconditional, no `Origin`, HTTP/1.1, no body) from `peer`
+    /// (the connection's, or the trusted proxy's client), or `None` when it is not this
+    /// route's or the route wants the router to answer (a refusal); an answer of `None` hands
+    /// the request to the router.
+    fn respond(
+        &self,
+        path: &str,
+        headers: &[httparse::Header<'_>],
+        peer: SocketAddr,
+    ) -> Option<FileAnswer>;
 }
 
 /// Longest request head read before hyper (a longer one goes to hyper, which refuses it).
@@ -151,7 +205,10 @@ enum Front {
 
 /// Answers the connection's requests while they are plain `GET`s of `route` (see the module
 /// docs). `buf` keeps what was read and not answered.
+#[allow(clippy::too_many_arguments)]
 async fn front(
+    peer: SocketAddr,
+    client_ip: &ClientIp,
     stream: &mut CappedStream,
     buf: &mut BytesMut,
     route: &dyn FileRoute,
@@ -171,7 +228,9 @@ async fn front(
                     let Some(close) = plain_get(&req) else {
                         return Front::Hyper;
                     };
-                    match req.path.and_then(|p| route.respond(p, req.headers)) {
+                    let client =
+                        client_ip.client(peer, req.headers.iter().map(|h| (h.name, h.value)));
+                    match req.path.and_then(|p| route.respond(p, req.headers, client)) {
                         Some(answer) => Some((n, close, answer)),
                         None => return Front::Hyper,
                     }
@@ -244,6 +303,7 @@ pub async fn serve(
     app: Router,
     files: Option<Arc<dyn FileRoute>>,
     limits: HttpLimits,
+    client_ip: Arc<ClientIp>,
     sink: Arc<dyn MetricsSink>,
     stop: CancellationToken,
 ) {
@@ -257,8 +317,16 @@ pub async fn serve(
         let files = files.clone();
         let router = app.clone();
         let long_lived = stream.long_lived();
+        let ips = Arc::clone(&client_ip);
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-            req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
+            let client = ips.client(
+                peer,
+                req.headers()
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_bytes())),
+            );
+            req.extensions_mut()
+                .insert(ConnectInfo::<SocketAddr>(client));
             req.extensions_mut().insert(long_lived.clone());
             let router = router.clone();
             async move {
@@ -271,12 +339,23 @@ pub async fn serve(
         });
         let stop = stop.clone();
         let sink = Arc::clone(&sink);
+        let client_ip = Arc::clone(&client_ip);
         let header_timeout = limits.header_timeout;
         tracker.spawn(async move {
             // Room for a usual request head in one read.
             let mut read = BytesMut::with_capacity(FRONT_READ);
             if let Some(files) = files {
-                let end = front(&mut stream, &mut read, &*files, &limits, &*sink, &stop).await;
+                let end = front(
+                    peer,
+                    &client_ip,
+                    &mut stream,
+                    &mut read,
+                    &*files,
+                    &limits,
+                    &*sink,
+                    &stop,
+                )
+                .await;
                 if matches!(end, Front::Closed) {
                     return;
                 }
@@ -310,5 +389,51 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("http connections still open after the shutdown grace period");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClientIp;
+    use crate::upstream::config::Net;
+    use std::net::SocketAddr;
+
+    fn client(c: &ClientIp, peer: &str, headers: &[(&str, &str)]) -> SocketAddr {
+        c.client(
+            peer.parse().unwrap(),
+            headers.iter().map(|(n, v)| (*n, v.as_bytes())),
+        )
+    }
+
+    #[test]
+    fn the_client_header_is_believed_from_trusted_proxies_only() {
+        let c = ClientIp::new("X-Real-IP", vec![Net::parse("10.0.0.0/8").unwrap()]);
+        let via_proxy = [("x-real-ip", "198.51.100.7")];
+        assert_eq!(
+            client(&c, "10.1.2.3:5000", &via_proxy),
+            "198.51.100.7:5000".parse().unwrap()
+        );
+        // Anyone else sets the header in vain.
+        assert_eq!(
+            client(&c, "192.0.2.1:5000", &via_proxy),
+            "192.0.2.1:5000".parse().unwrap()
+        );
+        // A list: the last entry, the one the proxy added; junk: the peer.
+        let list = [("X-Real-IP", "203.0.113.9, 2001:db8::5")];
+        assert_eq!(
+            client(&c, "10.0.0.1:1", &list).ip(),
+            "2001:db8::5".parse::<std::net::IpAddr>().unwrap()
+        );
+        let junk = [("x-real-ip", "not an address")];
+        assert_eq!(
+            client(&c, "10.0.0.1:1", &junk),
+            "10.0.0.1:1".parse().unwrap()
+        );
+        // Off by default.
+        let off = ClientIp::default();
+        assert_eq!(
+            client(&off, "10.0.0.1:1", &via_proxy),
+            "10.0.0.1:1".parse().unwrap()
+        );
     }
 }

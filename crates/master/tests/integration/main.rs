@@ -14,6 +14,7 @@ mod face_teeworlds;
 mod federation;
 mod federation_gamespy;
 mod flood;
+mod hosting_box;
 mod poller;
 mod postgres;
 mod redesign;

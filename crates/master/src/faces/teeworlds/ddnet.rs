@@ -48,17 +48,20 @@
 //! file once a second.
 //!
 //! Abuse limits beyond the reference master's (they answer only past normal use): per-source
-//! buckets on POSTs (429) and on UDP challenges (not sent); a global egress budget for
+//! buckets on POSTs (429 with `Retry-After`), on UDP challenges (not sent) and on `servers.json`
+//! (429), each growing with the servers the source registered (a hosting box's servers share
+//! its address: [`muster_proto::limit`]); a global egress budget for
 //! challenges; the registry's caps (per source, addresses per server: 429); an info that
 //! grows past [`MAX_DDNET_INFO`] when re-written (413). A challenge goes only to the IP that
-//! opened the TCP connection.
+//! opened the TCP connection (behind a trusted reverse proxy: the client's IP it names).
 //!
 //! An entry gets a `location` when the daemon has a locations table (config
 //! `ddnet.locations`, [`crate::api::locations`]): that of its first address that has one, in
 //! the sorted order, as the reference master does.
 //!
-//! Does not: read the peer IP from a reverse-proxy header, ban, or keep communities. The HTTP
-//! server must put the peer address in each request ([`crate::runtime::http::serve`] does).
+//! Does not: ban, or keep communities. The HTTP server must put the client's address in each
+//! request ([`crate::runtime::http::serve`] does: the peer's, or behind a trusted reverse proxy
+//! the one its header names, `limits.connecting_ip_header`).
 
 mod info;
 mod request;
@@ -119,6 +122,13 @@ pub struct DdnetSettings {
     pub challenge_burst: u32,
     /// One more challenge per source every this long.
     pub challenge_refill: Duration,
+    /// `servers.json` requests per source: burst.
+    pub servers_json_burst: u32,
+    /// One more `servers.json` request per source every this long.
+    pub servers_json_refill: Duration,
+    /// Every bucket of a source grows by one budget per server the source has registered,
+    /// counting this many at most (0: never; see [`muster_proto::limit`]).
+    pub proven_servers_max: u32,
     /// Sources tracked per bucket at most.
     pub max_tracked_sources: usize,
     /// Egress budget of the challenge socket, bytes per second.
@@ -138,6 +148,9 @@ impl Default for DdnetSettings {
             register_refill: Duration::from_millis(100),
             challenge_burst: 16,
             challenge_refill: Duration::from_secs(1),
+            servers_json_burst: 16,
+            servers_json_refill: Duration::from_secs(1),
+            proven_servers_max: 1024,
             max_tracked_sources: 100_000,
             egress_bytes_per_sec: 1 << 20,
             body_limit: MAX_REGISTER_BODY,
@@ -150,6 +163,7 @@ impl Default for DdnetSettings {
 struct Limits {
     register: SourceLimiter,
     challenge: SourceLimiter,
+    servers_json: SourceLimiter,
     budget: ByteBudget,
 }
 
@@ -242,15 +256,13 @@ pub fn router_and_files(
     settings: DdnetSettings,
 ) -> (Router, Arc<dyn FileRoute>) {
     let n = settings.max_tracked_sources;
+    let grow = settings.proven_servers_max;
+    let bucket = |burst, refill| SourceLimiter::new(BucketConfig::one_every(burst, refill), n);
     let limits = Limits {
-        register: SourceLimiter::new(
-            BucketConfig::one_every(settings.register_burst, settings.register_refill),
-            n,
-        ),
-        challenge: SourceLimiter::new(
-            BucketConfig::one_every(settings.challenge_burst, settings.challenge_refill),
-            n,
-        ),
+        register: bucket(settings.register_burst, settings.register_refill).with_growth(grow),
+        challenge: bucket(settings.challenge_burst, settings.challenge_refill).with_growth(grow),
+        servers_json: bucket(settings.servers_json_burst, settings.servers_json_refill)
+            .with_growth(grow),
         budget: ByteBudget::new(settings.egress_bytes_per_sec),
     };
     let face = Arc::new(DdnetFace {
@@ -279,10 +291,16 @@ pub fn router_and_files(
 struct ServersJsonFile(Arc<DdnetFace>);
 
 impl FileRoute for ServersJsonFile {
-    fn respond(&self, path: &str, headers: &[httparse::Header<'_>]) -> Option<FileAnswer> {
+    fn respond(
+        &self,
+        path: &str,
+        headers: &[httparse::Header<'_>],
+        peer: SocketAddr,
+    ) -> Option<FileAnswer> {
         if path != SERVERS_JSON_PATH {
             return None;
         }
+
         let gzip = accepts_gzip_in(
             headers
                 .iter()
@@ -301,6 +319,10 @@ impl FileRoute for ServersJsonFile {
             let MemFile::File { file, len } = body else {
                 return None;
             };
+            // Refused: the router answers, and refuses it the same way (429).
+            if !face.allow_servers_json(peer.ip(), false) {
+                return None;
+            }
             face.handle.metrics().count_list_request("ddnet");
             let mut head = String::from("HTTP/1.1 200 OK\r\n");
             for (name, value) in doc.headers(gzip) {
@@ -321,6 +343,37 @@ impl FileRoute for ServersJsonFile {
 
 fn now_instant() -> Instant {
     tokio::time::Instant::now().into_std()
+}
+
+/// `429 Too Many Requests` with `Retry-After`, as a register answer.
+fn too_many(retry_after: Duration) -> Response {
+    let mut res = error(StatusCode::TOO_MANY_REQUESTS, "rate limited");
+    res.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(retry_after.as_secs().max(1)),
+    );
+    res
+}
+
+impl DdnetFace {
+    /// The servers `source` has registered (its buckets grow with them).
+    fn proven(&self, source: SourceKey) -> usize {
+        self.handle.with_registry(|r| r.count_of_source(source))
+    }
+
+    /// Takes a `servers.json` token for `ip`; a refusal is counted when `count`.
+    fn allow_servers_json(&self, ip: IpAddr, count: bool) -> bool {
+        let ok = lock(&self.limits)
+            .servers_json
+            .allow_proven(ip, now_instant(), 1.0, |k| self.proven(k));
+        if !ok && count {
+            let m = self.handle.metrics();
+            m.count_rate_limited(ip);
+            m.count_limited("servers_json", ip);
+            m.count_drop(DropReason::RateLimited);
+        }
+        ok
+    }
 }
 
 /// A register answer: the JSON body and the newline the reference master ends it with.
@@ -395,10 +448,14 @@ async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response 
     let Some(ip) = peer_ip(&req) else {
         return error(StatusCode::INTERNAL_SERVER_ERROR, "no peer address");
     };
-    if !lock(&face.limits).register.allow(ip, now_instant(), 1.0) {
+    let allowed = lock(&face.limits)
+        .register
+        .allow_proven(ip, now_instant(), 1.0, |k| face.proven(k));
+    if !allowed {
         m.count_rate_limited(ip);
+        m.count_limited("ddnet_register", ip);
         m.count_drop(DropReason::RateLimited);
-        return error(StatusCode::TOO_MANY_REQUESTS, "rate limited");
+        return too_many(face.settings.register_refill);
     }
     let (parts, body) = req.into_parts();
     // The body limit goes by Content-Length, which must be there (as warp's
@@ -562,10 +619,13 @@ async fn send_challenge(
     let ok = {
         let mut l = lock(&face.limits);
         let t = now_instant();
-        l.challenge.allow(to.ip(), t, 1.0) && l.budget.spend(bytes.len(), t)
+        l.challenge
+            .allow_proven(to.ip(), t, 1.0, |k| face.proven(k))
+            && l.budget.spend(bytes.len(), t)
     };
     if !ok {
         m.count_rate_limited(to.ip());
+        m.count_limited("ddnet_challenge", to.ip());
         m.count_drop(DropReason::RateLimited);
         return;
     }
@@ -625,6 +685,11 @@ fn accepts_gzip_in<'a>(values: impl Iterator<Item = &'a [u8]>) -> bool {
 }
 
 async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Response {
+    if let Some(ip) = peer_ip(&req)
+        && !face.allow_servers_json(ip, true)
+    {
+        return too_many(face.settings.servers_json_refill);
+    }
     face.handle.metrics().count_list_request("ddnet");
     let doc = current_document(&face).await;
     let gzip = accepts_gzip(req.headers());
