@@ -140,6 +140,9 @@ drops! {
     EventStreamCap = "event_stream_cap",
     /// HTTP: an event stream dropped for falling behind.
     EventStreamLagged = "event_stream_lagged",
+    /// A registration not acknowledged because the store did not confirm it in time (DDNet:
+    /// answered 503; management: the connection's next answers wait for it).
+    NotStored = "not_stored",
 }
 
 impl DropReason {

@@ -528,13 +528,17 @@ impl Conn {
         // The TCP handshake proved the peer; the record is listed at once, with the default
         // state until the first stats update.
         let info = entry::info(&server, &Stats::default());
-        let out = handle.write(|r| {
+        let (out, version) = handle.write(|r| {
             let out = r.register(reg, t);
             if out.is_listed() {
                 r.set_info(&key, info);
             }
-            out
+            (out, r.version())
         });
+        if out.is_listed() {
+            // The next answer on this connection waits until the store has it.
+            handle.note_unstored(key.clone(), version);
+        }
         match out {
             Outcome::Added => handle.metrics().count_registration(),
             Outcome::Refreshed | Outcome::Relisted => {}
@@ -567,8 +571,33 @@ impl Conn {
         });
     }
 
-    /// Appends the answer to a query; false when shut down while waiting for the budget.
+    /// Waits until this connection's registration, if any, is in the store (retrying while
+    /// the store fails); false when shut down meanwhile. An answer is the only thing the
+    /// protocol sends back, so it is what acknowledges the registration: none goes out on
+    /// this connection before its registration is stored.
+    async fn stored(&self, shutdown: &CancellationToken) -> bool {
+        let Some((key, _)) = &self.entry.current else {
+            return true;
+        };
+        let handle = &self.shared.handle;
+        while let Some(version) = handle.unstored(key) {
+            tokio::select! {
+                () = shutdown.cancelled() => return false,
+                r = handle.durable(version) => if r.is_err() {
+                    handle.metrics().count_drop(Reason::NotStored);
+                    self.log_bad("registration not stored yet; the answer waits");
+                },
+            }
+        }
+        true
+    }
+
+    /// Appends the answer to a query; false when shut down while waiting for the store or
+    /// the budget.
     async fn answer(&mut self, shutdown: &CancellationToken) -> bool {
+        if !self.stored(shutdown).await {
+            return false;
+        }
         let handle = &self.shared.handle;
         handle.metrics().count_list_request(Face::Mgmt.name());
         // Answers are linearizable: a query sees every change made before it (a client that

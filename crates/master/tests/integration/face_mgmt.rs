@@ -193,6 +193,12 @@ async fn start_on(s: MgmtSettings, bind: &str) -> Running {
     let stop = muster_master::CancellationToken::new();
     let rx = stop.clone();
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
+    // As the daemon runs it: an answer after a registration waits for its write.
+    tokio::spawn(
+        handle
+            .clone()
+            .run_persister(muster_master::FLUSH_INTERVAL, rx.clone()),
+    );
     let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], s, rx));
     Running {
         handle,
@@ -1535,6 +1541,12 @@ async fn registry_source_cap_refuses_registrations_but_keeps_the_connection() {
     let stop = muster_master::CancellationToken::new();
     let rx = stop.clone();
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
+    // As the daemon runs it: an answer after a registration waits for its write.
+    tokio::spawn(
+        handle
+            .clone()
+            .run_persister(muster_master::FLUSH_INTERVAL, rx.clone()),
+    );
     let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], settings(), rx));
     let mut a = connect(addr).await;
     send(&mut a, REGISTER_1).await;
@@ -1601,6 +1613,12 @@ async fn refused_registration_does_not_escape_the_idle_timeout() {
         ..settings()
     };
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
+    // As the daemon runs it: an answer after a registration waits for its write.
+    tokio::spawn(
+        handle
+            .clone()
+            .run_persister(muster_master::FLUSH_INTERVAL, rx.clone()),
+    );
     let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], s, rx));
     let mut a = connect(addr).await;
     send(&mut a, REGISTER_1).await;
