@@ -6,13 +6,18 @@
 //! connection id ([`ServerKey::with_instance`]), listed at once with the default state; stats
 //! updates replace its info; it is removed on unregister and whenever the connection ends
 //! (EOF, error, framing error, idle timeout, output overflow, shutdown). Queries are answered
-//! from the view (management records) with [`ServerListAnswer::fitting`] (open lobbies first).
+//! from the view (management records) with [`ServerListAnswer::fitting`]: open lobbies first,
+//! the registering sources taking turns, from a start that rotates with every answer (so a
+//! few sources with many long-named servers cannot push another's out of a full answer). No
+//! answer goes out on a connection after its registration until the registration is stored
+//! ([`MasterHandle::unstored`]).
 //!
 //! ```text
 //! accept ─ caps (total, per source IP) ─ keep-alive ─ task: read → session → events
 //!   Register/UpdateStats/Unregister → MasterHandle (state bucket per source)
 //!   Query → answer (query bucket per source, global egress budget) → output buffer
-//!   output buffer > max_unsent, or face-wide unsent > max_unsent_total → close
+//!   checked after each answer: output buffer > max_unsent, or face-wide unsent >
+//!   max_unsent_total → close (input is read only once every command read before is done)
 //! ```
 //!
 //! Abuse limits: connection caps over all listeners of the face (a connection over a cap is
@@ -69,9 +74,11 @@ const LOG_REFILL: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq)]
 pub struct MgmtSettings {
     /// A connection without a registered game server is closed after this long without a
-    /// complete message (§7.1 (9), default 600 s). Registered connections never time out.
+    /// complete message (§7.1 (9); the daemon's default is `limits.mgmt_idle_timeout`, 30 s).
+    /// Registered connections never time out.
     pub idle_timeout: Duration,
-    /// Concurrent connections over all listeners of the face (§7.2: 1024).
+    /// Concurrent connections over all listeners of the face (the daemon's default is
+    /// `limits.tcp_max_connections`, 4096).
     pub max_connections: usize,
     /// Concurrent connections per source IP address (§7.2: 16).
     pub max_per_source: usize,
@@ -159,6 +166,8 @@ struct Shared {
     limits: Mutex<Limits>,
     log: Mutex<LogGate>,
     unsent_total: AtomicUsize,
+    /// Answers made so far: where the sources' turns start in the next one.
+    answers: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -196,6 +205,7 @@ impl Shared {
             settings,
             limits: Mutex::new(limits),
             unsent_total: AtomicUsize::new(0),
+            answers: AtomicU64::new(0),
             log: Mutex::new(LogGate {
                 bucket: SourceLimiter::new(BucketConfig::one_every(LOG_BURST, LOG_REFILL), 1),
                 suppressed: 0,
@@ -349,11 +359,7 @@ impl Conn {
                 break stop;
             }
             if self.account() {
-                self.shared
-                    .handle
-                    .metrics()
-                    .count_drop(Reason::MgmtOutputOverflow);
-                self.log_bad("output overflow, closing");
+                self.overflow();
                 self.session.abort(now());
                 continue;
             }
@@ -375,12 +381,7 @@ impl Conn {
                 },
                 w = wr.write(pending), if !pending.is_empty() => match w {
                     Ok(n) => self.advance(n),
-                    Err(e) => {
-                        tracing::debug!(peer = %self.peer, error = %e, "mgmt write failed");
-                        self.out.clear();
-                        self.sent = 0;
-                        self.session.abort(now());
-                    }
+                    Err(e) => self.write_failed(&e),
                 },
                 () = sleep_until(deadline), if deadline.is_some() => {
                     if self.session.poll_timeout().is_some() {
@@ -402,6 +403,21 @@ impl Conn {
         let _ = tokio::time::timeout(CLOSE_FLUSH, wr.shutdown()).await;
     }
 
+    fn overflow(&self) {
+        self.shared
+            .handle
+            .metrics()
+            .count_drop(Reason::MgmtOutputOverflow);
+        self.log_bad("output overflow, closing");
+    }
+
+    fn write_failed(&mut self, e: &std::io::Error) {
+        tracing::debug!(peer = %self.peer, error = %e, "mgmt write failed");
+        self.out.clear();
+        self.sent = 0;
+        self.session.abort(now());
+    }
+
     fn advance(&mut self, n: usize) {
         self.sent += n;
         if self.sent >= self.out.len() {
@@ -413,7 +429,8 @@ impl Conn {
         }
     }
 
-    /// Applies every queued session event; `Some` once the session is closed.
+    /// Applies every queued session event (input is read again only after them: the
+    /// connection's back-pressure); `Some` once the session is closed.
     async fn apply_events(&mut self, shutdown: &CancellationToken) -> Option<Stop> {
         while let Some(ev) = self.session.poll_event() {
             if self.orphan_since.is_some() {
@@ -446,6 +463,13 @@ impl Conn {
                     }
                     if !self.answer(shutdown).await {
                         self.session.abort(now());
+                    }
+                    // Checked as each answer is made: a client that pipelines queries and
+                    // does not read is closed once its answers pass a cap, not after its
+                    // whole queue (whose answers would all be held until then).
+                    if self.account() {
+                        self.overflow();
+                        return Some(Stop::Shutdown);
                     }
                 }
                 SessionEvent::Discarded(d) => {
@@ -608,9 +632,10 @@ impl Conn {
             .snapshot()
             .listed()
             .iter()
-            .filter_map(|r| entry::listed(r))
+            .filter_map(|r| entry::listed(r).map(|e| (r.source, e)))
             .collect();
-        let (answer, left_out) = entry::answer(entries);
+        let turn = self.shared.answers.fetch_add(1, Ordering::Relaxed);
+        let (answer, left_out) = entry::answer(entries, turn);
         if left_out > 0 {
             handle.metrics().count_drop(Reason::MgmtAnswerTruncated);
             if self.shared.may_log().is_some() {

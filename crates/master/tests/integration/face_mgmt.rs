@@ -1633,3 +1633,147 @@ async fn refused_registration_does_not_escape_the_idle_timeout() {
     stop.cancel();
     timeout(WAIT, task).await.unwrap().unwrap();
 }
+
+// ---- fairness, back-pressure and names ----
+
+/// Queries the face answered so far.
+fn answers_made(h: &MasterHandle) -> u64 {
+    let text = h.metrics().render(&std::collections::BTreeMap::new());
+    text.lines()
+        .find_map(|l| l.strip_prefix("muster_list_requests_total{face=\"mgmt\"} "))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_pipelining_client_that_does_not_read_is_closed_as_its_answers_pass_the_cap() {
+    // Ten queries a second and 1 KiB of unsent output per connection: forty queries sent at
+    // once, never read, owe about 7.5 KB. The cap is checked as each answer is made, so the
+    // connection goes after the sixth, not once all forty are answered and held.
+    let mut w = World::with(MgmtSettings {
+        query_bucket: BucketConfig::one_every(1, Duration::from_millis(100)),
+        max_unsent: 1024,
+        ..settings()
+    })
+    .await;
+    let before = answers_made(&w.face.handle);
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut c = sock.connect(w.face.addr).await.unwrap();
+    send(&mut c, &QUERY.repeat(40)).await;
+    for _ in 0..400 {
+        if w.face.handle.metrics().drops("mgmt_output_overflow") > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(w.face.handle.metrics().drops("mgmt_output_overflow"), 1);
+    let made = answers_made(&w.face.handle) - before;
+    assert!(made <= 6, "{made} answers made before the close");
+    let mut buf = vec![0u8; 64 * 1024];
+    let closed = timeout(WAIT, async {
+        loop {
+            match c.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "connection closed");
+    w.assert_serving("after the pipeline").await;
+    w.face.stop().await;
+}
+
+#[tokio::test]
+async fn many_long_named_servers_from_few_sources_do_not_push_another_out() {
+    // Twelve addresses with sixteen connections each register servers with the longest
+    // names; a server registered afterwards from a thirteenth address is in every answer,
+    // although the answer is full (open lobbies first, then by registration time, it was
+    // the one left out).
+    let face = start(settings()).await;
+    let long = "x".repeat(256);
+    let mut held = Vec::new();
+    for src in 1..=12u16 {
+        for i in 0..16u16 {
+            let mut c = connect_from(face.addr, &format!("127.0.3.{src}")).await;
+            let port = (src * 100 + i + 1).to_string();
+            send(
+                &mut c,
+                &register_frame(&reg_content(&long, "192.0.2.1", &port)),
+            )
+            .await;
+            held.push(c);
+        }
+    }
+    // As long a name as theirs: it cannot slip into the space the others leave.
+    let honest_name = format!("H{}", "y".repeat(255));
+    let mut honest = connect_from(face.addr, "127.0.3.200").await;
+    send(
+        &mut honest,
+        &register_frame(&reg_content(&honest_name, "192.0.2.1", "20000")),
+    )
+    .await;
+    let mut client = connect_from(face.addr, "127.0.3.201").await;
+    for _ in 0..200 {
+        if face.mgmt_records() == 193 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(face.mgmt_records(), 193);
+    for round in 0..20 {
+        send(&mut client, QUERY).await;
+        let got = entries(&decode_answer(&read_frame(&mut client).await));
+        assert!(got.len() < 193, "the answer is full: {}", got.len());
+        assert!(
+            got.iter().any(|e| e.0 == honest_name),
+            "round {round}: the honest server is listed"
+        );
+    }
+    assert!(face.handle.metrics().drops("mgmt_answer_truncated") >= 20);
+    drop(held);
+    face.stop().await;
+}
+
+#[tokio::test]
+async fn names_up_to_256_characters_are_kept_and_the_rest_counted() {
+    let mut w = World::new().await;
+    // 256 characters of three bytes each: 768 bytes, kept exactly.
+    let long = "轰".repeat(256);
+    let mut a = w.conn().await;
+    send(
+        &mut a,
+        &register_frame(&reg_content(&long, "192.168.0.20", "20001")),
+    )
+    .await;
+    w.eventually(vec![
+        feuerland(),
+        e(&long, "192.168.0.20", 20001, 0, 4, true, 1),
+    ])
+    .await;
+    // One character more, or a NUL the registry cannot keep: not listed, counted.
+    let mut b = w.conn().await;
+    let longer = "x".repeat(257);
+    send(
+        &mut b,
+        &register_frame(&reg_content(&longer, "192.168.0.21", "20002")),
+    )
+    .await;
+    let mut c = w.conn().await;
+    send(
+        &mut c,
+        &register_frame(&reg_content("Feuer\\u0000land", "192.168.0.22", "20003")),
+    )
+    .await;
+    for _ in 0..200 {
+        if w.face.handle.metrics().drops("mgmt_name_too_long") >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(w.face.handle.metrics().drops("mgmt_name_too_long"), 2);
+    assert_eq!(query(&mut b).await.len(), 2, "neither is listed");
+    drop((a, b, c));
+    w.assert_serving("after long names").await;
+    w.face.stop().await;
+}
