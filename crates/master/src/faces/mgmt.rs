@@ -17,7 +17,8 @@
 //!   Register/UpdateStats/Unregister → MasterHandle (state bucket per source)
 //!   Query → answer (query bucket per source, global egress budget) → output buffer
 //!   checked after each answer: output buffer > max_unsent, or face-wide unsent >
-//!   max_unsent_total → close (input is read only once every command read before is done)
+//!   max_unsent_total → close; owing a frame (or half the cap): no more answers, no more
+//!   input, until the peer reads (back-pressure)
 //! ```
 //!
 //! Abuse limits: connection caps over all listeners of the face (a connection over a cap is
@@ -295,6 +296,9 @@ struct Conn {
     sent: usize,
     /// This connection's share of [`Shared::unsent_total`].
     accounted: usize,
+    /// Stop without answering what is queued: a write failed, or the idle timeout struck
+    /// while the connection was paused.
+    halted: bool,
     /// Set while the session counts a registration the registry refused (cap, store error,
     /// name too long): the session then runs no idle timer, so the driver runs it, from the
     /// last complete message.
@@ -326,6 +330,7 @@ impl Conn {
             out: Vec::new(),
             sent: 0,
             accounted: 0,
+            halted: false,
             orphan_since: None,
             shared,
         }
@@ -355,23 +360,28 @@ impl Conn {
         let mut buf = vec![0u8; READ_CHUNK];
         let (mut rd, mut wr) = tokio::io::split(stream);
         let stop = loop {
+            if self.halted || shutdown.is_cancelled() {
+                // Commands still queued behind a pause are not answered.
+                break Stop::Shutdown;
+            }
             if let Some(stop) = self.apply_events(&shutdown).await {
                 break stop;
             }
             if self.account() {
                 self.overflow();
-                self.session.abort(now());
-                continue;
+                break Stop::Shutdown;
             }
             let idle = self.shared.settings.idle_timeout;
             let deadline = self
                 .session
                 .poll_timeout()
                 .or_else(|| self.orphan_since.map(|t| t + idle));
+            // Commands left waiting (the connection owes enough): only writing goes on.
+            let may_read = !self.session.has_event();
             let pending = self.out.get(self.sent..).unwrap_or_default();
             tokio::select! {
                 () = shutdown.cancelled() => self.session.abort(now()),
-                r = rd.read(&mut buf) => match r {
+                r = rd.read(&mut buf), if may_read => match r {
                     Ok(0) => self.session.handle_eof(now()),
                     Ok(n) => self.session.handle_input(now(), buf.get(..n).unwrap_or_default()),
                     Err(e) => {
@@ -386,6 +396,11 @@ impl Conn {
                 () = sleep_until(deadline), if deadline.is_some() => {
                     if self.session.poll_timeout().is_some() {
                         self.session.handle_timeout(now());
+                        if self.session.is_closed() && self.unsent() >= self.pause_at() {
+                            // Paused: the close would wait behind the queued commands.
+                            self.shared.handle.metrics().count_drop(Reason::MgmtIdleTimeout);
+                            self.halted = true;
+                        }
                     } else {
                         self.shared.handle.metrics().count_drop(Reason::MgmtIdleTimeout);
                         tracing::debug!(peer = %self.peer, "mgmt idle timeout (refused registration)");
@@ -403,6 +418,17 @@ impl Conn {
         let _ = tokio::time::timeout(CLOSE_FLUSH, wr.shutdown()).await;
     }
 
+    /// Back-pressure: no answer is made for a connection that owes this much output (one
+    /// frame, or half its cap if that is less) until the peer reads, and no input is read
+    /// while commands wait. A client that pipelines queries and does not read holds at most
+    /// that plus one answer here (and what the kernel buffers), and spends no more of the
+    /// face's egress budget.
+    fn pause_at(&self) -> usize {
+        MAX_WIRE_FRAME_LEN
+            .min(self.shared.settings.max_unsent / 2)
+            .max(1)
+    }
+
     fn overflow(&self) {
         self.shared
             .handle
@@ -415,7 +441,7 @@ impl Conn {
         tracing::debug!(peer = %self.peer, error = %e, "mgmt write failed");
         self.out.clear();
         self.sent = 0;
-        self.session.abort(now());
+        self.halted = true;
     }
 
     fn advance(&mut self, n: usize) {
@@ -429,10 +455,14 @@ impl Conn {
         }
     }
 
-    /// Applies every queued session event (input is read again only after them: the
-    /// connection's back-pressure); `Some` once the session is closed.
+    /// Applies queued session events while the connection owes less than
+    /// [`Conn::pause_at`]; `Some` once the session is closed.
     async fn apply_events(&mut self, shutdown: &CancellationToken) -> Option<Stop> {
-        while let Some(ev) = self.session.poll_event() {
+        let pause_at = self.pause_at();
+        while self.unsent() < pause_at {
+            let Some(ev) = self.session.poll_event() else {
+                break;
+            };
             if self.orphan_since.is_some() {
                 self.orphan_since = Some(now());
             }
@@ -464,9 +494,7 @@ impl Conn {
                     if !self.answer(shutdown).await {
                         self.session.abort(now());
                     }
-                    // Checked as each answer is made: a client that pipelines queries and
-                    // does not read is closed once its answers pass a cap, not after its
-                    // whole queue (whose answers would all be held until then).
+                    // Checked as each answer is made, not after the whole queue.
                     if self.account() {
                         self.overflow();
                         return Some(Stop::Shutdown);
