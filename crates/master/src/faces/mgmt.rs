@@ -169,6 +169,8 @@ struct Shared {
     unsent_total: AtomicUsize,
     /// Answers made so far: where the sources' turns start in the next one.
     answers: AtomicU64,
+    /// The queue of answers waiting for the egress budget.
+    egress_turns: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug)]
@@ -207,6 +209,7 @@ impl Shared {
             limits: Mutex::new(limits),
             unsent_total: AtomicUsize::new(0),
             answers: AtomicU64::new(0),
+            egress_turns: tokio::sync::Mutex::new(()),
             log: Mutex::new(LogGate {
                 bucket: SourceLimiter::new(BucketConfig::one_every(LOG_BURST, LOG_REFILL), 1),
                 suppressed: 0,
@@ -673,6 +676,13 @@ impl Conn {
         let start = self.out.len();
         Message::QueryGameServersAnswer(answer).encode(&mut self.out);
         let len = self.out.len() - start;
+        // Answers waiting for the egress budget take it in turn (the queue is first come,
+        // first served; a paused connection has at most one answer in it), rather than
+        // whichever polls first after a refill.
+        let _turn = tokio::select! {
+            () = shutdown.cancelled() => return false,
+            turn = self.shared.egress_turns.lock() => turn,
+        };
         loop {
             if self.shared.try_egress(len) {
                 return true;
