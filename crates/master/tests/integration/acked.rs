@@ -181,6 +181,8 @@ async fn on_a_full_disk_only_stored_registrations_are_acknowledged() {
     let body = muster_testkit::fixture(
         "teeworlds_master/ddnet-16.4-http-register/01-http-request-body.bin",
     );
+    // Serving (its files in the data directory made) before the disk fills.
+    assert!(listed_addresses(http).await.is_empty());
     let filler = dir.0.join("filler");
     fill(&filler);
 
