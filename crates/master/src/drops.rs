@@ -144,6 +144,9 @@ drops! {
     TcpPrefixCap = "tcp_prefix_cap",
     /// A connection refused from the reserve kept for sources holding few connections.
     TcpReserve = "tcp_reserve",
+    /// A registration not acknowledged because the store did not confirm it in time (DDNet:
+    /// answered 503; management: the connection's next answers wait for it).
+    NotStored = "not_stored",
 }
 
 impl DropReason {

@@ -25,9 +25,16 @@
 //!
 //! # Durability
 //! A change is in the store once [`MasterHandle::flush`] ran after it. Faces that acknowledge
-//! a registration to the server (DDNet's HTTP answer) wait for that with
-//! [`MasterHandle::durable`]; structural changes are flushed within [`FLUSH_DELAY`] (grouped),
-//! heartbeat and poll refreshes within [`crate::FLUSH_INTERVAL`].
+//! a registration to the server (DDNet's HTTP answer, the management face's next answer on
+//! the registering connection) wait for that with [`MasterHandle::durable`]; structural
+//! changes are flushed within [`FLUSH_DELAY`] (grouped), heartbeat and poll refreshes within
+//! [`crate::FLUSH_INTERVAL`].
+//!
+//! A registration whose write was not confirmed stays in memory (listed, retried by the
+//! persister), but it is not *stored*: [`MasterHandle::unstored`] keeps its key with the
+//! registry version the store must reach, until it does. A face that would acknowledge a
+//! refresh of such a key without waiting (its record "already stored") waits for that version
+//! instead, so a retry after a failed write is acknowledged only once a write succeeded.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -164,6 +171,10 @@ struct Inner {
     persisted: watch::Sender<u64>,
     /// The last store failure, kept until a write succeeds (health and logs).
     store_error: Mutex<Option<String>>,
+    /// Per key, the registry version of a registration a face acknowledges only once stored,
+    /// while the store has not reached it ([`MasterHandle::unstored`]). Emptied of what the
+    /// store reached after each successful write; at most one entry per record.
+    unstored: Mutex<HashMap<ServerKey, u64>>,
     /// Wakes the publisher.
     changed: Notify,
     /// Wakes the persister for a structural change or a waiting acknowledgement.
@@ -272,6 +283,7 @@ impl MasterHandle {
                 taken: Mutex::default(),
                 persisted: watch::Sender::new(version),
                 store_error: Mutex::new(None),
+                unstored: Mutex::default(),
                 changed: Notify::new(),
                 flush_wanted: Notify::new(),
                 metrics: Metrics::default(),
@@ -446,21 +458,64 @@ impl MasterHandle {
         self.write(|r| r.registration_info(key, info))
     }
 
+    /// Notes that `key`'s registration at registry version `version` is acknowledged only once
+    /// the store reaches that version (see [`MasterHandle::unstored`]).
+    pub fn note_unstored(&self, key: ServerKey, version: u64) {
+        if *self.inner.persisted.borrow() >= version {
+            return;
+        }
+        let mut u = self
+            .inner
+            .unstored
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let v = u.entry(key).or_insert(version);
+        *v = (*v).max(version);
+    }
+
+    /// The registry version the store must reach before a registration of `key` may be
+    /// acknowledged: `Some` while a registration of it (noted with
+    /// [`MasterHandle::note_unstored`]) is not confirmed stored, e.g. after its write failed
+    /// or timed out; `None` once it is (or if none was noted). Pass it to
+    /// [`MasterHandle::durable`].
+    #[must_use]
+    pub fn unstored(&self, key: &ServerKey) -> Option<u64> {
+        let persisted = *self.inner.persisted.borrow();
+        let mut u = self
+            .inner
+            .unstored
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match u.get(key) {
+            Some(&v) if v > persisted => Some(v),
+            Some(_) => {
+                u.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
     /// [`Registry::ddnet_register`]; a new record is counted as a registration and a
-    /// rejection as a drop.
+    /// rejection as a drop. A [`DdnetOutcome::Success`] is noted as not stored yet
+    /// ([`MasterHandle::unstored`]) until the store reaches it.
     pub fn ddnet_register(
         &self,
         d: DdnetRegister,
         reg: Registration,
         now: Timestamp,
     ) -> DdnetOutcome {
-        let (out, added) = self.write(|r| {
+        let key = reg.key.clone();
+        let (out, added, version) = self.write(|r| {
             let before = r.len();
             let out = r.ddnet_register(d, reg, now);
-            (out, r.len() > before)
+            (out, r.len() > before, r.version())
         });
         if added {
             self.inner.metrics.count_registration();
+        }
+        if out == DdnetOutcome::Success {
+            self.note_unstored(key, version);
         }
         if let DdnetOutcome::Rejected(why) = out {
             self.inner.metrics.count_drop(why.into());
@@ -629,6 +684,12 @@ impl MasterHandle {
             *v = (*v).max(version);
             newer
         });
+        let reached = *self.inner.persisted.borrow();
+        self.inner
+            .unstored
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|_, v| *v > reached);
         Ok(n)
     }
 
@@ -1058,6 +1119,47 @@ mod tests {
             h.durable(v).await.is_err(),
             "times out while the store fails"
         );
+    }
+
+    #[test]
+    fn a_ddnet_registration_stays_unstored_until_a_write_succeeds() {
+        let (h, rows, fail) = open();
+        let addr: std::net::SocketAddr = "192.0.2.7:8303".parse().unwrap();
+        let key = ServerKey::new("ddnet", GameAddr::Ip(addr));
+        let reg = Registration {
+            key: key.clone(),
+            face: Face::DdnetHttp,
+            ..reg(8303)
+        };
+        let d = || DdnetRegister {
+            addr,
+            secret: crate::registry::DdnetSecret::from("s"),
+            serial: 1,
+            info: Some(bytes::Bytes::from_static(b"{}")),
+            poll_info: None,
+            url: Arc::from("tw-0.6+udp://192.0.2.7:8303"),
+        };
+        fail.store(true, Ordering::Relaxed);
+        assert_eq!(
+            h.ddnet_register(d(), reg.clone(), T0),
+            DdnetOutcome::Success
+        );
+        let v = h.unstored(&key).expect("not stored yet");
+        assert!(h.flush().is_err());
+        // The retry only moves times, but the record was never stored.
+        let later = Timestamp::from_secs(1_700_000_001);
+        assert_eq!(
+            h.ddnet_register(d(), reg.clone(), later),
+            DdnetOutcome::Refreshed
+        );
+        assert_eq!(h.unstored(&key), Some(v), "still waits for the first write");
+        fail.store(false, Ordering::Relaxed);
+        h.flush().unwrap();
+        assert!(rows.lock().unwrap().contains_key(&key));
+        assert_eq!(h.unstored(&key), None, "stored");
+        assert_eq!(h.ddnet_register(d(), reg, later), DdnetOutcome::Refreshed);
+        assert_eq!(h.unstored(&key), None, "a refresh of a stored record");
+        assert!(h.inner.unstored.lock().unwrap().is_empty());
     }
 
     #[test]

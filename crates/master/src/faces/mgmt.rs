@@ -6,13 +6,19 @@
 //! connection id ([`ServerKey::with_instance`]), listed at once with the default state; stats
 //! updates replace its info; it is removed on unregister and whenever the connection ends
 //! (EOF, error, framing error, idle timeout, output overflow, shutdown). Queries are answered
-//! from the view (management records) with [`ServerListAnswer::fitting`] (open lobbies first).
+//! from the view (management records) with [`ServerListAnswer::fitting`]: open lobbies first,
+//! the registering sources taking turns, from a start that rotates with every answer (so a
+//! few sources with many long-named servers cannot push another's out of a full answer). No
+//! answer goes out on a connection after its registration until the registration is stored
+//! ([`MasterHandle::unstored`]).
 //!
 //! ```text
 //! accept ─ caps (total, per source IP) ─ keep-alive ─ task: read → session → events
 //!   Register/UpdateStats/Unregister → MasterHandle (state bucket per source)
 //!   Query → answer (query bucket per source, global egress budget) → output buffer
-//!   output buffer > max_unsent, or face-wide unsent > max_unsent_total → close
+//!   checked after each answer: output buffer > max_unsent, or face-wide unsent >
+//!   max_unsent_total → close; owing a frame (or half the cap): no more answers, no more
+//!   input, until the peer reads (back-pressure)
 //! ```
 //!
 //! Abuse limits: connection caps over all listeners of the face (a connection over a cap is
@@ -71,9 +77,11 @@ const LOG_REFILL: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq)]
 pub struct MgmtSettings {
     /// A connection without a registered game server is closed after this long without a
-    /// complete message (§7.1 (9), default 600 s). Registered connections never time out.
+    /// complete message (§7.1 (9); the daemon's default is `limits.mgmt_idle_timeout`, 30 s).
+    /// Registered connections never time out.
     pub idle_timeout: Duration,
-    /// Concurrent connections over all listeners of the face (§7.2: 1024).
+    /// Concurrent connections over all listeners of the face (the daemon's default is
+    /// `limits.tcp_max_connections`, 4096).
     pub max_connections: usize,
     /// Concurrent connections per source IP address (§7.2: 16; the daemon sizes it for a
     /// hosting box, `limits.tcp_max_per_source`).
@@ -170,6 +178,10 @@ struct Shared {
     limits: Mutex<Limits>,
     log: Mutex<LogGate>,
     unsent_total: AtomicUsize,
+    /// Answers made so far: where the sources' turns start in the next one.
+    answers: AtomicU64,
+    /// The queue of answers waiting for the egress budget.
+    egress_turns: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug)]
@@ -209,6 +221,8 @@ impl Shared {
             settings,
             limits: Mutex::new(limits),
             unsent_total: AtomicUsize::new(0),
+            answers: AtomicU64::new(0),
+            egress_turns: tokio::sync::Mutex::new(()),
             log: Mutex::new(LogGate {
                 bucket: SourceLimiter::new(BucketConfig::one_every(LOG_BURST, LOG_REFILL), 1),
                 suppressed: 0,
@@ -307,6 +321,9 @@ struct Conn {
     sent: usize,
     /// This connection's share of [`Shared::unsent_total`].
     accounted: usize,
+    /// Stop without answering what is queued: a write failed, or the idle timeout struck
+    /// while the connection was paused.
+    halted: bool,
     /// Set while the session counts a registration the registry refused (cap, store error,
     /// name too long): the session then runs no idle timer, so the driver runs it, from the
     /// last complete message.
@@ -338,6 +355,7 @@ impl Conn {
             out: Vec::new(),
             sent: 0,
             accounted: 0,
+            halted: false,
             orphan_since: None,
             shared,
         }
@@ -367,27 +385,28 @@ impl Conn {
         let mut buf = vec![0u8; READ_CHUNK];
         let (mut rd, mut wr) = tokio::io::split(stream);
         let stop = loop {
+            if self.halted || shutdown.is_cancelled() {
+                // Commands still queued behind a pause are not answered.
+                break Stop::Shutdown;
+            }
             if let Some(stop) = self.apply_events(&shutdown).await {
                 break stop;
             }
             if self.account() {
-                self.shared
-                    .handle
-                    .metrics()
-                    .count_drop(Reason::MgmtOutputOverflow);
-                self.log_bad("output overflow, closing");
-                self.session.abort(now());
-                continue;
+                self.overflow();
+                break Stop::Shutdown;
             }
             let idle = self.shared.settings.idle_timeout;
             let deadline = self
                 .session
                 .poll_timeout()
                 .or_else(|| self.orphan_since.map(|t| t + idle));
+            // Commands left waiting (the connection owes enough): only writing goes on.
+            let may_read = !self.session.has_event();
             let pending = self.out.get(self.sent..).unwrap_or_default();
             tokio::select! {
                 () = shutdown.cancelled() => self.session.abort(now()),
-                r = rd.read(&mut buf) => match r {
+                r = rd.read(&mut buf), if may_read => match r {
                     Ok(0) => self.session.handle_eof(now()),
                     Ok(n) => self.session.handle_input(now(), buf.get(..n).unwrap_or_default()),
                     Err(e) => {
@@ -397,16 +416,16 @@ impl Conn {
                 },
                 w = wr.write(pending), if !pending.is_empty() => match w {
                     Ok(n) => self.advance(n),
-                    Err(e) => {
-                        tracing::debug!(peer = %self.peer, error = %e, "mgmt write failed");
-                        self.out.clear();
-                        self.sent = 0;
-                        self.session.abort(now());
-                    }
+                    Err(e) => self.write_failed(&e),
                 },
                 () = sleep_until(deadline), if deadline.is_some() => {
                     if self.session.poll_timeout().is_some() {
                         self.session.handle_timeout(now());
+                        if self.session.is_closed() && self.unsent() >= self.pause_at() {
+                            // Paused: the close would wait behind the queued commands.
+                            self.shared.handle.metrics().count_drop(Reason::MgmtIdleTimeout);
+                            self.halted = true;
+                        }
                     } else {
                         self.shared.handle.metrics().count_drop(Reason::MgmtIdleTimeout);
                         tracing::debug!(peer = %self.peer, "mgmt idle timeout (refused registration)");
@@ -424,6 +443,32 @@ impl Conn {
         let _ = tokio::time::timeout(CLOSE_FLUSH, wr.shutdown()).await;
     }
 
+    /// Back-pressure: no answer is made for a connection that owes this much output (one
+    /// frame, or half its cap if that is less) until the peer reads, and no input is read
+    /// while commands wait. A client that pipelines queries and does not read holds at most
+    /// that plus one answer here (and what the kernel buffers), and spends no more of the
+    /// face's egress budget.
+    fn pause_at(&self) -> usize {
+        MAX_WIRE_FRAME_LEN
+            .min(self.shared.settings.max_unsent / 2)
+            .max(1)
+    }
+
+    fn overflow(&self) {
+        self.shared
+            .handle
+            .metrics()
+            .count_drop(Reason::MgmtOutputOverflow);
+        self.log_bad("output overflow, closing");
+    }
+
+    fn write_failed(&mut self, e: &std::io::Error) {
+        tracing::debug!(peer = %self.peer, error = %e, "mgmt write failed");
+        self.out.clear();
+        self.sent = 0;
+        self.halted = true;
+    }
+
     fn advance(&mut self, n: usize) {
         self.sent += n;
         if self.sent >= self.out.len() {
@@ -435,9 +480,14 @@ impl Conn {
         }
     }
 
-    /// Applies every queued session event; `Some` once the session is closed.
+    /// Applies queued session events while the connection owes less than
+    /// [`Conn::pause_at`]; `Some` once the session is closed.
     async fn apply_events(&mut self, shutdown: &CancellationToken) -> Option<Stop> {
-        while let Some(ev) = self.session.poll_event() {
+        let pause_at = self.pause_at();
+        while self.unsent() < pause_at {
+            let Some(ev) = self.session.poll_event() else {
+                break;
+            };
             if self.orphan_since.is_some() {
                 self.orphan_since = Some(now());
             }
@@ -468,6 +518,11 @@ impl Conn {
                     }
                     if !self.answer(shutdown).await {
                         self.session.abort(now());
+                    }
+                    // Checked as each answer is made, not after the whole queue.
+                    if self.account() {
+                        self.overflow();
+                        return Some(Stop::Shutdown);
                     }
                 }
                 SessionEvent::Discarded(d) => {
@@ -550,13 +605,17 @@ impl Conn {
         // The TCP handshake proved the peer; the record is listed at once, with the default
         // state until the first stats update.
         let info = entry::info(&server, &Stats::default());
-        let out = handle.write(|r| {
+        let (out, version) = handle.write(|r| {
             let out = r.register(reg, t);
             if out.is_listed() {
                 r.set_info(&key, info);
             }
-            out
+            (out, r.version())
         });
+        if out.is_listed() {
+            // The next answer on this connection waits until the store has it.
+            handle.note_unstored(key.clone(), version);
+        }
         match out {
             Outcome::Added => handle.metrics().count_registration(),
             Outcome::Refreshed | Outcome::Relisted => {}
@@ -589,8 +648,33 @@ impl Conn {
         });
     }
 
-    /// Appends the answer to a query; false when shut down while waiting for the budget.
+    /// Waits until this connection's registration, if any, is in the store (retrying while
+    /// the store fails); false when shut down meanwhile. An answer is the only thing the
+    /// protocol sends back, so it is what acknowledges the registration: none goes out on
+    /// this connection before its registration is stored.
+    async fn stored(&self, shutdown: &CancellationToken) -> bool {
+        let Some((key, _)) = &self.entry.current else {
+            return true;
+        };
+        let handle = &self.shared.handle;
+        while let Some(version) = handle.unstored(key) {
+            tokio::select! {
+                () = shutdown.cancelled() => return false,
+                r = handle.durable(version) => if r.is_err() {
+                    handle.metrics().count_drop(Reason::NotStored);
+                    self.log_bad("registration not stored yet; the answer waits");
+                },
+            }
+        }
+        true
+    }
+
+    /// Appends the answer to a query; false when shut down while waiting for the store or
+    /// the budget.
     async fn answer(&mut self, shutdown: &CancellationToken) -> bool {
+        if !self.stored(shutdown).await {
+            return false;
+        }
         let handle = &self.shared.handle;
         handle.metrics().count_list_request(Face::Mgmt.name());
         // Answers are linearizable: a query sees every change made before it (a client that
@@ -601,9 +685,10 @@ impl Conn {
             .snapshot()
             .listed()
             .iter()
-            .filter_map(|r| entry::listed(r))
+            .filter_map(|r| entry::listed(r).map(|e| (r.source, e)))
             .collect();
-        let (answer, left_out) = entry::answer(entries);
+        let turn = self.shared.answers.fetch_add(1, Ordering::Relaxed);
+        let (answer, left_out) = entry::answer(entries, turn);
         if left_out > 0 {
             handle.metrics().count_drop(Reason::MgmtAnswerTruncated);
             if self.shared.may_log().is_some() {
@@ -613,6 +698,13 @@ impl Conn {
         let start = self.out.len();
         Message::QueryGameServersAnswer(answer).encode(&mut self.out);
         let len = self.out.len() - start;
+        // Answers waiting for the egress budget take it in turn (the queue is first come,
+        // first served; a paused connection has at most one answer in it), rather than
+        // whichever polls first after a refill.
+        let _turn = tokio::select! {
+            () = shutdown.cancelled() => return false,
+            turn = self.shared.egress_turns.lock() => turn,
+        };
         loop {
             if self.shared.try_egress(len) {
                 return true;

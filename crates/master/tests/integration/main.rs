@@ -1,6 +1,7 @@
 //! Loopback integration tests of the master daemon: `run` on `127.0.0.1:0`, records added
 //! through the handle, read back over HTTP, shut down, started again on the same data dir.
 
+mod acked;
 mod api;
 mod limits;
 mod restart;

@@ -604,3 +604,94 @@ async fn a_database_restart_degrades_health_and_the_instances_catch_up() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_database_stopped_nothing_is_acknowledged_until_committed() {
+    use crate::acked::{DdnetServer, SUCCESS, listed_addresses};
+    use tokio::io::AsyncReadExt as _;
+    let Some(admin) = admin_url() else {
+        return;
+    };
+    let Some(pg_dir) = env_or_skip("MUSTER_TEST_PG_DIR") else {
+        return;
+    };
+    let _alone = CLUSTER.write().await;
+    let url = database(&admin, "acked").await;
+    let dir = TempDir::new("pg-acked");
+    let a = Instance::start(instance_config(&dir, &url));
+    let http = a.addr("http");
+    let body = muster_testkit::fixture(
+        "teeworlds_master/ddnet-16.4-http-register/01-http-request-body.bin",
+    );
+    let first = DdnetServer::new(101).await;
+    let token = first.challenge(http, &body).await;
+    assert_eq!(first.post(http, Some(&token), &body).await.1, SUCCESS);
+
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pg/cluster.sh");
+    let pg_dir_again = pg_dir.clone();
+    let ctl = |cmd: &str| {
+        let st = std::process::Command::new("bash")
+            .args([script, cmd, &pg_dir])
+            .status()
+            .unwrap();
+        assert!(st.success(), "cluster.sh {cmd}");
+    };
+    ctl("stop");
+    let _restart = Restart(Box::new(move || {
+        let _ = std::process::Command::new("bash")
+            .args([script, "start", &pg_dir_again])
+            .status();
+    }));
+
+    // The database is gone: the registration is refused, and so is its retry (the record
+    // waits in memory, not stored).
+    let s = DdnetServer::new(102).await;
+    let token = s.challenge(http, &body).await;
+    for attempt in ["first", "retry"] {
+        let (status, answer) = s.post(http, Some(&token), &body).await;
+        assert_eq!(status, 503, "{attempt}: {answer}");
+    }
+    // A management server's answer after its registration waits for the database.
+    let mut m = mgmt_register(a.addr("mgmt"), "Feuerland").await;
+    let query = "{\"command\":\"msQueryGameServers\"}";
+    m.write_all(format!("{}{query}\n", query.len() + 1).as_bytes())
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let early = tokio::time::timeout(Duration::from_secs(1), m.read(&mut buf)).await;
+    assert!(early.is_err(), "answered before stored: {early:?}");
+
+    ctl("start");
+    // Back: the retry is acknowledged once the row is committed (503 until the store
+    // reconnects), and the management answer goes out.
+    let mut acked = false;
+    for _ in 0..6 {
+        let (status, answer) = s.post(http, Some(&token), &body).await;
+        if answer == SUCCESS {
+            acked = true;
+            break;
+        }
+        assert_eq!(status, 503, "{answer}");
+    }
+    assert!(acked, "acknowledged once the database is back");
+    let n = tokio::time::timeout(Duration::from_secs(30), m.read(&mut buf))
+        .await
+        .expect("answered once stored")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(answer.contains("Feuerland"), "{answer}");
+
+    // kill -9 and a new instance on the database: both acknowledged servers are there.
+    a.kill().await;
+    let a = Instance::start(instance_config(&dir, &url));
+    let listed = listed_addresses(a.addr("http")).await;
+    for srv in [&first, &s] {
+        let want = format!("tw-0.6+udp://{}", srv.addr());
+        assert!(
+            listed.contains(&want),
+            "{want} was acknowledged: {listed:?}"
+        );
+    }
+    drop(m);
+    a.stop().await;
+}

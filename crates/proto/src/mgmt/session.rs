@@ -164,6 +164,13 @@ impl ServerSession {
         self.events.pop_front()
     }
 
+    /// Whether an event waits for [`ServerSession::poll_event`] (a driver that reads no input
+    /// while events wait gives the peer back-pressure).
+    #[must_use]
+    pub fn has_event(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The game server registered on this connection, if any.
     #[must_use]
     pub fn registration(&self) -> Option<&GameServer> {

@@ -5,6 +5,7 @@
 //! (name, players, `game_type` "Standard A" / "Standard A+B", and the rules `isLobbyOpen` and
 //! `gameplayMode`, which [`listed`] reads back). No I/O, no clock.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use muster_proto::limit::SourceKey;
@@ -22,10 +23,15 @@ pub(crate) const GAME: &str = "bomberman";
 const RULE_LOBBY: &str = "isLobbyOpen";
 const RULE_MODE: &str = "gameplayMode";
 
-/// Whether the registry can keep `server`'s name exactly (it clips poll text to
-/// [`MAX_POLL_TEXT`] characters).
+/// The longest `serverName` kept, in characters (Unicode scalar values, so up to 1,024 bytes
+/// of UTF-8): the registry's limit on names. Real names are a few dozen characters.
+pub(crate) const MAX_NAME_CHARS: usize = MAX_POLL_TEXT;
+
+/// Whether the registry can keep `server`'s name exactly: at most [`MAX_NAME_CHARS`]
+/// characters, and no NUL (the registry's texts cannot hold one).
 pub(crate) fn name_fits(server: &GameServer) -> bool {
-    server.name().chars().count() <= MAX_POLL_TEXT
+    let name = server.name();
+    !name.contains('\0') && name.chars().count() <= MAX_NAME_CHARS
 }
 
 /// The record address of `server`: an IP socket address when the text is the canonical
@@ -117,11 +123,66 @@ pub(crate) fn listed(rec: &Record) -> Option<ListedGameServer> {
     Some(ListedGameServer { server, stats })
 }
 
-/// The `msRQueryGameServers` content for `entries` (in list order): open lobbies first, then
-/// as many as fit one frame (§12). Returns the answer and how many were left out.
-pub(crate) fn answer(mut entries: Vec<ListedGameServer>) -> (ServerListAnswer, usize) {
-    entries.sort_by_key(|e| !e.stats.lobby_open);
-    ServerListAnswer::fitting(entries)
+/// The `msRQueryGameServers` content for `entries` (each with the source that registered it,
+/// in list order), for the `turn`-th answer of the face: as many as fit one frame (§12),
+/// open lobbies first. Within open and within closed lobbies the sources take turns, one
+/// entry each per round: when the frame is full, no source has more than one entry more than
+/// any other source that had more to give, so many registrations from a few sources cannot
+/// push another source's server out. The turns start at a source that moves on by one with
+/// every answer, and each source's own entries start one further along, so what is left out
+/// of a full answer changes from answer to answer. Returns the answer and how many were left
+/// out.
+pub(crate) fn answer(
+    entries: Vec<(SourceKey, ListedGameServer)>,
+    turn: u64,
+) -> (ServerListAnswer, usize) {
+    let (open, closed): (Vec<_>, Vec<_>) =
+        entries.into_iter().partition(|(_, e)| e.stats.lobby_open);
+    let mut ordered = Vec::new();
+    for group in [open, closed] {
+        take_turns(group, turn, &mut ordered);
+    }
+    ServerListAnswer::fitting(ordered)
+}
+
+/// Appends `entries` to `out` with the sources taking turns (see [`answer`]).
+fn take_turns(
+    entries: Vec<(SourceKey, ListedGameServer)>,
+    turn: u64,
+    out: &mut Vec<ListedGameServer>,
+) {
+    let mut slot: HashMap<SourceKey, usize> = HashMap::new();
+    let mut queues: Vec<Vec<ListedGameServer>> = Vec::new();
+    for (source, e) in entries {
+        let i = *slot.entry(source).or_insert_with(|| {
+            queues.push(Vec::new());
+            queues.len() - 1
+        });
+        if let Some(q) = queues.get_mut(i) {
+            q.push(e);
+        }
+    }
+    if queues.is_empty() {
+        return;
+    }
+    let step = |len: usize| usize::try_from(turn % len as u64).unwrap_or(0);
+    let first = step(queues.len());
+    queues.rotate_left(first);
+    let mut queues: Vec<std::vec::IntoIter<ListedGameServer>> = queues
+        .into_iter()
+        .map(|mut q| {
+            let at = step(q.len());
+            q.rotate_left(at);
+            q.into_iter()
+        })
+        .collect();
+    loop {
+        let before = out.len();
+        out.extend(queues.iter_mut().filter_map(Iterator::next));
+        if out.len() == before {
+            return;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -194,27 +255,93 @@ mod tests {
         assert_eq!(listed(&r), None);
     }
 
-    #[test]
-    fn open_lobbies_come_first() {
-        let closed = ListedGameServer {
-            server: server("a", "192.168.0.1", 1),
+    fn source(n: u8) -> SourceKey {
+        SourceKey::of(IpAddr::from([192, 0, 2, n]))
+    }
+
+    fn entry(name: &str, port: u16, lobby_open: bool) -> ListedGameServer {
+        ListedGameServer {
+            server: server(name, "192.168.0.1", port),
             stats: Stats {
-                lobby_open: false,
+                lobby_open,
                 ..Stats::default()
             },
-        };
-        let open = ListedGameServer {
-            server: server("b", "192.168.0.2", 2),
-            stats: Stats::default(),
-        };
-        let (a, dropped) = answer(vec![closed.clone(), open.clone()]);
+        }
+    }
+
+    #[test]
+    fn open_lobbies_come_first() {
+        let closed = entry("a", 1, false);
+        let open = entry("b", 2, true);
+        let (a, dropped) = answer(
+            vec![(source(1), closed.clone()), (source(1), open.clone())],
+            0,
+        );
         assert_eq!(dropped, 0);
         assert_eq!(a.servers(), &[open, closed]);
     }
 
     #[test]
+    fn sources_take_turns_and_the_start_rotates() {
+        // Source 1 registered three servers before source 2 registered one.
+        let e = |n: u16| entry(&format!("s{n}"), n, true);
+        let entries = || {
+            vec![
+                (source(1), e(1)),
+                (source(1), e(2)),
+                (source(1), e(3)),
+                (source(2), e(4)),
+            ]
+        };
+        let names = |turn: u64| -> Vec<String> {
+            answer(entries(), turn)
+                .0
+                .servers()
+                .iter()
+                .map(|s| s.server.name().to_owned())
+                .collect()
+        };
+        assert_eq!(names(0), ["s1", "s4", "s2", "s3"]);
+        assert_eq!(names(1), ["s4", "s2", "s3", "s1"]);
+        assert_eq!(names(2), ["s3", "s4", "s1", "s2"]);
+    }
+
+    #[test]
+    fn a_full_answer_keeps_every_source_in_it() {
+        // Twelve sources with sixteen long-named servers each fill far more than a frame;
+        // the server of a thirteenth source, registered last, is still in every answer.
+        let long = "x".repeat(MAX_NAME_CHARS);
+        let mut entries = Vec::new();
+        for src in 1..=12u8 {
+            for i in 0..16u16 {
+                entries.push((
+                    source(src),
+                    entry(&long, u16::from(src) * 100 + i + 1, true),
+                ));
+            }
+        }
+        entries.push((source(13), entry("honest", 9999, true)));
+        for turn in 0..40 {
+            let (a, left_out) = answer(entries.clone(), turn);
+            assert!(left_out > 0, "the answer is full");
+            let names: Vec<&str> = a.servers().iter().map(|s| s.server.name()).collect();
+            assert!(names.contains(&"honest"), "turn {turn}");
+            let per_source = |src: u16| {
+                a.servers()
+                    .iter()
+                    .filter(|s| s.server.port().get() / 100 == src)
+                    .count()
+            };
+            let counts: Vec<usize> = (1..=12).map(per_source).collect();
+            let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+            assert!(max - min <= 1, "turn {turn}: {counts:?}");
+        }
+    }
+
+    #[test]
     fn long_names_do_not_fit_the_registry() {
         assert!(name_fits(&server(&"ä".repeat(MAX_POLL_TEXT), "1.2.3.4", 1)));
+        assert!(!name_fits(&server("Feuer\0land", "1.2.3.4", 1)));
         assert!(!name_fits(&server(
             &"x".repeat(MAX_POLL_TEXT + 1),
             "1.2.3.4",

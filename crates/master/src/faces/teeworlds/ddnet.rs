@@ -29,7 +29,9 @@
 //! body-less POST from a second stream is `success`, quirk 7), and the streams with their last
 //! POST. The info is kept as the reference master keeps it: parsed and written back compact,
 //! key order kept. A success is answered only once it is in the store, except for a refresh that
-//! moves only times (stored with the next periodic flush, a second at most). The listed address is
+//! moves only times of a stored record (stored with the next periodic flush, a second at most);
+//! a retry of a registration whose write failed or timed out (answered 503) is no such refresh:
+//! it waits for a successful write like the first attempt ([`MasterHandle::unstored`]). The listed address is
 //! the HTTP peer's IP with the port of `Address`; an IPv4-mapped peer becomes IPv4.
 //!
 //! `servers.json` is built from the view off the reactor, one build at a time, sorted as the
@@ -567,20 +569,29 @@ async fn list(
         info: raw,
         url: Arc::from(url),
     };
-    match face.handle.ddnet_register(d, ddnet_registration(addr), now) {
+    let reg = ddnet_registration(addr);
+    let key = reg.key.clone();
+    let out = face.handle.ddnet_register(d, reg, now);
+    match out {
         DdnetOutcome::NeedInfo => json_response(StatusCode::OK, &RegisterResponse::NeedInfo),
         DdnetOutcome::Rejected(why) => error(StatusCode::TOO_MANY_REQUESTS, why.name()),
-        // Stored and listed already: a crash loses at most the newer times of this refresh
-        // (until the next periodic flush), never the registration.
-        DdnetOutcome::Refreshed => json_response(StatusCode::OK, &RegisterResponse::Success),
-        DdnetOutcome::Success => {
-            // Acknowledged only once it survives a crash, and once the lists show it.
-            let version = face.handle.version();
-            if let Err(e) = face.handle.durable(version).await {
-                tracing::warn!(error = %crate::error_chain(&e), "ddnet registration not stored");
-                return error(StatusCode::SERVICE_UNAVAILABLE, "storage failed");
+        DdnetOutcome::Refreshed | DdnetOutcome::Success => {
+            // Acknowledged only once stored. A refresh of a stored record moves only times
+            // (a crash loses at most those, until the next periodic flush) and is answered at
+            // once; but a record whose registration the store has not confirmed (an earlier
+            // attempt answered 503, or one still waiting) is not stored, and its refresh waits
+            // for the same write as a new registration.
+            if let Some(version) = face.handle.unstored(&key) {
+                if let Err(e) = face.handle.durable(version).await {
+                    m.count_drop(DropReason::NotStored);
+                    tracing::warn!(error = %crate::error_chain(&e), "ddnet registration not stored");
+                    return error(StatusCode::SERVICE_UNAVAILABLE, "storage failed");
+                }
             }
-            face.handle.visible(version).await;
+            if out == DdnetOutcome::Success {
+                // Once the lists show it, too.
+                face.handle.visible(face.handle.version()).await;
+            }
             json_response(StatusCode::OK, &RegisterResponse::Success)
         }
     }
