@@ -123,6 +123,13 @@ pub(crate) struct Listed {
     /// A management server's lobby state.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lobby: Option<LobbyResult>,
+    /// The game key, where the list tells it: the game a GameSpy list was asked for
+    /// (`-g`), `bomberman` for a management server's games. Other lists name no game.
+    #[serde(rename = "game", skip_serializing_if = "Option::is_none")]
+    pub game_key: Option<String>,
+    /// The game's display name, beside the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub game_name: Option<&'static str>,
     /// The listed game address, to query (`None` for host names).
     #[serde(skip)]
     pub game: Option<SocketAddr>,
@@ -132,7 +139,15 @@ pub(crate) struct Listed {
 }
 
 impl Listed {
-    async fn of(entry: MasterEntry, kind: MasterKind) -> Self {
+    async fn of(entry: MasterEntry, kind: MasterKind, asked_game: Option<&str>) -> Self {
+        let game_key = match kind {
+            MasterKind::Mgmt => Some(muster_proto::games::BOMBERMAN.to_owned()),
+            MasterKind::Gamespy => asked_game.and_then(muster_proto::games::normalize),
+            _ => None,
+        };
+        let game_name = game_key
+            .as_deref()
+            .and_then(muster_proto::games::display_name);
         let game = entry.address.ip();
         let query = entry.query_address.or_else(|| {
             let protocol = kind.query_protocol()?;
@@ -163,6 +178,8 @@ impl Listed {
             num_players: entry.num_players,
             max_players: entry.max_players,
             lobby: entry.lobby.map(LobbyResult::of),
+            game_key,
+            game_name,
             game,
             query,
         }
@@ -182,8 +199,10 @@ impl Filterable for Listed {
     fn max_players(&self) -> Option<u32> {
         self.max_players
     }
-    fn is_game(&self, _: &str) -> bool {
-        false
+    fn is_game(&self, g: &str) -> bool {
+        self.game_key
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case(g))
     }
     fn protocol(&self) -> &str {
         self.master_protocol
@@ -258,7 +277,7 @@ pub(crate) async fn fetch(
         Ok(list) => {
             let mut out = Vec::with_capacity(list.len());
             for e in list {
-                out.push(Listed::of(e, kind).await);
+                out.push(Listed::of(e, kind, game).await);
             }
             say(format!("{source} listed {}", plural(out.len(), "server")));
             Ok((out, None))

@@ -124,6 +124,16 @@ fn a_gamespy_scan_shows_the_game_port_the_server_reports() {
         let list = json(&["list", "-p", "gamespy", "-g", "ut", "-f", "json", &tcp]);
         if list.as_array().is_some_and(|l| !l.is_empty()) {
             assert_eq!(list[0]["query_address"], want_query.as_str(), "{list}");
+            // The list was asked for game `ut`: its entries carry that key and its name,
+            // and the game filter matches by it.
+            assert_eq!(list[0]["game"], "ut", "{list}");
+            assert_eq!(list[0]["game_name"], "Unreal Tournament", "{list}");
+            for (filter, want) in [("game=ut", 1), ("game=ddnet", 0)] {
+                let filtered = json(&[
+                    "list", "-p", "gamespy", "-g", "ut", "--filter", filter, "-f", "json", &tcp,
+                ]);
+                assert_eq!(filtered.as_array().map(Vec::len), Some(want), "{filter}");
+            }
             break;
         }
         assert!(Instant::now() < deadline, "never listed");
