@@ -18,6 +18,7 @@
 //! | [`gamespy_master`] | GameSpy master: heartbeats, gsmsalg, TCP lists, sync |
 //! | [`teeworlds_master`] | Teeworlds UDP masters and DDNet HTTP register / `servers.json` |
 //! | [`ut2003_list`] | UT2003 plain-text master list |
+//! | [`quake3`] | Quake III / DarkPlaces queries and the dpmaster master protocol |
 //! | [`mgmt`] | the Bomberman management server: length-prefixed JSON over TCP |
 //!
 //! Every query maps into the protocol-neutral [`model::ServerInfo`]; [`display`] gives its rule
@@ -39,6 +40,7 @@ pub mod gameagent;
 pub mod gamespy1;
 pub mod gamespy_master;
 pub mod mgmt;
+pub mod quake3;
 pub mod teeworlds;
 pub mod teeworlds_master;
 pub mod unreal2;

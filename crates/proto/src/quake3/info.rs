@@ -1,0 +1,253 @@
+//! The info string: `\key\value\key\value…`, the key/value format of `infoResponse`,
+//! `statusResponse` and every server-info cvar dump (spec §2.1).
+//!
+//! Pairs are kept in wire order as raw bytes; lookups compare keys ASCII-case-insensitively and
+//! return the first match, as the engines' own lookup does. Keys and values never contain a
+//! backslash, a line feed or a NUL: the type refuses them, so encoding cannot fail.
+
+use super::{MAX_INFO_PAIRS, MAX_INFO_STRING_LEN, decode_text};
+use crate::model::Text;
+use crate::wire::{DecodeError, Reader};
+
+const SEPARATOR: u8 = b'\\';
+const CTX: &str = "info string";
+
+/// An ordered list of key/value pairs as raw bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InfoString {
+    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl InfoString {
+    /// An empty info string.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Append a pair. Fails when a key or value holds `\`, a line feed or a NUL, or when the
+    /// pair count or the encoded length would exceed [`MAX_INFO_PAIRS`] /
+    /// [`MAX_INFO_STRING_LEN`].
+    pub fn push(
+        &mut self,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> Result<(), DecodeError> {
+        let (key, value) = (key.into(), value.into());
+        if !key.iter().chain(&value).all(|&b| allowed(b)) {
+            return Err(DecodeError::Invalid("info string byte"));
+        }
+        if self.pairs.len() >= MAX_INFO_PAIRS {
+            return Err(DecodeError::TooLarge("info string pairs"));
+        }
+        if self.encoded_len() + 2 + key.len() + value.len() > MAX_INFO_STRING_LEN {
+            return Err(DecodeError::TooLarge(CTX));
+        }
+        self.pairs.push((key, value));
+        Ok(())
+    }
+
+    /// The value of the first pair whose key equals `key`, ignoring ASCII case.
+    #[must_use]
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// [`Self::get`] decoded by the protocol's text rule.
+    #[must_use]
+    pub fn get_text(&self, key: &[u8]) -> Option<Text> {
+        self.get(key).map(decode_text)
+    }
+
+    /// [`Self::get`] as a decimal integer; `None` when absent or not a number.
+    #[must_use]
+    pub fn get_int(&self, key: &[u8]) -> Option<i64> {
+        self.get(key)
+            .and_then(|v| crate::wire::parse_decimal(v, CTX).ok())
+    }
+
+    /// The pairs in wire order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.pairs.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
+    }
+
+    /// Number of pairs.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// True when there are no pairs.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// The encoded length in bytes.
+    #[must_use]
+    pub fn encoded_len(&self) -> usize {
+        self.pairs.iter().map(|(k, v)| 2 + k.len() + v.len()).sum()
+    }
+
+    /// Append `\key\value` for every pair (nothing for an empty info string).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        for (k, v) in &self.pairs {
+            out.push(SEPARATOR);
+            out.extend_from_slice(k);
+            out.push(SEPARATOR);
+            out.extend_from_slice(v);
+        }
+    }
+
+    /// Decode a whole info string.
+    ///
+    /// Empty input is an empty info string; otherwise it must start with `\`. A last key with
+    /// no value (`\a\1\b`) gets an empty value; one trailing `\` after a value is ignored. The
+    /// length and the pair count are checked before anything is allocated.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        if bytes.len() > MAX_INFO_STRING_LEN {
+            return Err(DecodeError::TooLarge(CTX));
+        }
+        let separators = bytes.iter().filter(|&&b| b == SEPARATOR).count();
+        if separators > 2 * MAX_INFO_PAIRS {
+            return Err(DecodeError::TooLarge("info string pairs"));
+        }
+        if !bytes.iter().all(|&b| b == SEPARATOR || allowed(b)) {
+            return Err(DecodeError::Invalid("info string byte"));
+        }
+        let mut r = Reader::new(bytes);
+        if r.is_empty() {
+            return Ok(Self::new());
+        }
+        if r.u8(CTX)? != SEPARATOR {
+            return Err(DecodeError::Invalid("info string start"));
+        }
+        let mut pairs = Vec::with_capacity(separators.div_ceil(2));
+        loop {
+            let (key, more) = field(&mut r)?;
+            if !more {
+                pairs.push((key.to_vec(), Vec::new()));
+                break;
+            }
+            let (value, more) = field(&mut r)?;
+            pairs.push((key.to_vec(), value.to_vec()));
+            if !more || r.is_empty() {
+                break;
+            }
+        }
+        Ok(Self { pairs })
+    }
+}
+
+/// Bytes up to the next separator (consumed; `true`) or to the end (`false`).
+fn field<'a>(r: &mut Reader<'a>) -> Result<(&'a [u8], bool), DecodeError> {
+    match r.peek_rest().iter().position(|&b| b == SEPARATOR) {
+        Some(_) => Ok((r.until(SEPARATOR, CTX)?, true)),
+        None => Ok((r.rest(), false)),
+    }
+}
+
+fn allowed(b: u8) -> bool {
+    !matches!(b, SEPARATOR | b'\n' | 0)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn quake3_info_string_decodes_in_order() {
+        let info = InfoString::decode(b"\\hostname\\^1My Server\\sv_maxclients\\16\\g_needpass\\")
+            .unwrap();
+        let pairs: Vec<_> = info.iter().collect();
+        assert_eq!(
+            pairs,
+            [
+                (&b"hostname"[..], &b"^1My Server"[..]),
+                (b"sv_maxclients", b"16"),
+                (b"g_needpass", b""),
+            ]
+        );
+        assert_eq!(info.get(b"SV_MAXCLIENTS"), Some(&b"16"[..]));
+        assert_eq!(info.get_int(b"sv_maxclients"), Some(16));
+        assert_eq!(info.get_text(b"hostname").unwrap().plain, "My Server");
+        assert_eq!(info.get(b"missing"), None);
+    }
+
+    #[test]
+    fn quake3_info_string_edge_cases() {
+        assert_eq!(InfoString::decode(b""), Ok(InfoString::new()));
+        // One trailing backslash after a value is ignored.
+        let a = InfoString::decode(b"\\a\\1\\").unwrap();
+        assert_eq!(a, InfoString::decode(b"\\a\\1").unwrap());
+        // First match wins on duplicate keys.
+        let d = InfoString::decode(b"\\k\\1\\K\\2").unwrap();
+        assert_eq!(d.get(b"k"), Some(&b"1"[..]));
+        assert_eq!(d.len(), 2);
+        assert_eq!(
+            InfoString::decode(b"hostname\\x"),
+            Err(DecodeError::Invalid("info string start"))
+        );
+        assert_eq!(
+            InfoString::decode(b"\\a\\b\nc"),
+            Err(DecodeError::Invalid("info string byte"))
+        );
+        assert_eq!(
+            InfoString::decode(&vec![b'a'; MAX_INFO_STRING_LEN + 1]),
+            Err(DecodeError::TooLarge(CTX))
+        );
+        assert_eq!(
+            InfoString::decode(&vec![b'\\'; 2 * MAX_INFO_PAIRS + 1]),
+            Err(DecodeError::TooLarge("info string pairs"))
+        );
+        let mut i = InfoString::new();
+        assert_eq!(
+            i.push("a\\b", "c"),
+            Err(DecodeError::Invalid("info string byte"))
+        );
+        assert_eq!(
+            i.push("a", "c\0"),
+            Err(DecodeError::Invalid("info string byte"))
+        );
+        assert!(i.is_empty());
+        assert_eq!(
+            i.push("k", vec![b'v'; MAX_INFO_STRING_LEN]),
+            Err(DecodeError::TooLarge(CTX))
+        );
+    }
+
+    pub(crate) fn info_string() -> impl Strategy<Value = InfoString> {
+        let bytes =
+            proptest::collection::vec(any::<u8>().prop_filter("allowed", |&b| allowed(b)), 0..12);
+        proptest::collection::vec((bytes.clone(), bytes), 0..20).prop_map(|pairs| {
+            let mut info = InfoString::new();
+            for (k, v) in pairs {
+                info.push(k, v).unwrap();
+            }
+            info
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn quake3_info_string_round_trips(info in info_string()) {
+            let mut out = Vec::new();
+            info.encode(&mut out);
+            prop_assert_eq!(out.len(), info.encoded_len());
+            prop_assert_eq!(InfoString::decode(&out), Ok(info));
+        }
+
+        #[test]
+        fn quake3_info_string_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(info) = InfoString::decode(&bytes) {
+                let mut out = Vec::new();
+                info.encode(&mut out);
+                prop_assert_eq!(InfoString::decode(&out), Ok(info));
+            }
+        }
+    }
+}
