@@ -120,8 +120,8 @@ impl FilterOption {
         }
     }
 
-    fn parse(token: &[u8]) -> Result<Self, DecodeError> {
-        Ok(match token {
+    fn parse(token: &[u8]) -> Self {
+        match token {
             b"empty" => Self::Empty,
             b"full" => Self::Full,
             b"ffa" => Self::Ffa,
@@ -134,7 +134,7 @@ impl FilterOption {
                 Some(Ok(g)) => Self::Gametype(g),
                 _ => Self::Other(token.to_vec()),
             },
-        })
+        }
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
@@ -403,17 +403,8 @@ impl Packet {
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&HEADER);
         match self {
-            Self::GetInfo { challenge } | Self::GetStatus { challenge } => {
-                out.extend_from_slice(if matches!(self, Self::GetInfo { .. }) {
-                    GETINFO
-                } else {
-                    GETSTATUS
-                });
-                if let Some(c) = challenge {
-                    out.push(b' ');
-                    out.extend_from_slice(c.as_bytes());
-                }
-            }
+            Self::GetInfo { challenge } => encode_query(out, GETINFO, challenge.as_ref()),
+            Self::GetStatus { challenge } => encode_query(out, GETSTATUS, challenge.as_ref()),
             Self::InfoResponse { info } => {
                 out.extend_from_slice(INFO_RESPONSE);
                 out.push(LF);
@@ -464,6 +455,14 @@ impl Packet {
     }
 }
 
+fn encode_query(out: &mut Vec<u8>, command: &[u8], challenge: Option<&Word>) {
+    out.extend_from_slice(command);
+    if let Some(c) = challenge {
+        out.push(b' ');
+        out.extend_from_slice(c.as_bytes());
+    }
+}
+
 fn encode_query_tail(out: &mut Vec<u8>, protocol: u32, options: &[FilterOption]) {
     out.push(b' ');
     put_decimal(out, i64::from(protocol));
@@ -506,9 +505,10 @@ fn decode_status_response(body: &[u8]) -> Result<Packet, DecodeError> {
     if r.u8("statusResponse")? != LF {
         return Err(DecodeError::Invalid("statusResponse line feed"));
     }
-    let info = match r.peek_rest().contains(&LF) {
-        true => r.until(LF, "statusResponse info")?,
-        false => r.rest(),
+    let info = if r.peek_rest().contains(&LF) {
+        r.until(LF, "statusResponse info")?
+    } else {
+        r.rest()
     };
     let info = InfoString::decode(info)?;
     let mut players = Vec::new();
@@ -557,7 +557,7 @@ fn decode_getservers(ext: bool, body: &[u8]) -> Result<Packet, DecodeError> {
         if token.len() > MAX_WORD_LEN {
             return Err(DecodeError::TooLarge("getservers option"));
         }
-        options.push(FilterOption::parse(token)?);
+        options.push(FilterOption::parse(token));
     }
     Ok(match (ext, game) {
         (true, Some(game)) => Packet::GetServersExt {
