@@ -66,6 +66,27 @@ fn quake3_queries_with_and_without_challenge() {
 }
 
 #[test]
+fn quake3_master_getinfo_carries_a_generated_challenge() {
+    let challenge = crate::quake3::generate_challenge([7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert!(crate::quake3::is_master_challenge(challenge.as_bytes()));
+    let p = Packet::GetInfo {
+        challenge: Some(challenge.clone()),
+    };
+    let bytes = encoded(&p);
+    assert_eq!(
+        bytes,
+        dgram(&[&b"getinfo "[..], challenge.as_bytes()].concat())
+    );
+    assert_eq!(Packet::decode(&bytes), Ok(p));
+    // The server echoes it as the `challenge` key.
+    let reply = dgram(&[&b"infoResponse\n\\challenge\\"[..], challenge.as_bytes()].concat());
+    let Ok(Packet::InfoResponse { info }) = Packet::decode(&reply) else {
+        panic!("not an infoResponse");
+    };
+    assert_eq!(info.get(b"challenge"), Some(challenge.as_bytes()));
+}
+
+#[test]
 fn quake3_info_response() {
     let bytes = dgram(
         b"infoResponse\n\\challenge\\xyz\\protocol\\68\\hostname\\^1noname\\clients\\2\\sv_maxclients\\8",
