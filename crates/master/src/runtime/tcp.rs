@@ -110,16 +110,17 @@ impl SharedCaps {
     }
 }
 
-/// Where a connection is counted: its source and, for IPv6, its /56 and /48.
+/// Where a connection (or an event stream, [`crate::events`]) is counted: its source and, for
+/// IPv6, its /56 and /48.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Slot {
+pub(crate) struct Slot {
     source: SourceKey,
     p56: Option<u128>,
     p48: Option<u128>,
 }
 
 impl Slot {
-    fn of(ip: std::net::IpAddr) -> Self {
+    pub(crate) fn of(ip: std::net::IpAddr) -> Self {
         Self {
             source: SourceKey::of(ip),
             p56: v6_prefix(ip, 56),
@@ -129,9 +130,10 @@ impl Slot {
 }
 
 /// Connections held per source and per IPv6 prefix (entries at zero are removed, so the maps
-/// hold at most one entry per open connection).
+/// hold at most one entry per open connection). The event hub counts its streams with these
+/// caps too.
 #[derive(Debug, Default)]
-struct Counts {
+pub(crate) struct Counts {
     source: HashMap<SourceKey, usize>,
     p56: HashMap<u128, usize>,
     p48: HashMap<u128, usize>,
@@ -162,7 +164,7 @@ impl Counts {
     /// Counts a new connection of `slot` when the caps allow it; `in_use`: connections open
     /// on the face, this one not included; `proven`: servers the source has registered (0
     /// when not looked up). `Err`: the cap that refuses it.
-    fn try_take(
+    pub(crate) fn try_take(
         &mut self,
         slot: Slot,
         limits: &ConnLimits,
@@ -192,7 +194,7 @@ impl Counts {
         Ok(())
     }
 
-    fn give_back(&mut self, slot: Slot) {
+    pub(crate) fn give_back(&mut self, slot: Slot) {
         sub(&mut self.source, Some(slot.source));
         sub(&mut self.p56, slot.p56);
         sub(&mut self.p48, slot.p48);
