@@ -94,6 +94,7 @@ pub struct SharedCaps {
     total: Arc<Semaphore>,
     per_source: Arc<PerSource>,
     keepalive: Option<Duration>,
+    send_buffer: Option<usize>,
 }
 
 impl SharedCaps {
@@ -101,11 +102,27 @@ impl SharedCaps {
     /// vanished hosts are noticed.
     #[must_use]
     pub fn new(limits: ConnLimits, keepalive: Option<Duration>) -> Arc<Self> {
+        Self::with_send_buffer(limits, keepalive, None)
+    }
+
+    /// As [`SharedCaps::new`], and each accepted socket's kernel send buffer set to
+    /// `send_buffer` bytes (`SO_SNDBUF`, which Linux doubles for its bookkeeping and then no
+    /// longer grows). A face whose answers each cost a shared budget sets it small: the
+    /// kernel then takes little output of a client that does not read, the face sees the
+    /// rest as unsent and stops making answers for it (its own back-pressure). `None`: the
+    /// system's default, grown by the kernel as needed.
+    #[must_use]
+    pub fn with_send_buffer(
+        limits: ConnLimits,
+        keepalive: Option<Duration>,
+        send_buffer: Option<usize>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             limits,
             total: Arc::new(Semaphore::new(limits.max_connections)),
             per_source: Arc::new(PerSource::default()),
             keepalive,
+            send_buffer,
         })
     }
 }
@@ -349,6 +366,11 @@ impl CappedListener {
                 if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka) {
                     tracing::debug!(%peer, error = %e, "keep-alive not set");
                 }
+            }
+            if let Some(size) = caps.send_buffer
+                && let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(size)
+            {
+                tracing::debug!(%peer, error = %e, "send buffer not set");
             }
             let idle = caps.limits.idle_timeout;
             let s = CappedStream {
