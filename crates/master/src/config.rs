@@ -696,6 +696,15 @@ pub struct EventsConfig {
     pub max_streams: usize,
     /// Streams open at once from one source (an IPv4 address, an IPv6 /64).
     pub max_streams_per_source: usize,
+    /// Streams open at once from one IPv6 /56.
+    pub max_streams_per_56: usize,
+    /// Streams open at once from one IPv6 /48.
+    pub max_streams_per_48: usize,
+    /// The last this many streams of `max_streams` (at most a quarter of it) go only to
+    /// sources holding fewer than `stream_fair_share` streams.
+    pub reserved_streams: usize,
+    /// Streams a source may hold and still get one of the reserved ones.
+    pub stream_fair_share: usize,
     /// Time between keep-alive comments on a stream.
     pub keep_alive: HumanDuration,
 }
@@ -708,6 +717,10 @@ impl Default for EventsConfig {
             max_lag: d.lag,
             max_streams: d.max_subscribers,
             max_streams_per_source: d.max_per_source,
+            max_streams_per_56: d.prefix.max_per_56,
+            max_streams_per_48: d.prefix.max_per_48,
+            reserved_streams: d.prefix.reserved,
+            stream_fair_share: d.prefix.fair_share,
             keep_alive: HumanDuration(d.keep_alive),
         }
     }
@@ -722,6 +735,12 @@ impl EventsConfig {
             lag: self.max_lag,
             max_subscribers: self.max_streams,
             max_per_source: self.max_streams_per_source,
+            prefix: crate::runtime::tcp::PrefixCaps {
+                max_per_56: self.max_streams_per_56,
+                max_per_48: self.max_streams_per_48,
+                reserved: self.reserved_streams,
+                fair_share: self.stream_fair_share,
+            },
             keep_alive: self.keep_alive.0,
         }
     }
@@ -842,7 +861,7 @@ impl Config {
         let e = &self.events;
         let at_least_1 = "at least 1";
         let positive = "a duration longer than 0s";
-        let checks: [(bool, &'static str, &'static str, String); 23] = [
+        let checks: [(bool, &'static str, &'static str, String); 26] = [
             (
                 l.tcp_max_per_56 >= 1,
                 "limits.tcp_max_per_56",
@@ -968,6 +987,24 @@ impl Config {
                 "limits.http_header_timeout",
                 positive,
                 "0s".into(),
+            ),
+            (
+                e.max_streams_per_56 >= 1,
+                "events.max_streams_per_56",
+                at_least_1,
+                e.max_streams_per_56.to_string(),
+            ),
+            (
+                e.max_streams_per_48 >= 1,
+                "events.max_streams_per_48",
+                at_least_1,
+                e.max_streams_per_48.to_string(),
+            ),
+            (
+                e.stream_fair_share >= 1,
+                "events.stream_fair_share",
+                at_least_1,
+                e.stream_fair_share.to_string(),
             ),
             (
                 e.max_lag >= 1,

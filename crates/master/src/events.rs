@@ -22,11 +22,14 @@
 //! that an id from an earlier run is never mistaken for one of this run. A subscriber that
 //! gives the id of the last event it saw gets every later event still in the backlog first; if
 //! some are gone (or the id is not of this run), it gets a `resync` event first (refetch the
-//! list). Subscribers are capped per source and in total. The
+//! list). Subscribers are capped in total, per source, per IPv6 /56 and /48, and the last
+//! streams of the total are kept for sources holding few (the TCP faces' caps,
+//! [`crate::runtime::tcp`], sized for streams), so that many /64s of one network cannot take
+//! every stream and an honest reader still gets one. The
 //! registry never waits for a subscriber: a subscriber more than the channel's capacity behind
 //! is dropped with a final `dropped` event.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -36,7 +39,9 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::dto::ServerDetail;
+use crate::drops::DropReason;
 use crate::registry::Record;
+use crate::runtime::tcp::{ConnLimits, Counts, PrefixCaps};
 
 /// Default events kept for `Last-Event-ID` resumption.
 pub const DEFAULT_BACKLOG: usize = 4096;
@@ -46,6 +51,14 @@ pub const DEFAULT_LAG: usize = 4096;
 pub const DEFAULT_MAX_SUBSCRIBERS: usize = 1024;
 /// Default subscribers per source (an IPv4 address, an IPv6 /64).
 pub const DEFAULT_MAX_PER_SOURCE: usize = 8;
+/// Default subscribers per IPv6 /56 (two sources' worth).
+pub const DEFAULT_MAX_PER_56: usize = 16;
+/// Default subscribers per IPv6 /48 (four sources' worth).
+pub const DEFAULT_MAX_PER_48: usize = 32;
+/// Default subscribers kept for sources holding few (a quarter of the total).
+pub const DEFAULT_RESERVED: usize = 256;
+/// Default subscribers a source may hold and still get a kept one.
+pub const DEFAULT_FAIR_SHARE: usize = 2;
 /// Default time between keep-alive comments.
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -271,6 +284,10 @@ pub struct EventLimits {
     pub max_subscribers: usize,
     /// Subscribers per source.
     pub max_per_source: usize,
+    /// Subscribers per IPv6 /56 and /48, and the reserve for sources holding few (as the TCP
+    /// faces count connections). The reserve is at most a quarter of `max_subscribers`, and
+    /// never so large that a lone source could not reach `max_per_source`.
+    pub prefix: PrefixCaps,
     /// Time between keep-alive comments on a stream.
     pub keep_alive: Duration,
 }
@@ -282,6 +299,12 @@ impl Default for EventLimits {
             lag: DEFAULT_LAG,
             max_subscribers: DEFAULT_MAX_SUBSCRIBERS,
             max_per_source: DEFAULT_MAX_PER_SOURCE,
+            prefix: PrefixCaps {
+                max_per_56: DEFAULT_MAX_PER_56,
+                max_per_48: DEFAULT_MAX_PER_48,
+                reserved: DEFAULT_RESERVED,
+                fair_share: DEFAULT_FAIR_SHARE,
+            },
             keep_alive: DEFAULT_KEEP_ALIVE,
         }
     }
@@ -296,6 +319,12 @@ pub enum Refused {
     /// The source has `max_per_source` streams open.
     #[error("too many event streams from this address")]
     PerSource,
+    /// The source's IPv6 /56 or /48 has `max_per_56` or `max_per_48` streams open.
+    #[error("too many event streams from this network")]
+    Prefix,
+    /// Only the reserve is left, and the source (or its network) holds its fair share.
+    #[error("the last event streams are kept for addresses holding few")]
+    Reserve,
 }
 
 #[derive(Debug)]
@@ -310,10 +339,11 @@ struct Log {
     tx: broadcast::Sender<Arc<ServerEvent>>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Subscribers {
     total: usize,
-    per_source: HashMap<SourceKey, usize>,
+    /// Per source, /56 and /48, counted as the TCP faces count connections.
+    counts: Counts,
 }
 
 /// The event hub: owned by the master handle, fed by the publisher, read by streams.
@@ -358,10 +388,7 @@ impl EventHub {
                 reserved: first_id.max(1) - 1,
                 tx,
             }),
-            subscribers: Arc::new(Mutex::new(Subscribers {
-                total: 0,
-                per_source: HashMap::new(),
-            })),
+            subscribers: Arc::new(Mutex::new(Subscribers::default())),
             on: AtomicBool::new(false),
             closed: CancellationToken::new(),
         }
@@ -519,7 +546,7 @@ impl EventHub {
 #[derive(Debug)]
 struct Slot {
     subscribers: Arc<Mutex<Subscribers>>,
-    source: SourceKey,
+    at: crate::runtime::tcp::Slot,
 }
 
 impl Slot {
@@ -532,15 +559,34 @@ impl Slot {
         if s.total >= limits.max_subscribers {
             return Err(Refused::Total);
         }
-        let n = s.per_source.entry(source).or_insert(0);
-        if *n >= limits.max_per_source {
-            return Err(Refused::PerSource);
-        }
-        *n += 1;
+        // A lone source still reaches its own cap: the reserve leaves it room.
+        let reserved = limits
+            .prefix
+            .reserved
+            .min(limits.max_subscribers.saturating_sub(limits.max_per_source));
+        let caps = ConnLimits {
+            max_connections: limits.max_subscribers,
+            max_per_source: limits.max_per_source,
+            idle_timeout: Duration::ZERO,
+            prefix: PrefixCaps {
+                reserved,
+                ..limits.prefix
+            },
+        };
+        // The source's address: an IPv6 /64 keeps the bits of its /56 and /48.
+        let at = crate::runtime::tcp::Slot::of(source.to_ip());
+        let total = s.total;
+        s.counts
+            .try_take(at, &caps, total, 0)
+            .map_err(|reason| match reason {
+                DropReason::TcpSourceCap => Refused::PerSource,
+                DropReason::TcpPrefixCap => Refused::Prefix,
+                _ => Refused::Reserve,
+            })?;
         s.total += 1;
         Ok(Self {
             subscribers: Arc::clone(subscribers),
-            source,
+            at,
         })
     }
 }
@@ -552,12 +598,7 @@ impl Drop for Slot {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         s.total = s.total.saturating_sub(1);
-        if let Some(n) = s.per_source.get_mut(&self.source) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                s.per_source.remove(&self.source);
-            }
-        }
+        s.counts.give_back(self.at);
     }
 }
 
@@ -861,5 +902,69 @@ mod tests {
         drop(a);
         assert_eq!(h.subscribers(), 2);
         assert!(h.subscribe(src(1), None).is_ok());
+    }
+
+    /// Subscribes from `addrs` (cycling) `n` times; keeps what opened, returns what refused.
+    fn fill(
+        h: &EventHub,
+        held: &mut Vec<Subscription>,
+        addrs: &[String],
+        n: usize,
+    ) -> Vec<Refused> {
+        let mut refused = Vec::new();
+        for i in 0..n {
+            let ip: std::net::IpAddr = addrs[i % addrs.len()].parse().unwrap();
+            match h.subscribe(SourceKey::of(ip), None) {
+                Ok(s) => held.push(s),
+                Err(r) => refused.push(r),
+            }
+        }
+        refused
+    }
+
+    #[test]
+    fn many_v6_64s_of_one_network_cannot_take_every_stream() {
+        let h = hub(EventLimits::default());
+        let mut held = Vec::new();
+        // 128 /64s of one /56, as many streams as each may hold: the /56 stops at its cap.
+        let one_56: Vec<String> = (0..128).map(|i| format!("2001:db8:1:{i:x}::1")).collect();
+        let refused = fill(&h, &mut held, &one_56, 128 * DEFAULT_MAX_PER_SOURCE);
+        assert_eq!(held.len(), DEFAULT_MAX_PER_56);
+        assert!(refused.iter().all(|r| *r == Refused::Prefix), "{refused:?}");
+        // 128 /56s of one /48: the /48 stops at its cap.
+        let one_48: Vec<String> = (0..128)
+            .map(|i| format!("2001:db8:2:{:x}::1", i << 8))
+            .collect();
+        let refused = fill(&h, &mut held, &one_48, 128 * DEFAULT_MAX_PER_SOURCE);
+        assert_eq!(held.len(), DEFAULT_MAX_PER_56 + DEFAULT_MAX_PER_48);
+        assert!(refused.iter().all(|r| *r == Refused::Prefix));
+        // 128 /64s in as many /48s fill the streams up to the reserve and no further…
+        let spread: Vec<String> = (0..128)
+            .map(|i| format!("2001:db8:{:x}::1", 0x100 + i))
+            .collect();
+        let refused = fill(&h, &mut held, &spread, 128 * DEFAULT_MAX_PER_SOURCE);
+        assert_eq!(held.len(), DEFAULT_MAX_SUBSCRIBERS - DEFAULT_RESERVED);
+        assert!(!refused.is_empty());
+        assert!(refused.iter().all(|r| *r == Refused::Reserve));
+        // …and an honest reader, IPv4 or IPv6, still gets one.
+        assert!(h.subscribe(src(1), None).is_ok());
+        let reader: std::net::IpAddr = "2001:db8:ffff::1".parse().unwrap();
+        assert!(h.subscribe(SourceKey::of(reader), None).is_ok());
+        // Closed streams give their places back.
+        drop(held);
+        assert_eq!(h.subscribers(), 0);
+    }
+
+    #[test]
+    fn a_lone_source_still_reaches_its_cap() {
+        // The events bench: one source may hold every stream.
+        let h = hub(EventLimits {
+            max_subscribers: 64,
+            max_per_source: 64,
+            ..EventLimits::default()
+        });
+        let mut held = Vec::new();
+        let refused = fill(&h, &mut held, &["127.0.0.1".to_owned()], 65);
+        assert_eq!((held.len(), refused), (64, vec![Refused::Total]));
     }
 }

@@ -407,6 +407,7 @@ impl Master {
                 per_second: limits.list_bytes_per_sec as f64,
             },
             max_tracked_sources: limits.max_tracked_sources,
+            proven_servers_max: limits.proven_servers_max,
         };
         tasks.spawn(handle.clone().run_publisher(stop.clone()));
         tasks.spawn(handle.clone().run_persister(FLUSH_INTERVAL, stop.clone()));

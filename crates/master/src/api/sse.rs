@@ -10,7 +10,8 @@
 //!   : keep-alive                            every `events.keep_alive` (15 s)
 //!   event: resync                           events after N are gone: fetch the list again
 //!   event: dropped                          the last event of a subscriber that fell behind
-//! 503 {"error": …}                           too many streams (in total, or from the source)
+//! 503 {"error": …}                           too many streams (in total, from the source or
+//!                                           its IPv6 /56 or /48, or only the reserve is left)
 //! ```
 //!
 //! The stream stays open for as long as the client reads it: its connection is marked
@@ -114,6 +115,8 @@ pub async fn events(State(h): State<MasterHandle>, req: Parts) -> Response {
                 match e {
                     Refused::Total => "too many event streams are open",
                     Refused::PerSource => "too many event streams from this address",
+                    Refused::Prefix => "too many event streams from this network",
+                    Refused::Reserve => "the last event streams are kept for addresses holding few",
                 },
             );
         }

@@ -64,6 +64,12 @@ use crate::runtime::tcp::{
 pub const DEFAULT_MAX_UNSENT: usize = 1 << 20;
 /// Unsent output of the whole face before slow readers are closed.
 pub const DEFAULT_MAX_UNSENT_TOTAL: usize = 64 << 20;
+/// The kernel send buffer of each connection (`SO_SNDBUF`; Linux keeps twice this). Small, so
+/// that a client that does not read soon shows as unsent output here and is paused (see
+/// [`Conn::pause_at`]) instead of having answers made, each spending the shared egress
+/// budget, for as long as the kernel takes them (it grows a send buffer to megabytes).
+/// An answer of a full frame still goes out in a few round trips.
+const SEND_BUFFER: usize = 16 * 1024;
 /// Bytes read from a socket at once.
 const READ_CHUNK: usize = 16 * 1024;
 /// How long a closing connection may take to flush what it already owes the peer.
@@ -143,7 +149,7 @@ pub async fn run(
     settings: MgmtSettings,
     shutdown: CancellationToken,
 ) {
-    let caps = SharedCaps::new(
+    let caps = SharedCaps::with_send_buffer(
         ConnLimits {
             max_connections: settings.max_connections,
             max_per_source: settings.max_per_source,
@@ -152,6 +158,7 @@ pub async fn run(
             prefix: settings.prefix,
         },
         settings.keepalive,
+        Some(SEND_BUFFER),
     );
     let shared = Arc::new(Shared::new(handle, settings));
     let mut accepts = JoinSet::new();

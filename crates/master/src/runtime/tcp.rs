@@ -94,6 +94,7 @@ pub struct SharedCaps {
     total: Arc<Semaphore>,
     per_source: Arc<PerSource>,
     keepalive: Option<Duration>,
+    send_buffer: Option<usize>,
 }
 
 impl SharedCaps {
@@ -101,25 +102,42 @@ impl SharedCaps {
     /// vanished hosts are noticed.
     #[must_use]
     pub fn new(limits: ConnLimits, keepalive: Option<Duration>) -> Arc<Self> {
+        Self::with_send_buffer(limits, keepalive, None)
+    }
+
+    /// As [`SharedCaps::new`], and each accepted socket's kernel send buffer set to
+    /// `send_buffer` bytes (`SO_SNDBUF`, which Linux doubles for its bookkeeping and then no
+    /// longer grows). A face whose answers each cost a shared budget sets it small: the
+    /// kernel then takes little output of a client that does not read, the face sees the
+    /// rest as unsent and stops making answers for it (its own back-pressure). `None`: the
+    /// system's default, grown by the kernel as needed.
+    #[must_use]
+    pub fn with_send_buffer(
+        limits: ConnLimits,
+        keepalive: Option<Duration>,
+        send_buffer: Option<usize>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             limits,
             total: Arc::new(Semaphore::new(limits.max_connections)),
             per_source: Arc::new(PerSource::default()),
             keepalive,
+            send_buffer,
         })
     }
 }
 
-/// Where a connection is counted: its source and, for IPv6, its /56 and /48.
+/// Where a connection (or an event stream, [`crate::events`]) is counted: its source and, for
+/// IPv6, its /56 and /48.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Slot {
+pub(crate) struct Slot {
     source: SourceKey,
     p56: Option<u128>,
     p48: Option<u128>,
 }
 
 impl Slot {
-    fn of(ip: std::net::IpAddr) -> Self {
+    pub(crate) fn of(ip: std::net::IpAddr) -> Self {
         Self {
             source: SourceKey::of(ip),
             p56: v6_prefix(ip, 56),
@@ -129,9 +147,10 @@ impl Slot {
 }
 
 /// Connections held per source and per IPv6 prefix (entries at zero are removed, so the maps
-/// hold at most one entry per open connection).
+/// hold at most one entry per open connection). The event hub counts its streams with these
+/// caps too.
 #[derive(Debug, Default)]
-struct Counts {
+pub(crate) struct Counts {
     source: HashMap<SourceKey, usize>,
     p56: HashMap<u128, usize>,
     p48: HashMap<u128, usize>,
@@ -162,7 +181,7 @@ impl Counts {
     /// Counts a new connection of `slot` when the caps allow it; `in_use`: connections open
     /// on the face, this one not included; `proven`: servers the source has registered (0
     /// when not looked up). `Err`: the cap that refuses it.
-    fn try_take(
+    pub(crate) fn try_take(
         &mut self,
         slot: Slot,
         limits: &ConnLimits,
@@ -192,7 +211,7 @@ impl Counts {
         Ok(())
     }
 
-    fn give_back(&mut self, slot: Slot) {
+    pub(crate) fn give_back(&mut self, slot: Slot) {
         sub(&mut self.source, Some(slot.source));
         sub(&mut self.p56, slot.p56);
         sub(&mut self.p48, slot.p48);
@@ -347,6 +366,11 @@ impl CappedListener {
                 if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka) {
                     tracing::debug!(%peer, error = %e, "keep-alive not set");
                 }
+            }
+            if let Some(size) = caps.send_buffer
+                && let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(size)
+            {
+                tracing::debug!(%peer, error = %e, "send buffer not set");
             }
             let idle = caps.limits.idle_timeout;
             let s = CappedStream {

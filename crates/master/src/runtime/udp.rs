@@ -14,6 +14,10 @@
 //! budgets every UDP face shares (`gameagent.md` §8.3.10, `gamespy-master.md` §13.8): a byte
 //! budget per source (IPv4 address, IPv6 /64) on list replies, and a global egress byte budget
 //! per face on everything it sends. A reply that does not fit is dropped whole and counted.
+//! A source's list budget grows with the servers it has registered (proven), as the other
+//! per-source budgets do: a hosting box's address asking for lists as often as its servers'
+//! players gets one budget per server; an unproven source keeps the base budget (the egress
+//! budget bounds everything).
 //!
 //! A reply of many datagrams (a list) leaves in segmented sends (UDP GSO, `UDP_SEGMENT`): one
 //! system call and one socket buffer charge per run of up to 64 equal-sized datagrams, where
@@ -61,6 +65,9 @@ pub struct Budgets {
     pub list_bytes: BucketConfig,
     /// Sources tracked at most.
     pub max_tracked_sources: usize,
+    /// A source's list budget grows by one base budget per server it has registered,
+    /// counting this many at most (the daemon's `limits.proven_servers_max`; 0: never).
+    pub proven_servers_max: u32,
 }
 
 impl Default for Budgets {
@@ -73,6 +80,7 @@ impl Default for Budgets {
                 per_second: 16.0 * 1024.0,
             },
             max_tracked_sources: 100_000,
+            proven_servers_max: 0,
         }
     }
 }
@@ -353,8 +361,45 @@ impl OutSocket {
 #[derive(Debug)]
 struct Sender {
     sockets: Vec<OutSocket>,
+    gate: Gate,
+}
+
+/// The budgets a reply must fit in: the source's list budget (lists only), the face's egress.
+#[derive(Debug)]
+struct Gate {
     egress: ByteBudget,
     lists: SourceLimiter,
+}
+
+impl Gate {
+    fn new(budgets: &Budgets) -> Self {
+        Self {
+            egress: ByteBudget::new(budgets.egress_bytes_per_sec),
+            lists: SourceLimiter::new(budgets.list_bytes, budgets.max_tracked_sources)
+                .with_growth(budgets.proven_servers_max),
+        }
+    }
+
+    /// Spends the budgets of a reply of `size` bytes to `to`, or says which refused it;
+    /// `proven` counts the servers `to`'s source has registered (asked only when its list
+    /// budget is short or due for a recount).
+    fn admit(
+        &mut self,
+        kind: ReplyKind,
+        to: IpAddr,
+        size: usize,
+        t: Instant,
+        proven: impl FnOnce(muster_proto::limit::SourceKey) -> usize,
+    ) -> Result<(), DropReason> {
+        let cost = f64::from(u32::try_from(size).unwrap_or(u32::MAX));
+        if kind == ReplyKind::List && !self.lists.allow_proven(to, t, cost, proven) {
+            return Err(DropReason::SourceBudget);
+        }
+        if !self.egress.spend(size, t) {
+            return Err(DropReason::EgressBudget);
+        }
+        Ok(())
+    }
 }
 
 impl Sender {
@@ -377,20 +422,17 @@ impl Sender {
         }
         for r in out.replies.drain(..) {
             let size = r.datagrams.bytes();
-            if r.kind == ReplyKind::List
-                && !self.lists.allow(
-                    r.to.ip(),
-                    t,
-                    f64::from(u32::try_from(size).unwrap_or(u32::MAX)),
-                )
-            {
-                m.count_drop(DropReason::SourceBudget);
-                m.count_rate_limited(r.to.ip());
-                continue;
-            }
-            if !self.egress.spend(size, t) {
-                m.count_drop(DropReason::EgressBudget);
-                continue;
+            // The registry is not locked here (the machine's writer is dropped).
+            let proven = |k| handle.with_registry(|reg| reg.count_of_source(k));
+            match self.gate.admit(r.kind, r.to.ip(), size, t, proven) {
+                Ok(()) => {}
+                Err(why) => {
+                    m.count_drop(why);
+                    if why == DropReason::SourceBudget {
+                        m.count_rate_limited(r.to.ip());
+                    }
+                    continue;
+                }
             }
             let Some(out) = self.sockets.get_mut(r.via) else {
                 continue;
@@ -400,7 +442,7 @@ impl Sender {
             };
             out.send(to, &r.datagrams).await;
         }
-        self.lists.prune(t);
+        self.gate.lists.prune(t);
     }
 }
 
@@ -463,8 +505,7 @@ pub async fn run<M: UdpMachine>(
     drop(tx);
     let mut sender = Sender {
         sockets: out_sockets,
-        egress: ByteBudget::new(budgets.egress_bytes_per_sec),
-        lists: SourceLimiter::new(budgets.list_bytes, budgets.max_tracked_sources),
+        gate: Gate::new(&budgets),
     };
     let mut out = Outbox::default();
     let mut batch: Vec<Inbound> = Vec::with_capacity(BATCH);
@@ -682,6 +723,60 @@ pub(crate) mod harness {
 mod tests {
     use super::*;
     use proptest::prelude::Just;
+
+    #[test]
+    fn list_budget_grows_with_proven_servers_and_stays_bounded_for_others() {
+        let budgets = Budgets {
+            egress_bytes_per_sec: 1 << 30,
+            list_bytes: BucketConfig {
+                burst: 10_000.0,
+                per_second: 0.001,
+            },
+            max_tracked_sources: 100,
+            proven_servers_max: 4,
+        };
+        let mut g = Gate::new(&budgets);
+        let t = Instant::now();
+        let (unproven, boxed): (IpAddr, IpAddr) =
+            ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        // 1,000-byte lists: an unproven source gets its 10,000 bytes and no more.
+        let sent = |g: &mut Gate, ip, servers| {
+            (0..100)
+                .take_while(|_| g.admit(ReplyKind::List, ip, 1000, t, |_| servers).is_ok())
+                .count()
+        };
+        assert_eq!(sent(&mut g, unproven, 0), 10);
+        assert_eq!(
+            g.admit(ReplyKind::List, unproven, 1000, t, |_| 0),
+            Err(DropReason::SourceBudget)
+        );
+        // A source with 3 registered servers: four budgets.
+        assert_eq!(sent(&mut g, boxed, 3), 40);
+        // Growth is capped at `proven_servers_max` servers (4: five budgets).
+        let big: IpAddr = "192.0.2.3".parse().unwrap();
+        assert_eq!(sent(&mut g, big, 1000), 50);
+        // Control replies spend only the egress budget.
+        assert!(
+            g.admit(ReplyKind::Control, unproven, 1000, t, |_| 0)
+                .is_ok()
+        );
+        // Without growth configured, registered servers change nothing.
+        let mut g = Gate::new(&Budgets {
+            proven_servers_max: 0,
+            ..budgets
+        });
+        assert_eq!(sent(&mut g, boxed, 3), 10);
+        // And the egress budget still bounds a grown source.
+        let mut g = Gate::new(&Budgets {
+            egress_bytes_per_sec: 20_000,
+            ..budgets
+        });
+        assert_eq!(sent(&mut g, boxed, 3), 20);
+        assert_eq!(
+            g.admit(ReplyKind::List, big, 1000, t, |_| 3),
+            Err(DropReason::EgressBudget)
+        );
+    }
 
     #[test]
     fn families_are_mapped_for_the_socket() {

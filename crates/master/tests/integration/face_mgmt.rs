@@ -1835,3 +1835,52 @@ async fn a_paused_connection_still_times_out_when_unregistered() {
     drop(held);
     face.stop().await;
 }
+
+/// Answers made since `before` once the face stops making them (bounded wait).
+async fn answers_until_paused(face: &Running, before: u64) -> u64 {
+    let mut made = 0;
+    let mut still = 0;
+    for _ in 0..400 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = answers_made(&face.handle) - before;
+        still = if now == made { still + 1 } else { 0 };
+        made = now;
+        if still == 10 {
+            break;
+        }
+    }
+    made
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_read_costs_a_few_answers_whatever_the_kernel_buffers() {
+    // As the previous test, but the client keeps the system's receive buffer and the face's
+    // send buffer is what the face sets: what the kernels absorb for a client that reads
+    // nothing (and so the egress budget it spends) is a few answers, not megabytes.
+    let face = start(settings()).await;
+    let held = register_long_names(&face, 11).await;
+    for _ in 0..200 {
+        if face.mgmt_records() == 192 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = answers_made(&face.handle);
+    // A common default receive buffer (set, so that the host's settings do not matter).
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(128 * 1024).unwrap();
+    let mut c = sock.connect(face.addr).await.unwrap();
+    send(&mut c, &QUERY.repeat(200)).await;
+    let made = answers_until_paused(&face, before).await;
+    assert!(
+        made <= 8,
+        "{made} answers of a frame each made for a client that reads none"
+    );
+    for i in 0..200 {
+        let a = decode_answer(&read_frame(&mut c).await);
+        assert!(a.servers().len() > 100, "answer {i}");
+    }
+    assert_eq!(answers_made(&face.handle) - before, 200);
+    drop(held);
+    face.stop().await;
+}
