@@ -60,8 +60,14 @@ pub const FLUSH_DELAY: Duration = Duration::from_millis(20);
 pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
 /// Records the persister looks up per hold of the registry lock.
 pub const TAKE_CHUNK: usize = 1024;
-/// How long [`MasterHandle::durable`] waits for the store.
+/// How long [`MasterHandle::durable`] waits for the store, unless
+/// [`MasterHandle::set_durable_timeout`] says otherwise.
 pub const DURABLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `d` in whole milliseconds (saturating).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// Changes taken out of the registry for the store, not written yet: per key the record as
 /// it was when taken (`None`: removed), in take order (a key appears once per take), and the
@@ -175,6 +181,8 @@ struct Inner {
     /// while the store has not reached it ([`MasterHandle::unstored`]). Emptied of what the
     /// store reached after each successful write; at most one entry per record.
     unstored: Mutex<HashMap<ServerKey, u64>>,
+    /// How long [`MasterHandle::durable`] waits, in milliseconds.
+    durable_timeout_ms: std::sync::atomic::AtomicU64,
     /// Wakes the publisher.
     changed: Notify,
     /// Wakes the persister for a structural change or a waiting acknowledgement.
@@ -284,6 +292,7 @@ impl MasterHandle {
                 persisted: watch::Sender::new(version),
                 store_error: Mutex::new(None),
                 unstored: Mutex::default(),
+                durable_timeout_ms: std::sync::atomic::AtomicU64::new(millis(DURABLE_TIMEOUT)),
                 changed: Notify::new(),
                 flush_wanted: Notify::new(),
                 metrics: Metrics::default(),
@@ -732,15 +741,35 @@ impl MasterHandle {
             .clone()
     }
 
+    /// How long [`MasterHandle::durable`] waits for the store before its caller answers that
+    /// the change is not stored ([`DURABLE_TIMEOUT`] unless set; tests shorten it).
+    pub fn set_durable_timeout(&self, timeout: Duration) {
+        self.inner
+            .durable_timeout_ms
+            .store(millis(timeout), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The registry version the store has reached.
+    #[must_use]
+    pub fn persisted(&self) -> u64 {
+        *self.inner.persisted.borrow()
+    }
+
     /// Waits until every change up to registry version `version` is in the store (asking the
-    /// persister to write now); an error when that takes over [`DURABLE_TIMEOUT`].
+    /// persister to write now); an error when that takes over the durable timeout
+    /// ([`DURABLE_TIMEOUT`], see [`MasterHandle::set_durable_timeout`]).
     pub async fn durable(&self, version: u64) -> Result<(), StoreError> {
         let mut rx = self.inner.persisted.subscribe();
         if *rx.borrow() >= version {
             return Ok(());
         }
         self.inner.flush_wanted.notify_one();
-        match tokio::time::timeout(DURABLE_TIMEOUT, rx.wait_for(|v| *v >= version)).await {
+        let timeout = Duration::from_millis(
+            self.inner
+                .durable_timeout_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        match tokio::time::timeout(timeout, rx.wait_for(|v| *v >= version)).await {
             Ok(Ok(_)) => Ok(()),
             _ => Err(StoreError::Timeout),
         }
@@ -862,10 +891,14 @@ impl MasterHandle {
             })
             .await
             .unwrap_or(false);
+            // A failing store is retried at each tick anyway: the backoff only spaces the
+            // writes that waiters ask for, and never beyond the interval, so that a write asked
+            // for just after the store recovers is not held past a waiter's durable timeout.
+            let cap = interval.max(Duration::from_millis(100));
             backoff = if ok {
                 Duration::ZERO
             } else {
-                (backoff * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
+                (backoff * 2).clamp(Duration::from_millis(100), cap)
             };
         }
     }
@@ -1119,6 +1152,31 @@ mod tests {
             h.durable(v).await.is_err(),
             "times out while the store fails"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_durable_timeout_is_a_setting() {
+        let (h, _, fail) = open();
+        fail.store(true, Ordering::Relaxed);
+        h.register(reg(1), T0);
+        let v = h.version();
+        h.set_durable_timeout(Duration::from_millis(200));
+        let h2 = h.clone();
+        let waiter = tokio::spawn(async move { h2.durable(v).await });
+        tokio::task::yield_now().await;
+        tokio::time::advance(Duration::from_millis(150)).await;
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "still within the timeout");
+        tokio::time::advance(Duration::from_millis(100)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            waiter.is_finished(),
+            "timed out at the set 200 ms, not at 5 s"
+        );
+        let res = waiter.await.unwrap();
+        assert!(matches!(res, Err(StoreError::Timeout)), "{res:?}");
     }
 
     #[test]
