@@ -229,7 +229,8 @@ impl MasterHandle {
     /// Loads the registry from `store`: connection-bound records (faces without a lifetime,
     /// i.e. the management server's) are deleted, since their connections died with the last
     /// run; the rest are restored in their list order and whatever expired by `now` is pruned
-    /// from both registry and store.
+    /// from both registry and store (when the store refuses that write, the persister retries
+    /// it; only a failed load is an error).
     pub fn open(
         config: RegistryConfig,
         mut store: Box<dyn Store>,
@@ -255,8 +256,13 @@ impl MasterHandle {
         let expired = registry.prune_before(now);
         let mut gone = orphan_keys.clone();
         gone.extend(registry.take_dirty());
-        store.write(&[], &gone)?;
+        // A store that cannot take the removals now (a full disk) does not stop the start:
+        // the keys wait for the persister like any failed write, and `/healthz` says so.
+        let write_error = store.write(&[], &gone).err();
         registry.take_changes();
+        if write_error.is_some() {
+            registry.mark_dirty(gone);
+        }
         let report = LoadReport {
             restored: loaded_n - expired.len(),
             expired: expired.len(),
@@ -304,6 +310,9 @@ impl MasterHandle {
                 wanted_now: std::sync::atomic::AtomicBool::new(false),
             }),
         };
+        if let Some(e) = write_error {
+            handle.note_store_error(&e);
+        }
         Ok((handle, report))
     }
 
@@ -1230,6 +1239,35 @@ mod tests {
             Outcome::Rejected(crate::registry::Reject::BadGame)
         );
         assert_eq!(h.metrics().drops("bad_game"), 1);
+    }
+
+    #[test]
+    fn a_store_that_refuses_the_removals_at_open_gets_them_from_the_persister() {
+        let fake = Fake::default();
+        let mut live = Record::new(0, reg(1), T0);
+        live.last_heartbeat = T0;
+        let old = Record::new(0, reg(2), Timestamp::from_secs(1));
+        for r in [&live, &old] {
+            fake.rows.lock().unwrap().insert(r.key.clone(), r.clone());
+        }
+        let rows = Arc::clone(&fake.rows);
+        let fail = Arc::clone(&fake.fail);
+        fail.store(true, Ordering::Relaxed);
+        let (h, report) = MasterHandle::open(RegistryConfig::default(), Box::new(fake), T0)
+            .expect("a full disk does not stop the start");
+        assert_eq!((report.restored, report.expired), (1, 1));
+        assert!(h.store_error().is_some(), "told in /healthz");
+        assert_eq!(
+            rows.lock().unwrap().len(),
+            2,
+            "the expired row is still stored"
+        );
+        assert!(h.flush().is_err());
+        fail.store(false, Ordering::Relaxed);
+        h.flush().unwrap();
+        assert!(h.store_error().is_none());
+        let left: Vec<ServerKey> = rows.lock().unwrap().keys().cloned().collect();
+        assert_eq!(left, [live.key]);
     }
 
     #[test]
