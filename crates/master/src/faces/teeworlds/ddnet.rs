@@ -10,7 +10,7 @@
 //!   Action other than "delete"         400 Unknown Action header value …
 //!   Action: delete   Address, Secret   400 invalid / missing header …
 //!                    unknown address   400 could not find registered server
-//!                    else              200 success (once stored; else 503, see [`delete`])
+//!                    else              200 success (once stored; else 503: `delete()`)
 //!   Address, Secret, Connless-Token, Challenge-Secret, Challenge-Token, Community-Token,
 //!   Info-Serial (request.rs)           400 invalid header … / missing required header …
 //!   body without a JSON Content-Type   415 The request's Content-Type is not supported
@@ -241,7 +241,7 @@ struct DdnetFace {
 /// A delete's secret and stream URL.
 type PendingDelete = (Box<str>, Box<str>);
 
-/// Most deletes answered 503 that a retry can still find (see [`delete`]); past it, a retry of
+/// Most deletes answered 503 that a retry can still find (see `delete()`); past it, a retry of
 /// one more is answered as an unknown server (the removal still converges).
 pub const MAX_PENDING_DELETES: usize = 4096;
 
