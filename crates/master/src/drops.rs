@@ -147,6 +147,9 @@ drops! {
     /// A registration not acknowledged because the store did not confirm it in time (DDNet:
     /// answered 503; management: the connection's next answers wait for it).
     NotStored = "not_stored",
+    /// A player-count history sample dropped because the history store refused its batch (a
+    /// full disk); counted per sample.
+    HistoryNotStored = "history_not_stored",
 }
 
 impl DropReason {

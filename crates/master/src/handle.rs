@@ -60,8 +60,14 @@ pub const FLUSH_DELAY: Duration = Duration::from_millis(20);
 pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
 /// Records the persister looks up per hold of the registry lock.
 pub const TAKE_CHUNK: usize = 1024;
-/// How long [`MasterHandle::durable`] waits for the store.
+/// How long [`MasterHandle::durable`] waits for the store, unless
+/// [`MasterHandle::set_durable_timeout`] says otherwise.
 pub const DURABLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `d` in whole milliseconds (saturating).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// Changes taken out of the registry for the store, not written yet: per key the record as
 /// it was when taken (`None`: removed), in take order (a key appears once per take), and the
@@ -175,6 +181,8 @@ struct Inner {
     /// while the store has not reached it ([`MasterHandle::unstored`]). Emptied of what the
     /// store reached after each successful write; at most one entry per record.
     unstored: Mutex<HashMap<ServerKey, u64>>,
+    /// How long [`MasterHandle::durable`] waits, in milliseconds.
+    durable_timeout_ms: std::sync::atomic::AtomicU64,
     /// Wakes the publisher.
     changed: Notify,
     /// Wakes the persister for a structural change or a waiting acknowledgement.
@@ -221,7 +229,8 @@ impl MasterHandle {
     /// Loads the registry from `store`: connection-bound records (faces without a lifetime,
     /// i.e. the management server's) are deleted, since their connections died with the last
     /// run; the rest are restored in their list order and whatever expired by `now` is pruned
-    /// from both registry and store.
+    /// from both registry and store (when the store refuses that write, the persister retries
+    /// it; only a failed load is an error).
     pub fn open(
         config: RegistryConfig,
         mut store: Box<dyn Store>,
@@ -247,8 +256,13 @@ impl MasterHandle {
         let expired = registry.prune_before(now);
         let mut gone = orphan_keys.clone();
         gone.extend(registry.take_dirty());
-        store.write(&[], &gone)?;
+        // A store that cannot take the removals now (a full disk) does not stop the start:
+        // the keys wait for the persister like any failed write, and `/healthz` says so.
+        let write_error = store.write(&[], &gone).err();
         registry.take_changes();
+        if write_error.is_some() {
+            registry.mark_dirty(gone);
+        }
         let report = LoadReport {
             restored: loaded_n - expired.len(),
             expired: expired.len(),
@@ -284,6 +298,7 @@ impl MasterHandle {
                 persisted: watch::Sender::new(version),
                 store_error: Mutex::new(None),
                 unstored: Mutex::default(),
+                durable_timeout_ms: std::sync::atomic::AtomicU64::new(millis(DURABLE_TIMEOUT)),
                 changed: Notify::new(),
                 flush_wanted: Notify::new(),
                 metrics: Metrics::default(),
@@ -295,6 +310,9 @@ impl MasterHandle {
                 wanted_now: std::sync::atomic::AtomicBool::new(false),
             }),
         };
+        if let Some(e) = write_error {
+            handle.note_store_error(&e);
+        }
         Ok((handle, report))
     }
 
@@ -732,15 +750,35 @@ impl MasterHandle {
             .clone()
     }
 
+    /// How long [`MasterHandle::durable`] waits for the store before its caller answers that
+    /// the change is not stored ([`DURABLE_TIMEOUT`] unless set; tests shorten it).
+    pub fn set_durable_timeout(&self, timeout: Duration) {
+        self.inner
+            .durable_timeout_ms
+            .store(millis(timeout), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The registry version the store has reached.
+    #[must_use]
+    pub fn persisted(&self) -> u64 {
+        *self.inner.persisted.borrow()
+    }
+
     /// Waits until every change up to registry version `version` is in the store (asking the
-    /// persister to write now); an error when that takes over [`DURABLE_TIMEOUT`].
+    /// persister to write now); an error when that takes over the durable timeout
+    /// ([`DURABLE_TIMEOUT`], see [`MasterHandle::set_durable_timeout`]).
     pub async fn durable(&self, version: u64) -> Result<(), StoreError> {
         let mut rx = self.inner.persisted.subscribe();
         if *rx.borrow() >= version {
             return Ok(());
         }
         self.inner.flush_wanted.notify_one();
-        match tokio::time::timeout(DURABLE_TIMEOUT, rx.wait_for(|v| *v >= version)).await {
+        let timeout = Duration::from_millis(
+            self.inner
+                .durable_timeout_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        match tokio::time::timeout(timeout, rx.wait_for(|v| *v >= version)).await {
             Ok(Ok(_)) => Ok(()),
             _ => Err(StoreError::Timeout),
         }
@@ -862,10 +900,14 @@ impl MasterHandle {
             })
             .await
             .unwrap_or(false);
+            // A failing store is retried at each tick anyway: the backoff only spaces the
+            // writes that waiters ask for, and never beyond the interval, so that a write asked
+            // for just after the store recovers is not held past a waiter's durable timeout.
+            let cap = interval.max(Duration::from_millis(100));
             backoff = if ok {
                 Duration::ZERO
             } else {
-                (backoff * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
+                (backoff * 2).clamp(Duration::from_millis(100), cap)
             };
         }
     }
@@ -1121,6 +1163,31 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_durable_timeout_is_a_setting() {
+        let (h, _, fail) = open();
+        fail.store(true, Ordering::Relaxed);
+        h.register(reg(1), T0);
+        let v = h.version();
+        h.set_durable_timeout(Duration::from_millis(200));
+        let h2 = h.clone();
+        let waiter = tokio::spawn(async move { h2.durable(v).await });
+        tokio::task::yield_now().await;
+        tokio::time::advance(Duration::from_millis(150)).await;
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "still within the timeout");
+        tokio::time::advance(Duration::from_millis(100)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            waiter.is_finished(),
+            "timed out at the set 200 ms, not at 5 s"
+        );
+        let res = waiter.await.unwrap();
+        assert!(matches!(res, Err(StoreError::Timeout)), "{res:?}");
+    }
+
     #[test]
     fn a_ddnet_registration_stays_unstored_until_a_write_succeeds() {
         let (h, rows, fail) = open();
@@ -1172,6 +1239,35 @@ mod tests {
             Outcome::Rejected(crate::registry::Reject::BadGame)
         );
         assert_eq!(h.metrics().drops("bad_game"), 1);
+    }
+
+    #[test]
+    fn a_store_that_refuses_the_removals_at_open_gets_them_from_the_persister() {
+        let fake = Fake::default();
+        let mut live = Record::new(0, reg(1), T0);
+        live.last_heartbeat = T0;
+        let old = Record::new(0, reg(2), Timestamp::from_secs(1));
+        for r in [&live, &old] {
+            fake.rows.lock().unwrap().insert(r.key.clone(), r.clone());
+        }
+        let rows = Arc::clone(&fake.rows);
+        let fail = Arc::clone(&fake.fail);
+        fail.store(true, Ordering::Relaxed);
+        let (h, report) = MasterHandle::open(RegistryConfig::default(), Box::new(fake), T0)
+            .expect("a full disk does not stop the start");
+        assert_eq!((report.restored, report.expired), (1, 1));
+        assert!(h.store_error().is_some(), "told in /healthz");
+        assert_eq!(
+            rows.lock().unwrap().len(),
+            2,
+            "the expired row is still stored"
+        );
+        assert!(h.flush().is_err());
+        fail.store(false, Ordering::Relaxed);
+        h.flush().unwrap();
+        assert!(h.store_error().is_none());
+        let left: Vec<ServerKey> = rows.lock().unwrap().keys().cloned().collect();
+        assert_eq!(left, [live.key]);
     }
 
     #[test]

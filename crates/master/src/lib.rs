@@ -562,15 +562,19 @@ impl Master {
         let mut samples = self.samples.clone();
         let mut history = None;
         if self.config.history.enabled {
-            let h = web::History::new(
-                Box::new(web::history::SqliteHistory::open(&self.config.data_dir)?),
-                self.config.history.retention.0,
-            );
+            // A history that cannot be opened now (a full disk) is opened at its next use:
+            // history is best effort and never stops the daemon.
+            let (store, err) = web::history::ReopeningHistory::open(&self.config.data_dir);
+            if let Some(e) = err {
+                tracing::warn!(error = %error_chain(&e), "player-count history unavailable; tried again at each write");
+            }
+            let h = web::History::new(Box::new(store), self.config.history.retention.0);
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             tasks.spawn(web::history::run(
                 h.clone(),
                 rx,
                 samples.take(),
+                Some(handle.clone()),
                 stop.clone(),
             ));
             // Servers the poller does not poll (management servers; all while it is off).

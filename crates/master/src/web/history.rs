@@ -38,6 +38,9 @@ pub const WRITE_INTERVAL: Duration = Duration::from_secs(1);
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 /// Samples buffered before a write is forced (bounds memory between writes).
 pub const MAX_BUFFERED: usize = 4096;
+/// While writes keep failing, a failure is logged at most this often (with the samples dropped
+/// since the last line).
+pub const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// One stored sample of one server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +175,88 @@ impl HistoryStore for SqliteHistory {
     }
 }
 
+/// [`SqliteHistory`] in a directory, opened at first use: a failed open (a full disk at start)
+/// is an error of that call, and the next call tries again, so history starts working when
+/// the disk has room again instead of stopping the daemon.
+#[derive(Debug)]
+pub struct ReopeningHistory {
+    dir: std::path::PathBuf,
+    open: Option<SqliteHistory>,
+}
+
+impl ReopeningHistory {
+    /// Opens the history in `dir` now if it can; if not, the error is returned beside the
+    /// store, which tries again at each use.
+    #[must_use]
+    pub fn open(dir: &Path) -> (Self, Option<StoreError>) {
+        let mut s = Self {
+            dir: dir.to_owned(),
+            open: None,
+        };
+        let err = s.get().err();
+        (s, err)
+    }
+
+    fn get(&mut self) -> Result<&mut SqliteHistory, StoreError> {
+        let s = match self.open.take() {
+            Some(s) => s,
+            None => SqliteHistory::open(&self.dir)?,
+        };
+        Ok(self.open.insert(s))
+    }
+}
+
+impl HistoryStore for ReopeningHistory {
+    fn append(&mut self, samples: &[PollSample]) -> Result<(), StoreError> {
+        self.get()?.append(samples)
+    }
+
+    fn prune(&mut self, before: Timestamp) -> Result<usize, StoreError> {
+        self.get()?.prune(before)
+    }
+
+    fn range(
+        &mut self,
+        addr: &str,
+        game: Option<&str>,
+        since: Timestamp,
+    ) -> Result<Vec<HistoryPoint>, StoreError> {
+        self.get()?.range(addr, game, since)
+    }
+}
+
+/// Failed history writes: the first is logged at once, later ones at most every
+/// [`FAILURE_LOG_INTERVAL`] with the samples dropped meanwhile; the first success after
+/// failures is logged too. Time is passed in.
+#[derive(Debug, Default)]
+struct FailureLog {
+    /// When the last failure line was written (`None`: writes work).
+    last_line: Option<std::time::Instant>,
+    /// Samples dropped since that line.
+    dropped: usize,
+}
+
+impl FailureLog {
+    /// A write of `n` samples failed with `e` at `now`: whether to log, and how many samples
+    /// to report (those since the last line, this batch included).
+    fn failed(&mut self, n: usize, now: std::time::Instant) -> Option<usize> {
+        self.dropped += n;
+        match self.last_line {
+            Some(t) if now.duration_since(t) < FAILURE_LOG_INTERVAL => None,
+            _ => {
+                self.last_line = Some(now);
+                Some(std::mem::take(&mut self.dropped))
+            }
+        }
+    }
+
+    /// A write worked: whether writes had failed before (the recovery is worth a line).
+    fn ok(&mut self) -> bool {
+        self.dropped = 0;
+        self.last_line.take().is_some()
+    }
+}
+
 /// A shared history store: the writer task and the HTTP handlers hold clones.
 #[derive(Debug, Clone)]
 pub struct History {
@@ -227,12 +312,17 @@ impl History {
 }
 
 /// Receives samples until `samples` closes or `stop` is cancelled, forwarding each to `forward`
-/// (the embedder's own sink, if any) and writing them to `history` in batches. Store errors
-/// are logged and the batch dropped: history is best effort, never a reason to stop.
+/// (the embedder's own sink, if any) and writing them to `history` in batches. A batch the
+/// store refuses (a full disk) is dropped, each of its samples counted under
+/// [`DropReason::HistoryNotStored`] in `counts`' metrics, and logged at most once per
+/// [`FAILURE_LOG_INTERVAL`]: history is best effort, never a reason to stop or to hold memory.
+///
+/// [`DropReason::HistoryNotStored`]: crate::drops::DropReason::HistoryNotStored
 pub async fn run(
     history: History,
     mut samples: mpsc::UnboundedReceiver<PollSample>,
     forward: Option<mpsc::UnboundedSender<PollSample>>,
+    counts: Option<crate::MasterHandle>,
     stop: tokio_util::sync::CancellationToken,
 ) {
     let mut write = tokio::time::interval(WRITE_INTERVAL);
@@ -240,19 +330,34 @@ pub async fn run(
     write.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut buf: Vec<PollSample> = Vec::new();
+    let mut failures = FailureLog::default();
     // SQLite runs on the blocking pool: a batch of thousands of rows (every server's first
     // sample) must not hold a reactor thread that serves the faces.
-    let flush = async |buf: &mut Vec<PollSample>| {
+    let mut flush = async |buf: &mut Vec<PollSample>| {
         if buf.is_empty() {
             return;
         }
         let batch = std::mem::take(buf);
         let h = history.clone();
         let n = batch.len();
-        match crate::runtime::bulk::spawn(move || h.append(&batch)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, dropped = n, "history write failed"),
-            Err(e) => tracing::warn!(error = %e, dropped = n, "history write failed"),
+        let error = match crate::runtime::bulk::spawn(move || h.append(&batch)).await {
+            Ok(Ok(())) => {
+                if failures.ok() {
+                    tracing::info!("history writes work again");
+                }
+                return;
+            }
+            Ok(Err(e)) => crate::error_chain(&e),
+            Err(e) => crate::error_chain(&e),
+        };
+        if let Some(c) = &counts {
+            c.metrics().count_drops(
+                crate::drops::DropReason::HistoryNotStored,
+                u64::try_from(n).unwrap_or(u64::MAX),
+            );
+        }
+        if let Some(dropped) = failures.failed(n, std::time::Instant::now()) {
+            tracing::warn!(%error, dropped, "history write failed; samples dropped (logged at most once a minute)");
         }
     };
     loop {
@@ -276,8 +381,9 @@ pub async fn run(
                 match crate::runtime::bulk::spawn(move || h.prune(Timestamp::now())).await {
                     Ok(Ok(n)) if n > 0 => tracing::debug!(n, "history pruned"),
                     Ok(Ok(_)) => {}
-                    Ok(Err(e)) => tracing::warn!(error = %e, "history prune failed"),
-                    Err(e) => tracing::warn!(error = %e, "history prune failed"),
+                    // The writes' failure line covers a broken store; a prune fails with them.
+                    Ok(Err(e)) => tracing::debug!(error = %e, "history prune failed"),
+                    Err(e) => tracing::debug!(error = %e, "history prune failed"),
                 }
             }
         }
@@ -574,6 +680,44 @@ mod tests {
         assert_eq!(all.scan([&mgmt, &polled, &silent], t0).len(), 2);
     }
 
+    #[test]
+    fn a_history_that_cannot_open_tries_again_at_each_use() {
+        let dir =
+            std::env::temp_dir().join(format!("muster-history-reopen-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // A file where the data directory should be: no database can be made there.
+        let blocked = dir.join("data");
+        std::fs::write(&blocked, b"not a directory").unwrap();
+        let (store, err) = ReopeningHistory::open(&blocked);
+        assert!(err.is_some());
+        let h = History::new(Box::new(store), DEFAULT_RETENTION);
+        let s = sample("127.0.0.1:7777", 1_000, 1);
+        assert!(h.append(std::slice::from_ref(&s)).is_err());
+        std::fs::remove_file(&blocked).unwrap();
+        h.append(&[s]).unwrap();
+        let got = h.recent("127.0.0.1:7777", None, Timestamp(1_000)).unwrap();
+        assert_eq!(got.len(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn failed_writes_are_logged_at_most_once_an_interval() {
+        let mut log = FailureLog::default();
+        let t0 = std::time::Instant::now();
+        assert_eq!(log.failed(3, t0), Some(3), "the first failure at once");
+        assert_eq!(log.failed(4, t0 + Duration::from_secs(1)), None);
+        assert_eq!(log.failed(5, t0 + Duration::from_secs(59)), None);
+        assert_eq!(
+            log.failed(1, t0 + FAILURE_LOG_INTERVAL),
+            Some(10),
+            "one line per interval, with what was dropped since the last"
+        );
+        assert!(log.ok(), "the recovery is told");
+        assert!(!log.ok(), "once");
+        assert_eq!(log.failed(2, t0 + FAILURE_LOG_INTERVAL), Some(2));
+    }
+
     #[tokio::test]
     async fn task_writes_and_forwards() {
         let h = History::new(
@@ -586,7 +730,7 @@ mod tests {
         let now = Timestamp::now().0;
         tx.send(sample("127.0.0.1:1", now, 4)).unwrap();
         drop(tx);
-        run(h.clone(), rx, Some(ftx), stop_rx).await;
+        run(h.clone(), rx, Some(ftx), None, stop_rx).await;
         assert_eq!(frx.recv().await.unwrap().num_players, Some(4));
         let got = h.recent("127.0.0.1:1", None, Timestamp(now)).unwrap();
         assert_eq!(got.len(), 1);

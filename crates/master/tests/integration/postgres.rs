@@ -619,6 +619,8 @@ async fn with_the_database_stopped_nothing_is_acknowledged_until_committed() {
     let url = database(&admin, "acked").await;
     let dir = TempDir::new("pg-acked");
     let a = Instance::start(instance_config(&dir, &url));
+    // 503 after 2 s rather than the default 5 s: the test waits for several of them.
+    a.handle.set_durable_timeout(Duration::from_secs(2));
     let http = a.addr("http");
     let body = muster_testkit::fixture(
         "teeworlds_master/ddnet-16.4-http-register/01-http-request-body.bin",
@@ -665,7 +667,8 @@ async fn with_the_database_stopped_nothing_is_acknowledged_until_committed() {
     // Back: the retry is acknowledged once the row is committed (503 until the store
     // reconnects), and the management answer goes out.
     let mut acked = false;
-    for _ in 0..6 {
+    // As long as before the durable timeout was a setting (6 tries of 5 s).
+    for _ in 0..15 {
         let (status, answer) = s.post(http, Some(&token), &body).await;
         if answer == SUCCESS {
             acked = true;

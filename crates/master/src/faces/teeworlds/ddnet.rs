@@ -10,7 +10,7 @@
 //!   Action other than "delete"         400 Unknown Action header value …
 //!   Action: delete   Address, Secret   400 invalid / missing header …
 //!                    unknown address   400 could not find registered server
-//!                    else              200 success
+//!                    else              200 success (once stored; else 503: `delete()`)
 //!   Address, Secret, Connless-Token, Challenge-Secret, Challenge-Token, Community-Token,
 //!   Info-Serial (request.rs)           400 invalid header … / missing required header …
 //!   body without a JSON Content-Type   415 The request's Content-Type is not supported
@@ -233,7 +233,17 @@ struct DdnetFace {
     docs: Mutex<Docs>,
     /// Woken when a rebuild ends.
     built: tokio::sync::Notify,
+    /// Deletes answered 503 (see [`delete`]): per secret and stream URL, the registry version
+    /// the store must reach. At most [`MAX_PENDING_DELETES`].
+    pending_deletes: Mutex<std::collections::HashMap<PendingDelete, u64>>,
 }
+
+/// A delete's secret and stream URL.
+type PendingDelete = (Box<str>, Box<str>);
+
+/// Most deletes answered 503 that a retry can still find (see `delete()`); past it, a retry of
+/// one more is answered as an unknown server (the removal still converges).
+pub const MAX_PENDING_DELETES: usize = 4096;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -275,6 +285,7 @@ pub fn router_and_files(
         limits: Mutex::new(limits),
         docs: Mutex::new(Docs::default()),
         built: tokio::sync::Notify::new(),
+        pending_deletes: Mutex::default(),
     });
     let router = Router::new()
         .route(
@@ -654,23 +665,46 @@ async fn send_challenge(
 }
 
 /// `Action: delete`: the stream goes if it is registered at the peer's IP under this secret.
+///
+/// The stream leaves the registry (and the lists) at once; `success` is answered only once the
+/// store has the removal. When the store does not confirm it within the durable timeout (a
+/// full disk) the answer is 503: the removal stands in memory and the persister keeps writing
+/// it until the store takes it, but a restart before then would load the stream again (to
+/// expire by its lifetime). A retry of that delete no longer finds the stream, so the face
+/// keeps the version it waits for ([`MAX_PENDING_DELETES`]): the retry is answered `success`
+/// once the store has it, 503 while not.
 async fn delete(face: &DdnetFace, ip: IpAddr, d: &DeleteHeaders<'_>) -> Response {
     let url = stream_url(d.address.protocol, SocketAddr::new(ip, d.address.port));
-    match face.handle.write(|r| r.ddnet_delete(d.secret, &url)) {
-        None => {
-            face.handle.metrics().count_drop(DropReason::UnknownServer);
-            error(StatusCode::BAD_REQUEST, request::NOT_FOUND)
-        }
-        Some(_) => {
-            let version = face.handle.version();
-            if let Err(e) = face.handle.durable(version).await {
-                tracing::warn!(error = %crate::error_chain(&e), "ddnet deletion not stored");
+    let m = face.handle.metrics();
+    let pending_key: PendingDelete = (Box::from(d.secret), Box::from(url.as_str()));
+    let removed = face
+        .handle
+        .write(|r| r.ddnet_delete(d.secret, &url).map(|_| r.version()));
+    let version = match removed {
+        Some(v) => v,
+        None => match lock(&face.pending_deletes).get(&pending_key).copied() {
+            Some(v) => v,
+            None => {
+                m.count_drop(DropReason::UnknownServer);
+                return error(StatusCode::BAD_REQUEST, request::NOT_FOUND);
             }
-            // Read-your-writes: once the goodbye is answered, no list shows the stream.
-            face.handle.visible(version).await;
-            json_response(StatusCode::OK, &RegisterResponse::Success)
+        },
+    };
+    if let Err(e) = face.handle.durable(version).await {
+        m.count_drop(DropReason::NotStored);
+        tracing::warn!(error = %crate::error_chain(&e), "ddnet deletion not stored");
+        let persisted = face.handle.persisted();
+        let mut pending = lock(&face.pending_deletes);
+        pending.retain(|_, v| *v > persisted);
+        if pending.len() < MAX_PENDING_DELETES || pending.contains_key(&pending_key) {
+            pending.insert(pending_key, version);
         }
+        return error(StatusCode::SERVICE_UNAVAILABLE, "storage failed");
     }
+    lock(&face.pending_deletes).remove(&pending_key);
+    // Read-your-writes: once the goodbye is answered, no list shows the stream.
+    face.handle.visible(version).await;
+    json_response(StatusCode::OK, &RegisterResponse::Success)
 }
 
 fn accepts_gzip(headers: &HeaderMap) -> bool {
