@@ -592,6 +592,7 @@ fn row(r: &ServerResult) -> Vec<String> {
         query,
         r.resolved_address.show(),
         r.protocol.to_owned(),
+        r.game_name.clone().unwrap_or_default(),
         ping,
         players,
         r.lobby
@@ -610,6 +611,7 @@ fn write_table<W: Write>(out: &mut W, results: &[ServerResult], details: bool) -
         Column::left("QUERY ADDRESS", 45),
         Column::left("RESOLVED", 45),
         Column::left("PROTOCOL", 9),
+        Column::left("GAME", 24),
         Column::right("PING", 7),
         Column::right("PLAYERS", 9),
         Column::left("LOBBY", 6),
@@ -777,6 +779,27 @@ mod tests {
         assert!(!SortSpec::parse("ping").unwrap().descending);
         assert!(SortSpec::parse("players:up").is_err());
         assert!(SortSpec::parse("colour").is_err());
+    }
+
+    #[test]
+    fn the_table_shows_the_game_by_name_where_known() {
+        let mut ut = ServerResult::listed("gamespy1");
+        ut.game = Some("ut".into());
+        ut.game_name = Some("Unreal Tournament".into());
+        let unknown = ServerResult::listed("teeworlds");
+        let mut out = Vec::new();
+        write_table(&mut out, &[ut, unknown], false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let mut lines = text.lines();
+        let title = lines.next().unwrap();
+        let at = title.find("GAME").expect("a GAME column");
+        let first = lines.next().unwrap();
+        assert_eq!(first.get(at..at + 17), Some("Unreal Tournament"), "{text}");
+        // No result names its game: no empty column.
+        let mut out = Vec::new();
+        write_table(&mut out, &[ServerResult::listed("teeworlds")], false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("GAME"), "{text}");
     }
 
     #[test]
