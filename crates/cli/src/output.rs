@@ -611,7 +611,7 @@ fn write_table<W: Write>(out: &mut W, results: &[ServerResult], details: bool) -
         Column::left("QUERY ADDRESS", 45),
         Column::left("RESOLVED", 45),
         Column::left("PROTOCOL", 9),
-        Column::left("GAME", 24),
+        Column::left("GAME", 40),
         Column::right("PING", 7),
         Column::right("PLAYERS", 9),
         Column::left("LOBBY", 6),
