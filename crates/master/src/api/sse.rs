@@ -10,8 +10,9 @@
 //!   : keep-alive                            every `events.keep_alive` (15 s)
 //!   event: resync                           events after N are gone: fetch the list again
 //!   event: dropped                          the last event of a subscriber that fell behind
-//! 503 {"error": …}                           too many streams (in total, from the source or
-//!                                           its IPv6 /56 or /48, or only the reserve is left)
+//! 429 {"error": …}                           too many streams from the source or its IPv6 /56
+//!                                           or /48, or only the reserve is left
+//! 503 {"error": …}                           too many streams in total
 //! ```
 //!
 //! The stream stays open for as long as the client reads it: its connection is marked
@@ -76,7 +77,8 @@ fn refuse(status: StatusCode, error: impl Into<std::borrow::Cow<'static, str>>) 
         `address`, `registered_address`, `game`, `protocol`), `resync`, `dropped`",
         content_type = "text/event-stream"),
     (status = 400, description = "The event id is not a number", body = ErrorDto),
-    (status = 503, description = "Too many event streams", body = ErrorDto)
+    (status = 429, description = "Too many event streams from this address or network", body = ErrorDto),
+    (status = 503, description = "Too many event streams in total", body = ErrorDto)
 ))]
 pub async fn events(State(h): State<MasterHandle>, req: Parts) -> Response {
     if let Err(e) = crate::http::check_params(req.uri.query(), &["last_event_id"]) {
@@ -110,15 +112,32 @@ pub async fn events(State(h): State<MasterHandle>, req: Parts) -> Response {
         Ok(s) => s,
         Err(e) => {
             h.metrics().count_drop(DropReason::EventStreamCap);
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                match e {
-                    Refused::Total => "too many event streams are open",
-                    Refused::PerSource => "too many event streams from this address",
-                    Refused::Prefix => "too many event streams from this network",
-                    Refused::Reserve => "the last event streams are kept for addresses holding few",
-                },
-            );
+            // The total is the daemon's capacity (503); the others limit what one address or
+            // network may hold (429), and are counted by name like every per-source limit.
+            let (status, limit, why) = match e {
+                Refused::Total => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "event_streams_total",
+                    "too many event streams are open",
+                ),
+                Refused::PerSource => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "event_streams_per_source",
+                    "too many event streams from this address",
+                ),
+                Refused::Prefix => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "event_streams_per_prefix",
+                    "too many event streams from this network",
+                ),
+                Refused::Reserve => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "event_streams_reserve",
+                    "the last event streams are kept for addresses holding few",
+                ),
+            };
+            h.metrics().count_limited(limit, ip);
+            return refuse(status, why);
         }
     };
     if let Some(l) = req.extensions.get::<LongLived>() {

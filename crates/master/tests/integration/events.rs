@@ -1,7 +1,7 @@
 //! `GET /api/v1/events` over real sockets: a management server registers, updates its stats and
 //! unregisters through its face; the stream carries `server_added`, `server_changed` and
 //! `server_removed` within 2 s of each. The stream outlives the TCP idle timeout, resumes after
-//! `Last-Event-ID`, and the subscriber caps answer 503. `/metrics` carries per-server gauges.
+//! `Last-Event-ID`, and the subscriber caps answer 429 (per address or network) or 503 (in total). `/metrics` carries per-server gauges.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -224,9 +224,10 @@ async fn streams_are_capped_per_source_and_bad_ids_refused() {
     let Err((status, body)) = Stream::open(http, "/api/v1/events", None).await else {
         panic!("a fourth stream from one source was accepted");
     };
-    assert_eq!(status, 503, "{body}");
+    assert_eq!(status, 429, "{body}");
     assert!(body.contains("too many event streams"), "{body}");
     assert_eq!(d.handle.metrics().drops("event_stream_cap"), 1);
+    assert_eq!(d.handle.metrics().limited("event_streams_per_source"), 1);
     drop(open.pop());
     // The slot is given back when the connection goes.
     let t = Instant::now();
