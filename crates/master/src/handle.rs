@@ -388,6 +388,13 @@ impl MasterHandle {
         f(&self.lock())
     }
 
+    /// Servers `source` has registered, each with a proof: per-source budgets grow with them
+    /// (`SourceLimiter::allow_proven`). Takes the registry lock for one lookup.
+    #[must_use]
+    pub fn proven_servers(&self, source: muster_proto::limit::SourceKey) -> usize {
+        self.lock().count_of_source(source)
+    }
+
     /// The registry's version now (pass it to [`MasterHandle::durable`]).
     #[must_use]
     pub fn version(&self) -> u64 {

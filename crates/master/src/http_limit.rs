@@ -91,14 +91,9 @@ pub async fn limit(State(l): State<Arc<HttpListLimit>>, req: Request, next: Next
         let allowed = limiter
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .allow_proven(ip, Instant::now(), 1.0, |k| {
-                l.handle.with_registry(|r| r.count_of_source(k))
-            });
+            .allow_proven(ip, Instant::now(), 1.0, |k| l.handle.proven_servers(k));
         if !allowed {
-            let m = l.handle.metrics();
-            m.count_rate_limited(ip);
-            m.count_limited(name, ip);
-            m.count_drop(crate::drops::DropReason::RateLimited);
+            l.handle.metrics().count_bucket_refusal(name, ip);
             return (
                 StatusCode::TOO_MANY_REQUESTS,
                 [(header::RETRY_AFTER, retry_after(refill))],

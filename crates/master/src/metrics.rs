@@ -194,6 +194,15 @@ impl Metrics {
         }
     }
 
+    /// A request from `source` refused by the per-source token bucket named `limit`: counted
+    /// as rate-limited, under the limit's name ([`Metrics::count_limited`]) and as the drop
+    /// `rate_limited`.
+    pub fn count_bucket_refusal(&self, limit: &'static str, source: IpAddr) {
+        self.count_rate_limited(source);
+        self.count_limited(limit, source);
+        self.count_drop(DropReason::RateLimited);
+    }
+
     /// Refusals by the limit named `limit` so far.
     #[must_use]
     pub fn limited(&self, limit: &str) -> u64 {

@@ -95,6 +95,16 @@ impl BucketConfig {
         }
     }
 
+    /// This budget grown by `servers` proven servers: `1 + servers` times burst and refill.
+    #[must_use]
+    pub fn grown(&self, servers: u32) -> Self {
+        let k = 1.0 + f64::from(servers);
+        Self {
+            burst: self.burst * k,
+            per_second: self.per_second * k,
+        }
+    }
+
     fn full_after(&self) -> Duration {
         if self.per_second.is_finite() && self.per_second > 0.0 {
             Duration::from_secs_f64(self.burst / self.per_second)
@@ -118,18 +128,6 @@ impl Bucket {
     fn level(&self, now: Instant, cfg: &BucketConfig) -> f64 {
         let dt = now.saturating_duration_since(self.at).as_secs_f64();
         (self.tokens + dt * cfg.per_second).min(cfg.burst)
-    }
-}
-
-impl BucketConfig {
-    /// This budget grown by `servers` proven servers: `1 + servers` times burst and refill.
-    #[must_use]
-    pub fn grown(&self, servers: u32) -> Self {
-        let k = 1.0 + f64::from(servers);
-        Self {
-            burst: self.burst * k,
-            per_second: self.per_second * k,
-        }
     }
 }
 

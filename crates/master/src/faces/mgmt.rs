@@ -248,21 +248,16 @@ impl Shared {
         }
     }
 
-    /// The servers `source` has registered (its budgets grow with them).
-    fn proven(&self, source: muster_proto::limit::SourceKey) -> usize {
-        self.handle.with_registry(|r| r.count_of_source(source))
-    }
-
     fn try_query(&self, ip: IpAddr) -> bool {
         lock(&self.limits)
             .queries
-            .allow_proven(ip, now(), 1.0, |k| self.proven(k))
+            .allow_proven(ip, now(), 1.0, |k| self.handle.proven_servers(k))
     }
 
     fn try_state(&self, ip: IpAddr) -> bool {
         lock(&self.limits)
             .state
-            .allow_proven(ip, now(), 1.0, |k| self.proven(k))
+            .allow_proven(ip, now(), 1.0, |k| self.handle.proven_servers(k))
     }
 
     fn try_egress(&self, bytes: usize) -> bool {

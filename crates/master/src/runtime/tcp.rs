@@ -284,7 +284,7 @@ impl MetricsSink for crate::MasterHandle {
     }
 
     fn proven(&self, source: SourceKey) -> usize {
-        self.with_registry(|r| r.count_of_source(source))
+        self.proven_servers(source)
     }
 }
 

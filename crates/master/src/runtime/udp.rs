@@ -423,7 +423,7 @@ impl Sender {
         for r in out.replies.drain(..) {
             let size = r.datagrams.bytes();
             // The registry is not locked here (the machine's writer is dropped).
-            let proven = |k| handle.with_registry(|reg| reg.count_of_source(k));
+            let proven = |k| handle.proven_servers(k);
             match self.gate.admit(r.kind, r.to.ip(), size, t, proven) {
                 Ok(()) => {}
                 Err(why) => {

@@ -369,21 +369,15 @@ fn too_many(retry_after: Duration) -> Response {
 }
 
 impl DdnetFace {
-    /// The servers `source` has registered (its buckets grow with them).
-    fn proven(&self, source: SourceKey) -> usize {
-        self.handle.with_registry(|r| r.count_of_source(source))
-    }
-
     /// Takes a `servers.json` token for `ip`; a refusal is counted when `count`.
     fn allow_servers_json(&self, ip: IpAddr, count: bool) -> bool {
         let ok = lock(&self.limits)
             .servers_json
-            .allow_proven(ip, now_instant(), 1.0, |k| self.proven(k));
+            .allow_proven(ip, now_instant(), 1.0, |k| self.handle.proven_servers(k));
         if !ok && count {
-            let m = self.handle.metrics();
-            m.count_rate_limited(ip);
-            m.count_limited("servers_json", ip);
-            m.count_drop(DropReason::RateLimited);
+            self.handle
+                .metrics()
+                .count_bucket_refusal("servers_json", ip);
         }
         ok
     }
@@ -463,11 +457,9 @@ async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response 
     };
     let allowed = lock(&face.limits)
         .register
-        .allow_proven(ip, now_instant(), 1.0, |k| face.proven(k));
+        .allow_proven(ip, now_instant(), 1.0, |k| face.handle.proven_servers(k));
     if !allowed {
-        m.count_rate_limited(ip);
-        m.count_limited("ddnet_register", ip);
-        m.count_drop(DropReason::RateLimited);
+        m.count_bucket_refusal("ddnet_register", ip);
         return too_many(face.settings.register_refill);
     }
     let (parts, body) = req.into_parts();
@@ -642,13 +634,11 @@ async fn send_challenge(
         let mut l = lock(&face.limits);
         let t = now_instant();
         l.challenge
-            .allow_proven(to.ip(), t, 1.0, |k| face.proven(k))
+            .allow_proven(to.ip(), t, 1.0, |k| face.handle.proven_servers(k))
             && l.budget.spend(bytes.len(), t)
     };
     if !ok {
-        m.count_rate_limited(to.ip());
-        m.count_limited("ddnet_challenge", to.ip());
-        m.count_drop(DropReason::RateLimited);
+        m.count_bucket_refusal("ddnet_challenge", to.ip());
         return;
     }
     let Some(socket) = face
