@@ -50,13 +50,8 @@ t=$SECONDS
 cargo clippy --workspace --all-targets --locked -- -D warnings
 elapsed "$t"
 
-step "muster-proto stays free of I/O crates"
-if cargo tree -p muster-proto -e normal --prefix none | grep -Eq '^(tokio|mio|socket2|async-std) '; then
-    echo "error: muster-proto depends on an I/O crate:" >&2
-    cargo tree -p muster-proto -e normal -i tokio >&2 || true
-    exit 1
-fi
-echo "ok"
+step "layers: muster-proto has no I/O crate, muster-core no socket, HTTP or web crate"
+bash scripts/check-layers.sh
 
 step "docs"
 t=$SECONDS

@@ -668,7 +668,7 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct DdnetConfig {
     /// A CSV file of IP networks and locations (`192.0.2.0/24,eu:de`), as DDNet's master took
-    /// ([`crate::api::locations`]): `servers.json` entries and the API's server objects get a
+    /// ([`crate::locations`]): `servers.json` entries and the API's server objects get a
     /// `location`. Empty (the default): none.
     pub locations: PathBuf,
 }
@@ -746,8 +746,7 @@ impl EventsConfig {
     }
 }
 
-/// Default of `http.server_metrics_max`.
-pub const DEFAULT_SERVER_METRICS_MAX: usize = 10_000;
+pub use muster_core::metrics::DEFAULT_SERVER_METRICS_MAX;
 
 /// HTTP face options.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

@@ -41,10 +41,10 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::MasterHandle;
 use crate::api::dto::{ErrorDto, HealthDto, InfoDto, ServerDetail, ServerListDto, ServerSummary};
-use crate::api::list::{ListQuery, SortKey};
 use crate::metrics::{ServerSeries, render_servers};
 use crate::registry::GameAddr;
 use crate::runtime::http::HttpLimits;
+use crate::views::list::{ListQuery, SortKey};
 
 /// Longest `q` (text search) accepted, in bytes.
 pub const MAX_SEARCH_LEN: usize = 256;
@@ -461,7 +461,7 @@ impl ListParams {
             region: match self.region.as_deref().map(str::trim) {
                 None | Some("") => None,
                 Some(r)
-                    if r.len() <= crate::api::locations::MAX_LOCATION_LEN
+                    if r.len() <= crate::locations::MAX_LOCATION_LEN
                         && r.bytes().all(|b| {
                             b.is_ascii_alphanumeric() || b == b':' || b == b'-' || b == b'_'
                         }) =>
@@ -480,7 +480,7 @@ impl ListParams {
             )?,
             per_page: number(
                 self.per_page.as_deref(),
-                (1, crate::api::list::MAX_PER_PAGE),
+                (1, crate::views::list::MAX_PER_PAGE),
                 "per_page must be a number from 1 to 500",
             )?,
         })
@@ -512,8 +512,8 @@ async fn list_servers(
     let view = h.snapshot();
     // Filtering, a first sort of a column and serialising are CPU work: off the reactor, so
     // that no face waits for a listing.
-    let body = crate::runtime::bulk::spawn(move || {
-        let page = crate::api::list::list(&view, &q);
+    let body = crate::bulk::spawn(move || {
+        let page = crate::views::list::list(&view, &q);
         let dto = ServerListDto {
             last_event_id: view.last_event_id(),
             total: page.total,
@@ -567,7 +567,7 @@ async fn server_detail(
     };
     let view = h.snapshot();
     // The address index is built once per snapshot: off the reactor.
-    let found = crate::runtime::bulk::spawn(move || {
+    let found = crate::bulk::spawn(move || {
         view.find_by_addr(&addr)
             .into_iter()
             .find(|rec| {

@@ -42,23 +42,25 @@
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod api;
-pub mod cluster;
 pub mod config;
-pub mod drops;
-pub mod events;
 pub mod faces;
-pub mod handle;
 pub mod http;
 pub mod http_limit;
-pub mod metrics;
 pub mod poller;
-pub mod registry;
 pub mod runtime;
-pub mod secrets;
-pub mod store;
 pub mod upstream;
-pub mod views;
 pub mod web;
+
+pub use muster_core::{
+    board, bulk, clock, conns, drops, error_chain, events, handle, locations, memfile, metrics,
+    poll, registry, secrets, views,
+};
+pub use muster_store::cluster;
+
+/// The registry's stores: the contract from the core, the implementations from `muster-store`.
+pub mod store {
+    pub use muster_store::*;
+}
 
 use std::future::Future;
 use std::io;
@@ -79,19 +81,6 @@ use store::{PgShared, PgStore, SqliteStore, Store, StoreError, StoreUrl};
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// Expired records are swept at least this often (`gameagent.md` §8.3.7 asks for 10 s).
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(5);
-
-/// `e` and its sources on one line, for logs (`a: b: c`).
-#[must_use]
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
 
 /// Daemon failures.
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +108,7 @@ pub enum MasterError {
     Serve(#[source] io::Error),
     /// The locations file (config `ddnet.locations`) could not be used.
     #[error("locations file")]
-    Locations(#[from] api::locations::LocationsError),
+    Locations(#[from] locations::LocationsError),
 }
 
 /// Sockets bound before [`Master::run`], so callers can bind port 0 and learn the real port.
@@ -293,10 +282,10 @@ impl Master {
         // configured, read before the store so that a bad file stops the start early.
         let mut locations = 0;
         if !config.ddnet.locations.as_os_str().is_empty() {
-            let table = api::locations::Locations::read(&config.ddnet.locations)?;
+            let table = locations::Locations::read(&config.ddnet.locations)?;
             locations = table.len();
             tracing::info!(networks = locations, "locations loaded");
-            api::locations::install(table);
+            locations::install(table);
         }
         let url = store_url(&config)?;
         let (store, pg): (Box<dyn Store>, _) = match &url {

@@ -45,10 +45,8 @@ pub mod machine;
 pub mod schedule;
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,35 +60,15 @@ use crate::MasterHandle;
 use crate::config::PollerConfig;
 use crate::drops::DropReason;
 use crate::registry::{DelistOutcome, PollInfo, PollOutcome, ServerKey, Timestamp};
-use crate::store::StoreError;
 
 pub use machine::{PollTarget, machine_for};
+pub use muster_core::poll::{
+    CHANGED_QUEUE, ClaimFuture, LeaseClaim, PollLeases, PollSample, changed_channel, lease_for,
+};
 pub use schedule::{Candidate, Pick, Schedule};
 
 /// The shortest tick the poller accepts (a zero tick would spin).
 const MIN_TICK: Duration = Duration::from_millis(10);
-
-/// Capacity of the queue of changed records ([`changed_channel`]); a face that finds it full
-/// drops the mark (the record is still polled at its regular time).
-pub const CHANGED_QUEUE: usize = 1024;
-
-/// The result of one poll, for the player-count history. `ok == false`: the server did not answer
-/// (the counts are then `None`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PollSample {
-    /// The record.
-    pub key: ServerKey,
-    /// When the result arrived.
-    pub at: Timestamp,
-    /// Whether the server answered.
-    pub ok: bool,
-    /// Players on the server, when it answered.
-    pub num_players: Option<u32>,
-    /// Player slots, when it answered.
-    pub max_players: Option<u32>,
-    /// Round-trip time of the first exchange, when the protocol measured it.
-    pub ping: Option<Duration>,
-}
 
 /// How the poller runs. `Default` has the spec defaults; [`PollerSettings::from_config`] takes
 /// the `[poller]` section.
@@ -130,34 +108,6 @@ pub struct PollerSettings {
     pub samples: Option<mpsc::UnboundedSender<PollSample>>,
     /// Poll leases shared with other instances; `None` (one instance): poll everything due.
     pub leases: Option<Arc<dyn PollLeases>>,
-}
-
-/// What [`PollLeases::claim`] got.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LeaseClaim {
-    /// Leases this instance holds now: poll these.
-    pub granted: Vec<ServerKey>,
-    /// Leases another live instance holds, with the time they have left.
-    pub held: Vec<(ServerKey, Duration)>,
-}
-
-/// The future of [`PollLeases::claim`].
-pub type ClaimFuture = Pin<Box<dyn Future<Output = Result<LeaseClaim, StoreError>> + Send>>;
-
-/// Poll leases shared by the instances of one registry: at most one instance holds the lease
-/// of a record at a time. Implemented by the cluster over PostgreSQL ([`crate::cluster`]).
-pub trait PollLeases: Send + Sync + std::fmt::Debug {
-    /// Claims the leases of `keys` for `lease`: granted when free, expired or already held by
-    /// this instance (renewed).
-    fn claim(&self, keys: Vec<ServerKey>, lease: Duration) -> ClaimFuture;
-}
-
-/// The lease a poll claims: one interval plus a tenth of it (at least 1 s), so the holder
-/// renews it at its next round before it ends, and another instance takes the record over
-/// within one interval (plus that margin) after the holder stopped.
-#[must_use]
-pub fn lease_for(interval: Duration) -> Duration {
-    interval + (interval / 10).max(Duration::from_secs(1))
 }
 
 impl Default for PollerSettings {
@@ -206,14 +156,6 @@ impl PollerSettings {
         let n = n as usize;
         n.max(1)
     }
-}
-
-/// A queue for marking records changed: give the receiver to [`PollerSettings::changed`] and
-/// the sender to the faces, which call `try_send(key)` (never `send().await`, so a heartbeat
-/// never waits for the poller).
-#[must_use]
-pub fn changed_channel() -> (mpsc::Sender<ServerKey>, mpsc::Receiver<ServerKey>) {
-    mpsc::channel(CHANGED_QUEUE)
 }
 
 /// What to do with a record after its poll.

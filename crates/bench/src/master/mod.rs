@@ -424,7 +424,7 @@ async fn probe_alone(
     std::thread::Builder::new()
         .name("probe".to_owned())
         .spawn(move || {
-            let raised = muster_master::runtime::bulk::renice_current_thread(-PROBE_PRIORITY);
+            let raised = muster_master::bulk::renice_current_thread(-PROBE_PRIORITY);
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build();

@@ -178,7 +178,7 @@ impl ServerSummary {
             lobby: info
                 .filter(|_| r.face == crate::registry::Face::Mgmt)
                 .and_then(LobbyDto::of),
-            location: crate::api::locations::of_addr(&r.key.addr).map(|l| l.to_string()),
+            location: crate::locations::of_addr(&r.key.addr).map(|l| l.to_string()),
             first_seen: r.first_seen.as_secs(),
             last_heartbeat: r.last_heartbeat.as_secs(),
             last_poll: r.last_poll_ok().map(|t| t.as_secs()),
@@ -424,7 +424,7 @@ impl HealthDto {
 
     /// With the status of every upstream on `board`.
     #[must_use]
-    pub fn with_upstreams(mut self, board: &crate::upstream::Board) -> Self {
+    pub fn with_upstreams(mut self, board: &crate::board::Board) -> Self {
         self.upstreams = board.rows().iter().map(UpstreamHealthDto::of).collect();
         self
     }

@@ -1,6 +1,5 @@
-//! The HTTP API's public types and its listing over snapshots.
+//! The HTTP API: its public types, the event stream and its wire form.
 
 pub mod dto;
-pub mod list;
-pub mod locations;
+pub mod frames;
 pub mod sse;

@@ -18,7 +18,7 @@
 //! The stream stays open for as long as the client reads it: its connection is marked
 //! [`LongLived`], so the idle timeout applies only to writes the client does not take. A
 //! client that accepts gzip gets the stream gzip-compressed (`Content-Encoding: gzip`), each
-//! event compressed once for every stream ([`crate::events::Frame`]).
+//! event compressed once for every stream ([`crate::api::frames::Frame`]).
 //! `GET /api/v1/servers` returns `last_event_id`: subscribing after it gives exactly what
 //! changed since that list.
 
@@ -37,8 +37,9 @@ use serde::Deserialize;
 
 use crate::MasterHandle;
 use crate::api::dto::ErrorDto;
+use crate::api::frames::{Frame, deflated, text};
 use crate::drops::DropReason;
-use crate::events::{Frame, Next, Refused, ServerEvent, Subscription};
+use crate::events::{Next, Refused, ServerEvent, Subscription};
 use crate::runtime::tcp::LongLived;
 
 /// The data of the `resync` event.
@@ -228,7 +229,7 @@ impl Stream {
 
     /// [`Stream::piece`] of an event: its compressed form is made only for a gzip stream.
     fn event(&mut self, e: &ServerEvent) -> Bytes {
-        self.send(e.text(), || e.deflated().clone())
+        self.send(text(e), || deflated(e).clone())
     }
 
     /// What goes on the wire for `text`: itself, or (gzip) `deflated()` with the CRC kept.

@@ -2,11 +2,10 @@
 //! UDP runner ([`udp`]) that drives every UDP face machine, the TCP accept side with its caps
 //! ([`tcp`]) and the HTTP server ([`http`]). Faces are pure machines handed to a runner;
 //! shutdown is one [`CancellationToken`] cloned into every task. Work over the whole registry
-//! runs on the lower-priority [`bulk`] pool, behind the threads that answer faces.
+//! runs on the lower-priority [`crate::bulk`] pool, behind the threads that answer faces.
 
-pub mod bulk;
 pub mod http;
-pub mod memfile;
+
 pub mod tcp;
 pub mod udp;
 

@@ -29,7 +29,7 @@ pub mod config;
 pub mod fetch;
 pub mod http;
 pub mod learn;
-pub mod status;
+
 pub mod sync;
 
 use std::collections::HashSet;
@@ -48,7 +48,7 @@ use config::UpstreamConfig;
 use fetch::{Fetcher, PullError, Pulled};
 use learn::{Candidates, Listed, is_local, plausible};
 
-pub use status::{Board, UpstreamStatus};
+pub use muster_core::board::{Board, UpstreamStatus};
 
 /// After a failed pull the next one comes this long after, doubling with each failure in a
 /// row, never later than the upstream's interval.

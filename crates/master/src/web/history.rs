@@ -28,6 +28,11 @@ use crate::poller::PollSample;
 use crate::registry::{Record, Timestamp};
 use crate::store::{DB_FILE, StoreError};
 
+/// A history database error, as a store error.
+fn db(e: rusqlite::Error) -> StoreError {
+    StoreError::History(e.into())
+}
+
 /// Default time samples are kept.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
 /// Most samples returned by one [`HistoryStore::range`] call (a day at a 10 s interval fits).
@@ -99,32 +104,34 @@ impl SqliteHistory {
     /// Opens (and creates the table in) `muster.sqlite3` in `dir`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::DataDir(dir.to_owned(), e))?;
-        let conn = Connection::open(dir.join(DB_FILE))?;
+        let conn = Connection::open(dir.join(DB_FILE)).map_err(db)?;
         Self::with_connection(conn)
     }
 
     /// An in-memory store (tests).
     pub fn in_memory() -> Result<Self, StoreError> {
-        Self::with_connection(Connection::open_in_memory()?)
+        Self::with_connection(Connection::open_in_memory().map_err(db)?)
     }
 
     fn with_connection(conn: Connection) -> Result<Self, StoreError> {
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.execute_batch(SCHEMA)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(db)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(db)?;
+        conn.execute_batch(SCHEMA).map_err(db)?;
         Ok(Self { conn })
     }
 }
 
 impl HistoryStore for SqliteHistory {
     fn append(&mut self, samples: &[PollSample]) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction().map_err(db)?;
         {
             let mut stmt = tx.prepare_cached(
                 "INSERT INTO poll_history (addr, game, instance, at, ok, num_players, max_players)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?;
+            ).map_err(db)?;
             for s in samples {
                 stmt.execute(params![
                     s.key.addr.to_string(),
@@ -134,18 +141,21 @@ impl HistoryStore for SqliteHistory {
                     s.ok,
                     s.num_players,
                     s.max_players,
-                ])?;
+                ])
+                .map_err(db)?;
             }
         }
-        tx.commit()?;
+        tx.commit().map_err(db)?;
         Ok(())
     }
 
     fn prune(&mut self, before: Timestamp) -> Result<usize, StoreError> {
-        Ok(self.conn.execute(
-            "DELETE FROM poll_history WHERE at < ?1",
-            params![ts(before)],
-        )?)
+        self.conn
+            .execute(
+                "DELETE FROM poll_history WHERE at < ?1",
+                params![ts(before)],
+            )
+            .map_err(db)
     }
 
     fn range(
@@ -155,21 +165,26 @@ impl HistoryStore for SqliteHistory {
         since: Timestamp,
     ) -> Result<Vec<HistoryPoint>, StoreError> {
         let limit = i64::try_from(MAX_RANGE_ROWS).unwrap_or(i64::MAX);
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT at, ok, num_players, max_players FROM poll_history
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT at, ok, num_players, max_players FROM poll_history
              WHERE addr = ?1 AND (?2 IS NULL OR game = ?2) AND at >= ?3
              ORDER BY at DESC LIMIT ?4",
-        )?;
-        let rows = stmt.query_map(params![addr, game, ts(since), limit], |r| {
-            let at: i64 = r.get(0)?;
-            Ok(HistoryPoint {
-                at: Timestamp(u64::try_from(at).unwrap_or(0)),
-                ok: r.get(1)?,
-                num_players: r.get(2)?,
-                max_players: r.get(3)?,
+            )
+            .map_err(db)?;
+        let rows = stmt
+            .query_map(params![addr, game, ts(since), limit], |r| {
+                let at: i64 = r.get(0)?;
+                Ok(HistoryPoint {
+                    at: Timestamp(u64::try_from(at).unwrap_or(0)),
+                    ok: r.get(1)?,
+                    num_players: r.get(2)?,
+                    max_players: r.get(3)?,
+                })
             })
-        })?;
-        let mut out = rows.collect::<Result<Vec<_>, _>>()?;
+            .map_err(db)?;
+        let mut out = rows.collect::<Result<Vec<_>, _>>().map_err(db)?;
         out.reverse();
         Ok(out)
     }
@@ -340,7 +355,7 @@ pub async fn run(
         let batch = std::mem::take(buf);
         let h = history.clone();
         let n = batch.len();
-        let error = match crate::runtime::bulk::spawn(move || h.append(&batch)).await {
+        let error = match crate::bulk::spawn(move || h.append(&batch)).await {
             Ok(Ok(())) => {
                 if failures.ok() {
                     tracing::info!("history writes work again");
@@ -378,7 +393,7 @@ pub async fn run(
             _ = write.tick() => flush(&mut buf).await,
             _ = prune.tick() => {
                 let h = history.clone();
-                match crate::runtime::bulk::spawn(move || h.prune(Timestamp::now())).await {
+                match crate::bulk::spawn(move || h.prune(Timestamp::now())).await {
                     Ok(Ok(n)) if n > 0 => tracing::debug!(n, "history pruned"),
                     Ok(Ok(_)) => {}
                     // The writes' failure line covers a broken store; a prune fails with them.
@@ -551,7 +566,7 @@ pub async fn feed_unpolled(
         }
         seen = Some(mark);
         // A pass over every listed record: off the reactor, as every whole-list pass is.
-        let Ok((back, due)) = crate::runtime::bulk::spawn(move || {
+        let Ok((back, due)) = crate::bulk::spawn(move || {
             let due = unpolled.scan(view.listed().iter().map(|r| &**r), now);
             (unpolled, due)
         })

@@ -149,10 +149,9 @@ pub(crate) async fn server_history(
     // reactor.
     let view = st.handle.snapshot();
     let (wanted, g) = (addr.clone(), game.clone());
-    let registered =
-        crate::runtime::bulk::spawn(move || history_record(&view, &wanted, g.as_deref()))
-            .await
-            .unwrap_or(Ok(None));
+    let registered = crate::bulk::spawn(move || history_record(&view, &wanted, g.as_deref()))
+        .await
+        .unwrap_or(Ok(None));
     let registered = match registered {
         Ok(r) => r,
         Err(games) => {
@@ -168,8 +167,7 @@ pub(crate) async fn server_history(
     let addr = registered.unwrap_or_else(|| addr.to_string());
     let history = st.history;
     let now = Timestamp::now();
-    let res =
-        crate::runtime::bulk::spawn(move || history.recent(&addr, game.as_deref(), now)).await;
+    let res = crate::bulk::spawn(move || history.recent(&addr, game.as_deref(), now)).await;
     match res {
         Ok(Ok(points)) => axum::Json(
             points

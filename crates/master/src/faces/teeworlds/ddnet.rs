@@ -37,7 +37,7 @@
 //! `servers.json` is built from the view off the reactor, one build at a time, sorted as the
 //! reference master sorts it (by address list; an address by IP, port, protocol); its gzip
 //! form is made once per document, on the first request that accepts gzip. Both are kept in
-//! unnamed files in the data directory, else memory files ([`crate::runtime::memfile`]):
+//! unnamed files in the data directory, else memory files ([`crate::memfile`]):
 //! their pages sit in the page cache, and a plain `GET` is answered before the router
 //! with `sendfile` ([`router_and_files`], [`crate::runtime::http::FileRoute`]), the way
 //! nginx serves the reference master's file; a conditional or cross-origin one goes through
@@ -58,7 +58,7 @@
 //! opened the TCP connection (behind a trusted reverse proxy: the client's IP it names).
 //!
 //! An entry gets a `location` when the daemon has a locations table (config
-//! `ddnet.locations`, [`crate::api::locations`]): that of its first address that has one, in
+//! `ddnet.locations`, [`crate::locations`]): that of its first address that has one, in
 //! the sorted order, as the reference master does.
 //!
 //! Does not: ban, or keep communities. The HTTP server must put the client's address in each
@@ -93,13 +93,13 @@ use super::LISTED_BY_07;
 use super::tokens::{ChallengeCheck, Tokens};
 use crate::MasterHandle;
 use crate::drops::DropReason;
+use crate::memfile::MemFile;
 use crate::metrics::Metrics;
 use crate::registry::{
     DdnetInfo, DdnetOutcome, DdnetRegister, DdnetSecret, Face, GameAddr, MAX_DDNET_INFO, PollInfo,
     Registration, ServerKey, TEEWORLDS_GAMES, Timestamp,
 };
 use crate::runtime::http::{FileAnswer, FileResponse, FileRoute};
-use crate::runtime::memfile::MemFile;
 use crate::views::Snapshot;
 
 /// The game name DDNet HTTP registrations are listed under.
@@ -752,7 +752,7 @@ async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Respo
     let heap = if gzip { &doc.heap_gz } else { &doc.heap_plain };
     let body = heap
         .get_or_try_init(|| async move {
-            match crate::runtime::bulk::spawn(move || file.bytes()).await {
+            match crate::bulk::spawn(move || file.bytes()).await {
                 Ok(Ok(b)) => Ok(b),
                 _ => Err(()),
             }
@@ -835,7 +835,7 @@ async fn rebuild(face: &DdnetFace, view: Arc<Snapshot>) -> Arc<Doc> {
     let t = now_instant();
     let version = view.content_version();
     let dir = face.settings.body_dir.clone();
-    let plain = crate::runtime::bulk::spawn(move || {
+    let plain = crate::bulk::spawn(move || {
         MemFile::written_in(dir.as_deref(), "servers.json", |out| {
             write_document(&view, out)
         })
@@ -867,7 +867,7 @@ async fn gzipped(face: &DdnetFace, doc: &Doc) -> MemFile {
         .get_or_init(|| async {
             let src = doc.plain.clone();
             let dir = face.settings.body_dir.clone();
-            crate::runtime::bulk::spawn(move || {
+            crate::bulk::spawn(move || {
                 // Streamed from one file into the other: neither form is held whole.
                 MemFile::written_in(dir.as_deref(), "servers.json.gz", |out| {
                     let mut e = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
@@ -947,7 +947,7 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
     let teeworlds =
         |r: &&Arc<crate::registry::Record>| TEEWORLDS_GAMES.contains(&r.key.game.as_str());
     for (i, r) in s.listed().iter().filter(teeworlds).enumerate() {
-        crate::runtime::bulk::pace(i);
+        crate::bulk::pace(i);
         let (GameAddr::Ip(addr), Some(d)) = (&r.key.addr, &r.ddnet) else {
             continue;
         };
@@ -1005,7 +1005,7 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
     // How many infos could not be read, and the first error.
     let mut unreadable: (usize, Option<std::io::Error>) = (0, None);
     for (i, (addrs, info)) in entries.into_iter().enumerate() {
-        crate::runtime::bulk::pace(i);
+        crate::bulk::pace(i);
         // Read before the entry starts: an info that cannot be read leaves its server out.
         let info = match info {
             EntryInfo::Registered(_, i) => match i.bytes() {
@@ -1025,7 +1025,7 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
         out.write_all(b"{\"addresses\":")?;
         let urls: Vec<&str> = addrs.iter().map(|k| &*k.3).collect();
         serde_json::to_writer(&mut *out, &urls)?;
-        if let Some(l) = addrs.iter().find_map(|k| crate::api::locations::of_ip(k.0)) {
+        if let Some(l) = addrs.iter().find_map(|k| crate::locations::of_ip(k.0)) {
             out.write_all(b",\"location\":")?;
             serde_json::to_writer(&mut *out, &*l)?;
         }

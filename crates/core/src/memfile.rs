@@ -1,5 +1,5 @@
 //! Large response bodies held in files the kernel sends from with `sendfile`
-//! ([`super::http::FileRoute`]) instead of copying them through the process for every request.
+//! (the HTTP runner's file route) instead of copying them through the process for every request.
 //!
 //! Where the body goes, first that works:
 //!
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn unnamed_file_in_the_directory_leaves_no_entry() {
-        let dir = crate::store::sqlite::tests::TempDir::new("memfile");
+        let dir = crate::testdir::TempDir::new("memfile");
         std::fs::create_dir_all(&dir.0).unwrap();
         let data: Vec<u8> = (0..300_000u32).map(|i| (i % 249) as u8).collect();
         let m = MemFile::new_in(Some(&dir.0), "test", data.clone());
@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_written_body_is_streamed_into_the_first_place_that_takes_it() {
-        let dir = crate::store::sqlite::tests::TempDir::new("memfile-written");
+        let dir = crate::testdir::TempDir::new("memfile-written");
         std::fs::create_dir_all(&dir.0).unwrap();
         let data: Vec<u8> = (0..(FILL_BUFFER * 3 + 11) as u32)
             .map(|i| (i % 241) as u8)
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_missing_directory_falls_back_to_a_memory_file() {
-        let dir = crate::store::sqlite::tests::TempDir::new("memfile-missing");
+        let dir = crate::testdir::TempDir::new("memfile-missing");
         let m = MemFile::new_in(Some(&dir.0), "fallback", b"abc".to_vec());
         let MemFile::File { file, .. } = &m else {
             panic!("memfd_create works on Linux");

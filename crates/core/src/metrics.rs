@@ -17,6 +17,9 @@ use muster_proto::limit::SourceKey;
 use crate::drops::DropReason;
 use crate::registry::Face;
 
+/// Default of `http.server_metrics_max`: per-server series at most in `/metrics`.
+pub const DEFAULT_SERVER_METRICS_MAX: usize = 10_000;
+
 /// A source refused by a bucket counts in the `muster_rate_limited_sources` gauge this long.
 pub const LIMITED_SOURCE_WINDOW: Duration = Duration::from_secs(60);
 /// Sources remembered for that gauge at most (it saturates there; memory stays bounded).
@@ -116,7 +119,7 @@ pub struct Metrics {
     list_requests: Mutex<BTreeMap<&'static str, u64>>,
     drops: Drops,
     server_series_max: SeriesMax,
-    upstreams: crate::upstream::Board,
+    upstreams: crate::board::Board,
 }
 
 /// `http.server_metrics_max`, settable after the handle exists.
@@ -126,7 +129,7 @@ struct SeriesMax(std::sync::atomic::AtomicUsize);
 impl Default for SeriesMax {
     fn default() -> Self {
         Self(std::sync::atomic::AtomicUsize::new(
-            crate::config::DEFAULT_SERVER_METRICS_MAX,
+            DEFAULT_SERVER_METRICS_MAX,
         ))
     }
 }
@@ -271,7 +274,7 @@ impl Metrics {
 
     /// What each upstream did lately (federation).
     #[must_use]
-    pub fn upstreams(&self) -> &crate::upstream::Board {
+    pub fn upstreams(&self) -> &crate::board::Board {
         &self.upstreams
     }
 

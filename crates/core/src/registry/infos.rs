@@ -4,7 +4,7 @@
 //! and the master only ever copies it out whole: into `servers.json`, into a store row, to
 //! another instance. So the registry keeps each info it owns in an [`InfoFile`], an
 //! append-only file whose pages sit in the page cache (an unnamed file in the data
-//! directory, as [`crate::runtime::memfile`] makes them), and the record holds a
+//! directory, as [`crate::memfile`] makes them), and the record holds a
 //! [`DdnetInfo`]: the file and a slot number, 16 bytes. The info's bytes are then counted in
 //! no resident set, and under memory pressure the kernel can write them back and evict them.
 //!
@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use crate::runtime::memfile;
+use crate::memfile;
 
 /// Dead bytes below which the file is never compacted (however few are live).
 pub const COMPACT_MIN_DEAD: u64 = 4 << 20;
@@ -566,7 +566,7 @@ mod tests {
 
     #[test]
     fn an_info_kept_reads_back_and_frees_its_slot_when_dropped() {
-        let dir = crate::store::sqlite::tests::TempDir::new("infos");
+        let dir = crate::testdir::TempDir::new("infos");
         std::fs::create_dir_all(&dir.0).unwrap();
         let f = InfoFile::with(Some(&dir.0), false);
         let a = info(1, 1000);

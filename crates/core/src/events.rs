@@ -24,7 +24,7 @@
 //! some are gone (or the id is not of this run), it gets a `resync` event first (refetch the
 //! list). Subscribers are capped in total, per source, per IPv6 /56 and /48, and the last
 //! streams of the total are kept for sources holding few (the TCP faces' caps,
-//! [`crate::runtime::tcp`], sized for streams), so that many /64s of one network cannot take
+//! [`crate::conns`], sized for streams), so that many /64s of one network cannot take
 //! every stream and an honest reader still gets one. The
 //! registry never waits for a subscriber: a subscriber more than the channel's capacity behind
 //! is dropped with a final `dropped` event.
@@ -38,10 +38,9 @@ use muster_proto::limit::SourceKey;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::dto::ServerDetail;
+use crate::conns::{ConnLimits, Counts, PrefixCaps};
 use crate::drops::DropReason;
 use crate::registry::Record;
-use crate::runtime::tcp::{ConnLimits, Counts, PrefixCaps};
 
 /// Default events kept for `Last-Event-ID` resumption.
 pub const DEFAULT_BACKLOG: usize = 4096;
@@ -95,7 +94,7 @@ pub struct Delta {
 }
 
 /// One numbered event. Its text (and the text compressed) is made from the record on first
-/// read and then shared by every stream (see [`Frame`]): a daemon nobody follows never
+/// read and then shared by every stream (the HTTP layer renders it): a daemon nobody follows never
 /// serialises or compresses an event, and the backlog holds records (mostly shared with the
 /// registry), not their JSON.
 #[derive(Debug)]
@@ -119,157 +118,22 @@ impl PartialEq for ServerEvent {
 
 impl Eq for ServerEvent {}
 
-/// A deflate compressor reused for many pieces (its state is large: one per thread, see
-/// [`Deflater::piece_here`]).
-#[derive(Debug)]
-pub struct Deflater(flate2::Compress);
-
-impl Default for Deflater {
-    fn default() -> Self {
-        Self(flate2::Compress::new(flate2::Compression::fast(), false))
-    }
-}
-
-impl Deflater {
-    /// `text` deflated on its own (the compressor is reset first: a piece never refers to
-    /// another's bytes), ending with a sync flush.
-    #[must_use]
-    pub fn piece(&mut self, text: &[u8]) -> bytes::Bytes {
-        let z = &mut self.0;
-        z.reset();
-        let mut out = Vec::with_capacity(text.len() / 2 + 64);
-        // A sync flush of at most the input plus its block overhead; loop until all is out.
-        loop {
-            let before = z.total_in();
-            let input = text
-                .get(usize::try_from(before).unwrap_or(0)..)
-                .unwrap_or_default();
-            out.reserve(input.len() + 64);
-            if z.compress_vec(input, &mut out, flate2::FlushCompress::Sync)
-                .is_err()
-            {
-                break;
-            }
-            if z.total_in() as usize >= text.len() && out.ends_with(&[0, 0, 0xff, 0xff]) {
-                break;
-            }
-        }
-        // Kept in the backlog: without the headroom reserved for incompressible input.
-        out.shrink_to_fit();
-        bytes::Bytes::from(out)
-    }
-
-    /// [`Deflater::piece`] with this thread's compressor (its state is large: one per thread,
-    /// made on first use).
-    #[must_use]
-    pub fn piece_here(text: &[u8]) -> bytes::Bytes {
-        thread_local! {
-            static Z: std::cell::RefCell<Deflater> = std::cell::RefCell::new(Deflater::default());
-        }
-        Z.with(|z| z.borrow_mut().piece(text))
-    }
-}
-
-/// One piece of an event stream as it goes on the wire: the SSE text, and the same text
-/// compressed once for every stream that accepts gzip.
-///
-/// Each piece is deflated on its own (no back-references to earlier pieces) and ends with a
-/// sync flush, so the pieces of any stream, whatever it joined or resumed at, concatenate into
-/// one valid deflate stream: a gzip stream is a header, the pieces, and (when the stream ends)
-/// an empty final block with the CRC-32 and length of the text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Frame {
-    /// The SSE text.
-    pub text: bytes::Bytes,
-    /// `text` deflated on its own, ending with a sync flush.
-    pub deflated: bytes::Bytes,
-}
-
-impl Frame {
-    /// Frames `text`.
-    #[must_use]
-    pub fn new(text: String) -> Self {
-        Self {
-            deflated: Deflater::piece_here(text.as_bytes()),
-            text: bytes::Bytes::from(text),
-        }
-    }
-
-    /// The SSE text of an event.
-    #[must_use]
-    pub fn event(id: Option<u64>, name: &str, data: &str) -> Self {
-        Self::new(event_text(id, name, data))
-    }
-
-    /// The SSE text of a comment.
-    #[must_use]
-    pub fn comment(text: &str) -> Self {
-        Self::new(format!(": {text}\n\n"))
-    }
-}
-
-/// The SSE text of an event: its id, name and one-line data.
-fn event_text(id: Option<u64>, name: &str, data: &str) -> String {
-    let mut t = String::with_capacity(data.len() + 48);
-    if let Some(id) = id {
-        t.push_str("id: ");
-        t.push_str(&id.to_string());
-        t.push('\n');
-    }
-    t.push_str("event: ");
-    t.push_str(name);
-    t.push_str("\ndata: ");
-    t.push_str(data);
-    t.push_str("\n\n");
-    t
-}
-
-/// The data of a removal.
-#[derive(Debug, serde::Serialize)]
-struct Removed<'a> {
-    address: String,
-    registered_address: String,
-    game: &'a str,
-    protocol: &'static str,
-}
-
 impl ServerEvent {
-    /// Its Server-Sent Events text (made on first read).
-    pub fn text(&self) -> &bytes::Bytes {
-        self.text.get_or_init(|| {
-            let data = Self::data_of(self.kind, &self.record);
-            bytes::Bytes::from(event_text(Some(self.id), self.kind.name(), &data))
-        })
+    /// The record as the publisher saw it (as it was last listed, for a removal).
+    #[must_use]
+    pub fn record(&self) -> &Arc<Record> {
+        &self.record
     }
 
-    /// Its text deflated on its own, ending with a sync flush (made on first read; see
-    /// [`Frame`]).
-    pub fn deflated(&self) -> &bytes::Bytes {
-        self.deflated
-            .get_or_init(|| Deflater::piece_here(self.text()))
+    /// Its wire text: made by `render` on the first call, then shared by every stream (the
+    /// HTTP layer renders; this log holds records, not their JSON).
+    pub fn text_with(&self, render: impl FnOnce(&Self) -> bytes::Bytes) -> &bytes::Bytes {
+        self.text.get_or_init(|| render(self))
     }
 
-    /// The one-line JSON of its `data:` field.
-    pub fn data(&self) -> &str {
-        let t = std::str::from_utf8(self.text()).unwrap_or_default();
-        t.split_once("\ndata: ")
-            .map_or("", |(_, d)| d.strip_suffix("\n\n").unwrap_or(d))
-    }
-
-    fn data_of(kind: EventKind, r: &Record) -> String {
-        let json = match kind {
-            EventKind::Added | EventKind::Changed => {
-                serde_json::to_string(&ServerDetail::from_record(r))
-            }
-            EventKind::Removed => serde_json::to_string(&Removed {
-                address: r.shown_addr(),
-                registered_address: r.key.addr.to_string(),
-                game: &r.key.game,
-                protocol: r.face.name(),
-            }),
-        };
-        // These types serialise to strings and maps only; an error cannot happen.
-        json.unwrap_or_else(|_| String::from("{}"))
+    /// Its compressed text: made by `compress` on the first call, then shared.
+    pub fn compressed_with(&self, compress: impl FnOnce() -> bytes::Bytes) -> &bytes::Bytes {
+        self.deflated.get_or_init(compress)
     }
 }
 
@@ -546,7 +410,7 @@ impl EventHub {
 #[derive(Debug)]
 struct Slot {
     subscribers: Arc<Mutex<Subscribers>>,
-    at: crate::runtime::tcp::Slot,
+    at: crate::conns::Slot,
 }
 
 impl Slot {
@@ -574,7 +438,7 @@ impl Slot {
             },
         };
         // The source's address: an IPv6 /64 keeps the bits of its /56 and /48.
-        let at = crate::runtime::tcp::Slot::of(source.to_ip());
+        let at = crate::conns::Slot::of(source.to_ip());
         let total = s.total;
         s.counts
             .try_take(at, &caps, total, 0)
@@ -711,47 +575,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn events_are_numbered_and_carry_the_api_shape() {
-        let h = hub(EventLimits::default());
-        let mut s = h.subscribe(src(1), None).unwrap();
-        assert_eq!(
-            h.emit(&[delta(EventKind::Added, 1), delta(EventKind::Removed, 2)]),
-            2
-        );
-        let Next::Event(a) = s.next().await else {
-            panic!()
-        };
-        assert_eq!((a.id, a.kind), (1, EventKind::Added));
-        let v: serde_json::Value = serde_json::from_str(a.data()).unwrap();
-        assert_eq!(v["address"], "192.0.2.1:1");
-        assert!(a.text().starts_with(b"id: 1\nevent: server_added\ndata: {"));
-        let mut inflated = Vec::new();
-        let mut z = flate2::Decompress::new(false);
-        z.decompress_vec(a.deflated(), &mut inflated, flate2::FlushDecompress::Sync)
-            .unwrap();
-        inflated.reserve(a.text().len() * 2);
-        z.decompress_vec(
-            a.deflated()
-                .get(z.total_in() as usize..)
-                .unwrap_or_default(),
-            &mut inflated,
-            flate2::FlushDecompress::Sync,
-        )
-        .unwrap();
-        assert_eq!(inflated, a.text()[..], "the compressed text is the text");
-        assert!(v["players"].is_array(), "{v}");
-        let Next::Event(r) = s.next().await else {
-            panic!()
-        };
-        let v: serde_json::Value = serde_json::from_str(r.data()).unwrap();
-        assert_eq!(
-            (r.kind, v["address"].as_str()),
-            (EventKind::Removed, Some("192.0.2.1:2"))
-        );
-        assert_eq!(v["game"], "ut");
-    }
-
-    #[tokio::test]
     async fn nothing_is_emitted_before_start() {
         let h = EventHub::numbered_from(EventLimits::default(), 1);
         assert_eq!(h.emit(&[delta(EventKind::Added, 1)]), 0);
@@ -833,44 +656,6 @@ mod tests {
             assert_eq!(ids(&mut fast, 1).await, [u64::from(p)]);
         }
         assert_eq!(slow.next().await, Next::Dropped);
-    }
-
-    #[test]
-    fn frames_concatenate_into_one_gzip_stream() {
-        use std::io::Read as _;
-        let pieces = [
-            Frame::comment("muster events"),
-            Frame::event(Some(7), "server_added", r#"{"address":"192.0.2.1:1"}"#),
-            Frame::event(Some(8), "server_changed", &"x".repeat(70_000)),
-            Frame::comment("keep-alive"),
-        ];
-        let mut gz = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
-        let mut crc = flate2::Crc::new();
-        let mut text = Vec::new();
-        // Any subset in any order is a valid stream: start from the second piece.
-        for p in pieces.iter().skip(1) {
-            gz.extend_from_slice(&p.deflated);
-            crc.update(&p.text);
-            text.extend_from_slice(&p.text);
-        }
-        gz.extend_from_slice(&[3, 0]);
-        gz.extend_from_slice(&crc.sum().to_le_bytes());
-        gz.extend_from_slice(&crc.amount().to_le_bytes());
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..])
-            .read_to_end(&mut out)
-            .unwrap();
-        assert_eq!(out, text);
-        assert!(
-            pieces[1]
-                .text
-                .starts_with(b"id: 7\nevent: server_added\ndata: {")
-        );
-        assert!(
-            pieces[2].deflated.len() < 1000,
-            "compressed: {}",
-            pieces[2].deflated.len()
-        );
     }
 
     #[tokio::test]

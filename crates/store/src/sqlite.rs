@@ -20,9 +20,9 @@ use std::sync::Arc;
 use muster_proto::limit::SourceKey;
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, params};
 
-use super::rows::{DdnetRow, FaceDataV2, InfoRow, SourceRow, sources_column, sources_from_rows};
-use super::{Loaded, Store, StoreError};
-use crate::registry::{
+use crate::rows::{DdnetRow, FaceDataV2, InfoRow, SourceRow, sources_column, sources_from_rows};
+use crate::{Loaded, Store, StoreError};
+use muster_core::registry::{
     Face, GameAddr, Record, Registration, ServerKey, Timestamp, Verification, protocol_from_name,
 };
 
@@ -129,7 +129,7 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
     let ddnet = r
         .ddnet
         .as_deref()
-        .map(|d| super::rows::ddnet_column(d, &r.key.addr))
+        .map(|d| crate::rows::ddnet_column(d, &r.key.addr))
         .transpose()
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     let sources = sources_column(r);
@@ -365,7 +365,7 @@ impl SqliteStore {
             .unwrap_or(Path::new("."));
         create_private_dir(dir).map_err(|e| StoreError::DataDir(dir.to_owned(), e))?;
         let path = path.to_owned();
-        let db = |e| StoreError::Db(path.clone(), e);
+        let db = |e: rusqlite::Error| StoreError::Db(path.clone(), e.into());
         let conn = Connection::open(&path).map_err(db)?;
         // DDNet registrations keep their secret here: only the daemon's user may read it.
         // (SQLite gives the -wal and -shm files the database file's permissions.)
@@ -416,7 +416,7 @@ impl SqliteStore {
     }
 
     fn db(&self, e: rusqlite::Error) -> StoreError {
-        StoreError::Db(self.path.clone(), e)
+        StoreError::Db(self.path.clone(), e.into())
     }
 
     /// Rows in the table (for tests and metrics).
@@ -445,11 +445,11 @@ impl Store for SqliteStore {
         let mut stmt = self.conn.prepare(&sql).map_err(|e| self.db(e))?;
         let rows = stmt
             .query_map([], Row::read)
-            .map_err(|e| StoreError::Db(self.path.clone(), e))?;
+            .map_err(|e| StoreError::Db(self.path.clone(), e.into()))?;
         let mut out = Loaded::default();
         for row in rows {
             // A read error is damage the quick check missed: never skip it silently.
-            let row = row.map_err(|e| StoreError::Db(self.path.clone(), e))?;
+            let row = row.map_err(|e| StoreError::Db(self.path.clone(), e.into()))?;
             match row.into_record() {
                 Ok(rec) => out.records.push(rec),
                 Err(why) => {
@@ -465,7 +465,7 @@ impl Store for SqliteStore {
 
     fn write(&mut self, puts: &[Arc<Record>], deletes: &[ServerKey]) -> Result<(), StoreError> {
         let path = self.path.clone();
-        let db = |e| StoreError::Db(path.clone(), e);
+        let db = |e: rusqlite::Error| StoreError::Db(path.clone(), e.into());
         let tx = self.conn.transaction().map_err(db)?;
         for r in puts {
             put_one(&tx, r).map_err(db)?;
@@ -532,7 +532,7 @@ fn scan(conn: &Connection, desc: bool, out: &mut Vec<Row>) -> bool {
 /// are kept. The daemon must not be running.
 pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
     let path = dir.join(DB_FILE);
-    let db = |e| StoreError::Db(path.clone(), e);
+    let db = |e: rusqlite::Error| StoreError::Db(path.clone(), e.into());
     let damaged = Connection::open_with_flags(
         &path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,

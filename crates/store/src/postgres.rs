@@ -44,9 +44,9 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::{AsyncMessage, Client, NoTls, Row as PgRow};
 
-use super::sqlite::Row;
-use super::{Loaded, Store, StoreError};
-use crate::registry::{GameAddr, Record, ServerKey, Timestamp};
+use crate::sqlite::Row;
+use crate::{Loaded, Store, StoreError};
+use muster_core::registry::{GameAddr, Record, ServerKey, Timestamp};
 
 /// The channel writers notify after each committed batch (payload: the writer's node id).
 pub const NOTIFY_CHANNEL: &str = "muster_changes";
@@ -259,7 +259,7 @@ pub struct PgShared {
 fn pg_err(at: &str) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
     move |source| StoreError::Postgres {
         at: at.to_owned(),
-        source,
+        source: source.into(),
     }
 }
 
@@ -373,7 +373,7 @@ impl PgShared {
             .await
             .map_err(|source| StoreError::PostgresPool {
                 at: self.location.clone(),
-                source,
+                source: source.into(),
             })
     }
 
@@ -951,16 +951,16 @@ impl PutColumns {
             c.poll_failures.push(i64::from(r.poll_failures));
             c.source.push(r.source.to_ip().to_string());
             c.info.push(r.info.as_deref().map(|i| {
-                serde_json::to_string(&super::rows::InfoRow::from(i)).unwrap_or_default()
+                serde_json::to_string(&crate::rows::InfoRow::from(i)).unwrap_or_default()
             }));
             c.last_proof.push(ts(r.last_proof));
             let ddnet = r
                 .ddnet
                 .as_deref()
-                .map(|d| super::rows::ddnet_column(d, &r.key.addr));
+                .map(|d| crate::rows::ddnet_column(d, &r.key.addr));
             c.ddnet
                 .push(ddnet.transpose().map_err(StoreError::InfoRead)?);
-            c.sources.push(super::rows::sources_column(r));
+            c.sources.push(crate::rows::sources_column(r));
         }
         Ok(c)
     }

@@ -179,7 +179,7 @@ pub fn full(listed: &[Arc<Record>], key: SortKey) -> Vec<u32> {
         let mut folded_texts = String::new();
         let mut ends: Vec<usize> = Vec::with_capacity(listed.len());
         for (i, r) in listed.iter().enumerate() {
-            crate::runtime::bulk::pace(i);
+            crate::bulk::pace(i);
             folded_texts.extend(folded(text(r, f)));
             ends.push(folded_texts.len());
         }
@@ -221,7 +221,7 @@ pub fn patch(
     let mut fresh: Vec<u32> = Vec::new();
     let mut i = 0;
     for (j, r) in new.iter().enumerate() {
-        crate::runtime::bulk::pace(j);
+        crate::bulk::pace(j);
         let k = r.order_key();
         while old.get(i).is_some_and(|o| o.order_key() < k) {
             i += 1;

@@ -35,7 +35,7 @@ pub struct ListQuery {
     /// Only management servers whose lobby is open (`true`) or closed (`false`).
     pub lobby: Option<bool>,
     /// Only servers whose location is this continent (`eu`) or country (`eu:de`); see
-    /// [`crate::api::locations::in_region`].
+    /// [`crate::locations::in_region`].
     pub region: Option<String>,
     /// Case-insensitive substring of the server name or a player name.
     pub text: Option<String>,
@@ -112,8 +112,8 @@ impl ListQuery {
             }
         }
         if let Some(want) = &self.region {
-            let here = crate::api::locations::of_addr(&r.key.addr);
-            if !here.is_some_and(|l| crate::api::locations::in_region(&l, want)) {
+            let here = crate::locations::of_addr(&r.key.addr);
+            if !here.is_some_and(|l| crate::locations::in_region(&l, want)) {
                 return false;
             }
         }

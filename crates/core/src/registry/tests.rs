@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use muster_proto::Protocol;
 use proptest::prelude::*;
 
-use crate::api::list::{ListQuery, SortKey, list};
+use crate::views::list::{ListQuery, SortKey, list};
 use crate::views::{Publisher, Snapshot};
 
 const T0: Timestamp = Timestamp::from_secs(1_700_000_000);
@@ -422,7 +422,7 @@ fn a_ddnet_refresh_that_moves_only_times_says_so() {
 
 #[test]
 fn the_registry_keeps_ddnet_infos_in_its_file_and_frees_what_it_lets_go() {
-    let dir = crate::store::sqlite::tests::TempDir::new("registry-infos");
+    let dir = crate::testdir::TempDir::new("registry-infos");
     std::fs::create_dir_all(&dir.0).unwrap();
     let mut r = Registry::new(RegistryConfig {
         info_dir: Some(dir.0.clone()),

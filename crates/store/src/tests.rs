@@ -1,28 +1,11 @@
 //! Store tests: write, drop, reopen; crash without close; migration; damage and repair.
 
 use super::*;
-use crate::registry::{DdnetData, DdnetStream, PollFields, PollInfo, PollPlayer, Rules};
+use muster_core::registry::{DdnetData, DdnetStream, PollFields, PollInfo, PollPlayer, Rules};
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A fresh directory under the system temp dir, removed on drop.
-pub(crate) struct TempDir(pub(crate) PathBuf);
-
-impl TempDir {
-    pub(crate) fn new(tag: &str) -> Self {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("muster-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub(crate) use muster_core::testdir::TempDir;
 
 fn sample(i: u16, face: Face) -> Record {
     let addr = SocketAddr::new(
@@ -98,7 +81,7 @@ fn write_drop_reopen_same_contents() {
     let mut c = sample(3, Face::DdnetHttp);
     c.state = Verification::Delisted;
     c.ddnet = Some(Arc::new(DdnetData {
-        secret: crate::registry::DdnetSecret::from("s3cret"),
+        secret: muster_core::registry::DdnetSecret::from("s3cret"),
         serial: 4,
         info: bytes::Bytes::from_static(br#"{"name":"x","b":1,"a":[]}"#).into(),
         streams: Box::new([DdnetStream::new(

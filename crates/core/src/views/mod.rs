@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+pub mod list;
 pub mod orders;
 
 use crate::events::{Delta, EventKind};
@@ -231,7 +232,7 @@ impl Snapshot {
         let index = self.cached(("by_addr", "".into()), |s| {
             let mut m: HashMap<GameAddr, Vec<u32>> = HashMap::new();
             for (i, r) in s.listed.iter().enumerate() {
-                crate::runtime::bulk::pace(i);
+                crate::bulk::pace(i);
                 let i = u32::try_from(i).unwrap_or(u32::MAX);
                 m.entry(r.key.addr.clone()).or_default().push(i);
                 if let Some(g) = r.game_addr().filter(|g| *g != r.key.addr) {
@@ -383,7 +384,7 @@ impl Publisher {
         let mut out = Vec::with_capacity(self.last_listed.len() + pending.len());
         let mut changes = pending.into_iter().peekable();
         for (i, r) in self.last_listed.iter().enumerate() {
-            crate::runtime::bulk::pace(i);
+            crate::bulk::pace(i);
             let key = r.order_key();
             while let Some((_, now)) = changes.next_if(|(k, _)| *k < key) {
                 out.extend(now);
@@ -443,7 +444,7 @@ impl Publisher {
         let listed: Arc<Vec<Arc<Record>>> = Arc::new(self.merged());
         let mut per_face = [0; Face::ALL.len()];
         for (i, r) in listed.iter().enumerate() {
-            crate::runtime::bulk::pace(i);
+            crate::bulk::pace(i);
             if let Some(n) = per_face.get_mut(r.face.index()) {
                 *n += 1;
             }

@@ -28,7 +28,7 @@
 //! a registration to the server (DDNet's HTTP answer, the management face's next answer on
 //! the registering connection) wait for that with [`MasterHandle::durable`]; structural
 //! changes are flushed within [`FLUSH_DELAY`] (grouped), heartbeat and poll refreshes within
-//! [`crate::FLUSH_INTERVAL`].
+//! the daemon's flush interval.
 //!
 //! A registration whose write was not confirmed stays in memory (listed, retried by the
 //! persister), but it is not *stored*: [`MasterHandle::unstored`] keeps its key with the
@@ -402,8 +402,8 @@ impl MasterHandle {
     }
 
     /// Connects the faces to a poller: [`MasterHandle::poll_soon`] sends to `tx` from now
-    /// on (the sender of [`crate::poller::changed_channel`], whose receiver goes to
-    /// [`crate::poller::PollerSettings::changed`]). Only the first call takes effect; returns
+    /// on (the sender of [`crate::poll::changed_channel`], whose receiver goes to
+    /// the poller). Only the first call takes effect; returns
     /// whether this one did.
     pub fn set_changed_sender(&self, tx: mpsc::Sender<ServerKey>) -> bool {
         self.inner.poll_soon.set(tx).is_ok()
@@ -720,7 +720,7 @@ impl MasterHandle {
 
     /// Records a store failure (for `/healthz`, logged once per cause); the cluster reports
     /// its catch-up and heartbeat failures here too.
-    pub(crate) fn note_store_error(&self, e: &StoreError) {
+    pub fn note_store_error(&self, e: &StoreError) {
         let text = crate::error_chain(e);
         let mut last = self
             .inner
@@ -736,7 +736,7 @@ impl MasterHandle {
     }
 
     /// The store works again: clears the failure.
-    pub(crate) fn note_store_ok(&self) {
+    pub fn note_store_ok(&self) {
         let mut last = self
             .inner
             .store_error
@@ -818,7 +818,7 @@ impl MasterHandle {
             }
         }
         let h = self.clone();
-        let _ = crate::runtime::bulk::spawn(move || h.snapshot_since(version)).await;
+        let _ = crate::bulk::spawn(move || h.snapshot_since(version)).await;
     }
 
     /// Records waiting for the next flush.
@@ -851,7 +851,7 @@ impl MasterHandle {
             }
             let h = self.clone();
             // Building is CPU work; keep it off the reactor threads.
-            let published = crate::runtime::bulk::spawn(move || h.publish_when_due()).await;
+            let published = crate::bulk::spawn(move || h.publish_when_due()).await;
             let gap = match published {
                 Ok(Err(wait)) => {
                     // Only times moved: look again when they are due (or sooner, spaced as
@@ -901,7 +901,7 @@ impl MasterHandle {
             let h = self.clone();
             let _ = tokio::task::spawn_blocking(move || h.take_for_store()).await;
             let h = self.clone();
-            let ok = crate::runtime::bulk::spawn(move || {
+            let ok = crate::bulk::spawn(move || {
                 let mut store = h.inner.store.lock().unwrap_or_else(PoisonError::into_inner);
                 h.write_taken(&mut **store).is_ok()
             })
