@@ -31,6 +31,7 @@
 pub mod board;
 pub mod bulk;
 pub mod clock;
+pub mod config;
 pub mod conns;
 pub mod drops;
 pub mod events;

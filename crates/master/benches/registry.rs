@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use muster_master::MasterHandle;
-use muster_master::views::list::{ListQuery, SortKey, list};
 use muster_master::faces::gameagent::{Scope, list_datagrams};
 use muster_master::registry::{
     Face, GameAddr, PollFields, PollInfo, PollPlayer, Record, Registration, Registry,
     RegistryConfig, ServerKey, Timestamp,
 };
 use muster_master::store::{Loaded, Store, StoreError};
+use muster_master::views::list::{ListQuery, SortKey, list};
 use muster_proto::Protocol;
 use muster_proto::limit::SourceKey;
 

@@ -41,21 +41,22 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
-pub mod api;
 pub mod config;
-pub mod faces;
-pub mod http;
-pub mod http_limit;
 pub mod poller;
-pub mod runtime;
 pub mod upstream;
-pub mod web;
 
 pub use muster_core::{
     board, bulk, clock, conns, drops, error_chain, events, handle, locations, memfile, metrics,
     poll, registry, secrets, views,
 };
+pub use muster_faces::runtime;
+pub use muster_http::{api, limit as http_limit, routes as http, web};
 pub use muster_store::cluster;
+
+/// The protocol faces (crate `muster-faces`).
+pub mod faces {
+    pub use muster_faces::{gameagent, gamespy, mgmt, teeworlds};
+}
 
 /// The registry's stores: the contract from the core, the implementations from `muster-store`.
 pub mod store {

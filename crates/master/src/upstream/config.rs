@@ -15,7 +15,6 @@
 //!
 //! Pure parsing and validation; [`super`] runs what it describes.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -247,54 +246,7 @@ pub fn host_port(s: &str) -> Option<(&str, u16)> {
     (!host.is_empty()).then_some((host, port))
 }
 
-/// An address or a network (`192.0.2.7`, `198.51.100.0/24`, `2001:db8::/32`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Net {
-    addr: IpAddr,
-    prefix: u8,
-}
-
-impl Net {
-    /// Parses `ip` or `ip/prefix`.
-    pub fn parse(s: &str) -> Result<Self, ConfigError> {
-        let bad = || ConfigError::Invalid("federation.sync_peers");
-        let (ip, prefix) = match s.split_once('/') {
-            Some((ip, p)) => (ip, Some(p.parse::<u8>().map_err(|_| bad())?)),
-            None => (s, None),
-        };
-        let addr: IpAddr = ip.trim().parse().map_err(|_| bad())?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = prefix.unwrap_or(max);
-        if prefix > max {
-            return Err(bad());
-        }
-        Ok(Self { addr, prefix })
-    }
-
-    /// Whether `ip` is in this network (IPv4-mapped IPv6 addresses count as IPv4).
-    #[must_use]
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
-    }
-}
+pub use muster_core::config::Net;
 
 /// The `[federation]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -327,7 +279,10 @@ impl Default for FederationConfig {
 impl FederationConfig {
     /// The sync peers, parsed.
     pub fn peers(&self) -> Result<Vec<Net>, ConfigError> {
-        self.sync_peers.iter().map(|s| Net::parse(s)).collect()
+        self.sync_peers
+            .iter()
+            .map(|s| Net::parse(s).map_err(ConfigError::from))
+            .collect()
     }
 }
 

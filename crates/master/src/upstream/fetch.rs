@@ -34,8 +34,8 @@ use super::config::{GameSpyMode, UpstreamConfig, UpstreamKind};
 use super::http::{self, HttpError, MAX_DOCUMENT_BYTES, Pins};
 use super::learn::{Listed, TEEWORLDS_GAME};
 use super::sync::{self, SyncError};
-use crate::faces::gamespy::verify as gamespy_games;
 use crate::registry::{Face, GameAddr, protocol_from_name};
+use muster_proto::gamespy_master::games as gamespy_games;
 
 /// The whole of one pull (a sync, every page, every game's list) must finish within this.
 pub const PULL_TIMEOUT: Duration = Duration::from_secs(60);

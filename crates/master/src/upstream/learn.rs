@@ -16,10 +16,10 @@ use muster_proto::limit::SourceKey;
 use muster_proto::model::RawValue;
 use muster_proto::{Protocol, ServerInfo};
 
-use crate::faces::gamespy::verify as gamespy_games;
 use crate::registry::{
     Face, GameAddr, MAX_GAME_LEN, Registration, ServerKey, Timestamp, UT2003_LIST_GAMES,
 };
+use muster_proto::gamespy_master::games as gamespy_games;
 
 /// The game name of a Teeworlds record learned from any Teeworlds or DDNet upstream (the
 /// Teeworlds UDP faces' own).

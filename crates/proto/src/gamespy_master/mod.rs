@@ -35,6 +35,7 @@
 //! Unity-Technologies/qstat `qstat.c` (facts only).
 
 pub mod conversation;
+pub mod games;
 pub mod gsmsalg;
 pub mod packet;
 pub mod register;
