@@ -119,7 +119,7 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
     apply(&mut l.http, "http", args.http.as_ref())?;
     apply(&mut l.mgmt, "mgmt", args.mgmt.as_ref())?;
     for u in &args.upstream {
-        let parsed = muster_master::upstream::config::UpstreamConfig::parse_flag(u)
+        let parsed = muster_master::upstream::settings::UpstreamConfig::parse_flag(u)
             .map_err(|e| UsageError(format!("--upstream {u:?}: {e}")))?;
         config.upstream.push(parsed);
     }

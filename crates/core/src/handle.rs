@@ -721,7 +721,7 @@ impl MasterHandle {
     /// Records a store failure (for `/healthz`, logged once per cause); the cluster reports
     /// its catch-up and heartbeat failures here too.
     pub fn note_store_error(&self, e: &StoreError) {
-        let text = crate::error_chain(e);
+        let text = muster_proto::errors::error_chain(e);
         let mut last = self
             .inner
             .store_error

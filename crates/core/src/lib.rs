@@ -50,15 +50,4 @@ pub mod testdir;
 
 pub use handle::{LoadReport, MasterHandle};
 
-/// `e` and its sources on one line, for logs (`a: b: c`).
-#[must_use]
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub use muster_proto::errors::error_chain;

@@ -613,7 +613,7 @@ pub async fn run_listeners(
         settings,
         Secrets::random(Duration::from_secs(60)),
         scopes,
-        crate::runtime::udp::now(),
+        muster_core::clock::now(),
     );
     crate::runtime::udp::run(handle, face, sockets, budgets, stop).await;
 }

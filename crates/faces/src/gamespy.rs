@@ -600,7 +600,7 @@ pub async fn run_udp(
     budgets: crate::runtime::udp::Budgets,
     stop: CancellationToken,
 ) {
-    let face = GameSpyFace::new(settings, crate::runtime::udp::now());
+    let face = GameSpyFace::new(settings, muster_core::clock::now());
     let sockets = sockets.into_iter().map(Arc::new).collect();
     crate::runtime::udp::run(handle, face, sockets, budgets, stop).await;
 }
@@ -653,7 +653,7 @@ pub async fn run_tcp(
                 let allowed = limiter
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .allow(peer.ip(), crate::runtime::udp::now(), 1.0);
+                    .allow(peer.ip(), muster_core::clock::now(), 1.0);
                 if !allowed {
                     handle.metrics().count_rate_limited(peer.ip());
                     handle.metrics().count_drop(DropReason::RateLimited);

@@ -209,9 +209,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn now() -> std::time::Instant {
-    tokio::time::Instant::now().into_std()
-}
+use muster_core::clock::now;
 
 impl Shared {
     fn new(handle: MasterHandle, settings: MgmtSettings) -> Self {

@@ -27,7 +27,7 @@
 //! are humantime strings (`"90s"`, `"10m"`). Unknown keys are errors, so a typo is not silently
 //! ignored. An error names the file, the line and column, the key and what was expected
 //! ([`Diagnostic`]). [`Config::to_toml`] writes a configuration back out, every key included.
-//! This module only parses and validates; binding is [`crate::runtime::bind_tcp`]'s job.
+//! This module only parses and validates; binding is [`muster_faces::runtime::bind_tcp`]'s job.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -36,178 +36,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::registry::{Face, RegistryConfig};
+use muster_core::registry::{Face, RegistryConfig};
 
 pub use muster_core::config::ports;
 
-/// Configuration errors.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read {}", .0.display())]
-    Read(PathBuf, #[source] std::io::Error),
-    /// The TOML is malformed, has an unknown key or a value of the wrong type.
-    #[error("{0}")]
-    Parse(Box<Diagnostic>),
-    /// A value is out of range.
-    #[error("{0}")]
-    OutOfRange(Box<Diagnostic>),
-    /// A value given outside a file (a command-line flag) is not valid for this key.
-    #[error("invalid value for {0}")]
-    Invalid(&'static str),
-}
-
-/// Where a configuration error is and what was expected:
-/// `muster.toml:7:22: limits.servers_per_source: 0 is out of range: expected at least 1`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnostic {
-    /// The file, when the text came from one.
-    pub file: Option<PathBuf>,
-    /// Line and column, from 1, when known.
-    pub at: Option<(usize, usize)>,
-    /// The dotted key (`limits.servers_per_source`), when known.
-    pub key: Option<String>,
-    /// What is wrong and what was expected.
-    pub message: String,
-}
-
-impl std::fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.file, self.at) {
-            (Some(file), Some((l, c))) => write!(f, "{}:{l}:{c}: ", file.display())?,
-            (Some(file), None) => write!(f, "{}: ", file.display())?,
-            (None, Some((l, c))) => write!(f, "line {l}, column {c}: ")?,
-            (None, None) => {}
-        }
-        if let Some(key) = &self.key {
-            write!(f, "{key}: ")?;
-        }
-        f.write_str(&self.message)
-    }
-}
-
-impl From<muster_core::config::InvalidSetting> for ConfigError {
-    fn from(e: muster_core::config::InvalidSetting) -> Self {
-        Self::Invalid(e.0)
-    }
-}
-
-impl ConfigError {
-    /// The diagnostic of a parse or range error.
-    #[must_use]
-    pub fn diagnostic(&self) -> Option<&Diagnostic> {
-        match self {
-            Self::Parse(d) | Self::OutOfRange(d) => Some(d),
-            Self::Read(..) | Self::Invalid(_) => None,
-        }
-    }
-
-    fn in_file(mut self, path: &Path) -> Self {
-        if let Self::Parse(d) | Self::OutOfRange(d) = &mut self {
-            d.file = Some(path.to_owned());
-        }
-        self
-    }
-}
-
-/// Line and column (from 1, columns in characters) of byte `offset` of `text`.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = text.get(..offset.min(text.len())).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let start = before.rfind('\n').map_or(0, |i| i + 1);
-    let col = before.get(start..).map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
-
-/// The table a line opens (`[limits]` → `limits`, `[[x]]` → `x`), if it opens one.
-fn header(line: &str) -> Option<String> {
-    let t = line.trim();
-    let inner = t.strip_prefix('[')?;
-    let inner = inner.strip_prefix('[').unwrap_or(inner);
-    let end = inner.find(']')?;
-    Some(
-        inner
-            .get(..end)?
-            .split('.')
-            .map(|p| p.trim().trim_matches('"'))
-            .collect::<Vec<_>>()
-            .join("."),
-    )
-}
-
-/// The key a `key = value` line sets, if it sets one.
-fn assigned_key(line: &str) -> Option<&str> {
-    let t = line.trim_start();
-    if t.starts_with('#') || t.starts_with('[') {
-        return None;
-    }
-    let (k, _) = t.split_once('=')?;
-    Some(k.trim().trim_matches('"'))
-}
-
-/// The dotted key set on line `line` (from 1): its table's name and the key.
-fn key_at(text: &str, line: usize) -> Option<String> {
-    let lines: Vec<&str> = text.lines().collect();
-    let here = lines.get(line.checked_sub(1)?)?;
-    if let Some(h) = header(here) {
-        return Some(h);
-    }
-    let key = assigned_key(here)?;
-    let table = lines
-        .get(..line - 1)
-        .unwrap_or_default()
-        .iter()
-        .rev()
-        .find_map(|l| header(l));
-    Some(match table {
-        Some(t) if !t.is_empty() => format!("{t}.{key}"),
-        _ => key.to_owned(),
-    })
-}
-
-/// Where the dotted `key` is set in `text` (as a key or a table header): line and column of
-/// its first character. A key set inside an inline table is found as its outer key.
-fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
-    let indent = |line: &str| line.chars().take_while(|c| c.is_whitespace()).count() + 1;
-    let mut table = String::new();
-    for (i, line) in text.lines().enumerate() {
-        if let Some(h) = header(line) {
-            if h == key {
-                return Some((i + 1, indent(line)));
-            }
-            table = h;
-            continue;
-        }
-        let Some(k) = assigned_key(line) else {
-            continue;
-        };
-        let full = if table.is_empty() {
-            k.to_owned()
-        } else {
-            format!("{table}.{k}")
-        };
-        if full == key {
-            return Some((i + 1, indent(line)));
-        }
-    }
-    key.rsplit_once('.')
-        .and_then(|(outer, _)| locate(text, outer))
-}
-
-impl ConfigError {
-    /// A TOML error located in `text`: its line, column and key.
-    fn parse(text: &str, e: &toml::de::Error) -> Self {
-        let at = e.span().map(|s| line_col(text, s.start));
-        let key = at.and_then(|(line, _)| key_at(text, line));
-        Self::Parse(Box::new(Diagnostic {
-            file: None,
-            at,
-            key,
-            message: e.message().trim_end().to_owned(),
-        }))
-    }
-}
+use crate::config_error::locate;
+pub use crate::config_error::{ConfigError, Diagnostic};
 
 pub use muster_core::config::HumanDuration;
 
@@ -386,30 +220,7 @@ impl Default for LifetimesConfig {
     }
 }
 
-/// The poller.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PollerConfig {
-    /// Poll listed servers at all (off in tests that check registrations alone).
-    pub enabled: bool,
-    /// Each listed server is polled once per interval.
-    pub interval: HumanDuration,
-    /// Polls per second at most, over all servers.
-    pub max_per_second: u32,
-    /// De-list after this many failed polls in a row.
-    pub delist_after_failures: u32,
-}
-
-impl Default for PollerConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            interval: HumanDuration(Duration::from_secs(300)),
-            max_per_second: 20,
-            delist_after_failures: 3,
-        }
-    }
-}
+pub use crate::poller::PollerConfig;
 
 /// The player-count history kept for the web page.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -453,10 +264,10 @@ pub struct Config {
     pub http: HttpConfig,
     /// Live events (`GET /api/v1/events`).
     pub events: EventsConfig,
-    /// Masters to learn servers from (`[[upstream]]`, see [`crate::upstream::config`]).
-    pub upstream: Vec<crate::upstream::config::UpstreamConfig>,
+    /// Masters to learn servers from (`[[upstream]]`, see [`crate::upstream::settings`]).
+    pub upstream: Vec<crate::upstream::settings::UpstreamConfig>,
     /// Sharing the list with peers, and learned records' lifetime.
-    pub federation: crate::upstream::config::FederationConfig,
+    pub federation: crate::upstream::settings::FederationConfig,
     /// DDNet face options.
     pub ddnet: DdnetConfig,
     /// Where the registry is stored.
@@ -468,7 +279,7 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct DdnetConfig {
     /// A CSV file of IP networks and locations (`192.0.2.0/24,eu:de`), as DDNet's master took
-    /// ([`crate::locations`]): `servers.json` entries and the API's server objects get a
+    /// ([`muster_core::locations`]): `servers.json` entries and the API's server objects get a
     /// `location`. Empty (the default): none.
     pub locations: PathBuf,
 }
@@ -477,7 +288,7 @@ pub struct DdnetConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `sqlite:PATH` or `postgres://USER:PASS@HOST:PORT/DB` (see [`crate::store::StoreUrl`]);
+    /// `sqlite:PATH` or `postgres://USER:PASS@HOST:PORT/DB` (see [`muster_store::StoreUrl`]);
     /// unset: `sqlite:<data_dir>/muster.sqlite3`. Instances given one PostgreSQL database
     /// share one registry.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -511,7 +322,7 @@ pub struct EventsConfig {
 
 impl Default for EventsConfig {
     fn default() -> Self {
-        let d = crate::events::EventLimits::default();
+        let d = muster_core::events::EventLimits::default();
         Self {
             backlog: d.backlog,
             max_lag: d.lag,
@@ -529,13 +340,13 @@ impl Default for EventsConfig {
 impl EventsConfig {
     /// The hub's limits.
     #[must_use]
-    pub fn limits(&self) -> crate::events::EventLimits {
-        crate::events::EventLimits {
+    pub fn limits(&self) -> muster_core::events::EventLimits {
+        muster_core::events::EventLimits {
             backlog: self.backlog,
             lag: self.max_lag,
             max_subscribers: self.max_streams,
             max_per_source: self.max_streams_per_source,
-            prefix: crate::runtime::tcp::PrefixCaps {
+            prefix: muster_faces::runtime::tcp::PrefixCaps {
                 max_per_56: self.max_streams_per_56,
                 max_per_48: self.max_streams_per_48,
                 reserved: self.reserved_streams,
@@ -572,7 +383,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             events: EventsConfig::default(),
             upstream: Vec::new(),
-            federation: crate::upstream::config::FederationConfig::default(),
+            federation: crate::upstream::settings::FederationConfig::default(),
             ddnet: DdnetConfig::default(),
             store: StoreConfig::default(),
         }
@@ -816,11 +627,11 @@ impl Config {
                 ),
             ));
         }
-        crate::upstream::config::validate(&self.upstream, &self.federation)?;
+        crate::upstream::settings::validate(&self.upstream, &self.federation)?;
         if let Some(bad) = l
             .trusted_proxies
             .iter()
-            .find(|n| crate::upstream::config::Net::parse(n).is_err())
+            .find(|n| crate::upstream::settings::Net::parse(n).is_err())
         {
             return Err(out_of_range(
                 "limits.trusted_proxies".to_owned(),
@@ -866,7 +677,7 @@ impl Config {
                 (Face::DdnetHttp, lt.ddnet.0),
             ]),
             game_lifetimes,
-            learned_lifetime: crate::upstream::config::learned_lifetime(
+            learned_lifetime: crate::upstream::settings::learned_lifetime(
                 &self.upstream,
                 &self.federation,
             ),
@@ -902,7 +713,7 @@ mod tests {
         );
         assert_eq!(c.limits.list_bytes_burst, 256 * 1024);
         assert_eq!(c.limits.egress_bytes_per_sec, 1_048_576);
-        let ddnet = crate::faces::teeworlds::ddnet::DdnetSettings::default();
+        let ddnet = muster_faces::teeworlds::ddnet::DdnetSettings::default();
         assert_eq!(
             (
                 c.limits.ddnet_register_burst,
@@ -1081,7 +892,7 @@ mod tests {
         let e = Config::from_file(&missing).unwrap_err();
         assert_eq!(e.to_string(), format!("cannot read {}", missing.display()));
         assert!(
-            crate::error_chain(&e).contains("No such file"),
+            muster_proto::errors::error_chain(&e).contains("No such file"),
             "the cause follows"
         );
         let _ = std::fs::remove_dir_all(&dir);
@@ -1170,7 +981,7 @@ mod tests {
             ("history", fields_of::<HistoryConfig>()),
             (
                 "federation",
-                fields_of::<crate::upstream::config::FederationConfig>(),
+                fields_of::<crate::upstream::settings::FederationConfig>(),
             ),
         ];
         for key in fields_of::<Config>() {

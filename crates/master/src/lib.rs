@@ -42,15 +42,17 @@
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod config;
+pub mod config_error;
 pub mod poller;
 pub mod upstream;
 
 pub use muster_core::{
-    board, bulk, clock, conns, drops, error_chain, events, handle, locations, memfile, metrics,
-    poll, registry, secrets, views,
+    board, bulk, clock, conns, drops, events, handle, locations, memfile, metrics, poll, registry,
+    secrets, views,
 };
 pub use muster_faces::runtime;
 pub use muster_http::{api, limit as http_limit, routes as http, web};
+pub use muster_proto::errors::error_chain;
 pub use muster_store::cluster;
 
 /// The protocol faces (crate `muster-faces`).
@@ -417,7 +419,7 @@ impl Master {
         } else {
             None
         };
-        let start = runtime::udp::now();
+        let start = clock::now();
         let mut gamespy = faces::gamespy::GameSpySettings::from_limits(limits);
         gamespy.require_client_validate = self.config.gamespy.require_client_validate;
         gamespy.challenges.lifetime = self.config.lifetimes.pending.0;
@@ -686,17 +688,17 @@ impl Master {
 /// The sources whose `\sync\` the GameSpy face answers: `[federation] sync_peers` and the
 /// hosts of the `gamespy` upstreams (resolved now; one that does not resolve is left out and
 /// logged).
-async fn sync_peers(config: &Config) -> Vec<upstream::config::Net> {
+async fn sync_peers(config: &Config) -> Vec<upstream::settings::Net> {
     // validate() parsed them already.
     let mut peers = config.federation.peers().unwrap_or_default();
     for u in &config.upstream {
-        if u.kind != upstream::config::UpstreamKind::Gamespy {
+        if u.kind != upstream::settings::UpstreamKind::Gamespy {
             continue;
         }
         match tokio::net::lookup_host(u.address.as_str()).await {
             Ok(addrs) => {
                 for a in addrs {
-                    if let Ok(n) = upstream::config::Net::parse(&a.ip().to_string()) {
+                    if let Ok(n) = upstream::settings::Net::parse(&a.ip().to_string()) {
                         peers.push(n);
                     }
                 }

@@ -56,10 +56,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::MasterHandle;
-use crate::config::PollerConfig;
-use crate::drops::DropReason;
-use crate::registry::{DelistOutcome, PollInfo, PollOutcome, ServerKey, Timestamp};
+use muster_core::MasterHandle;
+use muster_core::config::HumanDuration;
+use muster_core::drops::DropReason;
+use muster_core::registry::{DelistOutcome, PollInfo, PollOutcome, ServerKey, Timestamp};
+use serde::{Deserialize, Serialize};
 
 pub use machine::{PollTarget, machine_for};
 pub use muster_core::poll::{
@@ -69,6 +70,31 @@ pub use schedule::{Candidate, Pick, Schedule};
 
 /// The shortest tick the poller accepts (a zero tick would spin).
 const MIN_TICK: Duration = Duration::from_millis(10);
+
+/// The poller's section of the configuration (`[poller]`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PollerConfig {
+    /// Poll listed servers at all (off in tests that check registrations alone).
+    pub enabled: bool,
+    /// Each listed server is polled once per interval.
+    pub interval: HumanDuration,
+    /// Polls per second at most, over all servers.
+    pub max_per_second: u32,
+    /// De-list after this many failed polls in a row.
+    pub delist_after_failures: u32,
+}
+
+impl Default for PollerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interval: HumanDuration(Duration::from_secs(300)),
+            max_per_second: 20,
+            delist_after_failures: 3,
+        }
+    }
+}
 
 /// How the poller runs. `Default` has the spec defaults; [`PollerSettings::from_config`] takes
 /// the `[poller]` section.
@@ -265,7 +291,7 @@ fn start_batch(
             })
         });
         let picks = schedule.pick(candidates, now, budget);
-        let by_key: HashMap<&ServerKey, &crate::registry::Record> = if picks.is_empty() {
+        let by_key: HashMap<&ServerKey, &muster_core::registry::Record> = if picks.is_empty() {
             HashMap::new()
         } else {
             view.listed().iter().map(|r| (&r.key, &**r)).collect()
@@ -327,7 +353,7 @@ fn start_batch(
                         mine
                     }
                     Err(e) => {
-                        tracing::debug!(error = %crate::error_chain(&e), "poll leases unavailable; polling anyway");
+                        tracing::debug!(error = %muster_proto::errors::error_chain(&e), "poll leases unavailable; polling anyway");
                         jobs
                     }
                 }

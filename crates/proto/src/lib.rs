@@ -27,6 +27,7 @@
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod display;
+pub mod errors;
 pub mod games;
 pub mod limit;
 pub mod model;

@@ -43,11 +43,11 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::StoreError;
 use crate::postgres::{NOTIFY_CHANNEL, PgShared, RemoteChange, owner_of};
 use muster_core::MasterHandle;
 use muster_core::poll::{ClaimFuture, LeaseClaim, PollLeases};
 use muster_core::registry::{Face, GameAddr, ServerKey};
+use muster_core::store::StoreError;
 
 /// How often an instance refreshes its heartbeat row.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
@@ -127,7 +127,7 @@ pub fn deregister(shared: &Arc<PgShared>) {
             .unwrap_or(Err(StoreError::Timeout))
     });
     if let Ok(Err(e)) | Err(e) = r {
-        tracing::warn!(error = %muster_core::error_chain(&e), "could not remove this instance from the database");
+        tracing::warn!(error = %muster_proto::errors::error_chain(&e), "could not remove this instance from the database");
     }
 }
 
@@ -143,7 +143,7 @@ async fn listen(shared: Arc<PgShared>, wake: Arc<Notify>, stop: CancellationToke
         let (client, mut rx) = match conn {
             Ok(c) => c,
             Err(e) => {
-                tracing::debug!(error = %muster_core::error_chain(&e), "listener cannot connect");
+                tracing::debug!(error = %muster_proto::errors::error_chain(&e), "listener cannot connect");
                 tokio::select! {
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep(backoff) => {}

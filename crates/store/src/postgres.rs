@@ -45,8 +45,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::{AsyncMessage, Client, NoTls, Row as PgRow};
 
 use crate::sqlite::Row;
-use crate::{Loaded, Store, StoreError};
 use muster_core::registry::{GameAddr, Record, ServerKey, Timestamp};
+use muster_core::store::{Loaded, Store, StoreError};
 
 /// The channel writers notify after each committed batch (payload: the writer's node id).
 pub const NOTIFY_CHANNEL: &str = "muster_changes";
@@ -951,16 +951,17 @@ impl PutColumns {
             c.poll_failures.push(i64::from(r.poll_failures));
             c.source.push(r.source.to_ip().to_string());
             c.info.push(r.info.as_deref().map(|i| {
-                serde_json::to_string(&crate::rows::InfoRow::from(i)).unwrap_or_default()
+                serde_json::to_string(&muster_core::store::rows::InfoRow::from(i))
+                    .unwrap_or_default()
             }));
             c.last_proof.push(ts(r.last_proof));
             let ddnet = r
                 .ddnet
                 .as_deref()
-                .map(|d| crate::rows::ddnet_column(d, &r.key.addr));
+                .map(|d| muster_core::store::rows::ddnet_column(d, &r.key.addr));
             c.ddnet
                 .push(ddnet.transpose().map_err(StoreError::InfoRead)?);
-            c.sources.push(crate::rows::sources_column(r));
+            c.sources.push(muster_core::store::rows::sources_column(r));
         }
         Ok(c)
     }

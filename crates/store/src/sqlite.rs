@@ -20,11 +20,13 @@ use std::sync::Arc;
 use muster_proto::limit::SourceKey;
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, params};
 
-use crate::rows::{DdnetRow, FaceDataV2, InfoRow, SourceRow, sources_column, sources_from_rows};
-use crate::{Loaded, Store, StoreError};
 use muster_core::registry::{
     Face, GameAddr, Record, Registration, ServerKey, Timestamp, Verification, protocol_from_name,
 };
+use muster_core::store::rows::{
+    DdnetRow, FaceDataV2, InfoRow, SourceRow, sources_column, sources_from_rows,
+};
+use muster_core::store::{Loaded, Store, StoreError};
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "muster.sqlite3";
@@ -129,7 +131,7 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
     let ddnet = r
         .ddnet
         .as_deref()
-        .map(|d| crate::rows::ddnet_column(d, &r.key.addr))
+        .map(|d| muster_core::store::rows::ddnet_column(d, &r.key.addr))
         .transpose()
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     let sources = sources_column(r);

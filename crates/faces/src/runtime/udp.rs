@@ -221,11 +221,7 @@ pub trait UdpMachine: Send + 'static {
     fn poll_timeout(&self) -> Option<Instant>;
 }
 
-/// Now, on tokio's clock.
-#[must_use]
-pub fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
-}
+use muster_core::clock::now;
 
 #[derive(Debug)]
 struct Inbound {

@@ -587,7 +587,7 @@ async fn list(
             if let Some(version) = face.handle.unstored(&key) {
                 if let Err(e) = face.handle.durable(version).await {
                     m.count_drop(DropReason::NotStored);
-                    tracing::warn!(error = %muster_core::error_chain(&e), "ddnet registration not stored");
+                    tracing::warn!(error = %muster_proto::errors::error_chain(&e), "ddnet registration not stored");
                     return error(StatusCode::SERVICE_UNAVAILABLE, "storage failed");
                 }
             }
@@ -682,7 +682,7 @@ async fn delete(face: &DdnetFace, ip: IpAddr, d: &DeleteHeaders<'_>) -> Response
     };
     if let Err(e) = face.handle.durable(version).await {
         m.count_drop(DropReason::NotStored);
-        tracing::warn!(error = %muster_core::error_chain(&e), "ddnet deletion not stored");
+        tracing::warn!(error = %muster_proto::errors::error_chain(&e), "ddnet deletion not stored");
         let persisted = face.handle.persisted();
         let mut pending = lock(&face.pending_deletes);
         pending.retain(|_, v| *v > persisted);

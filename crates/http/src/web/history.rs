@@ -362,8 +362,8 @@ pub async fn run(
                 }
                 return;
             }
-            Ok(Err(e)) => muster_core::error_chain(&e),
-            Err(e) => muster_core::error_chain(&e),
+            Ok(Err(e)) => muster_proto::errors::error_chain(&e),
+            Err(e) => muster_proto::errors::error_chain(&e),
         };
         if let Some(c) = &counts {
             c.metrics().count_drops(

@@ -16,7 +16,7 @@ use muster_proto::probe::BoxedQuery;
 use muster_proto::{Protocol, QueryConfig};
 use muster_query::machines;
 
-use crate::registry::{Record, UT2003_LIST_GAMES};
+use muster_core::registry::{Record, UT2003_LIST_GAMES};
 
 /// How one record is polled: everything a machine needs, small and `Copy`, so a query job can
 /// carry it without holding the record.
@@ -88,7 +88,7 @@ pub fn machine_for(rec: &Record, config: QueryConfig) -> Option<BoxedQuery> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Face, GameAddr, Registration, ServerKey, Timestamp, Verification};
+    use muster_core::registry::{Face, GameAddr, Registration, ServerKey, Timestamp, Verification};
     use muster_proto::limit::SourceKey;
     use std::time::Instant;
 

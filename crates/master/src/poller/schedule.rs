@@ -19,7 +19,7 @@ use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::registry::{ServerKey, Timestamp};
+use muster_core::registry::{ServerKey, Timestamp};
 
 /// A record the poller could query, as the registry showed it this tick. Borrows the key, so
 /// a pick over every record under the registry lock clones only the keys it picks or first
@@ -211,7 +211,7 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::GameAddr;
+    use muster_core::registry::GameAddr;
 
     const T0: Timestamp = Timestamp::from_secs(1_700_000_000);
     const INTERVAL: Duration = Duration::from_secs(300);

@@ -21,11 +21,12 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::bounded::at_most;
-use super::fetch::MAX_LISTED;
-use super::http::{self, Pins};
+use super::download::{self as http, Pins};
 
 /// Records per page asked for (the API's maximum); a page with more is refused.
 pub const PER_PAGE: usize = 500;
+/// Most servers one pull may list (every kind): a pull listing more is refused whole.
+pub const MAX_LISTED: usize = 65_536;
 /// Most pages read in one pull: enough for [`MAX_LISTED`] records and a list that grows
 /// while it is paged.
 pub const MAX_PAGES: usize = MAX_LISTED.div_ceil(PER_PAGE) + 1;

@@ -11,7 +11,7 @@
 //! | `muster` | `/api/v1/servers` ([`super::api`]) | as registered there | the list's |
 //!
 //! Every pull is bounded whatever the upstream sends: [`MAX_LISTED`] servers, the kind's byte
-//! limit (a sync reply's, [`super::http::MAX_DOCUMENT_BYTES`], the API's per page and per
+//! limit (a sync reply's, [`super::download::MAX_DOCUMENT_BYTES`], the API's per page and per
 //! pull), and the fetcher's timeout for all of it. Each pull says which addresses it actually
 //! talked to ([`Pulled::List::peers`]): only a list that came from local addresses alone may
 //! name local servers ([`may_list_local`]).
@@ -30,17 +30,16 @@ use serde::Deserialize;
 
 use super::api::{ApiClient, ApiError, ApiPull};
 use super::bounded::at_most;
-use super::config::{GameSpyMode, UpstreamConfig, UpstreamKind};
-use super::http::{self, HttpError, MAX_DOCUMENT_BYTES, Pins};
+use super::download::{self as http, HttpError, MAX_DOCUMENT_BYTES, Pins};
 use super::learn::{Listed, TEEWORLDS_GAME};
+use super::settings::{GameSpyMode, UpstreamConfig, UpstreamKind};
 use super::sync::{self, SyncError};
-use crate::registry::{Face, GameAddr, protocol_from_name};
+use muster_core::registry::{Face, GameAddr, protocol_from_name};
 use muster_proto::gamespy_master::games as gamespy_games;
 
 /// The whole of one pull (a sync, every page, every game's list) must finish within this.
 pub const PULL_TIMEOUT: Duration = Duration::from_secs(60);
-/// Most servers one pull may list (every kind): a pull listing more is refused whole.
-pub const MAX_LISTED: usize = 65_536;
+pub use super::api::MAX_LISTED;
 /// Most addresses of one `servers.json` entry (a server has one per protocol it speaks).
 pub const MAX_ADDRESSES_PER_SERVER: usize = 16;
 
@@ -109,7 +108,7 @@ pub struct Fetcher {
 }
 
 async fn resolve(address: &str, pins: &Pins) -> Result<SocketAddr, PullError> {
-    if let Some((host, port)) = super::config::host_port(address) {
+    if let Some((host, port)) = super::settings::host_port(address) {
         if let Some((_, a)) = pins.iter().find(|(h, _)| h == host) {
             return Ok(SocketAddr::new(a.ip(), port));
         }

@@ -16,7 +16,7 @@ use muster_proto::limit::SourceKey;
 use muster_proto::model::RawValue;
 use muster_proto::{Protocol, ServerInfo};
 
-use crate::registry::{
+use muster_core::registry::{
     Face, GameAddr, MAX_GAME_LEN, Registration, ServerKey, Timestamp, UT2003_LIST_GAMES,
 };
 use muster_proto::gamespy_master::games as gamespy_games;

@@ -15,7 +15,7 @@
 //! Nothing an upstream says reaches the registry before this master queried the server
 //! itself and it answered as the game the list named: an upstream that lies adds load
 //! (bounded by `max_unverified` and `verify_per_second`), never records. Records learned
-//! from an upstream carry its name as their source ([`crate::registry::Origin`]); the
+//! from an upstream carry its name as their source ([`muster_core::registry::Origin`]); the
 //! GameSpy face shares only direct records with syncing peers and the API shows every
 //! record's sources, so two masters that pull from each other learn each other's own
 //! servers once and stop there.
@@ -25,10 +25,10 @@
 
 pub mod api;
 pub mod bounded;
-pub mod config;
+pub mod download;
 pub mod fetch;
-pub mod http;
 pub mod learn;
+pub mod settings;
 
 pub mod sync;
 
@@ -41,12 +41,12 @@ use muster_proto::ServerInfo;
 use muster_query::{Completed, Failure, Job, Options};
 use tokio_util::sync::CancellationToken;
 
-use crate::MasterHandle;
 use crate::poller::PollTarget;
-use crate::registry::{GameAddr, Outcome, PollInfo, ServerKey, Timestamp};
-use config::UpstreamConfig;
 use fetch::{Fetcher, PullError, Pulled};
 use learn::{Candidates, Listed, is_local, plausible};
+use muster_core::MasterHandle;
+use muster_core::registry::{GameAddr, Outcome, PollInfo, ServerKey, Timestamp};
+use settings::UpstreamConfig;
 
 pub use muster_core::board::{Board, UpstreamStatus};
 
@@ -174,7 +174,7 @@ impl Upstream {
         let pulled = match fetched {
             Ok(p) => p,
             Err(e) => {
-                let text = crate::error_chain(&e);
+                let text = muster_proto::errors::error_chain(&e);
                 board.update(self.row, |r| {
                     r.pulls_failed += 1;
                     r.failures_in_row = r.failures_in_row.saturating_add(1);
@@ -389,7 +389,7 @@ pub async fn run(
         let mut up = match Upstream::new(config, Arc::clone(&msid), &handle) {
             Ok(u) => u,
             Err(e) => {
-                tracing::error!(error = %crate::error_chain(&e), "an upstream cannot start");
+                tracing::error!(error = %muster_proto::errors::error_chain(&e), "an upstream cannot start");
                 continue;
             }
         };
@@ -413,7 +413,7 @@ pub async fn run(
                     }
                     Err(e) => {
                         failures = failures.saturating_add(1);
-                        let text = crate::error_chain(&e);
+                        let text = muster_proto::errors::error_chain(&e);
                         if text != last_error {
                             tracing::warn!(upstream = %up.name, error = %text, "upstream pull failed");
                             last_error = text;

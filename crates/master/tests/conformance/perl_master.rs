@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use muster_master::config::{Config, Listen, ListenConfig};
 use muster_master::registry::{Face, GameAddr, Registration, ServerKey, Timestamp};
 use muster_master::upstream::Upstream;
-use muster_master::upstream::config::{GameSpyMode, UpstreamConfig, UpstreamKind};
+use muster_master::upstream::settings::{GameSpyMode, UpstreamConfig, UpstreamKind};
 use muster_master::{Listeners, Master, MasterHandle};
 use muster_proto::Protocol;
 use muster_proto::gamespy_master::{Key, ListClientConfig, ListForm};

@@ -14,7 +14,7 @@ use muster_master::config::Config;
 use muster_master::registry::{
     Face, GameAddr, Outcome, PollFields, PollInfo, Registration, ServerKey, Timestamp,
 };
-use muster_master::upstream::config::{GameSpyMode, UpstreamConfig, UpstreamKind};
+use muster_master::upstream::settings::{GameSpyMode, UpstreamConfig, UpstreamKind};
 use muster_master::upstream::{PullReport, Upstream};
 use muster_proto::Protocol;
 use muster_proto::gameagent::respond::{GameAgentResponder, ResponderConfig as GaConfig};

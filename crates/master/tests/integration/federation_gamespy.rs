@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use muster_master::faces::gamespy::{GameSpySettings, SyncSettings};
 use muster_master::registry::{Face, GameAddr, Registration, ServerKey, Timestamp};
-use muster_master::upstream::config::Net;
+use muster_master::upstream::settings::Net;
 use muster_proto::Protocol;
 use muster_proto::gamespy_master::{Enctype, QueryReply, Secure, validate_string};
 use muster_proto::limit::SourceKey;

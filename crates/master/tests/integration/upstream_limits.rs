@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use muster_master::upstream::api::PER_PAGE;
-use muster_master::upstream::config::{UpstreamConfig, UpstreamKind};
+use muster_master::upstream::download::MAX_DOCUMENT_BYTES;
 use muster_master::upstream::fetch::MAX_LISTED;
-use muster_master::upstream::http::MAX_DOCUMENT_BYTES;
+use muster_master::upstream::settings::{UpstreamConfig, UpstreamKind};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;

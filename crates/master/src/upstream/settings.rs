@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigError, HumanDuration};
+use crate::config_error::ConfigError;
+use muster_core::config::HumanDuration;
 
 /// Default of [`UpstreamConfig::interval`].
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
@@ -271,7 +272,7 @@ impl Default for FederationConfig {
         Self {
             sync_peers: Vec::new(),
             export_learned: false,
-            learned_lifetime: HumanDuration(crate::registry::DEFAULT_LEARNED_LIFETIME),
+            learned_lifetime: HumanDuration(muster_core::registry::DEFAULT_LEARNED_LIFETIME),
         }
     }
 }
