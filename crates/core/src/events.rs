@@ -492,13 +492,6 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// The id of the last event before the subscription started (what a list fetched now
-    /// already shows).
-    #[must_use]
-    pub fn start_id(&self) -> u64 {
-        self.last_id
-    }
-
     /// The next item; waits for one.
     pub async fn next(&mut self) -> Next {
         if std::mem::take(&mut self.gap) {

@@ -427,12 +427,6 @@ impl MasterHandle {
         }
     }
 
-    /// Whether a poller is connected.
-    #[must_use]
-    pub fn has_poller(&self) -> bool {
-        self.inner.poll_soon.get().is_some()
-    }
-
     fn counted(&self, out: Outcome) -> Outcome {
         match out {
             Outcome::Added => self.inner.metrics.count_registration(),

@@ -217,11 +217,6 @@ impl Metrics {
             .unwrap_or(0)
     }
 
-    /// A refusal by a bucket whose source is not known here (counted in the total only).
-    pub fn count_rate_limited_unattributed(&self) {
-        self.rate_limited.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Sources (IPv4 addresses, IPv6 /64s) refused by a bucket within the last
     /// [`LIMITED_SOURCE_WINDOW`], at most [`MAX_LIMITED_SOURCES`].
     #[must_use]

@@ -55,9 +55,12 @@
 //! `muster_proto::limit` owns rate limits, [`crate::store`] owns persistence. The per-source
 //! cap here counts records, not requests.
 
+mod ddnet;
 pub mod infos;
+mod key;
+mod poll;
+mod record;
 mod table;
-mod types;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -65,14 +68,19 @@ use std::time::Duration;
 
 use muster_proto::limit::SourceKey;
 
-pub use infos::{DdnetInfo, InfoFile, InfoStats};
-pub use types::{
-    DDNET_STREAM_SCHEMES, DdnetData, DdnetSecret, DdnetStream, Face, GameAddr, MAX_DDNET_INFO,
-    MAX_DDNET_STREAMS, MAX_GAME_LEN, MAX_HOST_LEN, MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT,
-    MAX_SOURCES, Origin, PollFields, PollInfo, PollPlayer, PollPlayers, Record, Registration,
-    Rules, RulesView, ServerKey, ShortText, Source, Timestamp, Verification, addr_text,
-    protocol_from_name, short,
+pub use ddnet::{
+    DDNET_STREAM_SCHEMES, DdnetData, DdnetSecret, DdnetStream, MAX_DDNET_INFO, MAX_DDNET_STREAMS,
 };
+pub use infos::{DdnetInfo, InfoFile, InfoStats};
+pub use key::{
+    Face, GameAddr, MAX_GAME_LEN, MAX_HOST_LEN, ServerKey, ShortText, Timestamp, addr_text,
+    protocol_from_name,
+};
+pub use poll::{
+    MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, PollFields, PollInfo, PollPlayer, PollPlayers,
+    Rules, RulesView, short,
+};
+pub use record::{MAX_SOURCES, Origin, Record, Registration, Source, Verification};
 
 /// Default cap on records per source (IPv4 address / IPv6 /64): a hosting box runs hundreds
 /// of servers on one address (DDNet hosts, game-hosting companies), so the cap is sized for

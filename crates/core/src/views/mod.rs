@@ -404,13 +404,6 @@ impl Publisher {
         self.dirty
     }
 
-    /// Whether a change since the last build may have changed membership, order or listed
-    /// fields.
-    #[must_use]
-    pub fn is_structural(&self) -> bool {
-        self.structural
-    }
-
     /// How long the changes applied since the last build may still wait for one at `now`
     /// (zero: build now). Only changes that moved nothing but times wait, until
     /// [`TIMES_INTERVAL`] after the last build; a change that adds, removes or alters what a
