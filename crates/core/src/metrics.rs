@@ -1,4 +1,4 @@
-//! Counters every face bumps, rendered in the Prometheus text format by `GET /metrics`.
+//! Counters every face bumps (the HTTP layer renders them for `GET /metrics`).
 //!
 //! Counters live outside the registry lock (atomics, and a small map keyed by `&'static str`
 //! under its own lock), so counting a dropped datagram never waits for anything. Drops are
@@ -6,7 +6,6 @@
 //! of series is bounded by the code.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +14,6 @@ use std::time::{Duration, Instant};
 use muster_proto::limit::SourceKey;
 
 use crate::drops::DropReason;
-use crate::registry::Face;
 
 /// Default of `http.server_metrics_max`: per-server series at most in `/metrics`.
 pub const DEFAULT_SERVER_METRICS_MAX: usize = 10_000;
@@ -258,7 +256,9 @@ impl Metrics {
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
-    fn drop_counts(&self) -> BTreeMap<&'static str, u64> {
+    /// Dropped inputs, per reason.
+    #[must_use]
+    pub fn drop_counts(&self) -> BTreeMap<&'static str, u64> {
         DropReason::ALL
             .iter()
             .zip(&self.drops.0)
@@ -284,154 +284,29 @@ impl Metrics {
         self.server_series_max.0.load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text exposition (format 0.0.4), with `listed` as the per-face gauge.
+    /// Verification exchanges that failed.
     #[must_use]
-    pub fn render(&self, listed: &BTreeMap<Face, usize>) -> String {
-        let mut s = String::new();
-        let counter = |s: &mut String, name: &str, help: &str, v: u64| {
-            let _ = write!(
-                s,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
-            );
-        };
-        counter(
-            &mut s,
-            "muster_registrations_total",
-            "Game servers newly registered.",
-            self.registrations(),
-        );
-        counter(
-            &mut s,
-            "muster_verifications_failed_total",
-            "Verification exchanges that failed.",
-            self.verifications_failed.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut s,
-            "muster_rate_limited_total",
-            "Requests refused by a per-source token bucket.",
-            self.rate_limited.load(Ordering::Relaxed),
-        );
-        let _ = write!(
-            s,
-            "# HELP muster_rate_limited_sources Sources (IPv4 addresses, IPv6 /64s) refused by a \
-             per-source token bucket in the last {} s.\n# TYPE muster_rate_limited_sources gauge\n\
-             muster_rate_limited_sources {}\n",
-            LIMITED_SOURCE_WINDOW.as_secs(),
-            self.rate_limited_sources()
-        );
-        let labelled =
-            |s: &mut String, name: &str, help: &str, label: &str, m: BTreeMap<&str, u64>| {
-                let _ = write!(s, "# HELP {name} {help}\n# TYPE {name} counter\n");
-                for (k, v) in m {
-                    let _ = writeln!(s, "{name}{{{label}=\"{k}\"}} {v}");
-                }
-            };
-        labelled(
-            &mut s,
-            "muster_list_requests_total",
-            "List requests served, per face.",
-            "face",
-            snapshot(&self.list_requests),
-        );
-        labelled(
-            &mut s,
-            "muster_limited_total",
-            "Requests and connections refused by a per-source limit, per limit.",
-            "limit",
-            snapshot(&self.limited),
-        );
-        labelled(
-            &mut s,
-            "muster_drops_total",
-            "Inputs dropped, per reason.",
-            "reason",
-            self.drop_counts(),
-        );
-        let _ = write!(
-            s,
-            "# HELP muster_servers Listed game servers, per registering face.\n# TYPE muster_servers gauge\n"
-        );
-        for (face, n) in listed {
-            let _ = writeln!(s, "muster_servers{{protocol=\"{}\"}} {n}", face.name());
-        }
-        s.push_str(&self.upstreams.render());
-        s
+    pub fn verifications_failed(&self) -> u64 {
+        self.verifications_failed.load(Ordering::Relaxed)
     }
-}
 
-/// One listed server's per-server gauges (see [`render_servers`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerSeries<'a> {
-    /// The address the list shows.
-    pub address: String,
-    /// The registering face.
-    pub protocol: &'static str,
-    /// The game.
-    pub game: &'a str,
-    /// Players now.
-    pub players: u32,
-    /// Whether its polls succeed.
-    pub up: bool,
-}
+    /// Requests refused by a per-source token bucket.
+    #[must_use]
+    pub fn rate_limited(&self) -> u64 {
+        self.rate_limited.load(Ordering::Relaxed)
+    }
 
-/// A label value in the text format: backslash, double quote and newline escaped.
-fn label(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
+    /// List requests served, per face.
+    #[must_use]
+    pub fn list_requests(&self) -> BTreeMap<&'static str, u64> {
+        snapshot(&self.list_requests)
     }
-    out
-}
 
-/// The per-server gauges `muster_server_players` and `muster_server_up` of the first `max`
-/// of `servers` (list order, so the set is stable), and `muster_server_series_omitted`: how
-/// many servers were left out to keep the number of series bounded.
-#[must_use]
-pub fn render_servers<'a>(
-    servers: impl ExactSizeIterator<Item = ServerSeries<'a>>,
-    max: usize,
-) -> String {
-    let total = servers.len();
-    let shown: Vec<ServerSeries<'a>> = servers.take(max).collect();
-    let mut s = String::new();
-    let labels = |x: &ServerSeries<'_>| {
-        format!(
-            "address=\"{}\",protocol=\"{}\",game=\"{}\"",
-            label(&x.address),
-            x.protocol,
-            label(x.game)
-        )
-    };
-    let _ = write!(
-        s,
-        "# HELP muster_server_players Players on a listed server, from its last poll or report.\n\
-         # TYPE muster_server_players gauge\n"
-    );
-    for x in &shown {
-        let _ = writeln!(s, "muster_server_players{{{}}} {}", labels(x), x.players);
+    /// Refusals by a per-source limit, per limit name.
+    #[must_use]
+    pub fn limited_counts(&self) -> BTreeMap<&'static str, u64> {
+        snapshot(&self.limited)
     }
-    let _ = write!(
-        s,
-        "# HELP muster_server_up Whether a listed server answers its polls (0 while they fail).\n\
-         # TYPE muster_server_up gauge\n"
-    );
-    for x in &shown {
-        let _ = writeln!(s, "muster_server_up{{{}}} {}", labels(x), u8::from(x.up));
-    }
-    let _ = write!(
-        s,
-        "# HELP muster_server_series_omitted Listed servers without per-server series \
-         (over http.server_metrics_max).\n# TYPE muster_server_series_omitted gauge\n\
-         muster_server_series_omitted {}\n",
-        total - shown.len()
-    );
-    s
 }
 
 #[cfg(test)]
@@ -458,92 +333,6 @@ mod tests {
         assert!(log.logged.len() <= MAX_LOGGED_LIMITS);
         // …and many sources make a few lines a second, not one each.
         assert!(lines <= LIMIT_LOG_LINES_PER_SEC, "{lines}");
-    }
-
-    #[test]
-    fn renders_prometheus_text() {
-        let m = Metrics::default();
-        m.count_registration();
-        m.count_registration();
-        m.count_drop(DropReason::Malformed);
-        m.count_list_request("http");
-        m.count_rate_limited("192.0.2.1".parse().unwrap());
-        m.count_rate_limited("192.0.2.1".parse().unwrap());
-        m.count_rate_limited("2001:db8::1".parse().unwrap());
-        m.count_rate_limited("2001:db8::2".parse().unwrap());
-        m.count_verification_failed();
-        m.count_limited("ddnet_register", "192.0.2.1".parse().unwrap());
-        m.count_limited("ddnet_register", "192.0.2.1".parse().unwrap());
-        m.count_limited("tcp_source_cap", "192.0.2.9".parse().unwrap());
-        let listed = BTreeMap::from([(Face::GameSpy, 3), (Face::Mgmt, 0)]);
-        let text = m.render(&listed);
-        let expect = "\
-# HELP muster_registrations_total Game servers newly registered.
-# TYPE muster_registrations_total counter
-muster_registrations_total 2
-# HELP muster_verifications_failed_total Verification exchanges that failed.
-# TYPE muster_verifications_failed_total counter
-muster_verifications_failed_total 1
-# HELP muster_rate_limited_total Requests refused by a per-source token bucket.
-# TYPE muster_rate_limited_total counter
-muster_rate_limited_total 4
-# HELP muster_rate_limited_sources Sources (IPv4 addresses, IPv6 /64s) refused by a per-source token bucket in the last 60 s.
-# TYPE muster_rate_limited_sources gauge
-muster_rate_limited_sources 2
-# HELP muster_list_requests_total List requests served, per face.
-# TYPE muster_list_requests_total counter
-muster_list_requests_total{face=\"http\"} 1
-# HELP muster_limited_total Requests and connections refused by a per-source limit, per limit.
-# TYPE muster_limited_total counter
-muster_limited_total{limit=\"ddnet_register\"} 2
-muster_limited_total{limit=\"tcp_source_cap\"} 1
-# HELP muster_drops_total Inputs dropped, per reason.
-# TYPE muster_drops_total counter
-muster_drops_total{reason=\"malformed\"} 1
-# HELP muster_servers Listed game servers, per registering face.
-# TYPE muster_servers gauge
-muster_servers{protocol=\"gamespy\"} 3
-muster_servers{protocol=\"mgmt\"} 0
-";
-        assert_eq!(text, expect);
-        assert_eq!(m.drops("malformed"), 1);
-    }
-
-    #[test]
-    fn per_server_series_are_escaped_and_capped() {
-        let servers = vec![
-            ServerSeries {
-                address: "192.0.2.1:7777".into(),
-                protocol: "gamespy",
-                game: "ut",
-                players: 5,
-                up: true,
-            },
-            ServerSeries {
-                address: "host\"x\\y\n:1".into(),
-                protocol: "mgmt",
-                game: "bomberman",
-                players: 0,
-                up: false,
-            },
-            ServerSeries {
-                address: "192.0.2.3:7777".into(),
-                protocol: "gamespy",
-                game: "ut",
-                players: 1,
-                up: true,
-            },
-        ];
-        let text = render_servers(servers.into_iter(), 2);
-        assert!(text.contains(
-            "muster_server_players{address=\"192.0.2.1:7777\",protocol=\"gamespy\",game=\"ut\"} 5\n"
-        ), "{text}");
-        assert!(text.contains(
-            "muster_server_up{address=\"host\\\"x\\\\y\\n:1\",protocol=\"mgmt\",game=\"bomberman\"} 0\n"
-        ), "{text}");
-        assert!(!text.contains("192.0.2.3"), "capped at 2: {text}");
-        assert!(text.contains("muster_server_series_omitted 1\n"), "{text}");
-        assert_eq!(render_servers(Vec::new().into_iter(), 0).lines().count(), 7);
     }
 
     #[test]

@@ -9,11 +9,13 @@
 //! * [`api`]: the JSON types, the event stream and its wire form.
 //! * [`web`]: the page, ETags and the player-count history.
 //! * [`limit`]: per-source token buckets on the read routes.
+//! * [`metrics`]: the `/metrics` exposition, assembled in one place.
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod api;
 pub mod limit;
+pub mod metrics;
 pub mod params;
 pub mod routes;
 pub mod web;

@@ -28,8 +28,6 @@
 //! Does not: serve the DDNet register, `servers.json`, the UT2003 text list or the web page;
 //! those are added to [`router`] by their faces. Only `api::dto` types are serialized here.
 
-use std::fmt::Write as _;
-
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, State};
@@ -41,7 +39,6 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::api::dto::{ErrorDto, HealthDto, InfoDto, ServerDetail, ServerListDto, ServerSummary};
 use muster_core::MasterHandle;
-use muster_core::metrics::{ServerSeries, render_servers};
 use muster_core::registry::GameAddr;
 use muster_core::views::list::{ListQuery, SortKey};
 use muster_faces::runtime::http::HttpLimits;
@@ -250,38 +247,7 @@ async fn healthz(State(h): State<MasterHandle>) -> Response {
     (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain")
 ))]
 async fn metrics(State(h): State<MasterHandle>) -> Response {
-    let view = h.snapshot();
-    let mut body = h.metrics().render(&view.per_face());
-    let _ = write!(
-        body,
-        "# HELP muster_event_streams Open event streams (GET /api/v1/events).\n\
-         # TYPE muster_event_streams gauge\nmuster_event_streams {}\n",
-        h.events().subscribers()
-    );
-    if let Some(f) = h.info_file() {
-        let s = f.stats();
-        let _ = write!(
-            body,
-            "# HELP muster_ddnet_infos DDNet infos in the registry's info file.\n\
-             # TYPE muster_ddnet_infos gauge\nmuster_ddnet_infos {}\n\
-             # HELP muster_ddnet_info_bytes Bytes of the DDNet info file: the infos in use, and \
-             the file's length (replaced infos included until the next compaction).\n\
-             # TYPE muster_ddnet_info_bytes gauge\nmuster_ddnet_info_bytes{{kind=\"live\"}} {}\n\
-             muster_ddnet_info_bytes{{kind=\"file\"}} {}\n\
-             # HELP muster_ddnet_info_compactions_total Compactions of the DDNet info file.\n\
-             # TYPE muster_ddnet_info_compactions_total counter\n\
-             muster_ddnet_info_compactions_total {}\n",
-            s.infos, s.live, s.end, s.compactions
-        );
-    }
-    let servers = view.listed().iter().map(|r| ServerSeries {
-        address: r.shown_addr(),
-        protocol: r.face.name(),
-        game: &r.key.game,
-        players: r.players(),
-        up: r.poll_failures == 0,
-    });
-    body.push_str(&render_servers(servers, h.metrics().server_series_max()));
+    let body = crate::metrics::exposition(&h);
     (
         [(
             header::CONTENT_TYPE,
