@@ -200,7 +200,7 @@ async fn the_perl_master_syncs_from_muster_and_each_verifies_the_other() {
         "Muster is one of its 333networks masters:\n{servers}"
     );
     assert!(perl.log().contains("(333nwm)"), "{}", perl.log());
-    let metrics = muster.handle.metrics().render(&Default::default());
+    let metrics = muster_http::metrics::render(muster.handle.metrics(), &Default::default());
     assert!(
         metrics.contains("muster_list_requests_total{face=\"gamespy-sync\"}"),
         "{metrics}"

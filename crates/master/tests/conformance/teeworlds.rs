@@ -119,7 +119,7 @@ async fn teeworlds_075_registers_with_the_07_face() {
         got.is_some(),
         "{game} not listed within 30 s\n--- registry\n{}\n--- metrics\n{}\n--- server log\n{log}",
         registry_state(&h),
-        h.metrics().render(&std::collections::BTreeMap::new()),
+        muster_http::metrics::render(h.metrics(), &std::collections::BTreeMap::new()),
     );
     // Read it back as a 0.7 browser does.
     let mut rx = muster_query::spawn(

@@ -131,7 +131,7 @@ pub(crate) fn state(h: &MasterHandle, game: &str, addr: SocketAddr) -> Option<Ve
 }
 
 fn counter(h: &MasterHandle, line: &str) -> u64 {
-    let text = h.metrics().render(&BTreeMap::new());
+    let text = muster_http::metrics::render(h.metrics(), &BTreeMap::new());
     text.lines()
         .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
         .unwrap_or(0)

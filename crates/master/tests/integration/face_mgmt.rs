@@ -1437,7 +1437,7 @@ async fn rate_limited_queries_are_delayed_not_dropped() {
         t0.elapsed()
     );
     let listed = std::collections::BTreeMap::new();
-    let text = w.face.handle.metrics().render(&listed);
+    let text = muster_http::metrics::render(w.face.handle.metrics(), &listed);
     assert!(
         !text.contains("muster_rate_limited_total 0"),
         "rate limiting counted: {text}"
@@ -1647,7 +1647,7 @@ async fn refused_registration_does_not_escape_the_idle_timeout() {
 
 /// Queries the face answered so far.
 fn answers_made(h: &MasterHandle) -> u64 {
-    let text = h.metrics().render(&std::collections::BTreeMap::new());
+    let text = muster_http::metrics::render(h.metrics(), &std::collections::BTreeMap::new());
     text.lines()
         .find_map(|l| l.strip_prefix("muster_list_requests_total{face=\"mgmt\"} "))
         .map_or(0, |v| v.trim().parse().unwrap())

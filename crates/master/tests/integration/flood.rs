@@ -452,7 +452,7 @@ async fn the_daemon_keeps_serving_through_a_flood_of_every_face() {
     let (tw07, tw06) = (d.addr("teeworlds07"), d.addr("teeworlds06"));
     let (http, mgmt) = (d.addr("http"), d.addr("mgmt"));
 
-    let metrics_before = h.metrics().render(&Default::default());
+    let metrics_before = muster_http::metrics::render(h.metrics(), &Default::default());
 
     // The flood.
     let tw07_token_request = muster_testkit::fixture(TW07_TOKEN_REQUEST);
@@ -564,7 +564,7 @@ async fn the_daemon_keeps_serving_through_a_flood_of_every_face() {
     until_full("gameagent e after the flood", 3, 8, || gameagent_list(ga)).await;
     let (status, _) = http_get(http, "/healthz").await.expect("healthz");
     assert_eq!(status, 200);
-    let metrics = h.metrics().render(&Default::default());
+    let metrics = muster_http::metrics::render(h.metrics(), &Default::default());
     let rose = |prefix: &str| metric(&metrics, prefix) > metric(&metrics_before, prefix);
     assert!(
         rose("muster_drops_total{reason=\"malformed\"}"),
