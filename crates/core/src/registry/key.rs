@@ -85,17 +85,20 @@ pub enum Face {
     DdnetHttp,
     /// Management server, TCP 51963.
     Mgmt,
+    /// Quake III / DarkPlaces master (dpmaster's protocol), UDP 27950.
+    Quake3,
 }
 
 impl Face {
     /// Every face, in a fixed order (for metrics).
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::GameAgent,
         Self::GameSpy,
         Self::Teeworlds07,
         Self::Teeworlds06,
         Self::DdnetHttp,
         Self::Mgmt,
+        Self::Quake3,
     ];
 
     /// The stable name used in the store, config, metrics and the HTTP API.
@@ -108,10 +111,11 @@ impl Face {
             Self::Teeworlds06 => "teeworlds06",
             Self::DdnetHttp => "ddnet",
             Self::Mgmt => "mgmt",
+            Self::Quake3 => "quake3",
         }
     }
 
-    /// The protocol family: `gameagent`, `gamespy`, `teeworlds` or `mgmt`.
+    /// The protocol family: `gameagent`, `gamespy`, `teeworlds`, `mgmt` or `quake3`.
     #[must_use]
     pub const fn family(self) -> &'static str {
         match self {
@@ -119,6 +123,7 @@ impl Face {
             Self::GameSpy => "gamespy",
             Self::Teeworlds07 | Self::Teeworlds06 | Self::DdnetHttp => "teeworlds",
             Self::Mgmt => "mgmt",
+            Self::Quake3 => "quake3",
         }
     }
 

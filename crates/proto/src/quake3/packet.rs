@@ -63,8 +63,8 @@ pub enum Packet {
     GetServers {
         /// Absent for the anonymous games (Quake III, RtCW, ET).
         game: Option<Word>,
-        /// The protocol number of the asking client.
-        protocol: u32,
+        /// The protocol number of the asking client (games use negative numbers too).
+        protocol: i32,
         /// Filters in the order sent.
         options: Vec<FilterOption>,
     },
@@ -72,8 +72,8 @@ pub enum Packet {
     GetServersExt {
         /// Always present.
         game: Word,
-        /// The protocol number of the asking client.
-        protocol: u32,
+        /// The protocol number of the asking client (games use negative numbers too).
+        protocol: i32,
         /// Filters in the order sent.
         options: Vec<FilterOption>,
     },
@@ -463,7 +463,7 @@ fn encode_query(out: &mut Vec<u8>, command: &[u8], challenge: Option<&Word>) {
     }
 }
 
-fn encode_query_tail(out: &mut Vec<u8>, protocol: u32, options: &[FilterOption]) {
+fn encode_query_tail(out: &mut Vec<u8>, protocol: i32, options: &[FilterOption]) {
     out.push(b' ');
     put_decimal(out, i64::from(protocol));
     for o in options {
@@ -540,7 +540,7 @@ fn decode_getservers(ext: bool, body: &[u8]) -> Result<Packet, DecodeError> {
         .split(u8::is_ascii_whitespace)
         .filter(|t| !t.is_empty());
     let first = tokens.next().ok_or(DecodeError::Truncated("getservers"))?;
-    let (game, protocol) = if !ext && first.iter().all(u8::is_ascii_digit) {
+    let (game, protocol) = if !ext && is_number(first) {
         (None, first)
     } else {
         let protocol = tokens
@@ -573,12 +573,18 @@ fn decode_getservers(ext: bool, body: &[u8]) -> Result<Packet, DecodeError> {
     })
 }
 
-fn protocol_number(bytes: &[u8]) -> Result<u32, DecodeError> {
+/// A decimal number, with an optional leading minus sign.
+fn is_number(bytes: &[u8]) -> bool {
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
+}
+
+fn protocol_number(bytes: &[u8]) -> Result<i32, DecodeError> {
     const CTX: &str = "getservers protocol";
-    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
+    if !is_number(bytes) {
         return Err(DecodeError::BadNumber(CTX));
     }
-    u32::try_from(parse_decimal(bytes, CTX)?).map_err(|_| DecodeError::BadNumber(CTX))
+    i32::try_from(parse_decimal(bytes, CTX)?).map_err(|_| DecodeError::BadNumber(CTX))
 }
 
 #[cfg(test)]
