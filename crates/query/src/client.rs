@@ -22,9 +22,10 @@ use muster_proto::{QueryConfig, RawValue, ServerInfo};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 
-use crate::engine::{Completed, Job, Options, spawn};
+use crate::engine::spawn;
 use crate::error::Failure;
 use crate::machines;
+use crate::scheduler::{Completed, Job, Options};
 
 /// How to ask a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

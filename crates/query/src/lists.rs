@@ -36,8 +36,9 @@ use tokio::net::TcpStream;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::engine::{Completed, Job, Options, spawn};
+use crate::engine::spawn;
 use crate::error::Failure;
+use crate::scheduler::{Completed, Job, Options};
 use crate::target::HostPort;
 
 /// Slack beyond the UDP attempts that a TCP or HTTP list gets when no deadline is set.
