@@ -12,6 +12,7 @@ mod scan;
 mod serve;
 mod signal;
 mod stdout;
+mod target;
 mod timing;
 mod watch;
 

@@ -4,8 +4,6 @@ use std::net::SocketAddr;
 
 use muster_query::QueryProtocol;
 
-use crate::query::Target;
-
 /// `--protocol` of `muster query`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ProtocolArg {
@@ -49,22 +47,5 @@ impl ProtocolArg {
     /// The conventional query address of a game address.
     pub(crate) fn query_address(self, game: SocketAddr) -> SocketAddr {
         self.query().query_address(game)
-    }
-}
-
-impl Target {
-    /// The library's view of this target: it decides ports and merges.
-    pub(crate) fn library(&self) -> muster_query::Target {
-        muster_query::Target {
-            // Exactly the given port: the query address (the game address for `query`).
-            address: if self.given_port_only {
-                self.query_address
-            } else {
-                self.address
-            },
-            protocol: self.protocol.query(),
-            given_port_only: self.given_port_only,
-            gamespy_address: self.gamespy_address,
-        }
     }
 }

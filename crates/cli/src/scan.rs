@@ -11,7 +11,8 @@ use crate::dto::ServerResult;
 use crate::list::{self, Listed, MasterKind};
 use crate::output::{Filter, Format, Sink, SortSpec, Summary, note, plural};
 use crate::protocols::ProtocolArg;
-use crate::query::{self, Tally, Target, UsageError, bad_address};
+use crate::query::{self, Tally, UsageError, bad_address};
+use crate::target::Target;
 use crate::timing::TimingArgs;
 use crate::{Verbosity, exit};
 

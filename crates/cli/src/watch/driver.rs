@@ -16,9 +16,10 @@ use crate::dto::{Field, ServerResult};
 use crate::exit;
 use crate::list::{self, MasterKind};
 use crate::output::Filter;
-use crate::query::{self, Target, UsageError};
+use crate::query::{self, UsageError};
 use crate::scan;
 use crate::signal;
+use crate::target::Target;
 use crate::timing::TimingArgs;
 
 /// One watched server.
