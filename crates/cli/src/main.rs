@@ -85,7 +85,13 @@ Exit codes:
 
 Each row is the address a player connects to, with the query address beside it. GameSpy
 lists carry only query addresses (marked \"(query)\"); `muster scan` reads each server's game
-port from its answer.";
+port from its answer.
+
+Quake III / DarkPlaces masters (dpmaster, -p quake3, port 27950): without --game Muster asks
+`getservers <N> empty full` (IPv4 servers of the games that send no name: Quake III Arena,
+OpenArena, RtCW, ET); with --game NAME (Quake3Arena, Xonotic, q3urt43, …) it asks
+`getserversExt NAME <N> empty full`, which lists IPv6 servers too. N is --protocol-version
+(default 68). The list comes in several datagrams until the master's EOT mark.";
 
 const SCAN_HELP: &str = concat!(
     "\

@@ -18,6 +18,9 @@ pub(crate) enum ProtocolArg {
     /// Teeworlds / DDNet: the DDNet extended request and the 0.7 handshake at once, on the
     /// game port itself; the richest answer wins.
     Teeworlds,
+    /// Quake III / DarkPlaces family (ioquake3, OpenArena, Xonotic, Urban Terror, …):
+    /// `getstatus` with a challenge on the game port itself (default 27960).
+    Quake3,
     /// Probe every protocol's conventional ports and report which answered.
     Auto,
 }
@@ -30,6 +33,7 @@ impl ProtocolArg {
             Self::Gamespy1 => QueryProtocol::Gamespy1,
             Self::Unreal2 => QueryProtocol::Unreal2,
             Self::Teeworlds => QueryProtocol::Teeworlds,
+            Self::Quake3 => QueryProtocol::Quake3,
             Self::Auto => QueryProtocol::Auto,
         }
     }

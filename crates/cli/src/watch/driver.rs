@@ -171,7 +171,15 @@ impl Poller<'_> {
         sinks: &mut Sinks,
     ) -> anyhow::Result<()> {
         for m in masters.iter_mut() {
-            match list::fetch(m.kind, &m.source, None, self.timing, tracing::Level::DEBUG).await {
+            match list::fetch(
+                m.kind,
+                &m.source,
+                list::ListAsk::game(None),
+                self.timing,
+                tracing::Level::DEBUG,
+            )
+            .await
+            {
                 Ok((found, None)) => {
                     m.listed = found
                         .iter()
