@@ -784,3 +784,26 @@ fn a_webhook_redirect_is_not_followed() {
     let (status, _) = watch.terminate();
     assert_eq!(status.code(), Some(0), "{status}");
 }
+
+/// A Quake III server watched by address: its players and map changes come through, with the
+/// colour codes of names stripped for matching friends.
+#[test]
+fn quake3_servers_are_watched_with_their_players() {
+    let server = LiveServer::start(
+        Box::new(muster_proto::quake3::respond::Quake3Responder::default()),
+        state("^1Q3 arena", "q3dm17", 8, &["^2Zoe"]),
+    );
+    let address = server.addr.to_string();
+    let mut args = vec![&address[..], "-p", "quake3", "--friend", "zoe"];
+    args.extend(["-f", "ndjson"]);
+    args.extend(FAST);
+    let mut watch = Watch::start(&args);
+    let up = watch.expect(&["server_up", "friend_online:Zoe"]);
+    assert!(up.iter().any(|e| e["name"] == "Q3 arena"), "{up:?}");
+    server.change(|s| s.map = "q3dm6".into());
+    let changed = watch.expect(&["map_changed"]);
+    assert_eq!(changed[0]["previous"], "q3dm17");
+    let (status, rest) = watch.terminate();
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(rest.is_empty(), "nothing else: {rest:?}");
+}
