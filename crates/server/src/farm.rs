@@ -768,6 +768,34 @@ loss = 0.1
     }
 
     #[test]
+    fn quake3_farms_use_every_port_and_name_their_game_by_style() {
+        let farm = FarmSpec::from_toml(
+            "[[generate]]\nprotocol = \"quake3\"\ncount = 1000\nports = \"30000-30999\"\n\
+             masters = [\"quake3:127.0.0.1:27950\"]\n\
+             [[generate]]\nprotocol = \"quake3\"\nstyle = \"darkplaces\"\ncount = 2\n\
+             ports = \"26000-26001\"\n",
+        )
+        .unwrap();
+        let servers = farm.expand().unwrap();
+        assert_eq!(servers.len(), 1002);
+        assert_eq!(servers[999].state.game_port, 30999);
+        assert_eq!(servers[0].state.game, "Quake3Arena");
+        assert_eq!(servers[0].state.game_type, "0");
+        assert!(servers[0].state.map.starts_with("q3"));
+        assert_eq!(servers[1000].state.game, "Xonotic");
+        // Each one is a responder on its game port, with a registrar for its master.
+        let ep = crate::endpoints::endpoint(&servers[5]).unwrap();
+        assert_eq!(ep.port, 30005);
+        assert_eq!(ep.registrars.len(), 1);
+        let mut bad = servers[0].clone();
+        bad.style = Some("quakelive".into());
+        assert!(crate::endpoints::endpoint(&bad).is_err());
+        bad.style = None;
+        bad.masters = vec![parse_master("gamespy:127.0.0.1:27900").unwrap()];
+        assert!(crate::endpoints::endpoint(&bad).is_err());
+    }
+
+    #[test]
     fn rejects_too_small_port_range_and_bad_values() {
         let farm = FarmSpec::from_toml(
             "[[generate]]\nprotocol = \"unreal2\"\ncount = 4\nports = \"7000-7005\"\n",
