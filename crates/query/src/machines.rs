@@ -89,3 +89,15 @@ pub fn quake3(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
 fn quake3_challenge() -> muster_proto::quake3::Word {
     muster_proto::quake3::generate_challenge(rand::random())
 }
+
+/// Quake III / DarkPlaces `getinfo` on `addr`: the short info string only (name, map, counts,
+/// `gamename`; no player list), for callers that need no players.
+#[must_use]
+pub fn quake3_info(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
+    Box::new(Quake3Query::new(
+        addr,
+        Quake3Request::Info,
+        quake3_challenge(),
+        config,
+    ))
+}

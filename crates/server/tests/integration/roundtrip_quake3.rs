@@ -73,3 +73,35 @@ async fn quake3_farm_servers_are_all_read_with_their_players() {
     assert_eq!(seen.len(), SERVERS);
     running.stop().await;
 }
+
+#[tokio::test]
+async fn quake3_info_machine_reads_counts_without_players() {
+    let servers = FarmSpec::from_toml(
+        "[[server]]\nprotocol = \"quake3\"\nport = 0\nname = \"Info only\"\n\
+         players = [{ name = \"A\" }, { name = \"B\", bot = true }]\n",
+    )
+    .unwrap()
+    .expand()
+    .unwrap();
+    let running = run::start(servers, Limits::unlimited(), None, endpoints::endpoint)
+        .await
+        .unwrap();
+    let addr = running.listening[0].addr;
+    let jobs = [muster_query::Job {
+        tag: (),
+        build: move |cfg| muster_query::machines::quake3_info(addr, cfg),
+    }];
+    let mut rx = muster_query::spawn(
+        jobs,
+        Options {
+            bind_v4: "127.0.0.1:0".parse().unwrap(),
+            ..Options::default()
+        },
+    );
+    let info = rx.recv().await.unwrap().outcome.expect("answered");
+    assert_eq!(info.name.text, "Info only");
+    assert_eq!(info.num_players, 2);
+    assert!(info.players.is_empty());
+    assert_eq!(info.raw_field("humans"), Some(&RawValue::Int(1)));
+    running.stop().await;
+}
