@@ -310,3 +310,21 @@ fn quake3_help_texts_explain_the_flags() {
     assert!(help(&["scan"]).contains("quake3:HOST:PORT"));
     assert!(help(&["watch"]).contains("quake3:HOST:PORT"));
 }
+
+#[test]
+fn quake3_default_ports_are_27960_for_servers_and_27950_for_masters() {
+    let out = muster()
+        .args(["query", "-p", "quake3", "127.0.0.1", "-f", "json"])
+        .args(["--timeout", "100ms", "--retries", "0"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["address"], "127.0.0.1:27960", "{v}");
+    let out = muster()
+        .args(["list", "-p", "quake3", "127.0.0.1", "-f", "json"])
+        .args(["--timeout", "100ms", "--retries", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("127.0.0.1:27950"), "{err}");
+}
