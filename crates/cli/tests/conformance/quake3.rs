@@ -441,3 +441,59 @@ fn quake3_openarena_server_with_bots_is_queried_and_listed_by_dpmaster() {
     );
     server.stop();
 }
+
+/// `(address, name, players)` of every server a scan's JSON holds, sorted.
+fn servers_of(v: &Value, name_key: &str, players_key: &str) -> Vec<(String, String, u64)> {
+    let mut out: Vec<_> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["address"].as_str().unwrap().to_owned(),
+                s[name_key].as_str().unwrap_or_default().to_owned(),
+                s[players_key].as_u64().unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn quake3_muster_scan_and_qstat_q3m_agree_on_dpmaster() {
+    let Some(qstat) = Qstat::require() else {
+        return;
+    };
+    let Some(bin) = require(find_dpmaster()) else {
+        return;
+    };
+    let dp = Dpmaster::start(&bin);
+    let master = format!("quake3:{}", dp.v4());
+    let (_a, a) = emulate(&["--name", "Alpha", "--players", "2", "--master", &master]);
+    let (_b, b) = emulate(&["--name", "Bravo", "--master", &master]);
+    let mut both = vec![a.to_string(), b.to_string()];
+    both.sort();
+    wait_listed(&dp, &dp.v4(), &[], &both);
+    let run = muster(&["scan", "--master", &master, "-f", "json"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let ours = servers_of(&run.json(), "name", "num_players");
+    // qstat lists the master (protocol q3m) and queries each server it lists (q3s).
+    let out = qstat.run(&["-json", "-retry", "1", "-q3m", &dp.v4()]);
+    let theirs: Vec<Value> = out
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["protocol"] == "q3s")
+        .cloned()
+        .collect();
+    let theirs = servers_of(&Value::Array(theirs), "name", "numplayers");
+    assert_eq!(ours, theirs);
+    let mut want = vec![
+        (a.to_string(), "Alpha".to_owned(), 2),
+        (b.to_string(), "Bravo".to_owned(), 0),
+    ];
+    want.sort();
+    assert_eq!(ours, want);
+}
