@@ -497,3 +497,49 @@ fn quake3_muster_scan_and_qstat_q3m_agree_on_dpmaster() {
     want.sort();
     assert_eq!(ours, want);
 }
+
+/// The DarkPlaces style as Xonotic clients' tools read it: qstat's `-xonotics` and gamedig's
+/// `xonotic`. Both leave the three hex digits of DarkPlaces' `^xRGB` colour in the name, which
+/// Muster removes (`quake3.md` §7).
+#[test]
+fn quake3_darkplaces_style_reads_in_qstat_xonotics_and_gamedig_xonotic() {
+    let Some(qstat) = Qstat::require() else {
+        return;
+    };
+    let Some(gamedig) = Gamedig::require() else {
+        return;
+    };
+    let (_server, addr) = emulate(&[
+        "--style",
+        "darkplaces",
+        "--name",
+        "^x0F0Dark ^7Side",
+        "--map",
+        "stormkeep",
+        "--players",
+        "3",
+        "--bots",
+        "1",
+    ]);
+    let q = qstat.query("xonotics", addr);
+    assert_eq!(q["map"], "stormkeep", "{q}");
+    assert_eq!(q["numplayers"], 3, "{q}");
+    assert_eq!(q["name"], "0F0Dark Side", "{q}");
+    let scores: Vec<i64> = q["players"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["score"].as_i64().unwrap())
+        .collect();
+    assert_eq!(scores, [1, 2, 3], "{q}");
+    let g = gamedig.query("xonotic", addr);
+    assert_eq!(g["map"], "stormkeep", "{g}");
+    assert_eq!(g["raw"]["gamename"], "Xonotic", "{g}");
+    assert_eq!(g["raw"]["bots"], "1", "{g}");
+    assert_eq!(g["bots"][0]["name"], "Bot 1", "{g}");
+    assert_eq!(g["name"], "0F0Dark Side", "{g}");
+    let run = muster(&["query", "-p", "quake3", "-f", "json", &addr.to_string()]);
+    let m = run.json();
+    assert_eq!(m[0]["name"], "Dark Side", "{m}");
+    assert_eq!(m[0]["game"], "xonotic", "{m}");
+}
