@@ -2,18 +2,23 @@
 # Install the real third-party peers Muster's conformance tests run against
 # (see docs/protocols/peers.md and docs/peers.md):
 #
-#   Debian packages  qstat (binary: quakestat), teeworlds-server, ddnet-server, iproute2, and the
+#   Debian packages  qstat (binary: quakestat), teeworlds-server, ddnet-server, iproute2,
+#                    openarena-server (a real ioquake3 server, ~400 MiB with its game data), and the
 #                    Perl modules 333networks' Perl master needs
 #   npm              gamedig, pinned in scripts/peers/package.json + package-lock.json -> .peers/node/
 #   PyPI             opengsq, pinned in scripts/peers/requirements.txt                -> .peers/venv/
-#   sources          DDNet's master server (ddnet/ddnet src/mastersrv) and 333networks'
-#                    Masterserver-Perl, unmodified, each pinned to one upstream commit  -> .peers/src/<name>/
+#   sources          DDNet's master server (ddnet/ddnet src/mastersrv), 333networks'
+#                    Masterserver-Perl and dpmaster 2.2, unmodified, each pinned to one upstream
+#                    commit                                                             -> .peers/src/<name>/
 #   cargo            DDNet's mastersrv, built from .peers/src/ddnet-mastersrv          -> .peers/bin/mastersrv
+#   make             dpmaster (the Quake III / DarkPlaces master), built from .peers/src/dpmaster
+#                                                                                       -> .peers/bin/dpmaster
 #
 # Where the two sources come from, the first that applies (see "third-party sources" below):
-#   1. MUSTER_MASTERSRV_SRC / MUSTER_PERL_MASTER_SRC: a folder holding that one source;
-#   2. MUSTER_PEERS_SRC: a folder holding both, as MUSTER_PEERS_SRC/ddnet-mastersrv and
-#      MUSTER_PEERS_SRC/333networks-masterserver-perl;
+#   1. MUSTER_MASTERSRV_SRC / MUSTER_PERL_MASTER_SRC / MUSTER_DPMASTER_SRC: a folder holding that
+#      one source;
+#   2. MUSTER_PEERS_SRC: a folder holding them all, as MUSTER_PEERS_SRC/ddnet-mastersrv,
+#      MUSTER_PEERS_SRC/333networks-masterserver-perl and MUSTER_PEERS_SRC/dpmaster;
 #   3. the local mirror LOCAL_PEERS_MIRROR/<name> (below; beside the clone, or beside the local
 #      checkout it was cloned from), when it exists;
 #   4. otherwise GitHub: the pinned commit is fetched with git (shallow) and its commit id checked.
@@ -30,6 +35,7 @@ NODE_DIR="$PEERS/node"
 VENV="$PEERS/venv"
 SRC_DIR="$PEERS/src"
 MASTERSRV_BIN="$PEERS/bin/mastersrv"
+DPMASTER_BIN="$PEERS/bin/dpmaster"
 # Local mirror of the two peer sources (unmodified, one folder per <name>): where the environment the
 # project was started in keeps them, beside the clone. Used only when it exists; otherwise GitHub.
 LOCAL_PEERS_MIRROR="$ROOT/../shared/peers"
@@ -56,8 +62,13 @@ PERL_REPO=https://github.com/333networks/Masterserver-Perl.git
 PERL_COMMIT=7510e6780dd4c1f18e66c19dcd7bd401614c8a60
 PERL_PATHS=(lib util data)
 PERL_CONTENT=dfea04edee8ae16cfa978a8fb1606156ec4b55a8510a9b30c7476381a134f0dc
+DPMASTER_NAME=dpmaster
+DPMASTER_REPO=https://github.com/kphillisjr/dpmaster.git
+DPMASTER_COMMIT=1c1bd46a78d41726f3c1d13cc27e41d2e7620e19
+DPMASTER_PATHS=(src doc)
+DPMASTER_CONTENT=f3a6094e9e1834cf86b32cb147c301522ec7cfe3c276fc27c549050433562d4e
 
-DEB_PACKAGES=(qstat teeworlds-server ddnet-server iproute2)
+DEB_PACKAGES=(qstat teeworlds-server ddnet-server iproute2 openarena-server)
 # 333networks' Masterserver-Perl (its README): AnyEvent, AnyEvent::Handle::UDP, DBI with SQLite,
 # Switch, JSON. IP::Country::Fast is not packaged; the test harness stubs it.
 DEB_PACKAGES+=(perl libanyevent-perl libanyevent-handle-udp-perl libdbi-perl libdbd-sqlite3-perl
@@ -275,6 +286,8 @@ install_source "$MASTERSRV_NAME" MUSTER_MASTERSRV_SRC "$MASTERSRV_REPO" "$MASTER
     "$MASTERSRV_SUBDIR" license.txt:LICENSE-ddnet.txt Cargo.toml "$MASTERSRV_CONTENT" "${MASTERSRV_PATHS[@]}"
 install_source "$PERL_NAME" MUSTER_PERL_MASTER_SRC "$PERL_REPO" "$PERL_COMMIT" \
     "" "" util/masterserver.pl "$PERL_CONTENT" "${PERL_PATHS[@]}"
+install_source "$DPMASTER_NAME" MUSTER_DPMASTER_SRC "$DPMASTER_REPO" "$DPMASTER_COMMIT" \
+    "" "" src/dpmaster.c "$DPMASTER_CONTENT" "${DPMASTER_PATHS[@]}"
 
 # --- DDNet's mastersrv (cargo, project-local) ------------------------------------------------------
 # Built from .peers/src/ddnet-mastersrv with its own lock file (--locked, so nothing in the source is
@@ -296,6 +309,26 @@ if [ ! -x "$MASTERSRV_BIN" ] || [ "$have_mastersrv" != "$want_mastersrv" ]; then
 fi
 [ -x "$MASTERSRV_BIN" ] || die "mastersrv built but $MASTERSRV_BIN is missing"
 
+# --- dpmaster (make, project-local) ---------------------------------------------------------------
+# Plain C, built with its own Makefile in a copy of .peers/src/dpmaster/src (the build writes object
+# files, which must not change the source's digest). The source's digest marks what is built.
+DPMASTER_SRC="$SRC_DIR/$DPMASTER_NAME"
+command -v make >/dev/null || die "make is not on PATH (needed to build dpmaster)"
+command -v cc >/dev/null || die "cc is not on PATH (needed to build dpmaster)"
+want_dpmaster="$(tree_digest "$DPMASTER_SRC" "${DPMASTER_PATHS[@]}")"
+have_dpmaster="$(cat "$PEERS/dpmaster.sha256" 2>/dev/null || true)"
+if [ ! -x "$DPMASTER_BIN" ] || [ "$have_dpmaster" != "$want_dpmaster" ]; then
+    say "building dpmaster from $DPMASTER_SRC"
+    rm -rf "$PEERS/dpmaster-build"
+    mkdir -p "$PEERS/bin" "$PEERS/dpmaster-build"
+    cp -R "$DPMASTER_SRC/src/." "$PEERS/dpmaster-build/" || die "copying the dpmaster source failed"
+    make -s -C "$PEERS/dpmaster-build" release >"$PEERS/dpmaster-build/make.log" 2>&1 \
+        || { cat "$PEERS/dpmaster-build/make.log" >&2; die "make of dpmaster failed"; }
+    cp "$PEERS/dpmaster-build/dpmaster" "$DPMASTER_BIN"
+    echo "$want_dpmaster" > "$PEERS/dpmaster.sha256"
+fi
+[ -x "$DPMASTER_BIN" ] || die "dpmaster built but $DPMASTER_BIN is missing"
+
 # --- where everything is -----------------------------------------------------------------------------
 deb_version() { dpkg-query -W -f='${Version}' "$1"; }
 deb_path() { dpkg -L "$1" | grep -m1 "/$2\$" || die "package $1 has no file named $2"; }
@@ -311,16 +344,20 @@ QSTAT="$(deb_path qstat quakestat)"
 TW07="$(deb_path teeworlds-server teeworlds-server)"
 DDNET="$(deb_path ddnet-server DDNet-Server)"
 IP="$(command -v ip || deb_path iproute2 ip)"
-[ -x "$QSTAT" ] && [ -x "$TW07" ] && [ -x "$DDNET" ] || die "a packaged peer binary is not executable"
+OPENARENA="$(deb_path openarena-server games/openarena-server)"
+[ -x "$QSTAT" ] && [ -x "$TW07" ] && [ -x "$DDNET" ] && [ -x "$OPENARENA" ] \
+    || die "a packaged peer binary is not executable"
 
 printf '%-17s %-22s %s\n' \
     quakestat "$(deb_version qstat)" "$QSTAT" \
     teeworlds-server "$(deb_version teeworlds-server)" "$TW07" \
     DDNet-Server "$(deb_version ddnet-server)" "$DDNET" \
     ip "$(deb_version iproute2)" "$IP" \
+    openarena-server "$(deb_version openarena-server)" "$OPENARENA" \
     mastersrv "ddnet@$(cut -c1-12 "$PEERS/mastersrv.sha256")" "$MASTERSRV_BIN" \
     mastersrv-src "$(source_version "$MASTERSRV_NAME" "$MASTERSRV_CONTENT")" "$SRC_DIR/$MASTERSRV_NAME" \
     masterserver-perl "$(source_version "$PERL_NAME" "$PERL_CONTENT")" "$SRC_DIR/$PERL_NAME" \
+    dpmaster "$(source_version "$DPMASTER_NAME" "$DPMASTER_CONTENT")" "$DPMASTER_BIN" \
     gamedig "$(node -p 'require(process.argv[1]).version' "$NODE_DIR/node_modules/gamedig/package.json")" "$GAMEDIG_BIN" \
     opengsq "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("opengsq"))')" "$OPENGSQ_BIN" \
     node "$(node --version)" "$(command -v node)" \

@@ -15,16 +15,24 @@ Examples:
   muster emulate --protocol teeworlds --port 8303 --name 'Jérôme' --players 8
   muster emulate --protocol gamespy1 --port 7777 --style ut99 --master gamespy:127.0.0.1:27900
   muster emulate --protocol unreal2 --port 7777 --style ut2003 --gamespy-offset 10
+  muster emulate --protocol quake3 --port 27960 --players 3 --master quake3:127.0.0.1:27950
+  muster emulate --protocol quake3 --port 26000 --style darkplaces --map stormkeep
   muster emulate --config examples/farm.toml
 
 Query ports follow each protocol's convention: game port + 1 for gameagent, gamespy1 and
-unreal2; the game port itself for teeworlds. UT2003 moved GameSpy v1 to game port + 10, so
-gamespy1 with --style ut2003 or ut2003demo answers at + 10. --gamespy-offset N puts GameSpy v1
-at game port + N: instead of + 1 (or + 10) for gamespy1, and besides the native query at + 1
-for unreal2 (UT2003/UT2004 servers answer GameSpy at + 10). One line
+unreal2; the game port itself for teeworlds and quake3. UT2003 moved GameSpy v1 to game
+port + 10, so gamespy1 with --style ut2003 or ut2003demo answers at + 10. --gamespy-offset N puts
+GameSpy v1 at game port + N: instead of + 1 (or + 10) for gamespy1, and besides the native
+query at + 1 for unreal2 (UT2003/UT2004 servers answer GameSpy at + 10). One line
 `listening <protocol> udp <address>` is printed per socket before serving starts. SIGINT or
 SIGTERM stops every server (registered servers say goodbye to their masters first). The farm
-file format is described in crates/server/src/farm.rs and shown in examples/farm.toml.";
+file format is described in crates/server/src/farm.rs and shown in examples/farm.toml.
+
+A quake3 server answers getinfo and getstatus as ioquake3 does (or, with --style darkplaces,
+as DarkPlaces/Xonotic does, with gamename and qcstatus); --bots N makes the last N players
+bots, listed with ping 0. With --master quake3:HOST:PORT it heartbeats a dpmaster
+(`heartbeat QuakeArena-1`, or `heartbeat DarkPlaces`) every 5 minutes and when it becomes
+empty or full, and answers the master's getinfo challenge.";
 
 /// Flags of `muster emulate`.
 #[derive(Debug, clap::Args)]
@@ -34,7 +42,7 @@ pub(crate) struct EmulateArgs {
     #[arg(long, short, value_name = "FILE", conflicts_with_all = ["protocol", "port"])]
     pub config: Option<std::path::PathBuf>,
     /// The protocol of the one server to run (without --config).
-    #[arg(long, short, value_parser = ["gameagent", "gamespy1", "unreal2", "teeworlds"])]
+    #[arg(long, short, value_parser = ["gameagent", "gamespy1", "unreal2", "teeworlds", "quake3"])]
     pub protocol: Option<String>,
     /// Its game port.
     #[arg(long)]
@@ -48,16 +56,20 @@ pub(crate) struct EmulateArgs {
     /// How many players it reports (named Player 1, Player 2, …).
     #[arg(long, default_value_t = 0)]
     pub players: u32,
+    /// How many of those players are bots (the last ones, named Bot 1, Bot 2, …; quake3
+    /// lists them with ping 0, protocols that leave bots out do not list them).
+    #[arg(long, default_value_t = 0)]
+    pub bots: u32,
     /// Its player slots.
     #[arg(long, default_value_t = 16)]
     pub max_players: u32,
     /// The reply style (gamespy1: ut2003, ut2003demo, ut99, unreal, serioussam; unreal2:
     /// ut2004, ut2003; gameagent: seed (default, names as typed), x86, arm (stock `^o…^r`
-    /// names)).
+    /// names); quake3: ioquake3 (default), darkplaces).
     #[arg(long)]
     pub style: Option<String>,
-    /// Register with a master: PROTOCOL:HOST:PORT (gameagent, gamespy, teeworlds07) or
-    /// ddnet:URL. Repeatable.
+    /// Register with a master: PROTOCOL:HOST:PORT (gameagent, gamespy, teeworlds07, quake3)
+    /// or ddnet:URL. Repeatable.
     #[arg(long = "master", value_name = "PROTOCOL:ADDRESS")]
     pub masters: Vec<String>,
     /// GameSpy v1 at game port + N (gamespy1: instead of + 1, or + 10 for the UT2003 styles;
@@ -80,16 +92,24 @@ fn farm_from_flags(args: &EmulateArgs) -> anyhow::Result<FarmSpec> {
     };
     let protocol = FarmProtocol::parse(protocol)
         .ok_or_else(|| UsageError(format!("unknown protocol {protocol:?}")))?;
+    let humans = args.players.saturating_sub(args.bots);
     let players = (1..=args.players)
-        .map(|i| PlayerSpec {
-            name: format!("Player {i}"),
-            score: i64::from(i),
-            ping: 20 + i,
-            team: None,
-            clan: String::new(),
-            country: -1,
-            spectator: false,
-            bot: false,
+        .map(|i| {
+            let bot = i > humans;
+            PlayerSpec {
+                name: if bot {
+                    format!("Bot {}", i - humans)
+                } else {
+                    format!("Player {i}")
+                },
+                score: i64::from(i),
+                ping: if bot { 0 } else { 20 + i },
+                team: None,
+                clan: String::new(),
+                country: -1,
+                spectator: false,
+                bot,
+            }
         })
         .collect();
     Ok(FarmSpec {

@@ -33,6 +33,9 @@ pub(crate) enum MasterKind {
     Ut2003Text,
     /// The Bomberman management server, TCP (default port 51963).
     Mgmt,
+    /// Quake III / DarkPlaces master (dpmaster), UDP (default port 27950): `getservers`, or
+    /// `getserversExt` (IPv4 and IPv6) with --game.
+    Quake3,
 }
 
 impl MasterKind {
@@ -42,6 +45,7 @@ impl MasterKind {
             Self::Gamespy => Some(28900),
             Self::Teeworlds => Some(8300),
             Self::Mgmt => Some(muster_proto::mgmt::PORT),
+            Self::Quake3 => Some(muster_proto::quake3::MASTER_PORT),
             Self::Ddnet | Self::Ut2003Text => None,
         }
     }
@@ -53,6 +57,7 @@ impl MasterKind {
             Self::Gamespy => Some(ProtocolArg::Gamespy1),
             Self::Teeworlds | Self::Ddnet => Some(ProtocolArg::Teeworlds),
             Self::Ut2003Text => Some(ProtocolArg::Unreal2),
+            Self::Quake3 => Some(ProtocolArg::Quake3),
             Self::Mgmt => None,
         }
     }
@@ -65,6 +70,7 @@ impl MasterKind {
             Self::Ddnet => "ddnet",
             Self::Ut2003Text => "ut2003-text",
             Self::Mgmt => "mgmt",
+            Self::Quake3 => "quake3",
         }
     }
 }
@@ -75,9 +81,16 @@ pub(crate) struct ListArgs {
     /// The master protocol.
     #[arg(long, short, value_enum)]
     pub protocol: MasterKind,
-    /// The game whose list to ask for (GameSpy: the gamename, e.g. ut2, serioussamse).
+    /// The game whose list to ask for (GameSpy: the gamename, e.g. ut2, serioussamse; quake3:
+    /// the master's game name, e.g. Quake3Arena, Xonotic, q3urt43, which asks with
+    /// getserversExt and lists IPv6 servers too; without it quake3 asks `getservers`, IPv4
+    /// only, for the games that send no name: Quake III Arena, OpenArena, RtCW, ET).
     #[arg(long, short)]
     pub game: Option<String>,
+    /// quake3: the protocol number of the game's clients (68: Quake III Arena 1.32; 71:
+    /// OpenArena; 3: DarkPlaces games). Empty and full servers are always asked for.
+    #[arg(long, value_name = "N", default_value_t = muster_proto::quake3::query::DEFAULT_PROTOCOL)]
+    pub protocol_version: u32,
     /// Output format.
     #[arg(long, short, value_enum, default_value = "table")]
     pub format: Format,
@@ -138,11 +151,33 @@ pub(crate) struct Listed {
     pub query: Option<SocketAddr>,
 }
 
+/// What to ask a master for, besides its address: the game (GameSpy, quake3) and the
+/// protocol number (quake3).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ListAsk<'a> {
+    /// `--game`.
+    pub game: Option<&'a str>,
+    /// `--protocol-version` (quake3).
+    pub protocol_version: u32,
+}
+
+impl<'a> ListAsk<'a> {
+    /// `game` at the default protocol version.
+    pub(crate) fn game(game: Option<&'a str>) -> Self {
+        Self {
+            game,
+            protocol_version: muster_proto::quake3::query::DEFAULT_PROTOCOL,
+        }
+    }
+}
+
 impl Listed {
     async fn of(entry: MasterEntry, kind: MasterKind, asked_game: Option<&str>) -> Self {
         let game_key = match kind {
             MasterKind::Mgmt => Some(muster_proto::games::BOMBERMAN.to_owned()),
-            MasterKind::Gamespy => asked_game.and_then(muster_proto::games::normalize),
+            MasterKind::Gamespy | MasterKind::Quake3 => {
+                asked_game.and_then(muster_proto::games::normalize)
+            }
             _ => None,
         };
         let game_name = game_key
@@ -230,8 +265,9 @@ async fn resolve_one(input: &str, default_port: Option<u16>) -> anyhow::Result<S
 async fn master_source(
     kind: MasterKind,
     source: &str,
-    game: Option<&str>,
+    ask: ListAsk<'_>,
 ) -> anyhow::Result<MasterSource> {
+    let game = ask.game;
     let addr = || resolve_one(source, kind.default_port());
     Ok(match kind {
         MasterKind::Gameagent => MasterSource::GameAgent(addr().await?),
@@ -245,6 +281,20 @@ async fn master_source(
             MasterSource::Gamespy(addr().await?, key)
         }
         MasterKind::Mgmt => MasterSource::Mgmt(addr().await?),
+        MasterKind::Quake3 => {
+            let game = game
+                .map(|g| {
+                    muster_proto::quake3::Word::new(g.as_bytes().to_vec()).map_err(|_| {
+                        UsageError(format!(
+                            "bad game name {g:?} (one word of printable ASCII, at most 64 bytes)"
+                        ))
+                    })
+                })
+                .transpose()?;
+            let request =
+                muster_proto::quake3::query::ListRequest::everything(game, ask.protocol_version);
+            MasterSource::Quake3(addr().await?, request)
+        }
         MasterKind::Ddnet => MasterSource::Ddnet(Document::parse(source)),
         MasterKind::Ut2003Text => MasterSource::Ut2003Text(Document::parse(source)),
     })
@@ -257,11 +307,12 @@ async fn master_source(
 pub(crate) async fn fetch(
     kind: MasterKind,
     source: &str,
-    game: Option<&str>,
+    ask: ListAsk<'_>,
     timing: &TimingArgs,
     verbosity: tracing::Level,
 ) -> anyhow::Result<(Vec<Listed>, Option<String>)> {
-    let master = master_source(kind, source, game).await?;
+    let game = ask.game;
+    let master = master_source(kind, source, ask).await?;
     let say = |text: String| {
         if verbosity == tracing::Level::INFO {
             tracing::info!("{text}");
@@ -303,7 +354,8 @@ pub(crate) async fn fetch(
                 MasterSource::GameAgent(addr)
                 | MasterSource::Teeworlds(addr)
                 | MasterSource::Gamespy(addr, _)
-                | MasterSource::Mgmt(addr),
+                | MasterSource::Mgmt(addr)
+                | MasterSource::Quake3(addr, _),
                 f,
             ) => Ok((Vec::new(), Some(format!("{addr}: {f}")))),
             (_, f) => Ok((Vec::new(), Some(format!("{source}: {f}")))),
@@ -324,7 +376,10 @@ pub(crate) async fn run(args: ListArgs, verbosity: Verbosity) -> anyhow::Result<
     let (listed, error) = fetch(
         args.protocol,
         &args.source,
-        args.game.as_deref(),
+        ListAsk {
+            game: args.game.as_deref(),
+            protocol_version: args.protocol_version,
+        },
         &args.timing,
         tracing::Level::INFO,
     )

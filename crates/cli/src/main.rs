@@ -12,6 +12,7 @@ mod scan;
 mod serve;
 mod signal;
 mod stdout;
+mod target;
 mod timing;
 mod watch;
 
@@ -44,7 +45,8 @@ macro_rules! addresses_help {
     () => {
         "Addresses are game addresses, what a player connects to: host:port, a.b.c.d:port or
 [v6]:port. Each protocol's convention gives the query port (game port + 1 for gameagent,
-gamespy1 and unreal2; the game port itself for teeworlds) unless --given-port-only is set:
+gamespy1 and unreal2; the game port itself for teeworlds and quake3, whose default port is
+27960) unless --given-port-only is set:
 then the port given is queried and the game port is read from the answer (GameSpy hostport,
 the UE2 reply's port) where it says one. Results show the game address, with the query
 address beside it where it differs, and a host name as given, with the address it resolved
@@ -84,7 +86,13 @@ Exit codes:
 
 Each row is the address a player connects to, with the query address beside it. GameSpy
 lists carry only query addresses (marked \"(query)\"); `muster scan` reads each server's game
-port from its answer.";
+port from its answer.
+
+Quake III / DarkPlaces masters (dpmaster, -p quake3, port 27950): without --game Muster asks
+`getservers <N> empty full` (IPv4 servers of the games that send no name: Quake III Arena,
+OpenArena, RtCW, ET); with --game NAME (Quake3Arena, Xonotic, q3urt43, …) it asks
+`getserversExt NAME <N> empty full`, which lists IPv6 servers too. N is --protocol-version
+(default 68). The list comes in several datagrams until the master's EOT mark.";
 
 const SCAN_HELP: &str = concat!(
     "\

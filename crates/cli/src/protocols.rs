@@ -4,8 +4,6 @@ use std::net::SocketAddr;
 
 use muster_query::QueryProtocol;
 
-use crate::query::Target;
-
 /// `--protocol` of `muster query`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ProtocolArg {
@@ -20,6 +18,9 @@ pub(crate) enum ProtocolArg {
     /// Teeworlds / DDNet: the DDNet extended request and the 0.7 handshake at once, on the
     /// game port itself; the richest answer wins.
     Teeworlds,
+    /// Quake III / DarkPlaces family (ioquake3, OpenArena, Xonotic, Urban Terror, …):
+    /// `getstatus` with a challenge on the game port itself (default 27960).
+    Quake3,
     /// Probe every protocol's conventional ports and report which answered.
     Auto,
 }
@@ -32,6 +33,7 @@ impl ProtocolArg {
             Self::Gamespy1 => QueryProtocol::Gamespy1,
             Self::Unreal2 => QueryProtocol::Unreal2,
             Self::Teeworlds => QueryProtocol::Teeworlds,
+            Self::Quake3 => QueryProtocol::Quake3,
             Self::Auto => QueryProtocol::Auto,
         }
     }
@@ -49,22 +51,5 @@ impl ProtocolArg {
     /// The conventional query address of a game address.
     pub(crate) fn query_address(self, game: SocketAddr) -> SocketAddr {
         self.query().query_address(game)
-    }
-}
-
-impl Target {
-    /// The library's view of this target: it decides ports and merges.
-    pub(crate) fn library(&self) -> muster_query::Target {
-        muster_query::Target {
-            // Exactly the given port: the query address (the game address for `query`).
-            address: if self.given_port_only {
-                self.query_address
-            } else {
-                self.address
-            },
-            protocol: self.protocol.query(),
-            given_port_only: self.given_port_only,
-            gamespy_address: self.gamespy_address,
-        }
     }
 }

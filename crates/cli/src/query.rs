@@ -1,17 +1,17 @@
 //! `muster query`: status, players and rules of the given servers.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use anyhow::Context as _;
-use muster_proto::model::{Protocol, RawValue, ServerInfo};
 use muster_proto::query::QueryError;
 use muster_query::{
     AddressError, Answer, Completed, Failure, HostPort, Job, ResolveError, resolve_inputs,
 };
 
-use crate::dto::{Resolved, ServerResult, Status};
+use crate::dto::{ServerResult, Status};
 use crate::output::{Format, Sink, Summary, note, plural};
 use crate::protocols::ProtocolArg;
+use crate::target::Target;
 use crate::timing::TimingArgs;
 use crate::{Verbosity, exit};
 
@@ -67,65 +67,10 @@ pub(crate) struct QueryArgs {
     pub servers: Vec<String>,
 }
 
-/// One resolved server to query.
-#[derive(Debug, Clone)]
-pub(crate) struct Target {
-    /// Position in the input, to print results in input order.
-    pub index: usize,
-    /// The game address.
-    pub address: SocketAddr,
-    /// The query address (the conventional one, or exactly the given one).
-    pub query_address: SocketAddr,
-    /// The protocol to query it with.
-    pub protocol: ProtocolArg,
-    /// Query exactly `query_address` instead of the protocol's conventional ports.
-    pub given_port_only: bool,
-    /// A GameSpy v1 query address known from a master list (UT2003 text list).
-    pub gamespy_address: Option<SocketAddr>,
-    /// The host name the address was given as, to show instead of the address it resolved to.
-    pub host: Option<String>,
-}
-
 /// The host name in `input` (`None` for an IP address).
 pub(crate) fn host_name(input: &str) -> Option<String> {
     let given = HostPort::parse(input).ok()?;
     given.host.parse::<IpAddr>().is_err().then_some(given.host)
-}
-
-/// The game port a server's answer reports: GameSpy's `hostport` rule, the UE2 native
-/// reply's port.
-fn reported_game_port(info: &ServerInfo) -> Option<u16> {
-    let rule = info
-        .rules
-        .iter()
-        .find(|r| r.key.plain.eq_ignore_ascii_case("hostport"))
-        .and_then(|r| r.value.plain.trim().parse::<u16>().ok());
-    let native = match (info.protocol, info.raw_field("port")) {
-        (Protocol::Unreal2, Some(RawValue::Int(p))) => u16::try_from(*p).ok(),
-        _ => None,
-    };
-    rule.or(native).filter(|p| *p != 0)
-}
-
-impl Target {
-    /// Where a player connects: the address given, unless its port is the query port
-    /// (`--given-port-only`, GameSpy lists); then the game port the answer reports, if any.
-    pub(crate) fn game_address(&self, info: &ServerInfo) -> SocketAddr {
-        match reported_game_port(info) {
-            Some(port) if self.given_port_only => SocketAddr::new(self.address.ip(), port),
-            _ => self.address,
-        }
-    }
-
-    /// `r` as shown: a server given by host name keeps the name, with the address it
-    /// resolved to beside it.
-    pub(crate) fn shown(&self, mut r: ServerResult, game: SocketAddr) -> ServerResult {
-        if let Some(host) = &self.host {
-            r.address = format!("{host}:{}", game.port());
-            r.resolved_address = Resolved::To(game);
-        }
-        r
-    }
 }
 
 /// Resolve game addresses given on the command line into targets (`index`: the position in

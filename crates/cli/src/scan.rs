@@ -11,7 +11,8 @@ use crate::dto::ServerResult;
 use crate::list::{self, Listed, MasterKind};
 use crate::output::{Filter, Format, Sink, SortSpec, Summary, note, plural};
 use crate::protocols::ProtocolArg;
-use crate::query::{self, Tally, Target, UsageError, bad_address};
+use crate::query::{self, Tally, UsageError, bad_address};
+use crate::target::Target;
 use crate::timing::TimingArgs;
 use crate::{Verbosity, exit};
 
@@ -20,12 +21,17 @@ use crate::{Verbosity, exit};
 pub(crate) struct ScanArgs {
     /// A master to list, as PROTOCOL:SOURCE: `teeworlds:HOST:PORT`, `gameagent:HOST:PORT`,
     /// `gamespy:HOST:PORT` (with --game), `ddnet:URL-or-FILE`, `ut2003-text:URL-or-FILE`,
-    /// `mgmt:HOST:PORT`. Repeatable.
+    /// `mgmt:HOST:PORT`, `quake3:HOST:PORT` (dpmaster; --game, --protocol-version).
+    /// Repeatable.
     #[arg(long = "master", value_name = "PROTOCOL:SOURCE")]
     pub masters: Vec<String>,
-    /// The game whose GameSpy list to ask for (e.g. ut2, serioussamse).
+    /// The game whose GameSpy list to ask for (e.g. ut2, serioussamse), or the game name of
+    /// quake3 masters (e.g. Quake3Arena, Xonotic; see `muster list --help`).
     #[arg(long, short)]
     pub game: Option<String>,
+    /// quake3 masters: the protocol number of the game's clients (see `muster list --help`).
+    #[arg(long, value_name = "N", default_value_t = muster_proto::quake3::query::DEFAULT_PROTOCOL)]
+    pub protocol_version: u32,
     /// A file of servers, one per line: `host:port` or `PROTOCOL host:port` (# starts a
     /// comment).
     #[arg(long, value_name = "FILE")]
@@ -210,7 +216,10 @@ pub(crate) async fn run(args: ScanArgs, verbosity: Verbosity) -> anyhow::Result<
         let (found, error) = list::fetch(
             *kind,
             source,
-            args.game.as_deref(),
+            list::ListAsk {
+                game: args.game.as_deref(),
+                protocol_version: args.protocol_version,
+            },
             &args.timing,
             tracing::Level::INFO,
         )

@@ -45,6 +45,21 @@ pub const GAMES: &[Game] = &[
     game("teeworlds", "Teeworlds"),
     game("ddnet", "DDNet"),
     game("bomberman", "Bomberman"),
+    // Quake III family: the `gamename` servers send. `infoResponse` carries the engine's
+    // game name (`Quake3Arena`, `Xonotic`); an ioquake3 `statusResponse` carries the game
+    // module's (`baseq3`, OpenArena's `baseoa`); `quake3.md` §5.
+    game("quake3arena", "Quake III Arena"),
+    game("baseq3", "Quake III Arena"),
+    game("baseoa", "OpenArena"),
+    game("xonotic", "Xonotic"),
+    game("nexuiz", "Nexuiz"),
+    game("warsow", "Warsow"),
+    game("tremulous", "Tremulous"),
+    game("q3urt42", "Urban Terror 4.2"),
+    game("q3urt43", "Urban Terror 4.3"),
+    game("worldofpadman", "World of Padman"),
+    game("et", "Wolfenstein: Enemy Territory"),
+    game("wolfmp", "Return to Castle Wolfenstein"),
 ];
 
 /// The key of Teeworlds servers that do not speak DDNet's extended info.
@@ -98,7 +113,8 @@ fn rule_text<'a>(info: &'a ServerInfo, key: &str) -> Option<&'a str> {
 /// - Unreal Engine 2: the GameSpy `gamename` of a merged answer, otherwise the game the
 ///   reply's version names (`0x78` `ut2d`, `0x79` `ut2`, `0x7f` `ut2004d`, `0x80` `ut2004`,
 ///   except a Killing Floor reply, which has no key here);
-/// - Teeworlds: `ddnet` when the server answered DDNet's extended info, else `teeworlds`.
+/// - Teeworlds: `ddnet` when the server answered DDNet's extended info, else `teeworlds`;
+/// - Quake III / DarkPlaces: the `gamename` the server sends.
 ///
 /// `None` when the answer does not tell.
 #[must_use]
@@ -109,7 +125,7 @@ pub fn key_of_answer(info: &ServerInfo) -> Option<String> {
             let ddnet = families.is_some_and(|f| f.split(',').any(|f| f.trim() == "extended"));
             Some(if ddnet { DDNET } else { TEEWORLDS }.to_owned())
         }
-        Protocol::GameSpy1 | Protocol::GameAgent => raw_text(info, "gamename")
+        Protocol::GameSpy1 | Protocol::GameAgent | Protocol::Quake3 => raw_text(info, "gamename")
             .or_else(|| rule_text(info, "gamename"))
             .and_then(normalize),
         Protocol::Unreal2 => {
@@ -196,6 +212,10 @@ mod tests {
         assert_eq!(key_of_answer(&odd), None);
         let long = with_raw(Protocol::GameSpy1, &[("gamename", text(&"x".repeat(33)))]);
         assert_eq!(key_of_answer(&long), None);
+        let oa = with_raw(Protocol::Quake3, &[("gamename", text("baseoa"))]);
+        assert_eq!(key_of_answer(&oa).as_deref(), Some("baseoa"));
+        assert_eq!(display_name("Quake3Arena"), Some("Quake III Arena"));
+        assert_eq!(display_name("q3urt43"), Some("Urban Terror 4.3"));
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub enum Protocol {
     Unreal2,
     /// Teeworlds / DDNet server info (0.6, DDNet extended, 0.7).
     Teeworlds,
+    /// Quake III / DarkPlaces `getstatus` / `getinfo` on the game port.
+    Quake3,
 }
 
 impl Protocol {
@@ -33,6 +35,7 @@ impl Protocol {
             Self::GameSpy1 => "gamespy1",
             Self::Unreal2 => "unreal2",
             Self::Teeworlds => "teeworlds",
+            Self::Quake3 => "quake3",
         }
     }
 }

@@ -22,9 +22,10 @@ use muster_proto::{QueryConfig, RawValue, ServerInfo};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 
-use crate::engine::{Completed, Job, Options, spawn};
+use crate::engine::spawn;
 use crate::error::Failure;
 use crate::machines;
+use crate::scheduler::{Completed, Job, Options};
 
 /// How to ask a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,12 +41,15 @@ pub enum QueryProtocol {
     /// Teeworlds / DDNet on the game port: the DDNet extended request and the 0.7 handshake at
     /// once; the richest answer wins.
     Teeworlds,
+    /// Quake III / DarkPlaces (ioquake3, OpenArena, Xonotic, …): `getstatus` on the game port.
+    Quake3,
     /// Every protocol's conventional ports at once; the answer says which one replied.
     Auto,
 }
 
 impl QueryProtocol {
-    /// The name used in output (`gameagent`, `gamespy1`, `unreal2`, `teeworlds`, `auto`).
+    /// The name used in output (`gameagent`, `gamespy1`, `unreal2`, `teeworlds`, `quake3`,
+    /// `auto`).
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
@@ -53,6 +57,7 @@ impl QueryProtocol {
             Self::Gamespy1 => "gamespy1",
             Self::Unreal2 => "unreal2",
             Self::Teeworlds => "teeworlds",
+            Self::Quake3 => "quake3",
             Self::Auto => "auto",
         }
     }
@@ -64,6 +69,7 @@ impl QueryProtocol {
             Self::GameAgent => Some(25600),
             Self::Unreal2 => Some(7777),
             Self::Teeworlds => Some(8303),
+            Self::Quake3 => Some(muster_proto::quake3::query::DEFAULT_GAME_PORT),
             Self::Gamespy1 | Self::Auto => None,
         }
     }
@@ -74,7 +80,7 @@ impl QueryProtocol {
     pub fn query_address(self, game: SocketAddr) -> SocketAddr {
         match self {
             Self::GameAgent | Self::Gamespy1 | Self::Unreal2 => offset(game, 1),
-            Self::Teeworlds | Self::Auto => game,
+            Self::Teeworlds | Self::Quake3 | Self::Auto => game,
         }
     }
 }
@@ -141,6 +147,7 @@ impl Target {
             (QueryProtocol::GameAgent, _) => machines::gameagent(q, config),
             (QueryProtocol::Gamespy1, _) => gamespy(q, config),
             (QueryProtocol::Teeworlds, _) => machines::teeworlds(q, config),
+            (QueryProtocol::Quake3, _) => machines::quake3(q, config),
             (QueryProtocol::Unreal2, true) => machines::unreal2(q, config),
             (QueryProtocol::Unreal2, false) => Box::new(
                 Probe::new(Policy::MergeUnreal2)
@@ -154,7 +161,8 @@ impl Target {
                     .with(q, machines::unreal2(q, config))
                     .with(q, machines::gameagent(q, config))
                     .with(q, gamespy(q, config))
-                    .with(q, machines::teeworlds(q, config)),
+                    .with(q, machines::teeworlds(q, config))
+                    .with(q, machines::quake3(q, config)),
             ),
             (QueryProtocol::Auto, false) => {
                 let plus1 = offset(game, 1);
@@ -165,7 +173,8 @@ impl Target {
                         .with(plus1, gamespy(plus1, config))
                         .with(offset(game, 10), gamespy(offset(game, 10), config))
                         .with(offset(game, 12), gamespy(offset(game, 12), config))
-                        .with(game, machines::teeworlds(game, config)),
+                        .with(game, machines::teeworlds(game, config))
+                        .with(game, machines::quake3(game, config)),
                 )
             }
         }

@@ -13,7 +13,7 @@
 //!
 //! ```no_run
 //! # async fn demo() {
-//! use muster_query::engine::{spawn, Job, Options};
+//! use muster_query::{spawn, Job, Options};
 //! # fn make(_: muster_proto::QueryConfig) -> Fake { Fake }
 //! # struct Fake;
 //! # impl muster_proto::QueryMachine for Fake { type Output = ();
@@ -43,8 +43,8 @@ mod socket;
 pub mod target;
 
 pub use client::{Answer, Outcome, QueryProtocol, Target, query_many, query_one};
-pub use engine::{Completed, Job, Options, spawn};
+pub use engine::spawn;
 pub use error::Failure;
 pub use lists::{Document, ListedAddress, Lobby, MasterEntry, MasterSource, list_many, list_one};
-pub use scheduler::Scheduler;
+pub use scheduler::{Completed, Job, Options, Scheduler};
 pub use target::{AddressError, HostPort, ResolveError, resolve_input, resolve_inputs};

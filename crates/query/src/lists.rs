@@ -1,5 +1,5 @@
 //! Master lists: [`list_one`] and [`list_many`] fetch what a [`MasterSource`] lists, whatever
-//! its protocol: the GameAgent and Teeworlds UDP masters (query machines run through
+//! its protocol: the GameAgent, Teeworlds and Quake III (dpmaster) UDP masters (query machines run through
 //! [`crate::spawn`] like any query), the GameSpy TCP list, the management server's
 //! `msQueryGameServers`, and documents over HTTP or from a file (DDNet's `servers.json`, the
 //! UT2003 text list).
@@ -36,8 +36,9 @@ use tokio::net::TcpStream;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::engine::{Completed, Job, Options, spawn};
+use crate::engine::spawn;
 use crate::error::Failure;
+use crate::scheduler::{Completed, Job, Options};
 use crate::target::HostPort;
 
 /// Slack beyond the UDP attempts that a TCP or HTTP list gets when no deadline is set.
@@ -97,6 +98,9 @@ pub enum MasterSource {
     Ddnet(Document),
     /// The UT2003 plain-text list.
     Ut2003Text(Document),
+    /// A Quake III / DarkPlaces master (dpmaster): `getservers` without a game name,
+    /// `getserversExt` with one (`quake3.md` §3).
+    Quake3(SocketAddr, muster_proto::quake3::query::ListRequest),
 }
 
 /// Where a listed game server is, as the master listed it.
@@ -265,6 +269,15 @@ pub async fn list_one(
                 Box::new(move |cfg| TwListQuery::new_07(addr, cfg, token)),
             ];
             let list = udp_lists(builds, options.clone()).await?;
+            Ok(entries(&list))
+        }
+        MasterSource::Quake3(addr, request) => {
+            let (addr, request) = (*addr, request.clone());
+            let list = udp_lists(
+                vec![move |cfg| muster_proto::quake3::query::ListQuery::new(addr, request, cfg)],
+                options.clone(),
+            )
+            .await?;
             Ok(entries(&list))
         }
         MasterSource::Gamespy(addr, key) => {

@@ -8,6 +8,7 @@ use muster_proto::QueryConfig;
 use muster_proto::gameagent::query::ServerQuery;
 use muster_proto::gamespy1::query::{StatusConfig, StatusQuery};
 use muster_proto::probe::{BoxedQuery, Policy, Probe};
+use muster_proto::quake3::query::{Request as Quake3Request, ServerQuery as Quake3Query};
 use muster_proto::teeworlds::query::{TeeworldsQuery, Tokens};
 use muster_proto::unreal2::query::{Unreal2Config, Unreal2Query};
 
@@ -70,4 +71,33 @@ pub fn teeworlds(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
         }
     };
     Box::new(TeeworldsQuery::new(addr, config, tokens))
+}
+
+/// Quake III / DarkPlaces `getstatus` on `addr` (the game port), with a fresh random challenge
+/// the reply must echo (`quake3.md` §5).
+#[must_use]
+pub fn quake3(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
+    Box::new(Quake3Query::new(
+        addr,
+        Quake3Request::Status,
+        quake3_challenge(),
+        config,
+    ))
+}
+
+/// A random challenge of dpmaster's alphabet (9 to 12 characters).
+fn quake3_challenge() -> muster_proto::quake3::Word {
+    muster_proto::quake3::generate_challenge(rand::random())
+}
+
+/// Quake III / DarkPlaces `getinfo` on `addr`: the short info string only (name, map, counts,
+/// `gamename`; no player list), for callers that need no players.
+#[must_use]
+pub fn quake3_info(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
+    Box::new(Quake3Query::new(
+        addr,
+        Quake3Request::Info,
+        quake3_challenge(),
+        config,
+    ))
 }

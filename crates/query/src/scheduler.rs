@@ -48,14 +48,76 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use muster_proto::query::{Event, QueryConfig, QueryError, QueryMachine, Transmit};
 
-use crate::engine::{Completed, Job, Options};
 use crate::error::Failure;
 use crate::rto::{Population, RttEstimate, backed_off};
+
+/// How the scheduler paces and bounds a batch of queries.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The longest a single attempt waits before the machine retransmits: the cap of every
+    /// attempt timeout, and the first attempt's timeout until any round trip is measured.
+    pub attempt_timeout: Duration,
+    /// The shortest attempt timeout the RTO estimate may choose.
+    pub min_attempt_timeout: Duration,
+    /// Retransmissions after the first attempt (0 = send once).
+    pub retries: u32,
+    /// Overall deadline for the whole batch, from the start; `None` = none.
+    pub deadline: Option<Duration>,
+    /// Global send budget in packets per second; `None` = unlimited.
+    pub rate: Option<u32>,
+    /// Queries in flight at once (lowered to what the receive buffer holds).
+    pub max_in_flight: usize,
+    /// Set attempt timeouts from measured round trips (RFC 6298 RTO: per server once it
+    /// answered, from all servers' replies before), with exponential backoff. Off: every
+    /// attempt waits `attempt_timeout`.
+    pub adaptive: bool,
+    /// Local IPv4 address to bind (port 0 picks one).
+    pub bind_v4: SocketAddr,
+    /// Local IPv6 address to bind (port 0 picks one).
+    pub bind_v6: SocketAddr,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            attempt_timeout: Duration::from_millis(1500),
+            min_attempt_timeout: Duration::from_millis(100),
+            retries: 3,
+            deadline: None,
+            rate: None,
+            max_in_flight: 4096,
+            adaptive: true,
+            bind_v4: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+            bind_v6: SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+        }
+    }
+}
+
+/// One query to run: a caller's tag and a function that builds the machine from the timing the
+/// engine chooses.
+#[derive(Debug)]
+pub struct Job<T, F> {
+    /// Returned with the result, so the caller knows which query it was.
+    pub tag: T,
+    /// Builds the machine. Called when the query is granted its first send slot.
+    pub build: F,
+}
+
+/// A finished query.
+#[derive(Debug)]
+pub struct Completed<T, O> {
+    /// The job's tag.
+    pub tag: T,
+    /// The machine's result, or why there is none.
+    pub outcome: Result<O, Failure>,
+    /// From the query's first transmission to its end (zero if it was never sent).
+    pub elapsed: Duration,
+}
 
 /// The most tokens the send budget holds: 50 ms of the rate, between 1 and 64.
 fn burst(rate: u32) -> f64 {

@@ -6,6 +6,7 @@
 //! | `gamespy1` | game + 1; + 10 with style `ut2003` or `ut2003demo`; + `gamespy_offset` when set | UT2003's format (default), `ut2003`, `ut2003demo`, `ut99`, `unreal`, `serioussam` | `gamespy:host:port` |
 //! | `unreal2` | game + 1, and GameSpy v1 at + `gamespy_offset` when set | `ut2004` (default), `ut2003` | `gamespy:host:port` (needs `gamespy_offset`) |
 //! | `teeworlds` | game port | one: 0.6, DDNet extended and 0.7 on one port | `teeworlds07:host:port`, `ddnet:URL` |
+//! | `quake3` | game port | `ioquake3` (default: `heartbeat QuakeArena-1`, Windows-1252), `darkplaces` (`heartbeat DarkPlaces`, UTF-8, `qcstatus`) | `quake3:host:port` (dpmaster, default port 27950) |
 //!
 //! Any server may also name `mgmt:host:port`: it then stays registered with that management
 //! server over TCP (name, its listen address, game port, player counts).
@@ -17,6 +18,8 @@ use muster_proto::gameagent::register::{GameAgentRegistrar, RegistrarConfig};
 use muster_proto::gameagent::respond::{GameAgentResponder, NameMarks, ResponderConfig};
 use muster_proto::gamespy_master::register::{GameSpyRegistrar, GameSpyRegistrarConfig};
 use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
+use muster_proto::quake3::register::Quake3Registrar;
+use muster_proto::quake3::respond::{Quake3Responder, Style as Quake3Style};
 use muster_proto::teeworlds::respond::{ResponderConfig as TeeworldsConfig, TeeworldsResponder};
 use muster_proto::teeworlds_master::{
     DdnetHttpRegistrar, DdnetRegisterConfig, TeeworldsUdpRegistrar, Token,
@@ -178,6 +181,24 @@ fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<E
                 port: query_port(game_port, 1)?,
                 mgmt: Vec::new(),
                 extra,
+            })
+        }
+        FarmProtocol::Quake3 => {
+            let q3 = Quake3Style::from_name(style)
+                .ok_or_else(|| unknown_style(server.protocol, style.unwrap_or("")))?;
+            for m in masters {
+                if m.protocol != "quake3" {
+                    return Err(wrong_master(server.protocol, m));
+                }
+                let addr = resolve(m, muster_proto::quake3::MASTER_PORT)?;
+                registrars.push(Box::new(Quake3Registrar::new(addr, q3, &server.state)));
+            }
+            Ok(Endpoint {
+                responder: Box::new(Quake3Responder::new(q3)),
+                registrars,
+                port: game_port,
+                mgmt: Vec::new(),
+                extra: Vec::new(),
             })
         }
         FarmProtocol::Teeworlds => {

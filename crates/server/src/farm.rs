@@ -5,7 +5,7 @@
 //! bind = "127.0.0.1"            # address every server listens on (default 127.0.0.1)
 //!
 //! [[server]]                    # one explicit server
-//! protocol = "gamespy1"         # gameagent | gamespy1 | unreal2 | teeworlds
+//! protocol = "gamespy1"         # gameagent | gamespy1 | unreal2 | teeworlds | quake3
 //! port = 7777                   # game port; the query port follows the protocol's convention
 //! name = "Jérôme's UT2003"
 //! map = "DM-Antalus"
@@ -31,7 +31,7 @@
 //!
 //! Styles: gamespy1 `ut2003` (its format is the default), `ut2003demo`, `ut99`, `unreal`,
 //! `serioussam`; unreal2 `ut2004` (default), `ut2003`; gameagent `seed` (default), `x86`,
-//! `arm`; teeworlds has one. Impairments (`loss`,
+//! `arm`; teeworlds has one; quake3 `ioquake3` (default), `darkplaces`. Impairments (`loss`,
 //! `reorder`, `delay`) apply to requests and replies of that server, for testing clients.
 //!
 //! `gamespy_offset = N` puts GameSpy v1 at game port + N, as UT2003 and UT2004 servers do
@@ -65,6 +65,8 @@ pub enum FarmProtocol {
     Unreal2,
     /// Teeworlds / DDNet / 0.7 on the game port itself.
     Teeworlds,
+    /// Quake III / DarkPlaces `getinfo` / `getstatus` on the game port itself.
+    Quake3,
 }
 
 impl FarmProtocol {
@@ -75,6 +77,7 @@ impl FarmProtocol {
             "gamespy1" => Some(Self::Gamespy1),
             "unreal2" => Some(Self::Unreal2),
             "teeworlds" => Some(Self::Teeworlds),
+            "quake3" => Some(Self::Quake3),
             _ => None,
         }
     }
@@ -87,6 +90,7 @@ impl FarmProtocol {
             Self::Gamespy1 => "gamespy1",
             Self::Unreal2 => "unreal2",
             Self::Teeworlds => "teeworlds",
+            Self::Quake3 => "quake3",
         }
     }
 
@@ -95,7 +99,7 @@ impl FarmProtocol {
     #[must_use]
     pub fn ports_used(self) -> u16 {
         match self {
-            Self::Teeworlds => 1,
+            Self::Teeworlds | Self::Quake3 => 1,
             Self::Gameagent | Self::Gamespy1 | Self::Unreal2 => 2,
         }
     }
@@ -348,7 +352,9 @@ fn gamespy_offset(protocol: FarmProtocol, offset: Option<u16>) -> Result<Option<
         FarmProtocol::Gamespy1 => None,
         FarmProtocol::Unreal2 if n == 1 => Some("the native query holds game port + 1"),
         FarmProtocol::Unreal2 => None,
-        FarmProtocol::Gameagent | FarmProtocol::Teeworlds => Some("they answer no GameSpy"),
+        FarmProtocol::Gameagent | FarmProtocol::Teeworlds | FarmProtocol::Quake3 => {
+            Some("they answer no GameSpy")
+        }
     };
     match why {
         None => Ok(Some(n)),
@@ -429,6 +435,8 @@ fn default_version(protocol: FarmProtocol, style: Option<&str>) -> &'static str 
         (FarmProtocol::Unreal2, Some("ut2003")) | (FarmProtocol::Gamespy1, _) => "2225",
         (FarmProtocol::Unreal2, _) => "3369",
         (FarmProtocol::Teeworlds, _) => "0.6.4",
+        (FarmProtocol::Quake3, Some("darkplaces")) => "0.8.6",
+        (FarmProtocol::Quake3, _) => "ioq3 1.36 linux-x86_64",
     }
 }
 
@@ -443,6 +451,8 @@ fn default_game(protocol: FarmProtocol, style: Option<&str>) -> &'static str {
         (FarmProtocol::Unreal2, Some("ut2003")) | (FarmProtocol::Gamespy1, _) => "ut2",
         (FarmProtocol::Unreal2, _) => "ut2004",
         (FarmProtocol::Teeworlds, _) => "teeworlds",
+        (FarmProtocol::Quake3, Some("darkplaces")) => "Xonotic",
+        (FarmProtocol::Quake3, _) => "Quake3Arena",
     }
 }
 
@@ -469,7 +479,7 @@ fn word(rng: &mut SmallRng, charset: Charset) -> &'static str {
     }
 }
 
-const MAPS: [(FarmProtocol, &[&str]); 4] = [
+const MAPS: [(FarmProtocol, &[&str]); 5] = [
     (
         FarmProtocol::Gameagent,
         &["Yodeller", "Hatshepsut", "Sand Canyon", "Little Trouble"],
@@ -483,6 +493,10 @@ const MAPS: [(FarmProtocol, &[&str]); 4] = [
         &["DM-Rankin", "ONS-Torlan", "CTF-FaceClassic", "DM-Deck17"],
     ),
     (FarmProtocol::Teeworlds, &["dm1", "ctf5", "dm6", "Kobra 4"]),
+    (
+        FarmProtocol::Quake3,
+        &["q3dm17", "q3dm6", "q3tourney2", "q3ctf1"],
+    ),
 ];
 
 fn generated_state(
@@ -528,6 +542,7 @@ fn generated_state(
             FarmProtocol::Gameagent => "Fragmatch",
             FarmProtocol::Gamespy1 | FarmProtocol::Unreal2 => "xDeathMatch",
             FarmProtocol::Teeworlds => "DM",
+            FarmProtocol::Quake3 => "0",
         }
         .to_owned(),
         version: default_version(protocol, style).to_owned(),
@@ -750,6 +765,34 @@ loss = 0.1
             .map(|s| s.state.game_port)
             .collect();
         assert_eq!(ports, vec![7000, 7002, 7004]);
+    }
+
+    #[test]
+    fn quake3_farms_use_every_port_and_name_their_game_by_style() {
+        let farm = FarmSpec::from_toml(
+            "[[generate]]\nprotocol = \"quake3\"\ncount = 1000\nports = \"30000-30999\"\n\
+             masters = [\"quake3:127.0.0.1:27950\"]\n\
+             [[generate]]\nprotocol = \"quake3\"\nstyle = \"darkplaces\"\ncount = 2\n\
+             ports = \"26000-26001\"\n",
+        )
+        .unwrap();
+        let servers = farm.expand().unwrap();
+        assert_eq!(servers.len(), 1002);
+        assert_eq!(servers[999].state.game_port, 30999);
+        assert_eq!(servers[0].state.game, "Quake3Arena");
+        assert_eq!(servers[0].state.game_type, "0");
+        assert!(servers[0].state.map.starts_with("q3"));
+        assert_eq!(servers[1000].state.game, "Xonotic");
+        // Each one is a responder on its game port, with a registrar for its master.
+        let ep = crate::endpoints::endpoint(&servers[5]).unwrap();
+        assert_eq!(ep.port, 30005);
+        assert_eq!(ep.registrars.len(), 1);
+        let mut bad = servers[0].clone();
+        bad.style = Some("quakelive".into());
+        assert!(crate::endpoints::endpoint(&bad).is_err());
+        bad.style = None;
+        bad.masters = vec![parse_master("gamespy:127.0.0.1:27900").unwrap()];
+        assert!(crate::endpoints::endpoint(&bad).is_err());
     }
 
     #[test]

@@ -16,9 +16,10 @@ use crate::dto::{Field, ServerResult};
 use crate::exit;
 use crate::list::{self, MasterKind};
 use crate::output::Filter;
-use crate::query::{self, Target, UsageError};
+use crate::query::{self, UsageError};
 use crate::scan;
 use crate::signal;
+use crate::target::Target;
 use crate::timing::TimingArgs;
 
 /// One watched server.
@@ -170,7 +171,15 @@ impl Poller<'_> {
         sinks: &mut Sinks,
     ) -> anyhow::Result<()> {
         for m in masters.iter_mut() {
-            match list::fetch(m.kind, &m.source, None, self.timing, tracing::Level::DEBUG).await {
+            match list::fetch(
+                m.kind,
+                &m.source,
+                list::ListAsk::game(None),
+                self.timing,
+                tracing::Level::DEBUG,
+            )
+            .await
+            {
                 Ok((found, None)) => {
                     m.listed = found
                         .iter()

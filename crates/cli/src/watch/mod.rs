@@ -75,8 +75,10 @@ pub(crate) struct WatchArgs {
     #[arg(long = "servers", value_name = "FILE")]
     pub servers_file: Option<PathBuf>,
     /// A master whose servers to watch, as PROTOCOL:SOURCE: `teeworlds:HOST:PORT`,
-    /// `gameagent:HOST:PORT`, `ddnet:URL-or-FILE`, `ut2003-text:URL-or-FILE` (GameSpy lists
-    /// need a game name: use `muster list` and --servers). Listed again at every interval; a
+    /// `gameagent:HOST:PORT`, `ddnet:URL-or-FILE`, `ut2003-text:URL-or-FILE`,
+    /// `quake3:HOST:PORT` (dpmaster's `getservers 68`: Quake III Arena's IPv4 servers; for
+    /// another game use `muster list -p quake3 --game` and --servers) (GameSpy lists need a
+    /// game name: use `muster list` and --servers). Listed again at every interval; a
     /// master that fails keeps its last list. Repeatable.
     #[arg(long = "master", value_name = "PROTOCOL:SOURCE")]
     pub masters: Vec<String>,

@@ -4,4 +4,5 @@
 mod common;
 mod list;
 mod mastersrv;
+mod quake3;
 mod query;

@@ -8,5 +8,6 @@ mod game_key;
 mod pacing;
 mod packaging;
 mod postgres;
+mod quake3;
 mod ux;
 mod watch;

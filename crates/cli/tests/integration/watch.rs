@@ -784,3 +784,84 @@ fn a_webhook_redirect_is_not_followed() {
     let (status, _) = watch.terminate();
     assert_eq!(status.code(), Some(0), "{status}");
 }
+
+/// A Quake III server watched by address: its players and map changes come through, with the
+/// colour codes of names stripped for matching friends.
+#[test]
+fn quake3_servers_are_watched_with_their_players() {
+    let server = LiveServer::start(
+        Box::new(muster_proto::quake3::respond::Quake3Responder::default()),
+        state("^1Q3 arena", "q3dm17", 8, &["^2Zoe"]),
+    );
+    let address = server.addr.to_string();
+    let mut args = vec![&address[..], "-p", "quake3", "--friend", "zoe"];
+    args.extend(["-f", "ndjson"]);
+    args.extend(FAST);
+    let mut watch = Watch::start(&args);
+    let up = watch.expect(&["server_up", "friend_online:Zoe"]);
+    assert!(up.iter().any(|e| e["name"] == "Q3 arena"), "{up:?}");
+    server.change(|s| s.map = "q3dm6".into());
+    let changed = watch.expect(&["map_changed"]);
+    assert_eq!(changed[0]["previous"], "q3dm17");
+    let (status, rest) = watch.terminate();
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(rest.is_empty(), "nothing else: {rest:?}");
+}
+
+/// `muster watch --master quake3:…`: the servers a Quake III master lists are watched, and a
+/// server the master starts listing later comes up at the next interval.
+#[test]
+fn quake3_master_lists_are_watched() {
+    use muster_proto::quake3::packet::ServerList;
+    let first = LiveServer::start(
+        Box::new(muster_proto::quake3::respond::Quake3Responder::default()),
+        state("First", "q3dm1", 8, &[]),
+    );
+    let second = LiveServer::start(
+        Box::new(muster_proto::quake3::respond::Quake3Responder::default()),
+        state("Second", "q3dm2", 8, &[]),
+    );
+    let master = UdpSocket::bind("127.0.0.1:0").unwrap();
+    master
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let master_addr = master.local_addr().unwrap();
+    let listed = Arc::new(Mutex::new(vec![first.addr]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (list, halt) = (listed.clone(), stop.clone());
+    let thread = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut requests = Vec::new();
+        while !halt.load(Ordering::Relaxed) {
+            let Ok((n, from)) = master.recv_from(&mut buf) else {
+                continue;
+            };
+            requests.push(buf[..n].to_vec());
+            let servers = list.lock().unwrap().clone();
+            for d in ServerList::encode_datagrams(false, &servers) {
+                let _ = master.send_to(&d, from);
+            }
+        }
+        requests
+    });
+    let spec = format!("quake3:{master_addr}");
+    let mut args = vec!["--master", &spec[..], "-f", "ndjson"];
+    args.extend(FAST);
+    let mut watch = Watch::start(&args);
+    let up = watch.expect(&["server_up"]);
+    assert_eq!(up[0]["name"], "First");
+    assert_eq!(up[0]["address"], first.addr.to_string());
+    listed.lock().unwrap().push(second.addr);
+    let up = watch.expect(&["server_up"]);
+    assert_eq!(up[0]["name"], "Second");
+    let (status, _) = watch.terminate();
+    assert_eq!(status.code(), Some(0), "{status}");
+    stop.store(true, Ordering::Relaxed);
+    let requests = thread.join().unwrap();
+    assert!(requests.len() >= 2, "listed again at every interval");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r == b"\xff\xff\xff\xffgetservers 68 empty full")
+    );
+}

@@ -21,11 +21,17 @@
 //! whitespace-free [`Word`] used for challenges, tags and game names, and the dpmaster
 //! challenge rule ([`generate_challenge`], [`is_master_challenge`]).
 //!
+//! [`query`] holds the client's machines (a server's status, a master's list), [`respond`] the
+//! game server's answers and [`register`] its heartbeats to masters.
+//!
 //! Deliberately **not** here: sockets, clocks, randomness (callers pass random bytes in), the
-//! master's registry and policy, query machines. Spec: `docs/protocols/quake3.md`.
+//! master's registry and policy. Spec: `docs/protocols/quake3.md`.
 
 pub mod info;
 pub mod packet;
+pub mod query;
+pub mod register;
+pub mod respond;
 
 use std::fmt;
 

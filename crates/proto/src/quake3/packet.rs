@@ -473,9 +473,12 @@ fn encode_query_tail(out: &mut Vec<u8>, protocol: i32, options: &[FilterOption])
 }
 
 /// The optional challenge after `getinfo` / `getstatus`: one word after a space; trailing
-/// whitespace (a line feed some tools add) is tolerated.
+/// whitespace (a line feed some tools add, qstat sends `getinfo` + line feed) is tolerated.
+/// The engines read the datagram as a C string, so a NUL ends the request (gamedig and
+/// opengsq send `getstatus` + NUL): what follows it is ignored.
 fn challenge(body: &[u8]) -> Result<Option<Word>, DecodeError> {
-    if body.is_empty() {
+    let body = body.split(|&b| b == 0).next().unwrap_or_default();
+    if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
     let Some(rest) = body.strip_prefix(b" ") else {

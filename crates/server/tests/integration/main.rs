@@ -9,6 +9,7 @@ mod library_api;
 
 mod roundtrip_gameagent;
 mod roundtrip_gamespy1;
+mod roundtrip_quake3;
 mod roundtrip_teeworlds;
 mod roundtrip_unreal2;
 

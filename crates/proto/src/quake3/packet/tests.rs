@@ -47,6 +47,30 @@ fn quake3_queries_with_and_without_challenge() {
             challenge: Some(word("xxx"))
         })
     );
+    // qstat's form: the command, then a line feed.
+    assert_eq!(
+        Packet::decode(&dgram(b"getinfo\n")),
+        Ok(Packet::GetInfo { challenge: None })
+    );
+    assert_eq!(
+        Packet::decode(&dgram(b"getstatus\n")),
+        Ok(Packet::GetStatus { challenge: None })
+    );
+    // gamedig's and opengsq's form: a C string with its NUL.
+    assert_eq!(
+        Packet::decode(&dgram(b"getstatus\0")),
+        Ok(Packet::GetStatus { challenge: None })
+    );
+    assert_eq!(
+        Packet::decode(&dgram(b"getinfo opengsq\0junk")),
+        Ok(Packet::GetInfo {
+            challenge: Some(word("opengsq"))
+        })
+    );
+    assert_eq!(
+        Packet::decode(&dgram(b"getinfo\nxyz")),
+        Err(DecodeError::Invalid("query challenge separator"))
+    );
     assert_eq!(
         Packet::decode(&dgram(b"getinfo a b")),
         Err(DecodeError::Invalid("word byte"))
