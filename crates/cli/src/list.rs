@@ -89,8 +89,8 @@ pub(crate) struct ListArgs {
     pub game: Option<String>,
     /// quake3: the protocol number of the game's clients (68: Quake III Arena 1.32; 71:
     /// OpenArena; 3: DarkPlaces games). Empty and full servers are always asked for.
-    #[arg(long, value_name = "N", default_value_t = muster_proto::quake3::query::DEFAULT_PROTOCOL)]
-    pub protocol_version: u32,
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = muster_proto::quake3::query::DEFAULT_PROTOCOL)]
+    pub protocol_version: i32,
     /// Output format.
     #[arg(long, short, value_enum, default_value = "table")]
     pub format: Format,
@@ -158,7 +158,7 @@ pub(crate) struct ListAsk<'a> {
     /// `--game`.
     pub game: Option<&'a str>,
     /// `--protocol-version` (quake3).
-    pub protocol_version: u32,
+    pub protocol_version: i32,
 }
 
 impl<'a> ListAsk<'a> {

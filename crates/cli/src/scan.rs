@@ -30,8 +30,8 @@ pub(crate) struct ScanArgs {
     #[arg(long, short)]
     pub game: Option<String>,
     /// quake3 masters: the protocol number of the game's clients (see `muster list --help`).
-    #[arg(long, value_name = "N", default_value_t = muster_proto::quake3::query::DEFAULT_PROTOCOL)]
-    pub protocol_version: u32,
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = muster_proto::quake3::query::DEFAULT_PROTOCOL)]
+    pub protocol_version: i32,
     /// A file of servers, one per line: `host:port` or `PROTOCOL host:port` (# starts a
     /// comment).
     #[arg(long, value_name = "FILE")]

@@ -148,6 +148,7 @@ pub fn protocol_from_name(name: &str) -> Option<Protocol> {
         Protocol::GameSpy1,
         Protocol::Unreal2,
         Protocol::Teeworlds,
+        Protocol::Quake3,
     ]
     .into_iter()
     .find(|p| p.name() == name)

@@ -24,7 +24,8 @@ fn reg(game: &str, addr: SocketAddr, face: Face) -> Registration {
         Face::GameAgent => Some(Protocol::GameAgent),
         Face::GameSpy => Some(Protocol::GameSpy1),
         Face::Teeworlds06 | Face::Teeworlds07 | Face::DdnetHttp => Some(Protocol::Teeworlds),
-        Face::Mgmt | Face::Quake3 => None,
+        Face::Quake3 => Some(Protocol::Quake3),
+        Face::Mgmt => None,
     };
     let game_port = (face != Face::GameSpy).then_some(addr.port());
     let query_addr = match face {

@@ -75,6 +75,7 @@ impl PollTarget {
             },
             Protocol::Unreal2 => machines::unreal2(q, config),
             Protocol::Teeworlds => machines::teeworlds(q, config),
+            Protocol::Quake3 => machines::quake3(q, config),
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::wire::DecodeError;
 pub const DEFAULT_GAME_PORT: u16 = 27960;
 
 /// The protocol number Quake III Arena 1.32 clients ask masters for.
-pub const DEFAULT_PROTOCOL: u32 = 68;
+pub const DEFAULT_PROTOCOL: i32 = 68;
 
 /// After a list datagram without `EOT`, the list is over when nothing more came for this long.
 pub const LIST_IDLE: Duration = Duration::from_millis(1000);
@@ -306,7 +306,7 @@ pub struct ListRequest {
     /// `getservers <protocol>` (IPv4 only, the anonymous games of §3.5).
     pub game: Option<Word>,
     /// The protocol number of the game's clients (68 for Quake III Arena 1.32).
-    pub protocol: u32,
+    pub protocol: i32,
     /// List empty servers too.
     pub empty: bool,
     /// List full servers too.
@@ -322,7 +322,7 @@ pub struct ListRequest {
 impl ListRequest {
     /// Every server (empty and full too) of `game` (or of the anonymous games) at `protocol`.
     #[must_use]
-    pub fn everything(game: Option<Word>, protocol: u32) -> Self {
+    pub fn everything(game: Option<Word>, protocol: i32) -> Self {
         Self {
             game,
             protocol,
