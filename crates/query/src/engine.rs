@@ -13,13 +13,14 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use muster_proto::query::{QueryConfig, QueryMachine};
 use tokio::sync::mpsc;
 
 // The job, option and completion types are the scheduler's; re-exported so
 // `muster_query::engine::{Job, Options, Completed}` keep working.
+use crate::clock::now;
 use crate::scheduler::Scheduler;
 pub use crate::scheduler::{Completed, Job, Options};
 use crate::socket::{BATCH, Family, Flushed, Outbox};
@@ -49,10 +50,6 @@ where
         }
     });
     rx
-}
-
-fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
 }
 
 /// The socket of one family, bound on first use; a family whose bind failed keeps failing.

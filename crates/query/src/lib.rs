@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+mod clock;
 pub mod engine;
 pub mod error;
 pub mod lists;

@@ -21,7 +21,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use muster_proto::gamespy_master::conversation::{ListClient, ListClientConfig};
 use muster_proto::gamespy_master::packet::{Key, ListForm};
@@ -36,6 +36,7 @@ use tokio::net::TcpStream;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::clock::now;
 use crate::engine::spawn;
 use crate::error::Failure;
 use crate::scheduler::{Completed, Job, Options};
@@ -422,10 +423,6 @@ where
 pub const MAX_HTTP_BODY: usize = 32 << 20;
 /// Read buffer of the TCP conversations.
 const READ_CHUNK: usize = 16 << 10;
-
-fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
-}
 
 async fn connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, Failure> {
     match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {

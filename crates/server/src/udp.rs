@@ -397,7 +397,7 @@ async fn pump_registrars(
                         c
                     }
                     Err(e) => {
-                        let _ = http_tx.send((i, Err(error_chain(&e)), sent));
+                        let _ = http_tx.send((i, Err(muster_proto::errors::error_chain(&e)), sent));
                         continue;
                     }
                 },
@@ -415,22 +415,6 @@ async fn pump_registrars(
             }
         }
     }
-}
-
-/// An error and its causes on one line (reqwest hides the useful part, e.g. "Connection
-/// refused", in the causes).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let c_text = c.to_string();
-        if !s.contains(&c_text) {
-            s.push_str(": ");
-            s.push_str(&c_text);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 async fn http_request(
@@ -452,10 +436,13 @@ async fn http_request(
         .body(req.body)
         .send()
         .await
-        .map_err(|e| error_chain(&e))?;
+        .map_err(|e| muster_proto::errors::error_chain(&e))?;
     let status = response.status().as_u16();
     // Register answers are tiny; anything large is not a master talking.
-    let body = response.bytes().await.map_err(|e| error_chain(&e))?;
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| muster_proto::errors::error_chain(&e))?;
     Ok((
         status,
         body.get(..body.len().min(64 << 10))

@@ -439,18 +439,6 @@ fn stdout_for_commands() -> std::process::Stdio {
     std::process::Stdio::null()
 }
 
-/// An error and its causes on one line (reqwest's own message does not name the cause).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
-}
-
 /// Whether a webhook answer is worth another attempt.
 fn retryable(status: reqwest::StatusCode) -> bool {
     status.is_server_error()
@@ -486,7 +474,7 @@ async fn post(client: &reqwest::Client, url: &reqwest::Url, d: &Delivery) {
                 return;
             }
             Ok(r) => r.status().to_string(),
-            Err(e) => chain(&e),
+            Err(e) => muster_proto::errors::error_chain(&e),
         };
         if attempt == WEBHOOK_ATTEMPTS {
             tracing::warn!(
