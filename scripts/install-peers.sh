@@ -65,10 +65,12 @@ PERL_CONTENT=dfea04edee8ae16cfa978a8fb1606156ec4b55a8510a9b30c7476381a134f0dc
 DPMASTER_NAME=dpmaster
 DPMASTER_REPO=https://github.com/kphillisjr/dpmaster.git
 DPMASTER_COMMIT=1c1bd46a78d41726f3c1d13cc27e41d2e7620e19
-DPMASTER_PATHS=(src doc)
-DPMASTER_CONTENT=f3a6094e9e1834cf86b32cb147c301522ec7cfe3c276fc27c549050433562d4e
+DPMASTER_PATHS=(src doc testsuite)
+DPMASTER_CONTENT=cab071b9c3dcee5586e76f0eef61f34afa3db567629d6e7b149ad9235676caf9
 
 DEB_PACKAGES=(qstat teeworlds-server ddnet-server iproute2 openarena-server)
+# dpmaster's own test suite (Perl) needs Socket6.
+DEB_PACKAGES+=(libsocket6-perl)
 # 333networks' Masterserver-Perl (its README): AnyEvent, AnyEvent::Handle::UDP, DBI with SQLite,
 # Switch, JSON. IP::Country::Fast is not packaged; the test harness stubs it.
 DEB_PACKAGES+=(perl libanyevent-perl libanyevent-handle-udp-perl libdbi-perl libdbd-sqlite3-perl

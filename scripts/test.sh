@@ -85,6 +85,21 @@ t=$SECONDS
 INSTA_UPDATE=no MUSTER_REQUIRE_PEERS=$require_peers cargo test --workspace --locked
 elapsed "$t"
 
+step "dpmaster's own test suite against Muster's Quake III face (scripts/dpmaster-suite.sh)"
+t=$SECONDS
+# 20 Perl tests from dpmaster 2.2, run through scripts/dpmaster-compat. The suite and Perl's
+# Socket6 come from scripts/install-peers.sh: missing, they fail CI and skip elsewhere.
+[[ -x target/debug/muster ]] || cargo build --locked -q -p muster --bin muster
+if [[ -f .peers/src/dpmaster/testsuite/testlib.pm ]] && perl -MSocket6 -e 1 2>/dev/null; then
+    bash scripts/dpmaster-suite.sh
+elif [[ $require_peers == 1 ]]; then
+    echo "error: dpmaster's test suite or Perl's Socket6 is missing and MUSTER_REQUIRE_PEERS=1" >&2
+    exit 1
+else
+    echo "warning: dpmaster's test suite was skipped: run scripts/install-peers.sh" >&2
+fi
+elapsed "$t"
+
 step "Debian package: built, installed with dpkg -i, started as its unit would, purged (scripts/deb-test.sh)"
 t=$SECONDS
 # Needs root and dpkg-deb (CI has both). Without them it cannot run: a failure in CI, a skip elsewhere.

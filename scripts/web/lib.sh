@@ -134,6 +134,7 @@ gamespy_udp = "127.0.0.1:0"
 gamespy_tcp = "off"
 teeworlds07 = "off"
 teeworlds06 = "off"
+quake3 = "off"
 http = "127.0.0.1:0"
 mgmt = "127.0.0.1:0"
 [limits]

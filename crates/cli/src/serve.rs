@@ -21,6 +21,9 @@ Every face is on by default, on IPv4 and IPv6:
   http         TCP 8080    DDNet register + servers.json, UT2003 lists, /api/v1/servers,
                            /healthz, /metrics
   mgmt         TCP 51963   management server (Bomberman)
+  quake3       UDP 27950   Quake III / DarkPlaces master (dpmaster's protocol: ioquake3 games,
+                           Xonotic, Warsow, Wolfenstein: ET, ...); loopback servers are refused
+                           unless [quake3] allow_loopback = true
 
 --upstream KIND:ADDRESS (repeatable) learns servers from another master (docs/federation.md);
 a learned server is listed only after this master queried it successfully itself.
@@ -73,6 +76,9 @@ pub(crate) struct ServeArgs {
     /// Management server, TCP.
     #[arg(long, value_name = "ADDR|off")]
     pub mgmt: Option<String>,
+    /// Quake III / DarkPlaces master (dpmaster's protocol), UDP.
+    #[arg(long, value_name = "ADDR|off")]
+    pub quake3: Option<String>,
     /// Learn servers from another master, as KIND:ADDRESS (repeatable; added to the config's
     /// upstream entries): gamespy:host:28900, gameagent:host:9005, teeworlds06:host:8300,
     /// teeworlds07:host:8283, ddnet:https://host/ddnet/15/servers.json, ut2003-text:URL,
@@ -118,6 +124,7 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
     apply(&mut l.teeworlds06, "teeworlds06", args.teeworlds06.as_ref())?;
     apply(&mut l.http, "http", args.http.as_ref())?;
     apply(&mut l.mgmt, "mgmt", args.mgmt.as_ref())?;
+    apply(&mut l.quake3, "quake3", args.quake3.as_ref())?;
     for u in &args.upstream {
         let parsed = muster_master::upstream::settings::UpstreamConfig::parse_flag(u)
             .map_err(|e| UsageError(format!("--upstream {u:?}: {e}")))?;
@@ -259,6 +266,11 @@ pub(crate) fn start_notes(bound: &[Bound]) -> Vec<String> {
     if let Some(a) = first("mgmt") {
         faces.push(format!(
             "mgmt         management server: game servers connect to {a} and send msRegisterGameServer"
+        ));
+    }
+    if let Some(a) = first("quake3") {
+        faces.push(format!(
+            "quake3       ioquake3/OpenArena: +set sv_master1 \"{a}\"; DarkPlaces/Xonotic: sv_masterextra1 \"{a}\""
         ));
     }
     if !faces.is_empty() {

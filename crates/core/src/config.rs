@@ -24,6 +24,8 @@ pub mod ports {
     pub const TEEWORLDS07: u16 = 8283;
     /// Teeworlds 0.6 master, UDP (checker on +1).
     pub const TEEWORLDS06: u16 = 8300;
+    /// Quake III / DarkPlaces master, UDP (dpmaster's port).
+    pub const QUAKE3: u16 = 27950;
     /// HTTP (API, DDNet register, text lists, metrics).
     pub const HTTP: u16 = 8080;
     /// Management server, TCP.

@@ -19,6 +19,7 @@
 pub mod gameagent;
 pub mod gamespy;
 pub mod mgmt;
+pub mod quake3;
 pub mod runtime;
 pub mod teeworlds;
 

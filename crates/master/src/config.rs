@@ -143,6 +143,8 @@ pub struct ListenConfig {
     pub http: Listen,
     /// Management server, TCP 51963.
     pub mgmt: Listen,
+    /// Quake III / DarkPlaces master (dpmaster's protocol), UDP 27950.
+    pub quake3: Listen,
 }
 
 impl ListenConfig {
@@ -157,6 +159,7 @@ impl ListenConfig {
             teeworlds06: Listen(Vec::new()),
             http: Listen(Vec::new()),
             mgmt: Listen(Vec::new()),
+            quake3: Listen(Vec::new()),
         }
     }
 }
@@ -171,6 +174,7 @@ impl Default for ListenConfig {
             teeworlds06: Listen::dual(ports::TEEWORLDS06),
             http: Listen::dual(ports::HTTP),
             mgmt: Listen::dual(ports::MGMT),
+            quake3: Listen::dual(ports::QUAKE3),
         }
     }
 }
@@ -191,6 +195,9 @@ pub struct LifetimesConfig {
     pub teeworlds: HumanDuration,
     /// DDNet HTTP registrations (`teeworlds-master.md` §5.3).
     pub ddnet: HumanDuration,
+    /// Quake III / DarkPlaces registrations (dpmaster keeps a server 15 minutes after its last
+    /// valid `infoResponse`).
+    pub quake3: HumanDuration,
     /// Per-face, per-game overrides, as `[lifetimes.games.<face>] <game> = "570s"` (face names
     /// as `registry::Face::name` spells them). Default: Serious Sam gamenames heartbeating by
     /// GameSpy (every 150 s) live 570 s.
@@ -208,6 +215,7 @@ impl Default for LifetimesConfig {
             gamespy: get(Face::GameSpy),
             teeworlds: get(Face::Teeworlds07),
             ddnet: get(Face::DdnetHttp),
+            quake3: get(Face::Quake3),
             games: r
                 .game_lifetimes
                 .into_iter()
@@ -258,6 +266,9 @@ pub struct Config {
     pub poller: PollerConfig,
     /// GameSpy face options.
     pub gamespy: GameSpyConfig,
+    /// Quake III / DarkPlaces face options (loopback, flood protection, game policy and
+    /// properties).
+    pub quake3: muster_faces::quake3::Quake3Config,
     /// Player-count history.
     pub history: HistoryConfig,
     /// The HTTP face's options.
@@ -379,6 +390,7 @@ impl Default for Config {
             lifetimes: LifetimesConfig::default(),
             poller: PollerConfig::default(),
             gamespy: GameSpyConfig::default(),
+            quake3: muster_faces::quake3::Quake3Config::default(),
             history: HistoryConfig::default(),
             http: HttpConfig::default(),
             events: EventsConfig::default(),
@@ -675,6 +687,7 @@ impl Config {
                 (Face::Teeworlds07, lt.teeworlds.0),
                 (Face::Teeworlds06, lt.teeworlds.0),
                 (Face::DdnetHttp, lt.ddnet.0),
+                (Face::Quake3, lt.quake3.0),
             ]),
             game_lifetimes,
             learned_lifetime: crate::upstream::settings::learned_lifetime(

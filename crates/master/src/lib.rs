@@ -57,7 +57,7 @@ pub use muster_store::cluster;
 
 /// The protocol faces (crate `muster-faces`).
 pub mod faces {
-    pub use muster_faces::{gameagent, gamespy, mgmt, teeworlds};
+    pub use muster_faces::{gameagent, gamespy, mgmt, quake3, teeworlds};
 }
 
 /// The registry's stores: the contract from the core, the implementations from `muster-store`.
@@ -133,6 +133,8 @@ pub struct Listeners {
     pub teeworlds07: Vec<faces::teeworlds::SocketPair07>,
     /// Teeworlds 0.6 list sockets.
     pub teeworlds06: Vec<tokio::net::UdpSocket>,
+    /// Quake III / DarkPlaces master sockets.
+    pub quake3: Vec<tokio::net::UdpSocket>,
     /// Sockets the DDNet HTTP face sends its UDP challenges from (one per address family).
     pub ddnet_challenge: Vec<Arc<tokio::net::UdpSocket>>,
 }
@@ -183,6 +185,7 @@ impl Listeners {
                 Ok(faces::teeworlds::SocketPair07 { master, checker })
             })?,
             teeworlds06: bind_all("teeworlds06", &l.teeworlds06.0, bind_udp)?,
+            quake3: bind_all("quake3", &l.quake3.0, bind_udp)?,
             ddnet_challenge: if l.http.0.is_empty() {
                 Vec::new()
             } else {
@@ -240,6 +243,9 @@ impl Listeners {
         }
         for s in &self.teeworlds06 {
             udp("teeworlds06", s)?;
+        }
+        for s in &self.quake3 {
+            udp("quake3", s)?;
         }
         Ok(out)
     }
@@ -525,6 +531,20 @@ impl Master {
                 handle.clone(),
                 face,
                 sockets,
+                budgets,
+                stop.clone(),
+            ));
+        }
+        if !listeners.quake3.is_empty() {
+            let face = faces::quake3::Quake3Face::new(
+                faces::quake3::Quake3Settings::new(&self.config.quake3, limits),
+                rand::random(),
+                start,
+            );
+            tasks.spawn(runtime::udp::run_on_own_thread(
+                handle.clone(),
+                face,
+                listeners.quake3,
                 budgets,
                 stop.clone(),
             ));

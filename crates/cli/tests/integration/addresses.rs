@@ -91,6 +91,7 @@ fn a_gamespy_scan_shows_the_game_port_the_server_reports() {
         "--gameagent",
         "--teeworlds07",
         "--teeworlds06",
+        "--quake3",
         "--http",
         "--mgmt",
     ] {

@@ -146,6 +146,7 @@ fn quiet_serve(dir: &std::path::Path) -> Vec<String> {
         "--gamespy-tcp",
         "--teeworlds07",
         "--teeworlds06",
+        "--quake3",
         "--mgmt",
     ] {
         args.push(face.to_owned());

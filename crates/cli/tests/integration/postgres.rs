@@ -105,6 +105,8 @@ fn serve_args(url: &str, data: &str, http: &str, gamespy: &str) -> Vec<String> {
         "off",
         "--teeworlds06",
         "off",
+        "--quake3",
+        "off",
         "--http",
         http,
         "--mgmt",

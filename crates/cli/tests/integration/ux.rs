@@ -53,6 +53,7 @@ fn serve(dir: &std::path::Path, mgmt: bool) -> (Proc, Vec<String>) {
         "--gamespy-tcp",
         "--teeworlds07",
         "--teeworlds06",
+        "--quake3",
     ] {
         args.extend([face, "off"]);
     }

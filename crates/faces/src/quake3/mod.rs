@@ -1,0 +1,653 @@
+//! The Quake III / DarkPlaces master face, compatible with dpmaster: game servers send
+//! `heartbeat <tag>`, the face answers `getinfo <challenge>`, and only an `infoResponse` that
+//! echoes the challenge and carries a usable `sv_maxclients`, `protocol`, `clients` and game name
+//! registers (or refreshes) the server; clients ask `getservers` / `getserversExt` and get the
+//! listed servers of their game, protocol and gametype, in 1,400-byte datagrams ending with `EOT`.
+//!
+//! A pure [`UdpMachine`]: the runner brings the datagrams, the time and the registry. What the
+//! face keeps is bounded: the challenges in flight (one per server address, for
+//! [`Quake3Settings::pending_timeout`], at most [`MAX_PENDING`]) and the per-source buckets.
+//!
+//! Limits, checked before anything is sent or kept: a source's heartbeats (its budget grows with
+//! the servers it registered), servers per address and in total (challenges in flight count, so
+//! a server over the cap is never sent a `getinfo`), loopback servers unless allowed, the game
+//! policy, list requests per source when flood protection is on, and the list byte budget every
+//! UDP list face shares (applied by the runner).
+
+pub mod games;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use muster_proto::Protocol;
+use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
+use muster_proto::quake3::info::InfoString;
+use muster_proto::quake3::packet::{FilterOption, Packet, ServerList};
+use muster_proto::quake3::{
+    CHALLENGE_RANDOM_LEN, MAX_DATAGRAM, Word, decode_text, generate_challenge,
+};
+use rand::rngs::SmallRng;
+use rand::{RngCore as _, SeedableRng as _};
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
+use games::{GamePolicy, GameProperties, Tag, builtin_games, classify};
+use muster_core::config::{HumanDuration, LimitsConfig};
+use muster_core::drops::DropReason;
+use muster_core::registry::{
+    Face, GameAddr, PollFields, PollInfo, Record, Registration, Rules, ServerKey, short,
+};
+use muster_core::views::Snapshot;
+
+/// Challenges in flight at most (a heartbeat over it is dropped as an overload).
+pub const MAX_PENDING: usize = 65_536;
+/// Longest info key or value a server may send, in bytes (dpmaster refuses 256 and over).
+pub const MAX_INFO_FIELD: usize = 255;
+/// How often the face looks for challenges that were not answered.
+const SWEEP: Duration = Duration::from_millis(500);
+
+/// The `[quake3]` section of the configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Quake3Config {
+    /// Accept servers on loopback addresses (dpmaster refuses them unless told: a loopback
+    /// address listed to the world reaches no one).
+    pub allow_loopback: bool,
+    /// Ignore a source's list requests beyond this many in a row (0: no such limit; the list
+    /// byte budget of `[limits]` applies either way). dpmaster's `--fp-throttle`.
+    pub flood_throttle: u32,
+    /// One more list request is allowed every this long. dpmaster's `--fp-decay-time`.
+    pub flood_decay: HumanDuration,
+    /// Which games are served.
+    pub game_policy: GamePolicy,
+    /// Changes to the built-in game properties: an entry replaces the built-in game of the
+    /// same name, or adds a game.
+    pub games: Vec<GameProperties>,
+}
+
+impl Default for Quake3Config {
+    fn default() -> Self {
+        Self {
+            allow_loopback: false,
+            flood_throttle: 0,
+            flood_decay: HumanDuration(Duration::from_secs(3)),
+            game_policy: GamePolicy::All,
+            games: Vec::new(),
+        }
+    }
+}
+
+/// The knobs of the face.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quake3Settings {
+    /// Heartbeats per source address (burst and refill); each may cost a `getinfo`.
+    pub heartbeats: BucketConfig,
+    /// List requests per source, when flood protection is on.
+    pub flood: Option<BucketConfig>,
+    /// Sources tracked per bucket at most.
+    pub max_tracked_sources: usize,
+    /// Buckets grow by one budget per server the source registered, up to this many.
+    pub proven_servers_max: u32,
+    /// Servers per source (IPv4 address, IPv6 /64), challenges in flight included.
+    pub max_per_source: usize,
+    /// Servers in total, challenges in flight included.
+    pub max_servers: usize,
+    /// A `getinfo` unanswered for this long is forgotten (dpmaster: 2 s).
+    pub pending_timeout: Duration,
+    /// See [`Quake3Config::allow_loopback`].
+    pub allow_loopback: bool,
+    /// Which games are served.
+    pub policy: GamePolicy,
+    /// The game properties in force.
+    pub games: Vec<GameProperties>,
+}
+
+impl Default for Quake3Settings {
+    fn default() -> Self {
+        Self::new(&Quake3Config::default(), &LimitsConfig::default())
+    }
+}
+
+impl Quake3Settings {
+    /// The face's settings from its section and the shared limits.
+    #[must_use]
+    pub fn new(c: &Quake3Config, l: &LimitsConfig) -> Self {
+        let mut games = builtin_games();
+        for g in &c.games {
+            match games.iter_mut().find(|b| b.name == g.name) {
+                Some(b) => *b = g.clone(),
+                None => games.push(g.clone()),
+            }
+        }
+        Self {
+            heartbeats: BucketConfig::one_every(l.heartbeat_burst, l.heartbeat_refill.0),
+            flood: (c.flood_throttle > 0).then(|| {
+                // dpmaster answers throttle - 1 requests in a row and ignores the next one.
+                BucketConfig::one_every(c.flood_throttle.saturating_sub(1), c.flood_decay.0)
+            }),
+            max_tracked_sources: l.max_tracked_sources,
+            proven_servers_max: l.proven_servers_max,
+            max_per_source: l.servers_per_source,
+            max_servers: l.max_records,
+            pending_timeout: Duration::from_secs(2),
+            allow_loopback: c.allow_loopback,
+            policy: c.game_policy.clone(),
+            games,
+        }
+    }
+}
+
+/// A `getinfo` in flight.
+#[derive(Debug)]
+struct Pending {
+    challenge: Word,
+    tag: Tag,
+    until: Instant,
+}
+
+/// The Quake III master face. See the module docs.
+#[derive(Debug)]
+pub struct Quake3Face {
+    settings: Quake3Settings,
+    rng: SmallRng,
+    pending: HashMap<SocketAddr, Pending>,
+    /// Challenges in flight per source.
+    pending_per_source: HashMap<SourceKey, usize>,
+    /// Expiry order of `pending` (entries already answered are skipped when they come up).
+    expiry: VecDeque<(Instant, SocketAddr)>,
+    heartbeats: SourceLimiter,
+    flood: Option<SourceLimiter>,
+    next_sweep: Instant,
+}
+
+/// Why an `infoResponse` does not register its server.
+fn check_info(info: &InfoString) -> Result<(), DropReason> {
+    for (k, v) in info.iter() {
+        if k.len() > MAX_INFO_FIELD || v.len() > MAX_INFO_FIELD {
+            return Err(DropReason::TooLarge);
+        }
+    }
+    let int = |key: &[u8]| info.get_int(key);
+    match (int(b"sv_maxclients"), int(b"protocol"), int(b"clients")) {
+        (Some(max), Some(_), Some(_)) if max > 0 => Ok(()),
+        _ => Err(DropReason::Malformed),
+    }
+}
+
+/// The record info an `infoResponse` gives: name, map, gametype, players; the raw game name,
+/// protocol and gametype kept as rules for the lists' filters.
+fn info_of(info: &InfoString) -> PollInfo {
+    let text = |key: &[u8]| {
+        info.get(key)
+            .map(decode_text)
+            .map(|t| t.plain)
+            .unwrap_or_default()
+    };
+    let raw = |key: &[u8]| {
+        info.get(key)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_default()
+    };
+    let count = |key: &[u8]| {
+        info.get_int(key)
+            .and_then(|n| u32::try_from(n.max(0)).ok())
+            .unwrap_or(0)
+    };
+    let gametype = info.get(b"gametype").map_or_else(
+        || "0".to_owned(),
+        |v| String::from_utf8_lossy(v).into_owned(),
+    );
+    let mut rules = vec![
+        ("protocol", raw(b"protocol")),
+        ("gametype", gametype.clone()),
+    ];
+    if let Some(g) = info.get(b"gamename") {
+        rules.push(("gamename", String::from_utf8_lossy(g).into_owned()));
+    }
+    PollInfo::from(PollFields {
+        name: short(&text(b"hostname")),
+        map: short(&text(b"mapname")),
+        game_type: short(&gametype),
+        num_players: count(b"clients"),
+        max_players: count(b"sv_maxclients"),
+        rules: Rules::new(rules),
+        ..PollFields::default()
+    })
+}
+
+/// A list request as sent.
+#[derive(Debug, Clone, Copy)]
+struct Query<'a> {
+    ext: bool,
+    game: Option<&'a Word>,
+    protocol: i32,
+    options: &'a [FilterOption],
+}
+
+/// What a list request asks for, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ListAsk {
+    /// The game (lower case, as keys hold it), or `None`: any game of the table's anonymous
+    /// games whose server uses the protocol.
+    game: Option<String>,
+    protocol: i32,
+    gametype: Option<String>,
+    empty: bool,
+    full: bool,
+    v4: bool,
+    v6: bool,
+    ext: bool,
+}
+
+impl ListAsk {
+    fn cache_key(&self) -> Box<str> {
+        format!(
+            "{}|{}|{}|{}{}{}{}{}",
+            self.game.as_deref().unwrap_or("\0"),
+            self.protocol,
+            self.gametype.as_deref().unwrap_or("\0"),
+            u8::from(self.empty),
+            u8::from(self.full),
+            u8::from(self.v4),
+            u8::from(self.v6),
+            u8::from(self.ext)
+        )
+        .into()
+    }
+
+    fn matches(&self, r: &Record, anonymous: &[String]) -> bool {
+        if r.face != Face::Quake3 || !r.is_listed() {
+            return false;
+        }
+        let game = r.key.game.as_str();
+        match &self.game {
+            Some(g) if g != game => return false,
+            None if !anonymous.iter().any(|a| a == game) => return false,
+            _ => {}
+        }
+        let Some(info) = r.info.as_deref() else {
+            return false;
+        };
+        let rules = info.rules();
+        let protocol = rules
+            .get("protocol")
+            .and_then(|p| p.trim().parse::<i64>().ok());
+        if protocol != Some(i64::from(self.protocol)) {
+            return false;
+        }
+        if let Some(want) = &self.gametype {
+            let has = rules
+                .get("gametype")
+                .or_else(|| rules.get("g_gametype"))
+                .unwrap_or("0");
+            if has != want {
+                return false;
+            }
+        }
+        if !self.empty && info.num_players == 0 {
+            return false;
+        }
+        if !self.full && info.num_players >= info.max_players {
+            return false;
+        }
+        match r.key.addr {
+            GameAddr::Ip(SocketAddr::V4(_)) => self.v4,
+            GameAddr::Ip(SocketAddr::V6(_)) => self.v6,
+            GameAddr::Host { .. } => false,
+        }
+    }
+}
+
+/// The list datagrams for `ask` in `view` (built once per snapshot and request kind).
+fn list_datagrams(view: &Snapshot, ask: &ListAsk, anonymous: &[String]) -> Arc<[Bytes]> {
+    let list = view.cached(("quake3", ask.cache_key()), |s| {
+        let addrs: Vec<SocketAddr> = s
+            .listed()
+            .iter()
+            .filter(|r| ask.matches(r, anonymous))
+            .filter_map(|r| match r.key.addr {
+                GameAddr::Ip(a) => Some(a),
+                GameAddr::Host { .. } => None,
+            })
+            .collect();
+        ServerList::encode_datagrams(ask.ext, &addrs)
+            .into_iter()
+            .map(Bytes::from)
+            .collect::<Vec<_>>()
+    });
+    Arc::from(list.as_slice())
+}
+
+/// Whether `ip` is a loopback address (IPv4-mapped included).
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// `from` with an IPv4-mapped address written as IPv4 (a dual-stack socket's view of an IPv4
+/// sender), so a server has one key whichever socket it reached.
+fn canonical(from: SocketAddr) -> SocketAddr {
+    match from {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
+            None => from,
+        },
+        SocketAddr::V4(_) => from,
+    }
+}
+
+impl Quake3Face {
+    /// A face with `settings`, its challenges drawn from a generator seeded with `seed`, started
+    /// at `now`.
+    #[must_use]
+    pub fn new(settings: Quake3Settings, seed: u64, now: Instant) -> Self {
+        Self {
+            heartbeats: SourceLimiter::new(settings.heartbeats, settings.max_tracked_sources)
+                .with_growth(settings.proven_servers_max),
+            flood: settings
+                .flood
+                .map(|b| SourceLimiter::new(b, settings.max_tracked_sources)),
+            settings,
+            rng: SmallRng::seed_from_u64(seed),
+            pending: HashMap::new(),
+            pending_per_source: HashMap::new(),
+            expiry: VecDeque::new(),
+            next_sweep: now + SWEEP,
+        }
+    }
+
+    /// The games whose clients may leave the game name out (those with a heartbeat tag).
+    fn anonymous(&self) -> Vec<String> {
+        self.settings
+            .games
+            .iter()
+            .filter(|g| g.heartbeat.is_some())
+            .map(|g| g.name.to_ascii_lowercase())
+            .collect()
+    }
+
+    fn forget(&mut self, addr: SocketAddr) -> Option<Pending> {
+        let p = self.pending.remove(&addr)?;
+        let source = SourceKey::of(addr.ip());
+        if let Some(n) = self.pending_per_source.get_mut(&source) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.pending_per_source.remove(&source);
+            }
+        }
+        Some(p)
+    }
+
+    fn heartbeat(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, tag: &Word) {
+        let tag = classify(&self.settings.games, tag.as_str());
+        match tag {
+            Tag::Flatline => return,
+            Tag::Unknown => return cx.out.drop(DropReason::UnknownGame),
+            Tag::Named | Tag::Game(_) => {}
+        }
+        if from.port() == 0 {
+            return cx.out.drop(DropReason::PortZero);
+        }
+        if !self.settings.allow_loopback && is_loopback(from.ip()) {
+            return cx.out.drop(DropReason::BadAddress);
+        }
+        if self.pending.contains_key(&from) {
+            // Its challenge is in flight: a later heartbeat neither re-sends nor extends it.
+            return;
+        }
+        let registry = &mut *cx.registry;
+        if !self.heartbeats.allow_proven(from.ip(), cx.now, 1.0, |k| {
+            registry.lock().count_of_source(k)
+        }) {
+            return cx.out.limited(DropReason::RateLimited, from.ip());
+        }
+        let source = SourceKey::of(from.ip());
+        let (known, at_source, total) = {
+            let reg = cx.registry.lock();
+            let addr = GameAddr::Ip(from);
+            let known = reg.at_addr(&addr).any(|r| r.face == Face::Quake3);
+            (known, reg.count_of_source(source), reg.len())
+        };
+        if !known {
+            let waiting = self.pending_per_source.get(&source).copied().unwrap_or(0);
+            if at_source + waiting >= self.settings.max_per_source {
+                return cx.out.drop(DropReason::SourceCap);
+            }
+            if total + self.pending.len() >= self.settings.max_servers {
+                return cx.out.drop(DropReason::RecordCap);
+            }
+        }
+        if self.pending.len() >= MAX_PENDING {
+            return cx.out.drop(DropReason::Overload);
+        }
+        let mut random = [0u8; CHALLENGE_RANDOM_LEN];
+        self.rng.fill_bytes(&mut random);
+        let challenge = generate_challenge(random);
+        let mut bytes = Vec::with_capacity(24);
+        Packet::GetInfo {
+            challenge: Some(challenge.clone()),
+        }
+        .encode(&mut bytes);
+        cx.out.send(via, from, bytes, ReplyKind::Control);
+        let until = cx.now + self.settings.pending_timeout;
+        self.pending.insert(
+            from,
+            Pending {
+                challenge,
+                tag,
+                until,
+            },
+        );
+        *self.pending_per_source.entry(source).or_insert(0) += 1;
+        self.expiry.push_back((until, from));
+    }
+
+    fn info_response(&mut self, cx: &mut Cx<'_>, from: SocketAddr, info: &InfoString) {
+        let echoed = info.get(b"challenge");
+        let Some(p) = self.pending.get(&from) else {
+            return cx.out.drop(DropReason::UnknownServer);
+        };
+        if echoed != Some(p.challenge.as_bytes()) {
+            cx.out.verifications_failed += 1;
+            return cx.out.drop(DropReason::BadEcho);
+        }
+        let Some(p) = self.forget(from) else {
+            return;
+        };
+        if let Err(why) = check_info(info) {
+            cx.out.verifications_failed += 1;
+            return cx.out.drop(why);
+        }
+        let game = match (info.get(b"gamename"), &p.tag) {
+            (Some(g), tag) => {
+                let usable = !g.is_empty()
+                    && g.len() <= muster_core::registry::MAX_GAME_LEN
+                    && g.iter().all(u8::is_ascii_graphic);
+                let g = String::from_utf8_lossy(g).into_owned();
+                match tag {
+                    Tag::Game(bound) if *bound != g => None,
+                    _ if usable => Some(g),
+                    _ => None,
+                }
+            }
+            (None, Tag::Game(bound)) => Some(bound.clone()),
+            (None, _) => None,
+        };
+        let Some(game) = game else {
+            cx.out.verifications_failed += 1;
+            return cx.out.drop(DropReason::BadGame);
+        };
+        if !self.settings.policy.accepts(&game) {
+            return cx.out.drop(DropReason::UnknownGame);
+        }
+        let key = ServerKey::new(&game, GameAddr::Ip(from));
+        // One server is one record: the same address under another game is replaced.
+        let stale: Vec<ServerKey> = cx
+            .registry
+            .lock()
+            .at_addr(&key.addr)
+            .filter(|r| r.face == Face::Quake3 && r.key != key)
+            .map(|r| r.key.clone())
+            .collect();
+        for k in stale {
+            cx.registry.lock().remove(&k);
+        }
+        let out = cx.registry.lock().register(
+            Registration {
+                key: key.clone(),
+                face: Face::Quake3,
+                game_port: Some(from.port()),
+                query_addr: Some(from),
+                query_protocol: Some(Protocol::Quake3),
+                source: SourceKey::of(from.ip()),
+            },
+            cx.wall,
+        );
+        cx.out.registered(out);
+        if out.is_listed() {
+            cx.registry.lock().registration_info(&key, info_of(info));
+        }
+    }
+
+    fn list(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, q: &Query<'_>) {
+        let Query {
+            ext,
+            game,
+            protocol,
+            options,
+        } = *q;
+        if let Some(flood) = &mut self.flood
+            && !flood.allow(from.ip(), cx.now, 1.0)
+        {
+            return cx.out.limited(DropReason::RateLimited, from.ip());
+        }
+        let props = match game {
+            Some(g) => self.settings.games.iter().find(|p| p.name == g.as_str()),
+            None => self
+                .settings
+                .games
+                .iter()
+                .find(|p| p.protocols.contains(&protocol)),
+        };
+        let game_name = game
+            .map(|g| g.as_str().to_owned())
+            .or_else(|| props.map(|p| p.name.clone()));
+        if let Some(name) = &game_name
+            && !self.settings.policy.accepts(name)
+        {
+            return cx.out.drop(DropReason::UnknownGame);
+        }
+        let has = |o: &FilterOption| options.contains(o);
+        let (v4, v6) = match (ext, has(&FilterOption::Ipv4), has(&FilterOption::Ipv6)) {
+            (false, _, _) => (true, false),
+            (true, false, false) => (true, true),
+            (true, a, b) => (a, b),
+        };
+        let ask = ListAsk {
+            game: game_name.map(|g| g.to_ascii_lowercase()),
+            protocol,
+            gametype: options
+                .iter()
+                .find_map(FilterOption::gametype)
+                .map(|g| String::from_utf8_lossy(g).into_owned()),
+            empty: has(&FilterOption::Empty) || props.is_some_and(|p| p.send_empty),
+            full: has(&FilterOption::Full) || props.is_some_and(|p| p.send_full),
+            v4,
+            v6,
+            ext,
+        };
+        let datagrams = list_datagrams(cx.view, &ask, &self.anonymous());
+        cx.out.lists += 1;
+        cx.out.replies.push(Reply {
+            via,
+            to: from,
+            datagrams: Datagrams::Many(datagrams),
+            kind: ReplyKind::List,
+        });
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        while let Some(&(until, addr)) = self.expiry.front() {
+            if until > now {
+                break;
+            }
+            self.expiry.pop_front();
+            if self.pending.get(&addr).is_some_and(|p| p.until <= now) {
+                self.forget(addr);
+            }
+        }
+        self.heartbeats.prune(now);
+        if let Some(f) = &mut self.flood {
+            f.prune(now);
+        }
+        self.next_sweep = now + SWEEP;
+    }
+}
+
+impl UdpMachine for Quake3Face {
+    fn name(&self) -> &'static str {
+        "quake3"
+    }
+
+    fn on_datagram(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, data: &[u8]) {
+        if data.len() > MAX_DATAGRAM {
+            return cx.out.drop(DropReason::TooLarge);
+        }
+        let Ok(packet) = Packet::decode(data) else {
+            return cx.out.drop(DropReason::Malformed);
+        };
+        let from = canonical(from);
+        match packet {
+            Packet::Heartbeat { tag } => self.heartbeat(cx, via, from, &tag),
+            Packet::InfoResponse { info } => self.info_response(cx, from, &info),
+            Packet::GetServers {
+                game,
+                protocol,
+                options,
+            } => {
+                let q = Query {
+                    ext: false,
+                    game: game.as_ref(),
+                    protocol,
+                    options: &options,
+                };
+                self.list(cx, via, from, &q);
+            }
+            Packet::GetServersExt {
+                game,
+                protocol,
+                options,
+            } => {
+                let q = Query {
+                    ext: true,
+                    game: Some(&game),
+                    protocol,
+                    options: &options,
+                };
+                self.list(cx, via, from, &q);
+            }
+            Packet::GetInfo { .. }
+            | Packet::GetStatus { .. }
+            | Packet::StatusResponse { .. }
+            | Packet::ServerList(_) => cx.out.drop(DropReason::Unexpected),
+        }
+    }
+
+    fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        self.sweep(cx.now);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_sweep)
+    }
+}
+
+#[cfg(test)]
+mod tests;
