@@ -11,6 +11,7 @@ mod events;
 mod face_gameagent;
 mod face_gamespy;
 mod face_mgmt;
+mod face_quake3;
 mod face_teeworlds;
 mod federation;
 mod federation_gamespy;

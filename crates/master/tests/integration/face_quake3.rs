@@ -1,0 +1,167 @@
+//! The Quake III face in the whole daemon (`Master::run`, real sockets on loopback): a server
+//! heartbeats, answers the `getinfo` challenge, is listed by `getservers` / `getserversExt`,
+//! shows in `/api/v1/servers` with its game's name, survives a restart, and a forged flood
+//! draws bounded answers.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use muster_master::config::Listen;
+use muster_proto::quake3::packet::{Packet, ServerList};
+use tokio::net::UdpSocket;
+
+use crate::{Daemon, TempDir, config, get_json, loopback};
+
+const FF: &[u8] = &[0xFF; 4];
+
+fn dgram(text: &str) -> Vec<u8> {
+    let mut d = FF.to_vec();
+    d.extend_from_slice(text.as_bytes());
+    d
+}
+
+async fn recv(s: &UdpSocket) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 65_536];
+    let n = tokio::time::timeout(Duration::from_secs(2), s.recv(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+/// A game server at `bind` registering with the face at `master`; returns its address.
+async fn register(master: SocketAddr, bind: &str, info: &str) -> SocketAddr {
+    let s = UdpSocket::bind(bind).await.unwrap();
+    s.connect(master).await.unwrap();
+    s.send(&dgram("heartbeat DarkPlaces\n")).await.unwrap();
+    let got = recv(&s).await.expect("a getinfo");
+    let Packet::GetInfo {
+        challenge: Some(c),
+    } = Packet::decode(&got).unwrap()
+    else {
+        panic!("not a getinfo: {got:?}");
+    };
+    let reply = format!(
+        "infoResponse\n\\challenge\\{c}\\sv_maxclients\\16\\clients\\3\\protocol\\3{info}"
+    );
+    s.send(&dgram(&reply)).await.unwrap();
+    s.local_addr().unwrap()
+}
+
+async fn list(master: SocketAddr, bind: &str, request: &str) -> Vec<SocketAddr> {
+    let s = UdpSocket::bind(bind).await.unwrap();
+    s.connect(master).await.unwrap();
+    s.send(&dgram(request)).await.unwrap();
+    let mut all = Vec::new();
+    while let Some(d) = recv(&s).await {
+        let Packet::ServerList(ServerList { servers, eot, .. }) = Packet::decode(&d).unwrap()
+        else {
+            panic!("not a list")
+        };
+        all.extend(servers);
+        if eot {
+            break;
+        }
+    }
+    all
+}
+
+/// Waits (up to 5 s) until `n` servers are listed.
+async fn listed(d: &Daemon, n: usize) {
+    for _ in 0..500 {
+        if d.handle.snapshot().listed().len() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} listed, not {n}", d.handle.snapshot().listed().len());
+}
+
+fn daemon(dir: &TempDir) -> Daemon {
+    let mut c = config(dir);
+    c.listen.quake3 = Listen::parse("127.0.0.1:0,[::1]:0").unwrap();
+    c.quake3.allow_loopback = true;
+    c.poller.enabled = false;
+    Daemon::start(c)
+}
+
+#[tokio::test]
+async fn a_darkplaces_server_is_verified_listed_shown_and_kept_across_a_restart() {
+    let dir = TempDir::new("face-quake3");
+    let d = daemon(&dir);
+    let q3 = d
+        .bound
+        .iter()
+        .find(|b| b.face == "quake3" && b.addr.is_ipv4())
+        .unwrap()
+        .addr;
+    let q3v6 = d
+        .bound
+        .iter()
+        .find(|b| b.face == "quake3" && b.addr.is_ipv6())
+        .unwrap()
+        .addr;
+    let v4 = register(q3, "127.0.0.1:0", "\\gamename\\Xonotic\\hostname\\^1Red ^7Base\\mapname\\dance").await;
+    let v6 = register(q3v6, "[::1]:0", "\\gamename\\Xonotic\\hostname\\six").await;
+    listed(&d, 2).await;
+    assert_eq!(list(q3, "127.0.0.1:0", "getservers Xonotic 3").await, vec![v4]);
+    let mut both = list(q3v6, "[::1]:0", "getserversExt Xonotic 3").await;
+    both.sort();
+    let mut want = vec![v4, v6];
+    want.sort();
+    assert_eq!(both, want);
+    assert_eq!(list(q3, "127.0.0.1:0", "getserversExt Xonotic 3 ipv6").await, vec![v6]);
+    assert!(list(q3, "127.0.0.1:0", "getservers Nexuiz 3").await.is_empty());
+
+    let api = get_json(d.http(), "/api/v1/servers?protocol=quake3", 200).await;
+    let servers = api["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2, "{api}");
+    let red = servers
+        .iter()
+        .find(|s| s["address"] == v4.to_string())
+        .unwrap_or_else(|| panic!("{api}"));
+    assert_eq!(red["name"], "Red Base");
+    assert_eq!(red["map"], "dance");
+    assert_eq!(red["game"], "xonotic");
+    assert_eq!(red["game_name"], "Xonotic");
+
+    d.stop().await;
+    let d = daemon(&dir);
+    listed(&d, 2).await;
+    let api = get_json(d.http(), "/api/v1/servers?protocol=quake3", 200).await;
+    assert_eq!(api["servers"].as_array().unwrap().len(), 2, "{api}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_forged_heartbeat_flood_draws_bounded_challenges_and_lists_nothing() {
+    let dir = TempDir::new("face-quake3-flood");
+    let mut c = config(&dir);
+    c.listen.quake3 = loopback();
+    c.quake3.allow_loopback = true;
+    c.poller.enabled = false;
+    let d = Daemon::start(c);
+    let q3 = d.addr("quake3");
+    let s = UdpSocket::bind("127.0.0.9:0").await.unwrap();
+    for _ in 0..2000 {
+        s.send_to(&dgram("heartbeat DarkPlaces\n"), q3).await.unwrap();
+    }
+    // Heartbeats from one source and port: one challenge in flight, never re-sent.
+    let mut getinfos = 0;
+    while recv(&s).await.is_some() {
+        getinfos += 1;
+    }
+    assert_eq!(getinfos, 1);
+    // Wrong echoes and garbage are counted, nothing is listed.
+    s.send_to(&dgram("infoResponse\n\\challenge\\nope\\sv_maxclients\\8\\clients\\1\\protocol\\3\\gamename\\X"), q3)
+        .await
+        .unwrap();
+    s.send_to(b"\xFF\xFF\xFF\xFFgetserversResponse\\\x01", q3).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let m = d.handle.metrics();
+    assert!(m.drops("bad_echo") >= 1, "bad_echo");
+    assert!(m.drops("malformed") >= 1, "malformed");
+    assert_eq!(d.handle.snapshot().listed().len(), 0);
+    d.stop().await;
+}
