@@ -411,3 +411,18 @@ fn a_forged_flood_costs_bounded_replies_and_no_records() {
     );
     assert_eq!(drops(&out), ["malformed"]);
 }
+
+#[test]
+fn a_darkplaces_responders_answer_registers() {
+    let mut h = Harness::new();
+    let mut f = face(|_| {});
+    let from = addr("127.0.0.1:40000");
+    let out = h.datagram(&mut f, 0, from, &dgram("heartbeat DarkPlaces\n"));
+    let c = challenge_of(&out).unwrap();
+    let reply = format!(
+        "infoResponse\n\\gamename\\Xonotic\\modname\\data\\gameversion\\\\sv_maxclients\\16\\clients\\2\\bots\\0\\mapname\\stormkeep\\hostname\\learned\\protocol\\3\\qcstatus\\dm::P2:S14:F0:MXonotic::score!!\\challenge\\{c}"
+    );
+    let out = h.datagram(&mut f, 0, from, &dgram(&reply));
+    assert_eq!(drops(&out), Vec::<&str>::new());
+    assert_eq!(h.registry.len(), 1);
+}

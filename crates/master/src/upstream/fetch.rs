@@ -22,6 +22,8 @@ use std::time::Duration;
 
 use muster_proto::Protocol;
 use muster_proto::gamespy_master::{Key, SyncGames};
+use muster_proto::quake3::Word;
+use muster_proto::quake3::query::ListRequest;
 use muster_proto::teeworlds_master::{AddressScheme, ServerAddress};
 use muster_proto::ut2003_list::ListFile;
 use muster_query::lists::{MasterSource, list_one};
@@ -74,6 +76,9 @@ pub enum PullError {
     /// The JSON document is not what the kind expects (or holds more than a limit allows).
     #[error("bad document")]
     Json(#[source] serde_json::Error),
+    /// A configured game is not usable for this kind of upstream.
+    #[error("cannot use the configured game {0:?}")]
+    Config(String),
     /// Every game's list of a GameSpy master failed.
     #[error("every game's list failed (the last failure follows)")]
     AllGames(#[source] Failure),
@@ -275,6 +280,31 @@ impl Fetcher {
                     .into_iter()
                     .filter_map(|e| Some(teeworlds(e.address.ip()?, face)))
                     .collect();
+                (listed, Some(addr.ip()))
+            }
+            UpstreamKind::Quake3 => {
+                let addr = resolve(&c.address, &self.pins).await?;
+                let mut listed = Vec::new();
+                for request in quake3_requests(&c.games)? {
+                    let game = request.game.as_ref().map(|g| g.as_str().to_owned());
+                    let source = MasterSource::Quake3(addr, request);
+                    for e in list_one(&source, &self.options())
+                        .await
+                        .map_err(PullError::List)?
+                    {
+                        if let Some(a) = e.address.ip() {
+                            listed.push(Listed {
+                                addr: a,
+                                game: game.clone(),
+                                face: Face::Quake3,
+                                protocol: Protocol::Quake3,
+                                query_addr: a,
+                                game_port: Some(a.port()),
+                                relayed: false,
+                            });
+                        }
+                    }
+                }
                 (listed, Some(addr.ip()))
             }
             UpstreamKind::Ddnet => {
@@ -497,6 +527,26 @@ fn ddnet(body: &[u8]) -> Result<Vec<Listed>, PullError> {
         }
     }
     Ok(out)
+}
+
+/// The list requests of a Quake III upstream's `games`: `GAME` (at Quake III's protocol 68) or
+/// `GAME:PROTOCOL` each, as `getserversExt`; none: Quake III Arena's `getservers 68`.
+fn quake3_requests(games: &[String]) -> Result<Vec<ListRequest>, PullError> {
+    use muster_proto::quake3::query::DEFAULT_PROTOCOL;
+    if games.is_empty() {
+        return Ok(vec![ListRequest::everything(None, DEFAULT_PROTOCOL)]);
+    }
+    games
+        .iter()
+        .map(|g| {
+            let (name, protocol) = match g.rsplit_once(':') {
+                Some((n, p)) => (n, p.parse().map_err(|_| PullError::Config(g.clone()))?),
+                None => (g.as_str(), DEFAULT_PROTOCOL),
+            };
+            let word = Word::new(name).map_err(|_| PullError::Config(g.clone()))?;
+            Ok(ListRequest::everything(Some(word), protocol))
+        })
+        .collect()
 }
 
 fn teeworlds(addr: SocketAddr, face: Face) -> Listed {

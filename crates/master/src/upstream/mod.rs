@@ -110,10 +110,20 @@ impl Upstream {
             .metrics()
             .upstreams()
             .register(&name, config.kind.name());
+        // A Quake III upstream's games may carry the protocol to ask with (`Xonotic:3`).
+        let games: Vec<String> = if config.kind == settings::UpstreamKind::Quake3 {
+            config
+                .games
+                .iter()
+                .map(|g| g.rsplit_once(':').map_or(g.as_str(), |(n, _)| n).to_owned())
+                .collect()
+        } else {
+            config.games.clone()
+        };
         let candidates = Candidates::new(
             config.max_unverified,
             config.interval.0.saturating_mul(COOL_INTERVALS),
-            &config.games,
+            &games,
         );
         let rate = config.verify_per_second.max(1);
         let query = Options {

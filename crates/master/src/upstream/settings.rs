@@ -60,11 +60,15 @@ pub enum UpstreamKind {
     /// Another Muster: its `/api/v1/servers`, by base URL.
     #[serde(rename = "muster")]
     Muster,
+    /// A Quake III / DarkPlaces master (dpmaster, or Muster's face), UDP: `getserversExt` per
+    /// configured game (`GAME` or `GAME:PROTOCOL`), or `getservers 68` (Quake III Arena).
+    #[serde(rename = "quake3")]
+    Quake3,
 }
 
 impl UpstreamKind {
     /// Every kind.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Gamespy,
         Self::GameAgent,
         Self::Teeworlds06,
@@ -72,6 +76,7 @@ impl UpstreamKind {
         Self::Ddnet,
         Self::Ut2003Text,
         Self::Muster,
+        Self::Quake3,
     ];
 
     /// The name as the configuration and `--upstream` spell it.
@@ -85,6 +90,7 @@ impl UpstreamKind {
             Self::Ddnet => "ddnet",
             Self::Ut2003Text => "ut2003-text",
             Self::Muster => "muster",
+            Self::Quake3 => "quake3",
         }
     }
 
