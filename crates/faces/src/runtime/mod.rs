@@ -6,6 +6,7 @@
 
 pub mod http;
 
+pub mod sender;
 pub mod tcp;
 pub mod udp;
 
