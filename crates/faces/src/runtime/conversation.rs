@@ -27,6 +27,7 @@
 //!
 //! Does not: parse anything, or count anything but what the machine reports.
 
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -40,7 +41,7 @@ use crate::runtime::tcp::{CappedListener, CappedStream};
 use muster_core::MasterHandle;
 use muster_core::drops::DropReason;
 use muster_core::handle::RegistryAccess;
-use muster_core::registry::Timestamp;
+use muster_core::registry::{ServerKey, Timestamp};
 use muster_core::views::Snapshot;
 
 /// How a conversation ends.
@@ -65,6 +66,25 @@ pub struct ConnOut {
     pub verifications_failed: u64,
     /// Lists served, by the name the metrics give them.
     pub lists: Vec<&'static str>,
+    /// New records.
+    pub registrations: u64,
+    /// Sources a per-source limit held back (the request waits, nothing is dropped).
+    pub rate_limited: Vec<IpAddr>,
+    /// Registrations listed at these registry versions, not acknowledged before they are
+    /// stored ([`MasterHandle::note_unstored`]).
+    pub unstored: Vec<(ServerKey, u64)>,
+    /// Wait for the store and the lists before the next step ([`Conversation::on_waited`]).
+    pub wait: Option<Wait>,
+}
+
+/// Something a conversation waits for, off its machine: the driver waits, then calls
+/// [`Conversation::on_waited`]. Reading stops meanwhile only if the machine says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wait {
+    /// Until the registration of the key (if any) is stored (retrying while the store fails,
+    /// each failure counted as `not_stored`), then until the view shows every change made so
+    /// far (a reader sees its own writes).
+    StoredThenVisible(Option<ServerKey>),
 }
 
 impl ConnOut {
@@ -133,6 +153,10 @@ pub trait Conversation: Send + 'static {
     /// Reading or writing failed (the idle timeout, a reset); the connection ends after this.
     fn on_error(&mut self, cx: &mut ConnCx<'_>, error: &io::Error) {
         let _ = (cx, error);
+    }
+    /// The [`ConnOut::wait`] asked for is over ([`ConnCx::view`] shows what it waited for).
+    fn on_waited(&mut self, cx: &mut ConnCx<'_>) {
+        let _ = cx;
     }
     /// The face shuts down: by default, what is owed is flushed and the connection closed.
     fn on_shutdown(&mut self, cx: &mut ConnCx<'_>) {
@@ -220,6 +244,8 @@ struct Conn {
     queued: Vec<u8>,
     sent: usize,
     closing: Option<Close>,
+    /// What the machine waits for.
+    waiting: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
 impl Conn {
@@ -232,6 +258,7 @@ impl Conn {
             queued: Vec::new(),
             sent: 0,
             closing: None,
+            waiting: None,
         }
     }
 
@@ -266,6 +293,18 @@ impl Conn {
         }
         for name in self.out.lists.drain(..) {
             metrics.count_list_request(name);
+        }
+        for _ in 0..std::mem::take(&mut self.out.registrations) {
+            metrics.count_registration();
+        }
+        for ip in self.out.rate_limited.drain(..) {
+            metrics.count_rate_limited(ip);
+        }
+        for (key, version) in self.out.unstored.drain(..) {
+            self.handle.note_unstored(key, version);
+        }
+        if let Some(w) = self.out.wait.take() {
+            self.waiting = Some(Box::pin(wait(self.handle.clone(), w)));
         }
         if self.closing != Some(Close::Now) {
             self.queued.append(&mut self.out.write);
@@ -340,6 +379,10 @@ impl Conn {
                         self.closing = Some(Close::Now);
                     }
                 },
+                () = async { if let Some(w) = self.waiting.as_mut() { w.await } }, if self.waiting.is_some() => {
+                    self.waiting = None;
+                    self.step(&mut m, |m, cx| m.on_waited(cx));
+                }
                 () = sleep_until(deadline.map(Into::into)), if deadline.is_some() => {
                     self.step(&mut m, |m, cx| m.on_timeout(cx));
                 }
@@ -347,6 +390,23 @@ impl Conn {
         }
         self.step(&mut m, |m, cx| m.on_end(cx));
         let _ = tokio::time::timeout(self.settings.close_flush, wr.shutdown()).await;
+    }
+}
+
+/// Waits for `w` on `handle`.
+async fn wait(handle: MasterHandle, w: Wait) {
+    match w {
+        Wait::StoredThenVisible(key) => {
+            if let Some(key) = key {
+                while let Some(version) = handle.unstored(&key) {
+                    if let Err(e) = handle.durable(version).await {
+                        handle.metrics().count_drop(DropReason::NotStored);
+                        tracing::debug!(error = %muster_proto::errors::error_chain(&e), "registration not stored yet; the answer waits");
+                    }
+                }
+            }
+            handle.visible(handle.version()).await;
+        }
     }
 }
 
