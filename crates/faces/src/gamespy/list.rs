@@ -224,6 +224,8 @@ impl Conversation for ListConversation {
         if self.sync_pending() && cx.now >= self.last_input + SYNC_IDLE {
             let fed = self.parser.flush();
             self.fed(cx, fed);
+            // Not a whole request yet: tried again after another second of silence.
+            self.last_input = cx.now;
         }
     }
 
@@ -323,6 +325,27 @@ mod tests {
         });
         assert_eq!(out.close, Some(Close::Now));
         assert_eq!(out.drops, [(DropReason::TcpTotalTimeout, None)]);
+    }
+
+    #[test]
+    fn an_incomplete_sync_is_tried_again_a_second_later() {
+        let t0 = Instant::now();
+        let mut c = conversation(t0);
+        // An authentication without `\final\` that names a sync: the flush takes it as the
+        // authentication only, and the request is still to come.
+        let out = step(&mut c, t0, |c, cx| {
+            c.on_input(
+                cx,
+                b"\\gamename\\333networks\\enctype\\0\\validate\\x\\sync\\all",
+            );
+        });
+        assert!(out.write.is_empty());
+        let t1 = t0 + SYNC_IDLE;
+        let out = step(&mut c, t1, |c, cx| c.on_timeout(cx));
+        assert_eq!(out.drops, []);
+        assert_eq!(out.close, None);
+        // The next try is a second later, not at once again.
+        assert_eq!(c.poll_timeout(), Some(t1 + SYNC_IDLE));
     }
 
     #[test]
