@@ -455,6 +455,8 @@ impl Conversation for MgmtConversation {
                 .metrics()
                 .count_drop(Reason::MgmtIdleTimeout);
             tracing::debug!(peer = %self.peer, "mgmt idle timeout (refused registration)");
+            // Once: the close waits behind what is owed, if anything.
+            self.orphan_since = None;
             self.session.abort(now);
         }
         self.pump(cx);
