@@ -416,3 +416,134 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::bind_tcp;
+    use crate::runtime::tcp::{ConnLimits, PrefixCaps, SharedCaps};
+    use muster_core::registry::RegistryConfig;
+    use muster_core::store::{Loaded, Store, StoreError};
+    use std::sync::Arc;
+    use tokio::net::TcpStream;
+
+    /// A store that keeps nothing.
+    #[derive(Debug)]
+    struct Nothing;
+
+    impl Store for Nothing {
+        fn load(&mut self) -> Result<Loaded, StoreError> {
+            Ok(Loaded::default())
+        }
+        fn write(
+            &mut self,
+            _: &[Arc<muster_core::registry::Record>],
+            _: &[ServerKey],
+        ) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn location(&self) -> String {
+            "nothing".into()
+        }
+    }
+
+    /// Echoes input; at its deadline (10 s after the open) writes `late` and closes after the
+    /// flush; at shutdown writes `bye` and closes after the flush.
+    #[derive(Debug)]
+    struct Echo {
+        deadline: Option<Instant>,
+    }
+
+    impl Conversation for Echo {
+        fn on_open(&mut self, cx: &mut ConnCx<'_>) {
+            self.deadline = Some(cx.now + Duration::from_secs(10));
+            cx.out.write(b"hi ");
+        }
+        fn on_input(&mut self, cx: &mut ConnCx<'_>, data: &[u8]) {
+            cx.out.write(data);
+        }
+        fn on_eof(&mut self, cx: &mut ConnCx<'_>) {
+            cx.out.close(Close::Now);
+        }
+        fn on_timeout(&mut self, cx: &mut ConnCx<'_>) {
+            self.deadline = None;
+            cx.out.write(b" late");
+            cx.out.close(Close::Flush);
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            self.deadline
+        }
+        fn on_shutdown(&mut self, cx: &mut ConnCx<'_>) {
+            cx.out.write(b" bye");
+            cx.out.close(Close::Flush);
+        }
+    }
+
+    fn handle() -> MasterHandle {
+        MasterHandle::open(
+            RegistryConfig::default(),
+            Box::new(Nothing),
+            Timestamp::from_secs(1_700_000_000),
+        )
+        .unwrap()
+        .0
+    }
+
+    async fn start(stop: CancellationToken) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+        let l = bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = l.local_addr().unwrap();
+        let limits = ConnLimits {
+            max_connections: 8,
+            max_per_source: 8,
+            idle_timeout: Duration::ZERO,
+            prefix: PrefixCaps::default(),
+        };
+        let l = CappedListener::shared(l, SharedCaps::new(limits, None));
+        let task = tokio::spawn(serve(
+            handle(),
+            vec![l],
+            DriverSettings::default(),
+            |_, _| Ok(Echo { deadline: None }),
+            stop,
+        ));
+        (addr, task)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_machines_deadline_runs_on_the_runtime_clock() {
+        let stop = CancellationToken::new();
+        let (addr, _task) = start(stop.clone()).await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"x").await.unwrap();
+        // The paused clock jumps to the machine's deadline once everything waits.
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"hi x late");
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_every_connection_before_serve_returns() {
+        let stop = CancellationToken::new();
+        let (addr, task) = start(stop.clone()).await;
+        let mut a = TcpStream::connect(addr).await.unwrap();
+        let mut b = TcpStream::connect(addr).await.unwrap();
+        let mut hi = [0u8; 3];
+        a.read_exact(&mut hi).await.unwrap();
+        b.read_exact(&mut hi).await.unwrap();
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
+        // Both were told and closed before `serve` returned.
+        for c in [&mut a, &mut b] {
+            let mut rest = Vec::new();
+            tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut rest))
+                .await
+                .expect("closed")
+                .unwrap();
+            assert_eq!(rest, b" bye");
+        }
+    }
+}
