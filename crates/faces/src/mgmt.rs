@@ -1,8 +1,9 @@
 //! The management server face (`management-server.md`): length-prefixed JSON over TCP 51963.
 //!
-//! One task per connection drives a sans-IO [`ServerSession`] (framing, validation, the
-//! one-server-per-connection rule, the idle timeout of unregistered connections) and mirrors
-//! its events into the registry: a registration is a [`Face::Mgmt`] record keyed by the
+//! Each connection is a [`MgmtConversation`] (a pure machine driven by the runtime's TCP
+//! driver, [`crate::runtime::conversation`]) around a sans-IO [`muster_proto::mgmt::ServerSession`] (framing,
+//! validation, the one-server-per-connection rule, the idle timeout of unregistered
+//! connections); it mirrors the session's events into the registry: a registration is a [`Face::Mgmt`] record keyed by the
 //! connection id ([`ServerKey::with_instance`]), listed at once with the default state; stats
 //! updates replace its info; it is removed on unregister and whenever the connection ends
 //! (EOF, error, framing error, idle timeout, output overflow, shutdown). Queries are answered
@@ -13,7 +14,7 @@
 //! ([`MasterHandle::unstored`]).
 //!
 //! ```text
-//! accept ─ caps (total, per source IP) ─ keep-alive ─ task: read → session → events
+//! accept ─ caps (total, per source IP) ─ keep-alive ─ driver: read → conversation → events
 //!   Register/UpdateStats/Unregister → MasterHandle (state bucket per source)
 //!   Query → answer (query bucket per source, global egress budget) → output buffer
 //!   checked after each answer: output buffer > max_unsent, or face-wide unsent >
@@ -26,7 +27,10 @@
 //! state-changing commands, a global egress byte budget, the registry's servers-per-source cap
 //! and a cap on unsent output. TCP peers cannot spoof their source, so a limited request is
 //! **delayed** (the connection stops being read until a token is free) rather than dropped:
-//! the protocol has no error reply and answers must keep request order.
+//! the protocol has no error reply and answers must keep request order. Every wait is data:
+//! a bucket or the egress budget is tried again at a deadline the machine gives, the store
+//! and the lists are waited for by the driver
+//! ([`crate::runtime::conversation::Wait`]).
 //!
 //! Does not: resolve host names, verify that a game server is reachable (the protocol gives
 //! no way to; registration over an established TCP connection is the proof the registry
@@ -36,29 +40,24 @@
 //! [`ServerListAnswer::fitting`]: muster_proto::mgmt::ServerListAnswer::fitting
 //! [`ServerKey::with_instance`]: muster_core::registry::ServerKey::with_instance
 
+mod conn;
 mod entry;
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use muster_proto::limit::{BucketConfig, ByteBudget, SourceLimiter};
-use muster_proto::mgmt::{
-    CloseReason, Discard, GameServer, MAX_WIRE_FRAME_LEN, Message, ServerSession, SessionConfig,
-    SessionEvent, Stats,
-};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpListener;
-use tokio::task::JoinSet;
+use muster_proto::limit::{BucketConfig, ByteBudget, SourceKey, SourceLimiter};
+use muster_proto::mgmt::MAX_WIRE_FRAME_LEN;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::tcp::{
-    CappedListener, CappedStream, ConnLimits, MetricsSink, PrefixCaps, SharedCaps,
-};
+pub use self::conn::MgmtConversation;
+use crate::runtime::TcpListener;
+use crate::runtime::conversation::DriverSettings;
+use crate::runtime::tcp::{CappedListener, ConnLimits, MetricsSink, PrefixCaps, SharedCaps};
 use muster_core::MasterHandle;
-use muster_core::drops::DropReason as Reason;
-use muster_core::registry::{Face, Outcome, ServerKey, Timestamp};
 
 /// Largest unsent output of one connection before it is closed (§7.2: 1 MiB).
 pub const DEFAULT_MAX_UNSENT: usize = 1 << 20;
@@ -66,12 +65,16 @@ pub const DEFAULT_MAX_UNSENT: usize = 1 << 20;
 pub const DEFAULT_MAX_UNSENT_TOTAL: usize = 64 << 20;
 /// The kernel send buffer of each connection (`SO_SNDBUF`; Linux keeps twice this). Small, so
 /// that a client that does not read soon shows as unsent output here and is paused (see
-/// [`Conn::pause_at`]) instead of having answers made, each spending the shared egress
+/// `MgmtConversation::pause_at`) instead of having answers made, each spending the shared egress
 /// budget, for as long as the kernel takes them (it grows a send buffer to megabytes).
 /// An answer of a full frame still goes out in a few round trips.
 const SEND_BUFFER: usize = 16 * 1024;
 /// Bytes read from a socket at once.
 const READ_CHUNK: usize = 16 * 1024;
+/// How long a limited command waits before its bucket is tried again.
+const BUCKET_RETRY: Duration = Duration::from_millis(50);
+/// How long an answer at the head of the egress queue waits before the budget is tried again.
+const EGRESS_RETRY: Duration = Duration::from_millis(20);
 /// How long a closing connection may take to flush what it already owes the peer.
 const CLOSE_FLUSH: Duration = Duration::from_secs(2);
 /// Log lines about discarded input: burst.
@@ -135,9 +138,6 @@ impl Default for MgmtSettings {
     }
 }
 
-/// Connection ids are process-wide so two faces on one handle never share a key.
-static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
-
 /// Serves the management protocol on `listeners` until `shutdown` is cancelled; then stops
 /// accepting, closes every connection, removes its game server and returns.
 ///
@@ -160,26 +160,28 @@ pub async fn run(
         settings.keepalive,
         Some(SEND_BUFFER),
     );
-    let shared = Arc::new(Shared::new(handle, settings));
-    let mut accepts = JoinSet::new();
-    for l in listeners {
-        if let Ok(addr) = l.local_addr() {
-            tracing::debug!(%addr, "mgmt listening");
-        }
-        let l = CappedListener::shared(l, Arc::clone(&caps))
-            .with_metrics(Arc::new(shared.handle.clone()) as Arc<dyn MetricsSink>);
-        accepts.spawn(accept_loop(l, Arc::clone(&shared), shutdown.clone()));
-    }
-    while let Some(res) = accepts.join_next().await {
-        if let Err(e) = res {
-            tracing::error!(error = %e, "mgmt accept loop panicked");
-        }
-    }
+    let sink = Arc::new(handle.clone()) as Arc<dyn MetricsSink>;
+    let listeners = listeners
+        .into_iter()
+        .map(|l| {
+            if let Ok(addr) = l.local_addr() {
+                tracing::debug!(%addr, "mgmt listening");
+            }
+            CappedListener::shared(l, Arc::clone(&caps)).with_metrics(Arc::clone(&sink))
+        })
+        .collect();
+    let shared = Arc::new(Shared::new(handle.clone(), settings));
+    let driver = DriverSettings {
+        read_chunk: READ_CHUNK,
+        close_flush: CLOSE_FLUSH,
+    };
+    let new_conn = |peer, now| Ok(MgmtConversation::new(Arc::clone(&shared), peer, now));
+    crate::runtime::conversation::serve(handle, listeners, driver, new_conn, shutdown).await;
 }
 
 /// State shared by every connection of the face.
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     handle: MasterHandle,
     settings: MgmtSettings,
     limits: Mutex<Limits>,
@@ -187,8 +189,10 @@ struct Shared {
     unsent_total: AtomicUsize,
     /// Answers made so far: where the sources' turns start in the next one.
     answers: AtomicU64,
-    /// The queue of answers waiting for the egress budget.
-    egress_turns: tokio::sync::Mutex<()>,
+    /// Answers waiting for the egress budget, first come first served: the head spends
+    /// first. Tickets of [`Shared::next_ticket`].
+    egress_queue: Mutex<VecDeque<u64>>,
+    next_ticket: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -209,7 +213,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-use muster_core::clock::now;
+/// Which per-source bucket a command takes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bucket {
+    /// `msQueryGameServers`.
+    Query,
+    /// `msRegisterGameServer`, `msUpdateGameServerStats`.
+    State,
+}
 
 impl Shared {
     fn new(handle: MasterHandle, settings: MgmtSettings) -> Self {
@@ -227,7 +238,8 @@ impl Shared {
             limits: Mutex::new(limits),
             unsent_total: AtomicUsize::new(0),
             answers: AtomicU64::new(0),
-            egress_turns: tokio::sync::Mutex::new(()),
+            egress_queue: Mutex::new(VecDeque::new()),
+            next_ticket: AtomicU64::new(0),
             log: Mutex::new(LogGate {
                 bucket: SourceLimiter::new(BucketConfig::one_every(LOG_BURST, LOG_REFILL), 1),
                 suppressed: 0,
@@ -235,10 +247,11 @@ impl Shared {
         }
     }
 
-    /// Whether a log line about bad input may be written now (and how many were held back).
-    fn may_log(&self) -> Option<u64> {
+    /// Whether a log line about bad input may be written at `now` (and how many were held
+    /// back).
+    fn may_log(&self, now: Instant) -> Option<u64> {
         let mut g = lock(&self.log);
-        if g.bucket.allow(IpAddr::from([0, 0, 0, 0]), now(), 1.0) {
+        if g.bucket.allow(IpAddr::from([0, 0, 0, 0]), now, 1.0) {
             Some(std::mem::take(&mut g.suppressed))
         } else {
             g.suppressed += 1;
@@ -246,492 +259,44 @@ impl Shared {
         }
     }
 
-    fn try_query(&self, ip: IpAddr) -> bool {
-        lock(&self.limits)
-            .queries
-            .allow_proven(ip, now(), 1.0, |k| self.handle.proven_servers(k))
-    }
-
-    fn try_state(&self, ip: IpAddr) -> bool {
-        lock(&self.limits)
-            .state
-            .allow_proven(ip, now(), 1.0, |k| self.handle.proven_servers(k))
-    }
-
-    fn try_egress(&self, bytes: usize) -> bool {
-        lock(&self.limits).egress.spend(bytes, now())
-    }
-}
-
-async fn accept_loop(
-    mut listener: CappedListener,
-    shared: Arc<Shared>,
-    shutdown: CancellationToken,
-) {
-    let mut conns = JoinSet::new();
-    loop {
-        // Connections over a cap are closed inside `accept_capped`, without data.
-        let (stream, peer) = tokio::select! {
-            () = shutdown.cancelled() => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-            c = listener.accept_capped() => c,
+    /// Takes a token of `bucket` for `ip` at `now`; `proven` counts the servers of a source.
+    fn try_take(
+        &self,
+        bucket: Bucket,
+        ip: IpAddr,
+        now: Instant,
+        proven: impl FnOnce(SourceKey) -> usize,
+    ) -> bool {
+        let mut l = lock(&self.limits);
+        let b = match bucket {
+            Bucket::Query => &mut l.queries,
+            Bucket::State => &mut l.state,
         };
-        let conn = Conn::new(Arc::clone(&shared), peer);
-        conns.spawn(conn.serve(stream, shutdown.clone()));
+        b.allow_proven(ip, now, 1.0, proven)
     }
-    drop(listener);
-    // Every connection sees the same shutdown signal, closes and removes its server.
-    while conns.join_next().await.is_some() {}
-}
 
-/// The registry entry of one connection; removed when the connection ends, however it ends.
-#[derive(Debug)]
-struct Entry {
-    handle: MasterHandle,
-    current: Option<(ServerKey, GameServer)>,
-}
+    /// A place in the egress queue.
+    fn queue_for_egress(&self) -> u64 {
+        let t = self
+            .next_ticket
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.egress_queue).push_back(t);
+        t
+    }
 
-impl Entry {
-    fn clear(&mut self) {
-        if let Some((key, _)) = self.current.take() {
-            self.handle.remove(&key);
+    /// Spends `bytes` of the egress budget at `now` for `ticket` if it heads the queue and
+    /// the budget has them; the ticket then leaves the queue.
+    fn try_egress(&self, ticket: u64, bytes: usize, now: Instant) -> bool {
+        let mut q = lock(&self.egress_queue);
+        if q.front() != Some(&ticket) || !lock(&self.limits).egress.spend(bytes, now) {
+            return false;
         }
-    }
-}
-
-impl Drop for Entry {
-    fn drop(&mut self) {
-        self.clear();
-    }
-}
-
-/// Why the connection loop stopped.
-enum Stop {
-    Done,
-    Shutdown,
-}
-
-struct Conn {
-    shared: Arc<Shared>,
-    id: u64,
-    peer: SocketAddr,
-    session: ServerSession,
-    entry: Entry,
-    out: Vec<u8>,
-    sent: usize,
-    /// This connection's share of [`Shared::unsent_total`].
-    accounted: usize,
-    /// Stop without answering what is queued: a write failed, or the idle timeout struck
-    /// while the connection was paused.
-    halted: bool,
-    /// Set while the session counts a registration the registry refused (cap, store error,
-    /// name too long): the session then runs no idle timer, so the driver runs it, from the
-    /// last complete message.
-    orphan_since: Option<std::time::Instant>,
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.shared
-            .unsent_total
-            .fetch_sub(self.accounted, Ordering::Relaxed);
-    }
-}
-
-impl Conn {
-    fn new(shared: Arc<Shared>, peer: SocketAddr) -> Self {
-        let config = SessionConfig {
-            idle_timeout: shared.settings.idle_timeout,
-        };
-        let entry = Entry {
-            handle: shared.handle.clone(),
-            current: None,
-        };
-        Self {
-            id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
-            peer,
-            session: ServerSession::new(now(), config),
-            entry,
-            out: Vec::new(),
-            sent: 0,
-            accounted: 0,
-            halted: false,
-            orphan_since: None,
-            shared,
-        }
-    }
-
-    fn unsent(&self) -> usize {
-        self.out.len() - self.sent
-    }
-
-    /// Brings this connection's share of the face-wide unsent total up to date; returns
-    /// whether the connection is over either output cap.
-    fn account(&mut self) -> bool {
-        let now_unsent = self.unsent();
-        let total = &self.shared.unsent_total;
-        if now_unsent >= self.accounted {
-            total.fetch_add(now_unsent - self.accounted, Ordering::Relaxed);
-        } else {
-            total.fetch_sub(self.accounted - now_unsent, Ordering::Relaxed);
-        }
-        self.accounted = now_unsent;
-        let s = &self.shared.settings;
-        now_unsent > s.max_unsent
-            || (now_unsent > 0 && total.load(Ordering::Relaxed) > s.max_unsent_total)
-    }
-
-    async fn serve(mut self, stream: CappedStream, shutdown: CancellationToken) {
-        let mut buf = vec![0u8; READ_CHUNK];
-        let (mut rd, mut wr) = tokio::io::split(stream);
-        let stop = loop {
-            if self.halted || shutdown.is_cancelled() {
-                // Commands still queued behind a pause are not answered.
-                break Stop::Shutdown;
-            }
-            if let Some(stop) = self.apply_events(&shutdown).await {
-                break stop;
-            }
-            if self.account() {
-                self.overflow();
-                break Stop::Shutdown;
-            }
-            let idle = self.shared.settings.idle_timeout;
-            let deadline = self
-                .session
-                .poll_timeout()
-                .or_else(|| self.orphan_since.map(|t| t + idle));
-            // Commands left waiting (the connection owes enough): only writing goes on.
-            let may_read = !self.session.has_event();
-            let pending = self.out.get(self.sent..).unwrap_or_default();
-            tokio::select! {
-                () = shutdown.cancelled() => self.session.abort(now()),
-                r = rd.read(&mut buf), if may_read => match r {
-                    Ok(0) => self.session.handle_eof(now()),
-                    Ok(n) => self.session.handle_input(now(), buf.get(..n).unwrap_or_default()),
-                    Err(e) => {
-                        tracing::debug!(peer = %self.peer, error = %e, "mgmt read failed");
-                        self.session.abort(now());
-                    }
-                },
-                w = wr.write(pending), if !pending.is_empty() => match w {
-                    Ok(n) => self.advance(n),
-                    Err(e) => self.write_failed(&e),
-                },
-                () = sleep_until(deadline), if deadline.is_some() => {
-                    if self.session.poll_timeout().is_some() {
-                        self.session.handle_timeout(now());
-                        if self.session.is_closed() && self.unsent() >= self.pause_at() {
-                            // Paused: the close would wait behind the queued commands.
-                            self.shared.handle.metrics().count_drop(Reason::MgmtIdleTimeout);
-                            self.halted = true;
-                        }
-                    } else {
-                        self.shared.handle.metrics().count_drop(Reason::MgmtIdleTimeout);
-                        tracing::debug!(peer = %self.peer, "mgmt idle timeout (refused registration)");
-                        self.session.abort(now());
-                    }
-                }
-            }
-        };
-        self.entry.clear();
-        if matches!(stop, Stop::Done) && self.unsent() > 0 {
-            // Best effort: answers already owed go out before the close.
-            let pending = self.out.get(self.sent..).unwrap_or_default();
-            let _ = tokio::time::timeout(CLOSE_FLUSH, wr.write_all(pending)).await;
-        }
-        let _ = tokio::time::timeout(CLOSE_FLUSH, wr.shutdown()).await;
-    }
-
-    /// Back-pressure: no answer is made for a connection that owes this much output (one
-    /// frame, or half its cap if that is less) until the peer reads, and no input is read
-    /// while commands wait. A client that pipelines queries and does not read holds at most
-    /// that plus one answer here (and what the kernel buffers), and spends no more of the
-    /// face's egress budget.
-    fn pause_at(&self) -> usize {
-        MAX_WIRE_FRAME_LEN
-            .min(self.shared.settings.max_unsent / 2)
-            .max(1)
-    }
-
-    fn overflow(&self) {
-        self.shared
-            .handle
-            .metrics()
-            .count_drop(Reason::MgmtOutputOverflow);
-        self.log_bad("output overflow, closing");
-    }
-
-    fn write_failed(&mut self, e: &std::io::Error) {
-        tracing::debug!(peer = %self.peer, error = %e, "mgmt write failed");
-        self.out.clear();
-        self.sent = 0;
-        self.halted = true;
-    }
-
-    fn advance(&mut self, n: usize) {
-        self.sent += n;
-        if self.sent >= self.out.len() {
-            self.out.clear();
-            self.sent = 0;
-        } else if self.sent > self.out.len() / 2 {
-            self.out.drain(..self.sent);
-            self.sent = 0;
-        }
-    }
-
-    /// Applies queued session events while the connection owes less than
-    /// [`Conn::pause_at`]; `Some` once the session is closed.
-    async fn apply_events(&mut self, shutdown: &CancellationToken) -> Option<Stop> {
-        let pause_at = self.pause_at();
-        while self.unsent() < pause_at {
-            let Some(ev) = self.session.poll_event() else {
-                break;
-            };
-            if self.orphan_since.is_some() {
-                self.orphan_since = Some(now());
-            }
-            match ev {
-                SessionEvent::Register(server) => {
-                    if !self.wait(shutdown, Shared::try_state).await {
-                        self.session.abort(now());
-                        continue;
-                    }
-                    self.register(server);
-                    self.orphan_since = self.entry.current.is_none().then(now);
-                }
-                SessionEvent::UpdateStats(stats) => {
-                    if !self.wait(shutdown, Shared::try_state).await {
-                        self.session.abort(now());
-                        continue;
-                    }
-                    self.update(&stats);
-                }
-                SessionEvent::Unregister => {
-                    self.entry.clear();
-                    self.orphan_since = None;
-                }
-                SessionEvent::Query => {
-                    if !self.wait(shutdown, Shared::try_query).await {
-                        self.session.abort(now());
-                        continue;
-                    }
-                    if !self.answer(shutdown).await {
-                        self.session.abort(now());
-                    }
-                    // Checked as each answer is made, not after the whole queue.
-                    if self.account() {
-                        self.overflow();
-                        return Some(Stop::Shutdown);
-                    }
-                }
-                SessionEvent::Discarded(d) => {
-                    let reason = match &d {
-                        Discard::Invalid(_) => Reason::MgmtInvalid,
-                        Discard::NotRegistered => Reason::MgmtNotRegistered,
-                        Discard::NotACommand(_) => Reason::MgmtNotACommand,
-                    };
-                    self.shared.handle.metrics().count_drop(reason);
-                    self.log_discard(&d);
-                }
-                SessionEvent::Closed(reason) => {
-                    let stop = match reason {
-                        CloseReason::Framing(e) => {
-                            self.shared.handle.metrics().count_drop(Reason::MgmtFraming);
-                            self.log_bad(&format!("framing error, closing: {e}"));
-                            Stop::Done
-                        }
-                        CloseReason::IdleTimeout => {
-                            self.shared
-                                .handle
-                                .metrics()
-                                .count_drop(Reason::MgmtIdleTimeout);
-                            tracing::debug!(peer = %self.peer, "mgmt idle timeout");
-                            Stop::Done
-                        }
-                        CloseReason::PeerClosed => Stop::Done,
-                        CloseReason::Aborted => Stop::Shutdown,
-                    };
-                    return Some(stop);
-                }
-            }
-        }
-        None
-    }
-
-    /// Waits for a token of the source's bucket; false when shut down meanwhile.
-    async fn wait(&self, shutdown: &CancellationToken, take: fn(&Shared, IpAddr) -> bool) -> bool {
-        let ip = self.peer.ip();
-        let mut counted = false;
-        loop {
-            if shutdown.is_cancelled() {
-                return false;
-            }
-            if take(&self.shared, ip) {
-                return true;
-            }
-            if !counted {
-                self.shared.handle.metrics().count_rate_limited(ip);
-                counted = true;
-            }
-            tokio::select! {
-                () = shutdown.cancelled() => return false,
-                () = tokio::time::sleep(Duration::from_millis(50)) => {}
-            }
-        }
-    }
-
-    fn register(&mut self, server: GameServer) {
-        if !entry::name_fits(&server) {
-            self.shared
-                .handle
-                .metrics()
-                .count_drop(Reason::MgmtNameTooLong);
-            self.log_bad("registration discarded: name too long");
-            return;
-        }
-        if server.port().is_well_known() && self.shared.may_log().is_some() {
-            {
-                tracing::warn!(peer = %self.peer, port = server.port().get(), "mgmt registration on a well-known port");
-            }
-        }
-        let reg = entry::registration(&server, self.id, self.peer.ip());
-        let key = reg.key.clone();
-        if self.entry.current.as_ref().is_some_and(|(k, _)| *k != key) {
-            self.entry.clear();
-        }
-        let t = Timestamp::now();
-        let handle = &self.shared.handle;
-        // The TCP handshake proved the peer; the record is listed at once, with the default
-        // state until the first stats update.
-        let info = entry::info(&server, &Stats::default());
-        let (out, version) = handle.write(|r| {
-            let out = r.register(reg, t);
-            if out.is_listed() {
-                r.set_info(&key, info);
-            }
-            (out, r.version())
-        });
-        if out.is_listed() {
-            // The next answer on this connection waits until the store has it.
-            handle.note_unstored(key.clone(), version);
-        }
-        match out {
-            Outcome::Added => handle.metrics().count_registration(),
-            Outcome::Refreshed | Outcome::Relisted => {}
-            Outcome::Rejected(r) => {
-                handle.metrics().count_drop(r.into());
-                // The old entry (if any) is already gone.
-                self.entry.current = None;
-                self.log_bad(&format!("registration refused: {}", r.name()));
-                return;
-            }
-        }
-        self.entry.current = Some((key.clone(), server.clone()));
-        tracing::debug!(peer = %self.peer, conn = self.id, %key.addr, "mgmt registered");
-    }
-
-    fn update(&mut self, stats: &Stats) {
-        let Some((key, server)) = &self.entry.current else {
-            // The registration was refused by the registry; the session does not know.
-            self.shared
-                .handle
-                .metrics()
-                .count_drop(Reason::MgmtNotRegistered);
-            return;
-        };
-        let info = entry::info(server, stats);
-        let t = Timestamp::now();
-        self.shared.handle.write(|r| {
-            r.set_info(key, info);
-            r.heartbeat(key, t);
-        });
-    }
-
-    /// Waits until this connection's registration, if any, is in the store (retrying while
-    /// the store fails); false when shut down meanwhile. An answer is the only thing the
-    /// protocol sends back, so it is what acknowledges the registration: none goes out on
-    /// this connection before its registration is stored.
-    async fn stored(&self, shutdown: &CancellationToken) -> bool {
-        let Some((key, _)) = &self.entry.current else {
-            return true;
-        };
-        let handle = &self.shared.handle;
-        while let Some(version) = handle.unstored(key) {
-            tokio::select! {
-                () = shutdown.cancelled() => return false,
-                r = handle.durable(version) => if r.is_err() {
-                    handle.metrics().count_drop(Reason::NotStored);
-                    self.log_bad("registration not stored yet; the answer waits");
-                },
-            }
-        }
+        q.pop_front();
         true
     }
 
-    /// Appends the answer to a query; false when shut down while waiting for the store or
-    /// the budget.
-    async fn answer(&mut self, shutdown: &CancellationToken) -> bool {
-        if !self.stored(shutdown).await {
-            return false;
-        }
-        let handle = &self.shared.handle;
-        handle.metrics().count_list_request(Face::Mgmt.name());
-        // Answers are linearizable: a query sees every change made before it (a client that
-        // registers and then queries sees its own server); it waits for the publish that
-        // shows them (at most one publish interval), never publishes on the reactor.
-        handle.visible(handle.version()).await;
-        let entries: Vec<_> = handle
-            .snapshot()
-            .listed()
-            .iter()
-            .filter_map(|r| entry::listed(r).map(|e| (r.source, e)))
-            .collect();
-        let turn = self.shared.answers.fetch_add(1, Ordering::Relaxed);
-        let (answer, left_out) = entry::answer(entries, turn);
-        if left_out > 0 {
-            handle.metrics().count_drop(Reason::MgmtAnswerTruncated);
-            if self.shared.may_log().is_some() {
-                tracing::warn!(left_out, "mgmt answer exceeds one frame; entries left out");
-            }
-        }
-        let start = self.out.len();
-        Message::QueryGameServersAnswer(answer).encode(&mut self.out);
-        let len = self.out.len() - start;
-        // Answers waiting for the egress budget take it in turn (the queue is first come,
-        // first served; a paused connection has at most one answer in it), rather than
-        // whichever polls first after a refill.
-        let _turn = tokio::select! {
-            () = shutdown.cancelled() => return false,
-            turn = self.shared.egress_turns.lock() => turn,
-        };
-        loop {
-            if self.shared.try_egress(len) {
-                return true;
-            }
-            tokio::select! {
-                () = shutdown.cancelled() => return false,
-                () = tokio::time::sleep(Duration::from_millis(20)) => {}
-            }
-        }
-    }
-
-    fn log_discard(&self, d: &Discard) {
-        if let Some(held) = self.shared.may_log() {
-            tracing::info!(peer = %self.peer, conn = self.id, reason = ?d, held_back = held, "mgmt message discarded");
-        }
-    }
-
-    fn log_bad(&self, what: &str) {
-        if let Some(held) = self.shared.may_log() {
-            tracing::info!(peer = %self.peer, conn = self.id, held_back = held, "mgmt: {what}");
-        }
-    }
-}
-
-async fn sleep_until(deadline: Option<std::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
-        None => std::future::pending().await,
+    /// `ticket` leaves the queue unserved (its connection ended).
+    fn leave_egress(&self, ticket: u64) {
+        lock(&self.egress_queue).retain(|t| *t != ticket);
     }
 }

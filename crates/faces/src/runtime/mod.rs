@@ -1,18 +1,22 @@
 //! The only code of the daemon that touches sockets: binding ([`bind_tcp`], [`bind_udp`]), the
-//! UDP runner ([`udp`]) that drives every UDP face machine, the TCP accept side with its caps
-//! ([`tcp`]) and the HTTP server ([`http`]). Faces are pure machines handed to a runner;
-//! shutdown is one [`CancellationToken`] cloned into every task. Work over the whole registry
-//! runs on the lower-priority [`muster_core::bulk`] pool, behind the threads that answer faces.
+//! UDP runner ([`udp`]) that drives every UDP face machine, the TCP driver ([`conversation`])
+//! that drives every TCP face conversation, the TCP accept side with its caps ([`tcp`]), the
+//! HTTP server ([`http`]) and the sender of single datagrams for HTTP routes ([`sender`]).
+//! Faces are pure machines handed to a runner; shutdown is one [`CancellationToken`] cloned
+//! into every task. Work over the whole registry runs on the lower-priority
+//! [`muster_core::bulk`] pool, behind the threads that answer faces.
 
+pub mod conversation;
 pub mod http;
 
+pub mod sender;
 pub mod tcp;
 pub mod udp;
 
 use std::io;
 use std::net::SocketAddr;
 
-use tokio::net::TcpListener;
+pub use tokio::net::{TcpListener, UdpSocket};
 pub use tokio_util::sync::CancellationToken;
 
 /// Pending connections the kernel queues per listener.
@@ -40,7 +44,7 @@ pub fn bind_tcp(addr: SocketAddr) -> io::Result<TcpListener> {
 pub const UDP_RECV_BUFFER: usize = 4 << 20;
 
 /// Binds a UDP socket the same way (IPv6-only for IPv6 addresses), for the UDP faces.
-pub fn bind_udp(addr: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
+pub fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     let domain = socket2::Domain::for_address(addr);
     let sock = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
     if addr.is_ipv6() {
@@ -50,5 +54,19 @@ pub fn bind_udp(addr: SocketAddr) -> io::Result<tokio::net::UdpSocket> {
     let _ = sock.set_recv_buffer_size(UDP_RECV_BUFFER);
     sock.set_nonblocking(true)?;
     sock.bind(&addr.into())?;
-    tokio::net::UdpSocket::from_std(sock.into())
+    UdpSocket::from_std(sock.into())
+}
+
+/// Runs the UDP face `start(now)` makes, started on the runtime's clock, on `sockets` with
+/// the UDP runner ([`udp::run`]) until `stop` is cancelled.
+pub async fn run_udp_face<M: udp::UdpMachine>(
+    handle: muster_core::MasterHandle,
+    start: impl FnOnce(std::time::Instant) -> M,
+    sockets: Vec<UdpSocket>,
+    budgets: udp::Budgets,
+    stop: CancellationToken,
+) {
+    let face = start(muster_core::clock::now());
+    let sockets = sockets.into_iter().map(std::sync::Arc::new).collect();
+    udp::run(handle, face, sockets, budgets, stop).await;
 }

@@ -694,3 +694,48 @@ async fn ipv6_socket_answers_queries_and_drops_heartbeats() {
         (200, String::new())
     );
 }
+
+/// Shutdown waits for the list connections still open: `run_tcp` returns only once an open
+/// conversation (greeted, its request not sent) has ended, and the client then sees the
+/// connection closed without a list.
+#[tokio::test]
+async fn shutdown_drains_open_list_connections() {
+    let dir = TempDir::new("gamespy-drain");
+    let config = Config {
+        data_dir: dir.0.clone(),
+        ..Config::default()
+    };
+    let master = Master::open(config, Timestamp::now()).unwrap();
+    let handle = master.handle();
+    let tcp = bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = tcp.local_addr().unwrap();
+    let settings = GameSpySettings {
+        // Far longer than the test: only the shutdown can end the connection.
+        tcp_total_timeout: Duration::from_secs(3600),
+        ..relaxed()
+    };
+    let stop = muster_master::CancellationToken::new();
+    let ended = Arc::new(AtomicBool::new(false));
+    let served = {
+        let (handle, stop, ended) = (handle.clone(), stop.clone(), Arc::clone(&ended));
+        tokio::spawn(async move {
+            gamespy::run_tcp(handle, vec![tcp], settings, stop).await;
+            ended.store(true, Ordering::SeqCst);
+        })
+    };
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let mut greeting = [0u8; GREETING_LEN];
+    c.read_exact(&mut greeting).await.unwrap();
+    assert!(!ended.load(Ordering::SeqCst));
+    stop.cancel();
+    tokio::time::timeout(WAIT, served).await.unwrap().unwrap();
+    assert!(ended.load(Ordering::SeqCst));
+    // The connection was closed before `run_tcp` returned: the client reads its end (no list)
+    // at once, where a detached connection task would keep it open for the total timeout.
+    let mut rest = Vec::new();
+    let n = tokio::time::timeout(WAIT, c.read_to_end(&mut rest))
+        .await
+        .expect("closed by the shutdown")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "no list after the shutdown: {rest:?}");
+}

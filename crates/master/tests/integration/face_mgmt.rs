@@ -1536,6 +1536,34 @@ async fn shutdown_closes_connections_and_removes_their_servers() {
     assert_closed(&mut b, "shutdown b").await;
 }
 
+/// Shutdown drains a session held up by its query bucket: the session's held query is not
+/// answered, `run` returns only once the connection has ended (closed, its server removed).
+#[tokio::test]
+async fn shutdown_drains_a_session_waiting_for_its_bucket() {
+    let s = MgmtSettings {
+        // One query, then one an hour: the second waits far longer than the test.
+        query_bucket: BucketConfig {
+            burst: 1.0,
+            per_second: 1.0 / 3600.0,
+        },
+        ..settings()
+    };
+    let face = start(s).await;
+    let mut a = connect(face.addr).await;
+    send(&mut a, REGISTER_1).await;
+    assert_eq!(query(&mut a).await, vec![feuerland()]);
+    // Held: no token for this one.
+    send(&mut a, QUERY).await;
+    assert_quiet(&mut a, "held query").await;
+    let handle = face.handle.clone();
+    face.stop().await;
+    assert_eq!(
+        handle.with_registry(|r| r.iter().filter(|r| r.face == Face::Mgmt).count()),
+        0
+    );
+    assert_closed(&mut a, "held session closed by the shutdown").await;
+}
+
 #[tokio::test]
 async fn registry_source_cap_refuses_registrations_but_keeps_the_connection() {
     let dir = TempDir::new("mgmt-cap");
