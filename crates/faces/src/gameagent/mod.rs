@@ -619,5 +619,4 @@ pub async fn run_listeners(
 }
 
 #[cfg(test)]
-#[path = "gameagent_tests.rs"]
 mod tests;
