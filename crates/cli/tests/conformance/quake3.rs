@@ -336,26 +336,18 @@ fn find_openarena() -> Result<PathBuf, Missing> {
     )
 }
 
-#[test]
-fn quake3_openarena_server_with_bots_is_queried_and_listed_by_dpmaster() {
-    let Some(oa) = require(find_openarena()) else {
-        return;
-    };
-    let Some(bin) = require(find_dpmaster()) else {
-        return;
-    };
-    let dp = Dpmaster::start(&bin);
-    let scratch = ScratchDir::new("openarena");
+/// Debian's openarena-server on `127.0.0.1` (a free port), heartbeating `master` only, with
+/// three bots on `oa_dm1`; the guard and the port.
+fn openarena(oa: &std::path::Path, master: &str, scratch: &ScratchDir) -> (ChildGuard, u16) {
     let port = free_udp_port();
     let port_arg = port.to_string();
-    let master = dp.v4();
     // Loopback only: IPv4 alone, on 127.0.0.1, and no master but ours.
     let sets = [
         ("net_enabled", "1"),
         ("net_ip", "127.0.0.1"),
         ("net_port", &port_arg),
         ("dedicated", "2"),
-        ("sv_master1", &master),
+        ("sv_master1", master),
         ("sv_master2", ""),
         ("sv_master3", ""),
         ("sv_master4", ""),
@@ -367,15 +359,129 @@ fn quake3_openarena_server_with_bots_is_queried_and_listed_by_dpmaster() {
     ];
     let mut args: Vec<&str> = sets.iter().flat_map(|(k, v)| ["+set", k, v]).collect();
     args.extend(["+map", "oa_dm1"]);
-    let mut server = ChildGuard::spawn(
+    let server = ChildGuard::spawn(
         "openarena-server",
-        &oa,
+        oa,
         &args,
         scratch.path(),
         &[("HOME", scratch.path())],
         scratch.path().join("openarena.log"),
     )
     .expect("start openarena-server");
+    (server, port)
+}
+
+/// `muster serve` with only its Quake III face (loopback servers allowed) and HTTP, on
+/// `127.0.0.1` ports the kernel picks: the process and the two addresses.
+fn muster_serve(scratch: &ScratchDir) -> (Emulated, String, String) {
+    let config = scratch.path().join("muster.toml");
+    std::fs::write(&config, "[quake3]\nallow_loopback = true\n").unwrap();
+    let data = scratch.path().join("data");
+    let mut args = vec![
+        "serve".to_owned(),
+        "--config".to_owned(),
+        config.display().to_string(),
+        "--data-dir".to_owned(),
+        data.display().to_string(),
+        "--quake3".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--http".to_owned(),
+        "127.0.0.1:0".to_owned(),
+    ];
+    for face in [
+        "gameagent",
+        "gamespy-udp",
+        "gamespy-tcp",
+        "teeworlds07",
+        "teeworlds06",
+        "mgmt",
+    ] {
+        args.push(format!("--{face}"));
+        args.push("off".to_owned());
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start muster serve");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let (mut quake3, mut http) = (String::new(), String::new());
+    while quake3.is_empty() || http.is_empty() {
+        let line = lines.next().expect("listening lines").expect("utf-8");
+        let addr = line.rsplit(' ').next().unwrap().to_owned();
+        if line.starts_with("listening quake3 ") {
+            quake3 = addr;
+        } else if line.starts_with("listening http ") {
+            http = addr;
+        }
+    }
+    (Emulated(child), quake3, http)
+}
+
+#[test]
+fn quake3_openarena_server_registers_with_muster_and_is_listed() {
+    let Some(oa) = require(find_openarena()) else {
+        return;
+    };
+    let scratch = ScratchDir::new("openarena-muster");
+    let (_serve, master, http) = muster_serve(&scratch);
+    let (mut server, port) = openarena(&oa, &master, &scratch);
+    let addr = format!("127.0.0.1:{port}");
+    // It heartbeats QuakeArena-1 and answers getinfo with protocol 71 and no game name:
+    // registered as Quake III Arena, listed for getservers 71 and getserversExt Quake3Arena 71.
+    let start = Instant::now();
+    while listed(&master, &["--protocol-version", "71"]) != [addr.clone()] {
+        assert!(
+            server.exited().is_none(),
+            "openarena-server exited:\n{}",
+            server.log()
+        );
+        assert!(
+            start.elapsed() < WAIT_LIMIT,
+            "not listed by Muster:\n{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(
+        listed(
+            &master,
+            &["--game", "Quake3Arena", "--protocol-version", "71"]
+        ),
+        [addr.clone()]
+    );
+    assert!(listed(&master, &["--protocol-version", "68"]).is_empty());
+    // The API shows it as the server describes itself, colours removed.
+    let mut conn = std::net::TcpStream::connect(&http).unwrap();
+    std::io::Write::write_all(
+        &mut conn,
+        b"GET /api/v1/servers?protocol=quake3 HTTP/1.0\r\nHost: muster\r\n\r\n",
+    )
+    .unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let s = &v["servers"][0];
+    assert_eq!(s["address"], addr.as_str(), "{v}");
+    assert_eq!(s["name"], "Muster OA lab", "{v}");
+    assert_eq!(s["game"], "quake3arena", "{v}");
+    server.stop();
+}
+
+#[test]
+fn quake3_openarena_server_with_bots_is_queried_and_listed_by_dpmaster() {
+    let Some(oa) = require(find_openarena()) else {
+        return;
+    };
+    let Some(bin) = require(find_dpmaster()) else {
+        return;
+    };
+    let dp = Dpmaster::start(&bin);
+    let scratch = ScratchDir::new("openarena");
+    let (mut server, port) = openarena(&oa, &dp.v4(), &scratch);
     let addr = format!("127.0.0.1:{port}");
     // Bots join one after another after the map loads.
     let start = Instant::now();
