@@ -450,7 +450,7 @@ fn quake3_openarena_server_registers_with_muster_and_is_listed() {
             &master,
             &["--game", "Quake3Arena", "--protocol-version", "71"]
         ),
-        [addr.clone()]
+        std::slice::from_ref(&addr)
     );
     assert!(listed(&master, &["--protocol-version", "68"]).is_empty());
     // The API shows it as the server describes itself, colours removed.
