@@ -25,6 +25,7 @@ fn the_image_exposes_every_default_port() {
         // The 0.7 master's firewall checker.
         format!("{}/udp", ports::TEEWORLDS07 + 1),
         format!("{}/udp", ports::TEEWORLDS06),
+        format!("{}/udp", ports::QUAKE3),
     ];
     let mut got: Vec<String> = exposed.iter().map(ToString::to_string).collect();
     want.sort();

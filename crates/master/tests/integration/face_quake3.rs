@@ -256,3 +256,37 @@ async fn another_muster_learns_a_quake3_master_list_and_verifies_it_first() {
     b.stop().await;
     a.stop().await;
 }
+
+#[tokio::test]
+async fn forged_list_requests_draw_at_most_the_sources_byte_budget() {
+    let dir = TempDir::new("face-quake3-budget");
+    let mut c = config(&dir);
+    c.listen.quake3 = loopback();
+    c.quake3.allow_loopback = true;
+    c.poller.enabled = false;
+    // A small budget: 2,000 bytes at once, 100 bytes a second after that.
+    c.limits.list_bytes_burst = 2_000;
+    c.limits.list_bytes_per_sec = 100;
+    let d = Daemon::start(c);
+    let q3 = d.addr("quake3");
+    for _ in 0..10 {
+        register(q3, "127.0.0.1:0", "\\gamename\\Xonotic").await;
+    }
+    listed(&d, 10).await;
+    // One list is 25 bytes of header and 7 per server plus EOT: 102 bytes. 500 requests from
+    // one source would draw 51,000 bytes; the budget lets about 2,000 out.
+    let s = UdpSocket::bind("127.0.0.7:0").await.unwrap();
+    s.connect(q3).await.unwrap();
+    for _ in 0..500 {
+        s.send(&dgram("getserversExt Xonotic 3")).await.unwrap();
+    }
+    let mut bytes = 0;
+    let mut buf = vec![0u8; 2048];
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(500), s.recv(&mut buf)).await {
+        bytes += n;
+    }
+    assert!(bytes > 0, "the first lists are answered");
+    assert!(bytes <= 2_000 + 200, "{bytes} bytes drawn");
+    assert!(d.handle.metrics().drops("source_budget") > 0);
+    d.stop().await;
+}
