@@ -398,15 +398,7 @@ impl Master {
         let handle = self.handle.clone();
         let mut tasks = tokio::task::JoinSet::new();
         let sink: Arc<dyn runtime::tcp::MetricsSink> = Arc::new(handle.clone());
-        let budgets = runtime::udp::Budgets {
-            egress_bytes_per_sec: limits.egress_bytes_per_sec,
-            list_bytes: muster_proto::limit::BucketConfig {
-                burst: limits.list_bytes_burst as f64,
-                per_second: limits.list_bytes_per_sec as f64,
-            },
-            max_tracked_sources: limits.max_tracked_sources,
-            proven_servers_max: limits.proven_servers_max,
-        };
+        let budgets = runtime::udp::Budgets::from_limits(limits);
         tasks.spawn(handle.clone().run_publisher(stop.clone()));
         tasks.spawn(handle.clone().run_persister(FLUSH_INTERVAL, stop.clone()));
         tasks.spawn(housekeeping(handle.clone(), stop.clone()));
@@ -464,16 +456,7 @@ impl Master {
             ));
         }
         if !listeners.mgmt.is_empty() {
-            let mgmt = faces::mgmt::MgmtSettings {
-                idle_timeout: limits.mgmt_idle_timeout.0,
-                max_connections: limits.tcp_max_connections,
-                max_per_source: limits.tcp_max_per_source,
-                prefix: limits.conn_limits().prefix,
-                proven_servers_max: limits.proven_servers_max,
-                max_tracked_sources: limits.max_tracked_sources,
-                egress_bytes_per_sec: limits.egress_bytes_per_sec,
-                ..faces::mgmt::MgmtSettings::default()
-            };
+            let mgmt = faces::mgmt::MgmtSettings::from_limits(limits);
             tasks.spawn(faces::mgmt::run(
                 handle.clone(),
                 listeners.mgmt,
@@ -507,11 +490,7 @@ impl Master {
                 stop.clone(),
             ));
         }
-        let teeworlds = faces::teeworlds::TeeworldsSettings {
-            max_tracked_sources: limits.max_tracked_sources,
-            proven_servers_max: limits.proven_servers_max,
-            ..faces::teeworlds::TeeworldsSettings::default()
-        };
+        let teeworlds = faces::teeworlds::TeeworldsSettings::from_limits(limits);
         if !listeners.teeworlds07.is_empty() {
             let mut sockets = Vec::new();
             let mut families = Vec::new();
@@ -558,19 +537,10 @@ impl Master {
                 stop.clone(),
             ));
         }
-        let ddnet = faces::teeworlds::ddnet::DdnetSettings {
-            max_tracked_sources: limits.max_tracked_sources,
-            egress_bytes_per_sec: limits.egress_bytes_per_sec,
-            body_limit: limits.http_body_limit,
-            register_burst: limits.ddnet_register_burst,
-            register_refill: limits.ddnet_register_refill.0,
-            challenge_burst: limits.ddnet_challenge_burst,
-            challenge_refill: limits.ddnet_challenge_refill.0,
-            servers_json_burst: limits.servers_json_burst,
-            servers_json_refill: limits.servers_json_refill.0,
-            proven_servers_max: limits.proven_servers_max,
-            body_dir: Some(self.config.data_dir.clone()),
-        };
+        let ddnet = faces::teeworlds::ddnet::DdnetSettings::from_limits(
+            limits,
+            Some(self.config.data_dir.clone()),
+        );
         let mut samples = self.samples.clone();
         let mut history = None;
         if self.config.history.enabled {
@@ -617,12 +587,7 @@ impl Master {
             limits.max_tracked_sources,
             limits.proven_servers_max,
         );
-        let http_limits = runtime::http::HttpLimits {
-            body_limit: limits.http_body_limit,
-            request_timeout: limits.http_request_timeout.0,
-            header_timeout: limits.http_header_timeout.0,
-            conn: limits.conn_limits(),
-        };
+        let http_limits = runtime::http::HttpLimits::from_limits(limits);
         let client_ip = Arc::new(runtime::http::ClientIp::new(
             &limits.connecting_ip_header,
             limits.trusted_proxy_nets().unwrap_or_default(),

@@ -119,6 +119,23 @@ pub struct MgmtSettings {
     pub egress_bytes_per_sec: u64,
 }
 
+impl MgmtSettings {
+    /// The defaults with the shared `[limits]` section applied.
+    #[must_use]
+    pub fn from_limits(l: &muster_core::config::LimitsConfig) -> Self {
+        Self {
+            idle_timeout: l.mgmt_idle_timeout.0,
+            max_connections: l.tcp_max_connections,
+            max_per_source: l.tcp_max_per_source,
+            prefix: l.conn_limits().prefix,
+            proven_servers_max: l.proven_servers_max,
+            max_tracked_sources: l.max_tracked_sources,
+            egress_bytes_per_sec: l.egress_bytes_per_sec,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for MgmtSettings {
     fn default() -> Self {
         Self {

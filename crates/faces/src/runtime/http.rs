@@ -68,6 +68,19 @@ pub struct HttpLimits {
     pub conn: ConnLimits,
 }
 
+impl HttpLimits {
+    /// The HTTP face's limits from `[limits]`.
+    #[must_use]
+    pub fn from_limits(l: &muster_core::config::LimitsConfig) -> Self {
+        Self {
+            body_limit: l.http_body_limit,
+            request_timeout: l.http_request_timeout.0,
+            header_timeout: l.http_header_timeout.0,
+            conn: l.conn_limits(),
+        }
+    }
+}
+
 /// Where the HTTP face takes a request's client address from: the connection's peer, or,
 /// when the peer is a trusted reverse proxy, the header the proxy puts the client's address in
 /// (`limits.connecting_ip_header`, as DDNet's mastersrv's `--connecting-ip-header`). The

@@ -70,6 +70,25 @@ pub struct Budgets {
     pub proven_servers_max: u32,
 }
 
+impl Budgets {
+    /// The budgets `[limits]` sets for every UDP face.
+    #[must_use]
+    pub fn from_limits(l: &muster_core::config::LimitsConfig) -> Self {
+        // Byte counts far below 2^53: exact as f64.
+        #[allow(clippy::cast_precision_loss)]
+        let list_bytes = BucketConfig {
+            burst: l.list_bytes_burst as f64,
+            per_second: l.list_bytes_per_sec as f64,
+        };
+        Self {
+            egress_bytes_per_sec: l.egress_bytes_per_sec,
+            list_bytes,
+            max_tracked_sources: l.max_tracked_sources,
+            proven_servers_max: l.proven_servers_max,
+        }
+    }
+}
+
 impl Default for Budgets {
     /// The shared defaults: 1 MiB/s egress, lists burst 256 KiB and 16 KiB/s per source.
     fn default() -> Self {

@@ -85,6 +85,18 @@ pub struct TeeworldsSettings {
     pub proven_servers_max: u32,
 }
 
+impl TeeworldsSettings {
+    /// The defaults with the shared `[limits]` section applied.
+    #[must_use]
+    pub fn from_limits(l: &muster_core::config::LimitsConfig) -> Self {
+        Self {
+            max_tracked_sources: l.max_tracked_sources,
+            proven_servers_max: l.proven_servers_max,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for TeeworldsSettings {
     fn default() -> Self {
         Self {

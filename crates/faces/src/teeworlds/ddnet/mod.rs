@@ -142,6 +142,30 @@ pub struct DdnetSettings {
     pub body_dir: Option<std::path::PathBuf>,
 }
 
+impl DdnetSettings {
+    /// The DDNet face's settings from `[limits]`, its bodies kept in unnamed files in
+    /// `body_dir`.
+    #[must_use]
+    pub fn from_limits(
+        l: &muster_core::config::LimitsConfig,
+        body_dir: Option<std::path::PathBuf>,
+    ) -> Self {
+        Self {
+            max_tracked_sources: l.max_tracked_sources,
+            egress_bytes_per_sec: l.egress_bytes_per_sec,
+            body_limit: l.http_body_limit,
+            register_burst: l.ddnet_register_burst,
+            register_refill: l.ddnet_register_refill.0,
+            challenge_burst: l.ddnet_challenge_burst,
+            challenge_refill: l.ddnet_challenge_refill.0,
+            servers_json_burst: l.servers_json_burst,
+            servers_json_refill: l.servers_json_refill.0,
+            proven_servers_max: l.proven_servers_max,
+            body_dir,
+        }
+    }
+}
+
 impl Default for DdnetSettings {
     fn default() -> Self {
         Self {
