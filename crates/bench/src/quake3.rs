@@ -131,7 +131,11 @@ struct ListRead {
 }
 
 /// Sends `request` and reads the list until the datagram carrying `EOT`.
-async fn read_list(sock: &UdpSocket, master: SocketAddr, request: &[u8]) -> anyhow::Result<ListRead> {
+async fn read_list(
+    sock: &UdpSocket,
+    master: SocketAddr,
+    request: &[u8],
+) -> anyhow::Result<ListRead> {
     sock.send_to(request, master).await?;
     let mut buf = vec![0u8; 65_536];
     let mut read = ListRead::default();
@@ -222,7 +226,12 @@ fn info_response(i: usize, challenge: &Word) -> anyhow::Result<Vec<u8>> {
 
 /// One server's registration: heartbeat, `getinfo`, `infoResponse`. Returns the heartbeats sent
 /// again.
-async fn register(i: usize, per_address: usize, master: SocketAddr, heartbeat: &[u8]) -> anyhow::Result<u32> {
+async fn register(
+    i: usize,
+    per_address: usize,
+    master: SocketAddr,
+    heartbeat: &[u8],
+) -> anyhow::Result<u32> {
     let sock = UdpSocket::bind(server_addr(i, per_address)).await?;
     let mut buf = [0u8; 2048];
     for attempt in 0..ATTEMPTS {
@@ -301,7 +310,11 @@ async fn register_all(
 
 /// Polls `getserversExt` until it lists `want` servers (or the count stops at less for
 /// [`LISTED_LIMIT`]); returns the count and the seconds since `start` of its last change.
-async fn wait_listed(master: SocketAddr, want: usize, start: Instant) -> anyhow::Result<(usize, f64)> {
+async fn wait_listed(
+    master: SocketAddr,
+    want: usize,
+    start: Instant,
+) -> anyhow::Result<(usize, f64)> {
     let sock = list_socket(source_ip(CLIENT_SOURCES + 999))?;
     let request = Ask::Ext.datagram()?;
     let deadline = Instant::now() + LISTED_LIMIT;
@@ -435,7 +448,12 @@ fn free_udp_port() -> anyhow::Result<u16> {
 }
 
 /// Starts dpmaster on loopback with room for `max` servers and waits until it answers a list.
-async fn start_dpmaster(bin: &Path, max: usize, dir: &Path, tag: &str) -> anyhow::Result<(KillOnDrop, SocketAddr)> {
+async fn start_dpmaster(
+    bin: &Path,
+    max: usize,
+    dir: &Path,
+    tag: &str,
+) -> anyhow::Result<(KillOnDrop, SocketAddr)> {
     // Started as root, dpmaster locks itself into this directory and fails without it.
     let _ = std::fs::create_dir_all("/var/empty");
     let port = free_udp_port()?;
@@ -457,8 +475,10 @@ async fn start_dpmaster(bin: &Path, max: usize, dir: &Path, tag: &str) -> anyhow
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(status) = proc.0.try_wait()? {
-            let err = std::fs::read_to_string(dir.join(format!("{tag}.stderr"))).unwrap_or_default();
-            let out = std::fs::read_to_string(dir.join(format!("{tag}.stdout"))).unwrap_or_default();
+            let err =
+                std::fs::read_to_string(dir.join(format!("{tag}.stderr"))).unwrap_or_default();
+            let out =
+                std::fs::read_to_string(dir.join(format!("{tag}.stdout"))).unwrap_or_default();
             bail!("dpmaster exited ({status}): {}{}", err.trim(), out.trim());
         }
         if tokio::time::timeout(Duration::from_millis(200), read_list(&sock, addr, &request))
@@ -474,7 +494,13 @@ async fn start_dpmaster(bin: &Path, max: usize, dir: &Path, tag: &str) -> anyhow
 }
 
 /// Registers, lists and measures one master.
-async fn run_master(args: &Quake3Args, n: usize, mut master: Master, addr: SocketAddr, base_kib: Option<u64>) -> anyhow::Result<Run> {
+async fn run_master(
+    args: &Quake3Args,
+    n: usize,
+    mut master: Master,
+    addr: SocketAddr,
+    base_kib: Option<u64>,
+) -> anyhow::Result<Run> {
     let pid = master.pid();
     let before = master.rss().await?;
     let mut run = Run {
@@ -545,14 +571,20 @@ struct SizeResult {
 /// Runs the bench and prints its tables.
 pub(crate) async fn run(args: &Quake3Args) -> anyhow::Result<()> {
     if args.per_address == 0 || args.per_address > usize::from(u16::MAX - PORT_BASE) {
-        bail!("--per-address must be between 1 and {}", u16::MAX - PORT_BASE);
+        bail!(
+            "--per-address must be between 1 and {}",
+            u16::MAX - PORT_BASE
+        );
     }
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "muster-bench quake3: {cores} cores, load average at start {}; the machine is shared, so \
          rates vary between runs",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     println!("Muster: master child, Quake III face only, loopback servers allowed; {RAISED}");
     let root = procs::workspace_root();
@@ -588,7 +620,12 @@ pub(crate) async fn run(args: &Quake3Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_sizes(args: &Quake3Args, bin: &Path, have_dpmaster: bool, dir: &Path) -> anyhow::Result<Vec<SizeResult>> {
+async fn run_sizes(
+    args: &Quake3Args,
+    bin: &Path,
+    have_dpmaster: bool,
+    dir: &Path,
+) -> anyhow::Result<Vec<SizeResult>> {
     let base = if have_dpmaster {
         match dpmaster_base(bin, dir).await {
             Ok(kib) => Some(kib),
@@ -645,7 +682,8 @@ fn reg_detail(x: &Run) -> String {
 
 fn print_size(r: &SizeResult, base: Option<u64>) {
     let n = r.n;
-    let cell = |run: Option<&Run>, f: &dyn Fn(&Run) -> String| run.map_or_else(|| "-".to_owned(), f);
+    let cell =
+        |run: Option<&Run>, f: &dyn Fn(&Run) -> String| run.map_or_else(|| "-".to_owned(), f);
     let (m, d) = (r.muster.as_ref(), r.dpmaster.as_ref());
     let num = |run: Option<&Run>, f: &dyn Fn(&Run) -> f64| run.map(f);
     let ratio_of = |f: &dyn Fn(&Run) -> f64| match (num(m, f), num(d, f)) {
@@ -667,14 +705,29 @@ fn print_size(r: &SizeResult, base: Option<u64>) {
     ]);
     rows.push(vec![
         "  master CPU per registration".to_owned(),
-        cell(m, &|x| format!("{:.1} µs ({:.0}% of a core)", x.reg_cpu_us(), x.reg_spent.master_pct)),
-        cell(d, &|x| format!("{:.1} µs ({:.0}% of a core)", x.reg_cpu_us(), x.reg_spent.master_pct)),
+        cell(m, &|x| {
+            format!(
+                "{:.1} µs ({:.0}% of a core)",
+                x.reg_cpu_us(),
+                x.reg_spent.master_pct
+            )
+        }),
+        cell(d, &|x| {
+            format!(
+                "{:.1} µs ({:.0}% of a core)",
+                x.reg_cpu_us(),
+                x.reg_spent.master_pct
+            )
+        }),
         ratio_of(&Run::reg_cpu_us),
     ]);
     for ask in [Ask::Plain, Ask::Ext] {
         let get = move |x: &Run| x.list(ask).cloned().unwrap_or_default();
         rows.push(vec![
-            format!("`{} {GAME} {PROTOCOL}` lists/s (whole list to EOT)", ask.label()),
+            format!(
+                "`{} {GAME} {PROTOCOL}` lists/s (whole list to EOT)",
+                ask.label()
+            ),
             cell(m, &|x| format!("{:.0} /s", get(x).per_sec())),
             cell(d, &|x| format!("{:.0} /s", get(x).per_sec())),
             ratio_of(&|x| get(x).per_sec()),
@@ -683,11 +736,21 @@ fn print_size(r: &SizeResult, base: Option<u64>) {
             "  datagrams per list; ok / failed".to_owned(),
             cell(m, &|x| {
                 let l = get(x);
-                format!("{:.1}; {} / {}", l.datagrams_each(), l.rate.ok, l.rate.failed)
+                format!(
+                    "{:.1}; {} / {}",
+                    l.datagrams_each(),
+                    l.rate.ok,
+                    l.rate.failed
+                )
             }),
             cell(d, &|x| {
                 let l = get(x);
-                format!("{:.1}; {} / {}", l.datagrams_each(), l.rate.ok, l.rate.failed)
+                format!(
+                    "{:.1}; {} / {}",
+                    l.datagrams_each(),
+                    l.rate.ok,
+                    l.rate.failed
+                )
             }),
             String::new(),
         ]);
@@ -695,11 +758,19 @@ fn print_size(r: &SizeResult, base: Option<u64>) {
             "  master CPU per list".to_owned(),
             cell(m, &|x| {
                 let l = get(x);
-                format!("{:.1} µs ({:.0}% of a core)", l.cpu_us_each(), l.spent.master_pct)
+                format!(
+                    "{:.1} µs ({:.0}% of a core)",
+                    l.cpu_us_each(),
+                    l.spent.master_pct
+                )
             }),
             cell(d, &|x| {
                 let l = get(x);
-                format!("{:.1} µs ({:.0}% of a core)", l.cpu_us_each(), l.spent.master_pct)
+                format!(
+                    "{:.1} µs ({:.0}% of a core)",
+                    l.cpu_us_each(),
+                    l.spent.master_pct
+                )
             }),
             ratio_of(&|x| get(x).cpu_us_each()),
         ]);
@@ -718,7 +789,9 @@ fn print_size(r: &SizeResult, base: Option<u64>) {
     ]);
     rows.push(vec![
         "  VmRSS before → after registering (KiB)".to_owned(),
-        cell(m, &|x| format!("{} → {}", x.rss_before_kib, x.rss_after_kib)),
+        cell(m, &|x| {
+            format!("{} → {}", x.rss_before_kib, x.rss_after_kib)
+        }),
         cell(d, &|x| {
             format!(
                 "{} → {} (delta {:.0} B per server; idle with -n 1: {} KiB)",
@@ -763,7 +836,12 @@ fn print_goals(sizes: &[SizeResult]) {
         ]);
         rows.push(vec![
             format!("registrations/s ≥ dpmaster's ({n})"),
-            format!("{:.0} vs {:.0} /s ({})", m.reg_rate(), d.reg_rate(), ratio(m.reg_rate(), d.reg_rate())),
+            format!(
+                "{:.0} vs {:.0} /s ({})",
+                m.reg_rate(),
+                d.reg_rate(),
+                ratio(m.reg_rate(), d.reg_rate())
+            ),
             pass(m.reg_rate() >= d.reg_rate()),
         ]);
         for ask in [Ask::Plain, Ask::Ext] {
@@ -793,8 +871,14 @@ mod tests {
 
     #[test]
     fn servers_spread_over_addresses_and_ports() {
-        assert_eq!(server_addr(0, 100), SocketAddr::from((source_ip(0), PORT_BASE)));
-        assert_eq!(server_addr(199, 100), SocketAddr::from((source_ip(1), PORT_BASE + 99)));
+        assert_eq!(
+            server_addr(0, 100),
+            SocketAddr::from((source_ip(0), PORT_BASE))
+        );
+        assert_eq!(
+            server_addr(199, 100),
+            SocketAddr::from((source_ip(1), PORT_BASE + 99))
+        );
         let ip: std::net::Ipv4Addr = source_ip(2);
         assert_eq!(server_addr(250, 100).ip(), std::net::IpAddr::V4(ip));
     }
@@ -814,7 +898,13 @@ mod tests {
 
     #[test]
     fn list_requests_name_the_game_and_protocol() {
-        assert_eq!(Ask::Plain.datagram().unwrap(), b"\xff\xff\xff\xffgetservers BenchGame 3");
-        assert_eq!(Ask::Ext.datagram().unwrap(), b"\xff\xff\xff\xffgetserversExt BenchGame 3");
+        assert_eq!(
+            Ask::Plain.datagram().unwrap(),
+            b"\xff\xff\xff\xffgetservers BenchGame 3"
+        );
+        assert_eq!(
+            Ask::Ext.datagram().unwrap(),
+            b"\xff\xff\xff\xffgetserversExt BenchGame 3"
+        );
     }
 }

@@ -243,7 +243,13 @@ fn datagrams(state: &ServerState) -> usize {
 fn pick_name_len(base: u16, servers: usize, players: usize) -> anyhow::Result<usize> {
     for chars in (1..=24).rev() {
         let two = |i: usize| {
-            datagrams(&server_state(ScanProtocol::Gamespy1, base, i, players, chars)) == 2
+            datagrams(&server_state(
+                ScanProtocol::Gamespy1,
+                base,
+                i,
+                players,
+                chars,
+            )) == 2
         };
         if two(0) && two(servers.saturating_sub(1)) && (0..servers).all(two) {
             return Ok(chars);
@@ -401,7 +407,10 @@ fn run_qstat(
 ) -> anyhow::Result<Outcome> {
     let file = dir.join("qstat-servers.txt");
     let kind = args.protocol.qstat_type();
-    let text: String = query_addrs.iter().map(|a| format!("{kind} {a}\n")).collect();
+    let text: String = query_addrs
+        .iter()
+        .map(|a| format!("{kind} {a}\n"))
+        .collect();
     std::fs::write(&file, text)?;
     let mut cmd = Command::new(quakestat);
     cmd.args([
@@ -489,7 +498,8 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.loss) {
         bail!("--loss must be between 0 and 1");
     }
-    let max = (usize::from(u16::MAX) - usize::from(args.base_port)) / args.protocol.ports() as usize;
+    let max =
+        (usize::from(u16::MAX) - usize::from(args.base_port)) / args.protocol.ports() as usize;
     if args.servers == 0 || args.servers > max {
         bail!("--servers must be between 1 and {max}");
     }
@@ -865,7 +875,11 @@ mod tests {
         );
         let mut bytes = Vec::new();
         responder.status_response(&state, None).encode(&mut bytes);
-        assert!(bytes.len() <= muster_proto::quake3::LIST_DATAGRAM_LIMIT, "{}", bytes.len());
+        assert!(
+            bytes.len() <= muster_proto::quake3::LIST_DATAGRAM_LIMIT,
+            "{}",
+            bytes.len()
+        );
         let Ok(muster_proto::quake3::Packet::StatusResponse { players, .. }) =
             muster_proto::quake3::Packet::decode(&bytes)
         else {

@@ -517,3 +517,24 @@ impl Drop for ChildMaster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quake3_child_listens_on_the_quake3_face_alone_and_takes_loopback_servers() {
+        let c = quake3_config(Path::new("/nonexistent"), 10_000);
+        assert_eq!(
+            c.listen.quake3.0,
+            vec![SocketAddr::from(([127, 0, 0, 1], 0))]
+        );
+        assert!(c.listen.http.0.is_empty() && c.listen.gameagent.0.is_empty());
+        assert!(c.quake3.allow_loopback);
+        assert!(c.limits.servers_per_source >= 10_000 && c.limits.max_records >= 10_000);
+        assert_eq!(c.lifetimes.quake3.0, Duration::from_secs(24 * 3600));
+        // The default child keeps its faces and refuses loopback Quake III servers.
+        let d = config(Path::new("/nonexistent"), 10_000, false);
+        assert!(d.listen.quake3.0.is_empty() && !d.quake3.allow_loopback);
+    }
+}

@@ -54,9 +54,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::Value;
 
+use child::GAMESPY_GAME;
 pub(crate) use child::{ChildArgs, run as run_child};
 pub(crate) use child::{ChildMaster, RAISED};
-use child::GAMESPY_GAME;
 use ddnet::SERVERS_JSON_PATH;
 pub(crate) use events::{EventsArgs, run as run_events};
 use http::Conn;
