@@ -1,11 +1,14 @@
 //! `muster-bench`: measured comparisons.
 //!
-//! * `muster-bench scan`: starts a loopback farm of GameSpy v1 servers with the release `muster`
-//!   binary (`muster emulate`), then times Muster, qstat and GameDig on it, one after another,
-//!   and Muster's datagrams per second against the loopback limit of this machine.
+//! * `muster-bench scan`: starts a loopback farm of GameSpy v1 (or, with `--protocol quake3`,
+//!   Quake III) servers with the release `muster` binary (`muster emulate`), then times Muster,
+//!   qstat and GameDig on it, one after another, and Muster's datagrams per second against the
+//!   loopback limit of this machine.
 //! * `muster-bench master`: runs the master in a child process and measures registrations, list
 //!   requests served per second, the API under load and memory per registered server.
 //! * `muster-bench events`: the master's live event streams while its servers change.
+//! * `muster-bench quake3`: Muster's Quake III master face and dpmaster side by side:
+//!   registrations, lists and memory per server.
 //!
 //! This is a bench, not a test: missing peers are reported and skipped. Every child process
 //! and every wait is bounded.
@@ -24,6 +27,7 @@ static ALLOCATOR: muster_alloc::Allocator = muster_alloc::Allocator;
 mod loopback;
 mod master;
 mod procs;
+mod quake3;
 mod scan;
 mod table;
 
@@ -37,7 +41,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Time Muster, qstat and GameDig on one farm of emulated GameSpy v1 servers.
+    /// Time Muster, qstat and GameDig on one farm of emulated GameSpy v1 or Quake III servers.
     Scan(scan::ScanArgs),
     /// Measure the master: registrations, list requests per second, API latency under load,
     /// memory per server; optionally side by side with DDNet's mastersrv + nginx.
@@ -45,6 +49,9 @@ enum Command {
     /// Measure the master's live events: event streams while servers change, the latency
     /// from a change to its event, and what a browser page downloads.
     Events(master::EventsArgs),
+    /// Muster's Quake III face and dpmaster side by side: registrations/s, getservers and
+    /// getserversExt lists/s, memory per server.
+    Quake3(quake3::Quake3Args),
     /// The master under test, driven by `master` over stdin/stdout (internal).
     #[command(hide = true)]
     MasterChild(master::ChildArgs),
@@ -69,6 +76,12 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()?;
             rt.block_on(master::run_events(&args))
+        }
+        Command::Quake3(args) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(quake3::run(&args))
         }
         Command::MasterChild(args) => master::run_child(&args),
     }

@@ -1,9 +1,15 @@
-//! `muster-bench scan`: one farm of GameSpy v1 servers, three query tools timed on it.
+//! `muster-bench scan`: one farm of emulated servers, three query tools timed on it.
 //!
-//! The farm: N servers (style `ut99`, gamename `ut`, query port = game port + 1), each with K
-//! players whose Latin-1 names are long enough that every `\status\` reply is exactly two
-//! datagrams (checked against the responder before the farm starts); `reorder = 0.5` sends half
-//! of the replies in reverse order and `loss = P` drops that share of requests.
+//! The GameSpy v1 farm (`--protocol gamespy1`, the default): N servers (style `ut99`, gamename
+//! `ut`, query port = game port + 1), each with K players whose Latin-1 names are long enough
+//! that every `\status\` reply is exactly two datagrams (checked against the responder before
+//! the farm starts); `reorder = 0.5` sends half of the replies in reverse order and `loss = P`
+//! drops that share of requests.
+//!
+//! The Quake III farm (`--protocol quake3`): N ioquake3-style servers (query on the game port
+//! itself, Windows-1252 text), each with K players whose Latin-1 names are 16 characters long
+//! (one `statusResponse` datagram each), the same `loss`; qstat asks them as `q3s`, GameDig as
+//! `q3a`, Muster with `-p quake3`.
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader};
@@ -30,9 +36,66 @@ const SYLLABLES: [&str; 12] = [
     "Jé", "rô", "mé", "Æs", "kø", "bïng", "Çà", "ñö", "Üß", "grå", "Ðé", "þór",
 ];
 
+/// The protocol of the farm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ScanProtocol {
+    /// GameSpy v1 (Unreal Tournament), two-datagram replies.
+    Gamespy1,
+    /// Quake III (ioquake3), one-datagram replies.
+    Quake3,
+}
+
+impl ScanProtocol {
+    /// Ports one server holds: game and query port, or the game port alone.
+    fn ports(self) -> u32 {
+        match self {
+            Self::Gamespy1 => 2,
+            Self::Quake3 => 1,
+        }
+    }
+
+    /// The name `muster scan -p` and the farm use.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Gamespy1 => "gamespy1",
+            Self::Quake3 => "quake3",
+        }
+    }
+
+    /// qstat's server type.
+    fn qstat_type(self) -> &'static str {
+        match self {
+            Self::Gamespy1 => "gps",
+            Self::Quake3 => "q3s",
+        }
+    }
+
+    /// GameDig's game type.
+    fn gamedig_type(self) -> &'static str {
+        match self {
+            Self::Gamespy1 => "unrealtournament",
+            Self::Quake3 => "q3a",
+        }
+    }
+
+    /// Offset of the query port from the game port.
+    fn query_offset(self) -> u32 {
+        match self {
+            Self::Gamespy1 => 1,
+            Self::Quake3 => 0,
+        }
+    }
+}
+
+/// Player-name length (before the two-digit slot) of the Quake III farm.
+const QUAKE3_NAME_CHARS: usize = 16;
+
 /// Flags of `muster-bench scan`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ScanArgs {
+    /// The farm's protocol.
+    #[arg(long, value_enum, default_value_t = ScanProtocol::Gamespy1)]
+    protocol: ScanProtocol,
     /// Emulated servers.
     #[arg(long, default_value_t = 2000)]
     servers: usize,
@@ -55,8 +118,8 @@ pub(crate) struct ScanArgs {
     /// default (paced).
     #[arg(long, default_value = "0")]
     muster_rate: String,
-    /// First game port of the farm; server i uses BASE + 2i (game) and BASE + 2i + 1 (query).
-    /// Keep the range below the ephemeral ports (32768+).
+    /// First game port of the farm; server i uses BASE + 2i (game) and BASE + 2i + 1 (query),
+    /// or BASE + i for Quake III. Keep the range below the ephemeral ports (32768+).
     #[arg(long, default_value_t = 10_000)]
     base_port: u16,
     /// Seed of the farm.
@@ -131,14 +194,25 @@ fn latin1_name(seed: usize, chars: usize) -> String {
     s.chars().take(chars).collect()
 }
 
-fn server_state(base: u16, index: usize, players: usize, name_chars: usize) -> ServerState {
-    let game_port = u16::try_from(u32::from(base) + 2 * index as u32).unwrap_or(u16::MAX);
+fn server_state(
+    protocol: ScanProtocol,
+    base: u16,
+    index: usize,
+    players: usize,
+    name_chars: usize,
+) -> ServerState {
+    let game_port =
+        u16::try_from(u32::from(base) + protocol.ports() * index as u32).unwrap_or(u16::MAX);
+    let (map, game_type, version, game) = match protocol {
+        ScanProtocol::Gamespy1 => ("DM-Deck16][", "DeathMatchPlus", "451", "ut"),
+        ScanProtocol::Quake3 => ("q3dm17", "0", "ioq3 1.36 linux-x86_64", "Quake3Arena"),
+    };
     ServerState {
         name: format!("Bénch Sérvér {index:05}"),
-        map: "DM-Deck16][".to_owned(),
-        game_type: "DeathMatchPlus".to_owned(),
-        version: "451".to_owned(),
-        game: "ut".to_owned(),
+        map: map.to_owned(),
+        game_type: game_type.to_owned(),
+        version: version.to_owned(),
+        game: game.to_owned(),
         game_port,
         password: false,
         max_players: u32::try_from(players.max(16)).unwrap_or(u32::MAX),
@@ -168,7 +242,15 @@ fn datagrams(state: &ServerState) -> usize {
 /// The longest player-name length (≤ 24 characters) for which every reply is two datagrams.
 fn pick_name_len(base: u16, servers: usize, players: usize) -> anyhow::Result<usize> {
     for chars in (1..=24).rev() {
-        let two = |i: usize| datagrams(&server_state(base, i, players, chars)) == 2;
+        let two = |i: usize| {
+            datagrams(&server_state(
+                ScanProtocol::Gamespy1,
+                base,
+                i,
+                players,
+                chars,
+            )) == 2
+        };
         if two(0) && two(servers.saturating_sub(1)) && (0..servers).all(two) {
             return Ok(chars);
         }
@@ -181,11 +263,17 @@ fn pick_name_len(base: u16, servers: usize, players: usize) -> anyhow::Result<us
 fn farm_toml(args: &ScanArgs, chars: usize) -> String {
     let (servers, players, loss, seed) = (args.servers, args.players, args.loss, args.seed);
     let mut out = format!("seed = {seed}\nbind = \"127.0.0.1\"\n");
+    // The GameSpy farm names its style; the Quake III farm is ioquake3, the default style.
+    let style = match args.protocol {
+        ScanProtocol::Gamespy1 => "style = \"ut99\"\n",
+        ScanProtocol::Quake3 => "",
+    };
+    let protocol = args.protocol.name();
     for i in 0..servers {
-        let s = server_state(args.base_port, i, players, chars);
+        let s = server_state(args.protocol, args.base_port, i, players, chars);
         let _ = write!(
             out,
-            "\n[[server]]\nprotocol = \"gamespy1\"\nstyle = \"ut99\"\nport = {}\nname = \"{}\"\n\
+            "\n[[server]]\nprotocol = \"{protocol}\"\n{style}port = {}\nname = \"{}\"\n\
              map = \"{}\"\ngame_type = \"{}\"\nmax_players = {}\nloss = {loss}\nreorder = 0.5\n\
              players = [\n",
             s.game_port, s.name, s.map, s.game_type, s.max_players
@@ -273,7 +361,7 @@ fn run_muster(
     cmd.arg("scan")
         .arg("--servers")
         .arg(game_file)
-        .args(["--protocol", "gamespy1", "-f", "ndjson"])
+        .args(["--protocol", args.protocol.name(), "-f", "ndjson"])
         // The engine's counters, for datagrams per second.
         .env("RUST_LOG", "muster_query=debug")
         .env("NO_COLOR", "1");
@@ -318,7 +406,11 @@ fn run_qstat(
     query_addrs: &[String],
 ) -> anyhow::Result<Outcome> {
     let file = dir.join("qstat-servers.txt");
-    let text: String = query_addrs.iter().map(|a| format!("gps {a}\n")).collect();
+    let kind = args.protocol.qstat_type();
+    let text: String = query_addrs
+        .iter()
+        .map(|a| format!("{kind} {a}\n"))
+        .collect();
     std::fs::write(&file, text)?;
     let mut cmd = Command::new(quakestat);
     cmd.args([
@@ -377,7 +469,7 @@ fn run_gamedig(
     cmd.arg(script)
         .arg(gamedig)
         .arg(&file)
-        .arg("unrealtournament");
+        .arg(args.protocol.gamedig_type());
     let f = procs::run_bounded(cmd, dir, "gamedig", TOOL_LIMIT)?;
     let (mut answered, mut full) = (0, 0);
     for line in String::from_utf8_lossy(&f.stdout).lines() {
@@ -406,7 +498,8 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.loss) {
         bail!("--loss must be between 0 and 1");
     }
-    let max = (usize::from(u16::MAX) - usize::from(args.base_port)) / 2;
+    let max =
+        (usize::from(u16::MAX) - usize::from(args.base_port)) / args.protocol.ports() as usize;
     if args.servers == 0 || args.servers > max {
         bail!("--servers must be between 1 and {max}");
     }
@@ -424,8 +517,9 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<()> {
         println!(
             "wrote {0}/farm.toml, {0}/muster-servers.txt and {0}/query-servers.txt\n\
              run: muster emulate --config {0}/farm.toml\n\
-             then: muster scan -p gamespy1 --servers {0}/muster-servers.txt -f ndjson --rate 0",
-            dir.display()
+             then: muster scan -p {1} --servers {0}/muster-servers.txt -f ndjson --rate 0",
+            dir.display(),
+            args.protocol.name()
         );
         return Ok(());
     }
@@ -447,15 +541,19 @@ struct FarmFiles {
 }
 
 fn write_farm(args: &ScanArgs, dir: &Path) -> anyhow::Result<FarmFiles> {
-    let chars = pick_name_len(args.base_port, args.servers, args.players)?;
+    let chars = match args.protocol {
+        ScanProtocol::Gamespy1 => pick_name_len(args.base_port, args.servers, args.players)?,
+        ScanProtocol::Quake3 => QUAKE3_NAME_CHARS,
+    };
     let base = u32::from(args.base_port);
+    let (stride, offset) = (args.protocol.ports(), args.protocol.query_offset());
     let config = dir.join("farm.toml");
     std::fs::write(&config, farm_toml(args, chars))?;
     let game_addrs: Vec<String> = (0..args.servers)
-        .map(|i| format!("127.0.0.1:{}", base + 2 * i as u32))
+        .map(|i| format!("127.0.0.1:{}", base + stride * i as u32))
         .collect();
     let query_addrs: Vec<String> = (0..args.servers)
-        .map(|i| format!("127.0.0.1:{}", base + 2 * i as u32 + 1))
+        .map(|i| format!("127.0.0.1:{}", base + stride * i as u32 + offset))
         .collect();
     let game_file = dir.join("muster-servers.txt");
     std::fs::write(&game_file, game_addrs.join("\n") + "\n")?;
@@ -470,7 +568,7 @@ fn write_farm(args: &ScanArgs, dir: &Path) -> anyhow::Result<FarmFiles> {
 
 fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Result<()> {
     let base = u32::from(args.base_port);
-    if let Some(busy) = (base..base + 2 * args.servers as u32)
+    if let Some(busy) = (base..base + args.protocol.ports() * args.servers as u32)
         .find(|&p| std::net::UdpSocket::bind(("127.0.0.1", u16::try_from(p).unwrap_or(0))).is_err())
     {
         bail!("UDP port {busy} is in use: pick another --base-port");
@@ -482,9 +580,16 @@ fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Re
         name_chars: chars,
     } = write_farm(args, dir)?;
 
+    let kind = match args.protocol {
+        ScanProtocol::Gamespy1 => "GameSpy v1 servers (ut99)",
+        ScanProtocol::Quake3 => "Quake III servers (ioquake3)",
+    };
+    let replies = match args.protocol {
+        ScanProtocol::Gamespy1 => "2 datagrams per reply, reorder 0.5",
+        ScanProtocol::Quake3 => "1 datagram per reply",
+    };
     eprintln!(
-        "farm: {} GameSpy v1 servers (ut99), {} players with {}-character Latin-1 names, \
-         2 datagrams per reply, reorder 0.5, loss {}",
+        "farm: {} {kind}, {} players with {}-character Latin-1 names, {replies}, loss {}",
         args.servers,
         args.players,
         chars + 2,
@@ -669,9 +774,14 @@ fn print_table(args: &ScanArgs, summaries: &[Summary], limit: Option<f64>) {
             .map(|r| format!(" --retries {r}"))
             .unwrap_or_default(),
     );
+    let reorder = match args.protocol {
+        ScanProtocol::Gamespy1 => ", reorder 50 %",
+        ScanProtocol::Quake3 => "",
+    };
     println!(
-        "scan: {} servers, {} players each, loss {:.0} %, reorder 50 %; {flags}",
+        "scan: {} {} servers, {} players each, loss {:.0} %{reorder}; {flags}",
         args.servers,
+        args.protocol.name(),
         args.players,
         args.loss * 100.0
     );
@@ -702,12 +812,16 @@ mod tests {
     fn replies_are_two_datagrams() {
         let chars = pick_name_len(10_000, 20, 16).unwrap();
         assert!(chars >= 8, "names should be long, got {chars}");
-        assert_eq!(datagrams(&server_state(10_000, 3, 16, chars)), 2);
+        assert_eq!(
+            datagrams(&server_state(ScanProtocol::Gamespy1, 10_000, 3, 16, chars)),
+            2
+        );
     }
 
     #[test]
     fn farm_file_parses() {
         let args = ScanArgs {
+            protocol: ScanProtocol::Gamespy1,
             servers: 3,
             loss: 0.1,
             players: 4,
@@ -727,7 +841,50 @@ mod tests {
         assert_eq!(servers[2].state.players.len(), 4);
         assert_eq!(
             servers[2].state.players[0].name,
-            server_state(10_000, 2, 4, 10).players[0].name
+            server_state(ScanProtocol::Gamespy1, 10_000, 2, 4, 10).players[0].name
         );
+    }
+
+    #[test]
+    fn quake3_farm_uses_one_port_per_server_and_one_datagram_per_status() {
+        let args = ScanArgs {
+            protocol: ScanProtocol::Quake3,
+            servers: 3,
+            loss: 0.1,
+            players: 16,
+            peers: Vec::new(),
+            muster_timeout: None,
+            muster_retries: None,
+            muster_rate: "0".to_owned(),
+            base_port: 10_000,
+            seed: 1,
+            runs: 1,
+            write_farm: None,
+        };
+        let text = farm_toml(&args, QUAKE3_NAME_CHARS);
+        let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
+        let servers = farm.expand().unwrap();
+        assert_eq!(servers.len(), 3);
+        assert_eq!(servers[2].state.game_port, 10_002);
+        assert_eq!(servers[2].state.players.len(), 16);
+        assert_eq!(servers[2].state.game, "Quake3Arena");
+        // Every player in one statusResponse.
+        let state = server_state(ScanProtocol::Quake3, 10_000, 2, 16, QUAKE3_NAME_CHARS);
+        let responder = muster_proto::quake3::respond::Quake3Responder::new(
+            muster_proto::quake3::respond::Style::Ioquake3,
+        );
+        let mut bytes = Vec::new();
+        responder.status_response(&state, None).encode(&mut bytes);
+        assert!(
+            bytes.len() <= muster_proto::quake3::LIST_DATAGRAM_LIMIT,
+            "{}",
+            bytes.len()
+        );
+        let Ok(muster_proto::quake3::Packet::StatusResponse { players, .. }) =
+            muster_proto::quake3::Packet::decode(&bytes)
+        else {
+            panic!("not a statusResponse");
+        };
+        assert_eq!(players.len(), 16);
     }
 }

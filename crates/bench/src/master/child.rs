@@ -56,6 +56,9 @@ pub(crate) struct ChildArgs {
     /// The store URL (`[store] url`): a PostgreSQL database shared with another child.
     #[arg(long)]
     store: Option<String>,
+    /// Only the Quake III face, loopback servers allowed: `muster-bench quake3`.
+    #[arg(long, conflicts_with = "ddnet_only")]
+    quake3_only: bool,
 }
 
 /// The GameSpy game the bench lists (Unreal Tournament).
@@ -115,6 +118,17 @@ pub(crate) fn config(dir: &Path, servers: usize, ddnet_only: bool) -> Config {
     l.pending_per_face = servers.max(16_384) * 2;
     l.tcp_max_connections = 16_384;
     l.tcp_max_per_source = 1024;
+    c
+}
+
+/// [`config`] with only the Quake III face listening (loopback servers allowed, as dpmaster's
+/// `--allow-loopback`), its lifetime a day, every limit raised as for the other faces.
+pub(crate) fn quake3_config(dir: &Path, servers: usize) -> Config {
+    let mut c = config(dir, servers, false);
+    c.listen = ListenConfig::off();
+    c.listen.quake3 = Listen(vec![SocketAddr::from(([127, 0, 0, 1], 0))]);
+    c.quake3.allow_loopback = true;
+    c.lifetimes.quake3 = HumanDuration(Duration::from_secs(24 * 3600));
     c
 }
 
@@ -255,7 +269,11 @@ pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &ChildArgs) -> anyhow::Result<()> {
-    let mut config = config(&args.data_dir, args.servers, args.ddnet_only);
+    let mut config = if args.quake3_only {
+        quake3_config(&args.data_dir, args.servers)
+    } else {
+        config(&args.data_dir, args.servers, args.ddnet_only)
+    };
     config.store.url.clone_from(&args.store);
     let listeners = Listeners::bind(&config)?;
     let bound: BTreeMap<String, String> = listeners
@@ -364,6 +382,23 @@ impl ChildMaster {
         ddnet_only: bool,
         store: Option<&str>,
     ) -> anyhow::Result<Self> {
+        let mut extra = Vec::new();
+        if ddnet_only {
+            extra.push("--ddnet-only".to_owned());
+        }
+        if let Some(url) = store {
+            extra.push("--store".to_owned());
+            extra.push(url.to_owned());
+        }
+        Self::spawn_args(servers, &extra)
+    }
+
+    /// A child with only the Quake III face (see [`quake3_config`]).
+    pub(crate) fn spawn_quake3(servers: usize) -> anyhow::Result<Self> {
+        Self::spawn_args(servers, &["--quake3-only".to_owned()])
+    }
+
+    fn spawn_args(servers: usize, extra: &[String]) -> anyhow::Result<Self> {
         let dir = std::env::temp_dir().join(format!(
             "muster-bench-master-{}-{}",
             std::process::id(),
@@ -390,13 +425,8 @@ impl ChildMaster {
             .arg(servers.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        if ddnet_only {
-            cmd.arg("--ddnet-only");
-        }
-        if let Some(url) = store {
-            cmd.arg("--store").arg(url);
-        }
+            .stderr(Stdio::inherit())
+            .args(extra);
         let mut child = cmd.spawn().context("starting the master child")?;
         let stdin = child.stdin.take().context("child stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("child stdout")?);
@@ -485,5 +515,26 @@ impl Drop for ChildMaster {
             let _ = self.child.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quake3_child_listens_on_the_quake3_face_alone_and_takes_loopback_servers() {
+        let c = quake3_config(Path::new("/nonexistent"), 10_000);
+        assert_eq!(
+            c.listen.quake3.0,
+            vec![SocketAddr::from(([127, 0, 0, 1], 0))]
+        );
+        assert!(c.listen.http.0.is_empty() && c.listen.gameagent.0.is_empty());
+        assert!(c.quake3.allow_loopback);
+        assert!(c.limits.servers_per_source >= 10_000 && c.limits.max_records >= 10_000);
+        assert_eq!(c.lifetimes.quake3.0, Duration::from_secs(24 * 3600));
+        // The default child keeps its faces and refuses loopback Quake III servers.
+        let d = config(Path::new("/nonexistent"), 10_000, false);
+        assert!(d.listen.quake3.0.is_empty() && !d.quake3.allow_loopback);
     }
 }

@@ -39,8 +39,8 @@ mod events;
 mod http;
 mod peers;
 mod shared;
-mod stats;
-mod wire;
+pub(crate) mod stats;
+pub(crate) mod wire;
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -54,8 +54,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::Value;
 
+use child::GAMESPY_GAME;
 pub(crate) use child::{ChildArgs, run as run_child};
-use child::{ChildMaster, GAMESPY_GAME, RAISED};
+pub(crate) use child::{ChildMaster, RAISED};
 use ddnet::SERVERS_JSON_PATH;
 pub(crate) use events::{EventsArgs, run as run_events};
 use http::Conn;
@@ -329,13 +330,13 @@ pub(crate) async fn run(args: &MasterArgs) -> anyhow::Result<()> {
 /// How long the master is left quiet before its resident set is read: long enough for the
 /// allocator's upkeep to hand back what the phase freed (mimalloc gives pages freed a second
 /// ago back to the system, and the upkeep asks it to once a second).
-const SETTLE: Duration = Duration::from_millis(2500);
+pub(crate) const SETTLE: Duration = Duration::from_millis(2500);
 const _: () = assert!(SETTLE.as_millis() > 2 * muster_alloc::UPKEEP_INTERVAL.as_millis());
 
 /// The child's `VmRSS` (KiB) once it settled: store flushed and snapshot published, then
 /// [`SETTLE`] of quiet, then one more flush (the allocator purges what it freed long enough
 /// ago when it next works), as a monitoring system sees a running master between bursts.
-async fn settled_rss(m: &mut ChildMaster) -> anyhow::Result<u64> {
+pub(crate) async fn settled_rss(m: &mut ChildMaster) -> anyhow::Result<u64> {
     m.call("flush")?;
     tokio::time::sleep(SETTLE).await;
     m.call("flush")?;
