@@ -28,7 +28,7 @@
 //!   those either, or a write that fails (a full disk): the info stays in the heap
 //!   ([`DdnetInfo`] holds it itself), and the cause is logged once.
 //!
-//! [`MAX_DDNET_INFO`]: super::types::MAX_DDNET_INFO
+//! [`MAX_DDNET_INFO`]: super::MAX_DDNET_INFO
 
 use std::io;
 use std::os::unix::fs::FileExt as _;

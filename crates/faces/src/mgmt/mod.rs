@@ -3,7 +3,7 @@
 //! Each connection is a [`MgmtConversation`] (a pure machine driven by the runtime's TCP
 //! driver, [`crate::runtime::conversation`]) around a sans-IO [`muster_proto::mgmt::ServerSession`] (framing,
 //! validation, the one-server-per-connection rule, the idle timeout of unregistered
-//! connections); it mirrors the session's events into the registry: a registration is a [`Face::Mgmt`] record keyed by the
+//! connections); it mirrors the session's events into the registry: a registration is a [`muster_core::registry::Face::Mgmt`] record keyed by the
 //! connection id ([`ServerKey::with_instance`]), listed at once with the default state; stats
 //! updates replace its info; it is removed on unregister and whenever the connection ends
 //! (EOF, error, framing error, idle timeout, output overflow, shutdown). Queries are answered

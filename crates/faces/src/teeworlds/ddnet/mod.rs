@@ -54,7 +54,7 @@
 //! (429), each growing with the servers the source registered (a hosting box's servers share
 //! its address: [`muster_proto::limit`]); a global egress budget for
 //! challenges; the registry's caps (per source, addresses per server: 429); an info that
-//! grows past [`MAX_DDNET_INFO`] when re-written (413). A challenge goes only to the IP that
+//! grows past [`muster_core::registry::MAX_DDNET_INFO`] when re-written (413). A challenge goes only to the IP that
 //! opened the TCP connection (behind a trusted reverse proxy: the client's IP it names).
 //!
 //! An entry gets a `location` when the daemon has a locations table (config
@@ -138,7 +138,7 @@ pub struct DdnetSettings {
     pub body_limit: usize,
     /// Where `servers.json` and its gzip form are kept, as unnamed files (the data directory):
     /// the page cache holds them, as it holds the file nginx serves for mastersrv. `None`, or
-    /// a directory that cannot take one: anonymous memory files ([`MemFile::written_in`]).
+    /// a directory that cannot take one: anonymous memory files ([`muster_core::memfile::MemFile::written_in`]).
     pub body_dir: Option<std::path::PathBuf>,
 }
 
