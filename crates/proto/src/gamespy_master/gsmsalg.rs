@@ -15,8 +15,52 @@
 //!
 //! [`Challenge`]: super::Challenge
 
-use super::packet::Challenge;
 use crate::wire::DecodeError;
+
+/// Challenges are exactly 6 characters (§4.1).
+pub const CHALLENGE_LEN: usize = 6;
+
+/// A master challenge: exactly 6 printable ASCII characters other than `\` (spec §4.4: UE2,
+/// Serious Sam and UBrowser read exactly 6). `Debug` shows `Challenge(b"ABCDEF")`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Challenge([u8; CHALLENGE_LEN]);
+
+impl Challenge {
+    /// A challenge from its bytes; [`DecodeError::Invalid`] unless exactly 6 bytes in
+    /// `0x21..=0x7e` without `\`.
+    pub fn new(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let arr: [u8; CHALLENGE_LEN] = bytes
+            .try_into()
+            .map_err(|_| DecodeError::Invalid("challenge length"))?;
+        if arr
+            .iter()
+            .any(|&b| !(0x21..=0x7e).contains(&b) || b == b'\\')
+        {
+            return Err(DecodeError::Invalid("challenge character"));
+        }
+        Ok(Self(arr))
+    }
+
+    /// A challenge of 6 letters `A`–`Z` (what the 333networks masters send) made from 6 random
+    /// bytes the caller drew from a CSPRNG (each byte is reduced mod 26; the small bias is
+    /// irrelevant for a challenge that lives 30 s).
+    #[must_use]
+    pub fn from_random(random: [u8; CHALLENGE_LEN]) -> Self {
+        Self(random.map(|b| b'A' + b % 26))
+    }
+
+    /// The 6 characters.
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8; CHALLENGE_LEN] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Challenge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Challenge(b\"{}\")", self.0.escape_ascii())
+    }
+}
 
 /// The post-processing step of gsmsalg, as the `\enctype\` value names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -7,6 +7,7 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use super::gsmsalg::Enctype;
+pub use super::gsmsalg::{CHALLENGE_LEN, Challenge};
 use super::{FINAL, MAX_LIST_PREALLOC, key_is, pairs, put_pair};
 use crate::model::{ListedServer, ServerList};
 use crate::wire::{DecodeError, Reader, put_decimal};
@@ -26,12 +27,6 @@ impl std::fmt::Debug for Token {
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Key(b\"{}\")", self.as_bytes().escape_ascii())
-    }
-}
-
-impl std::fmt::Debug for Challenge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Challenge(b\"{}\")", self.0.escape_ascii())
     }
 }
 
@@ -106,42 +101,6 @@ impl Key {
     /// A key from a known-good constant.
     pub(crate) fn constant(name: &'static str) -> Self {
         Self(Token(name.as_bytes().to_vec()))
-    }
-}
-
-/// A master challenge: exactly 6 printable ASCII characters other than `\` (spec §4.4: UE2,
-/// Serious Sam and UBrowser read exactly 6). `Debug` shows `Challenge(b"ABCDEF")`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Challenge([u8; CHALLENGE_LEN]);
-
-impl Challenge {
-    /// A challenge from its bytes; [`DecodeError::Invalid`] unless exactly 6 bytes in
-    /// `0x21..=0x7e` without `\`.
-    pub fn new(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let arr: [u8; CHALLENGE_LEN] = bytes
-            .try_into()
-            .map_err(|_| DecodeError::Invalid("challenge length"))?;
-        if arr
-            .iter()
-            .any(|&b| !(0x21..=0x7e).contains(&b) || b == b'\\')
-        {
-            return Err(DecodeError::Invalid("challenge character"));
-        }
-        Ok(Self(arr))
-    }
-
-    /// A challenge of 6 letters `A`–`Z` (what the 333networks masters send) made from 6 random
-    /// bytes the caller drew from a CSPRNG (each byte is reduced mod 26; the small bias is
-    /// irrelevant for a challenge that lives 30 s).
-    #[must_use]
-    pub fn from_random(random: [u8; CHALLENGE_LEN]) -> Self {
-        Self(random.map(|b| b'A' + b % 26))
-    }
-
-    /// The 6 characters.
-    #[must_use]
-    pub fn as_bytes(&self) -> &[u8; CHALLENGE_LEN] {
-        &self.0
     }
 }
 
@@ -1075,8 +1034,6 @@ fn put_addr(out: &mut Vec<u8>, a: SocketAddrV4) {
     put_decimal(out, i64::from(a.port()));
 }
 
-/// Challenges are exactly 6 characters (§4.1).
-pub const CHALLENGE_LEN: usize = 6;
 /// One `cmp` record: 4 address bytes and a big-endian port (§5.5).
 pub const CMP_RECORD_LEN: usize = 6;
 /// The greeting before its challenge: `\basic\\secure\` (15 bytes, §5.2).

@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::messages::MessageError;
+use super::error::MessageError;
 
 /// One parsed JSON value.
 #[derive(Debug)]

@@ -36,6 +36,7 @@
 //! `004_management-server.de.md` (group5productions/bomberman-protocol, `management-server.md`).
 
 pub mod client;
+mod error;
 mod json;
 pub mod messages;
 pub mod packet;
