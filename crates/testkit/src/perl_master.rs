@@ -417,7 +417,10 @@ impl PerlMasterGuard {
     /// for messages.
     pub fn servers(&self) -> String {
         let mut cmd = Command::new(&self.sqlite3);
-        cmd.arg(&self.db)
+        // The master writes while we read: wait for its lock instead of printing nothing.
+        cmd.arg("-cmd")
+            .arg(".timeout 5000")
+            .arg(&self.db)
             .arg("SELECT gamename, ip, port, hostport FROM serverlist ORDER BY id;");
         run_bounded(cmd, "sqlite3 (servers)".into(), Duration::from_secs(10)).stdout_text()
     }

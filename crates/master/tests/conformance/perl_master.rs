@@ -194,12 +194,16 @@ async fn the_perl_master_syncs_from_muster_and_each_verifies_the_other() {
         perl.servers(),
         perl.log()
     );
-    let servers = perl.servers();
+    let mesh_row = format!("333networks|{ip}|{}", muster.udp.port());
+    let meshed = until(async || perl.servers().contains(&mesh_row)).await;
     assert!(
-        servers.contains(&format!("333networks|{ip}|{}", muster.udp.port())),
-        "Muster is one of its 333networks masters:\n{servers}"
+        meshed,
+        "Muster is one of its 333networks masters:\n{}\n--- its log\n{}",
+        perl.servers(),
+        perl.log()
     );
-    assert!(perl.log().contains("(333nwm)"), "{}", perl.log());
+    let named = until(async || perl.log().contains("(333nwm)")).await;
+    assert!(named, "{}", perl.log());
     let metrics = muster_http::metrics::render(muster.handle.metrics(), &Default::default());
     assert!(
         metrics.contains("muster_list_requests_total{face=\"gamespy-sync\"}"),
