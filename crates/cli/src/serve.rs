@@ -192,11 +192,8 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
 }
 
 /// What `serve` says after its `listening` lines: where the browser is, and for each face
-/// (its first address, IPv4 first) how a game server registers with it or a client lists it.
-/// Config names from `docs/protocols/`: gameagent.md §1.1 (`ga_bMSLegacy`, `ga_strServer`,
-/// port 9005 fixed), gamespy-master.md §2.2 and UT99's `UdpServerUplink`, peers.md §4.3 and
-/// teeworlds-master.md §1 (`masters.cfg`, ports 8300/8283 fixed), teeworlds-master.md §3.1
-/// (`sv_register_url`), management-server.md §4.1.
+/// (its first address, IPv4 first) how a game server registers with it or a client lists it:
+/// DDNet's `sv_register_url` (teeworlds-master.md §3.1), then each table face's own hint.
 pub(crate) fn start_notes(bound: &[Bound]) -> Vec<String> {
     let first = |face: &str| {
         let mut addrs: Vec<SocketAddr> = bound
@@ -207,71 +204,20 @@ pub(crate) fn start_notes(bound: &[Bound]) -> Vec<String> {
         addrs.sort_by_key(SocketAddr::is_ipv6);
         addrs.first().copied()
     };
-    let fixed = |a: SocketAddr, port: u16| {
-        if a.port() == port {
-            String::new()
-        } else {
-            format!(
-                " (the game always sends to port {port}; this face is on {})",
-                a.port()
-            )
-        }
-    };
     let mut notes = Vec::new();
     if let Some(a) = first("http") {
         notes.push(format!("browser: http://{a}/"));
     }
     let mut faces = Vec::new();
-    if let Some(a) = first("gameagent") {
-        faces.push(format!(
-            "gameagent    Serious Sam: ga_bMSLegacy = 0; ga_strServer = \"{}\";{}",
-            a.ip(),
-            fixed(a, 9005)
-        ));
-    }
-    if let Some(a) = first("gamespy-udp") {
-        faces.push(format!(
-            "gamespy-udp  UT99/Unreal: [IpServer.UdpServerUplink] DoUplink=True \
-             MasterServerAddress={} MasterServerPort={}; Serious Sam: ga_strMSLegacy = \"{}\";",
-            a.ip(),
-            a.port(),
-            a.ip()
-        ));
-    }
-    if let Some(a) = first("gamespy-tcp") {
-        faces.push(format!(
-            "gamespy-tcp  list for browsers: muster list -p gamespy -g ut {a}"
-        ));
-    }
-    if let Some(a) = first("teeworlds07") {
-        faces.push(format!(
-            "teeworlds07  Teeworlds 0.7: sv_register 1 and the masters.cfg line \"{0} {0}\"{1}",
-            a.ip(),
-            fixed(a, 8283)
-        ));
-    }
-    if let Some(a) = first("teeworlds06") {
-        faces.push(format!(
-            "teeworlds06  Teeworlds 0.6 clients: the masters.cfg line \"{0} {0}\"{1} lists the \
-             DDNet servers registered over HTTP (0.6 servers cannot register here)",
-            a.ip(),
-            fixed(a, 8300)
-        ));
-    }
     if let Some(a) = first("http") {
         faces.push(format!(
             "http         DDNet: sv_register_url \"http://{a}/ddnet/15/register\" (and http_allow_insecure 1)"
         ));
     }
-    if let Some(a) = first("mgmt") {
-        faces.push(format!(
-            "mgmt         management server: game servers connect to {a} and send msRegisterGameServer"
-        ));
-    }
-    if let Some(a) = first("quake3") {
-        faces.push(format!(
-            "quake3       ioquake3/OpenArena: +set sv_master1 \"{a}\"; DarkPlaces/Xonotic: sv_masterextra1 \"{a}\""
-        ));
+    for face in muster_master::table::FACES {
+        if let Some(a) = first(face.name) {
+            faces.push(format!("{:<12} {}", face.name, (face.register_hint)(a)));
+        }
     }
     if !faces.is_empty() {
         notes.push(

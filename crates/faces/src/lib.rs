@@ -8,8 +8,10 @@
 //!                                                     muster_core::MasterHandle (one owner)
 //! ```
 //!
-//! A face is a pure machine ([`runtime::udp::UdpMachine`]) or a set of routes; the
-//! [`runtime`] is the only code here that touches sockets. Protocol logic that needs no
+//! A face is a pure machine ([`runtime::udp::UdpMachine`], a TCP conversation) or a set of
+//! routes; the [`runtime`] is the only code here that touches sockets. Each socket face exports
+//! one descriptor, listed in the [`table`], through which the daemon and the tests bind and
+//! serve it. Protocol logic that needs no
 //! socket lives in `muster-proto`; a face applies the shared limits and mirrors what the
 //! protocol decided into the registry. The HTTP API and the web page sit above this crate,
 //! the daemon's composition root above them.
@@ -21,6 +23,7 @@ pub mod gamespy;
 pub mod mgmt;
 pub mod quake3;
 pub mod runtime;
+pub mod table;
 pub mod teeworlds;
 
 pub use muster_core::MasterHandle;

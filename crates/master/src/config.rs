@@ -148,6 +148,23 @@ pub struct ListenConfig {
 }
 
 impl ListenConfig {
+    /// The addresses of the face-table face called `name` (`gamespy-udp` is the
+    /// `gamespy_udp` key); a name the table does not have listens nowhere.
+    #[must_use]
+    pub fn face(&self, name: &str) -> &Listen {
+        static NOWHERE: Listen = Listen(Vec::new());
+        match name {
+            "gameagent" => &self.gameagent,
+            "gamespy-udp" => &self.gamespy_udp,
+            "gamespy-tcp" => &self.gamespy_tcp,
+            "teeworlds07" => &self.teeworlds07,
+            "teeworlds06" => &self.teeworlds06,
+            "mgmt" => &self.mgmt,
+            "quake3" => &self.quake3,
+            _ => &NOWHERE,
+        }
+    }
+
     /// Every face off; turn on the ones wanted (tests bind only what they use).
     #[must_use]
     pub fn off() -> Self {
@@ -702,6 +719,20 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_face_in_the_table_has_a_listen_key_with_its_default_port() {
+        let defaults = ListenConfig::default();
+        for face in muster_faces::table::FACES {
+            assert_eq!(
+                defaults.face(face.name),
+                &Listen::dual(face.default_port),
+                "{}",
+                face.name
+            );
+        }
+        assert!(defaults.face("http-not-a-face").0.is_empty());
+    }
 
     #[test]
     fn empty_file_gives_spec_defaults() {

@@ -24,7 +24,10 @@
 //!   instance liveness, poll leases.
 //! * [`runtime`]: the only code touching sockets: binding, the UDP runner, the TCP accept side
 //!   with caps, the HTTP server with its deadlines.
-//! * [`faces`]: one pure machine per wire protocol (GameAgent, GameSpy, Teeworlds 0.7/0.6) or
+//! * [`table`]: the face table, one descriptor per socket face; [`Listeners::bind`] and
+//!   [`Master::run`] bind and serve every face through it.
+//! * [`faces`]: one pure machine per wire protocol (GameAgent, GameSpy, Teeworlds 0.7/0.6,
+//!   Quake III) or
 //!   routes (DDNet HTTP, UT2003 list), and the management server's sessions.
 //! * [`http`], [`api::dto`], [`web`]: the JSON API, its types, the browser page and history.
 //! * [`poller`]: keeps listed servers fresh with the query engine.
@@ -50,7 +53,7 @@ pub use muster_core::{
     board, bulk, clock, conns, drops, events, handle, locations, memfile, metrics, poll, registry,
     secrets, views,
 };
-pub use muster_faces::runtime;
+pub use muster_faces::{runtime, table};
 pub use muster_http::{api, limit as http_limit, routes as http, web};
 pub use muster_proto::errors::error_chain;
 pub use muster_store::cluster;
@@ -78,6 +81,7 @@ use config::Config;
 use registry::Timestamp;
 use runtime::{bind_tcp, bind_udp};
 use store::{PgShared, PgStore, SqliteStore, Store, StoreError, StoreUrl};
+use table::FaceDescriptor;
 
 /// Refreshes (heartbeats, polls) are written to the store at least this often; structural
 /// changes within [`handle::FLUSH_DELAY`].
@@ -119,22 +123,9 @@ pub enum MasterError {
 pub struct Listeners {
     /// The HTTP face.
     pub http: Vec<tokio::net::TcpListener>,
-    /// The GameAgent master (UDP), listing every product.
-    pub gameagent: Vec<tokio::net::UdpSocket>,
-    /// Extra GameAgent listeners whose `e` lists only some products (lower-case).
-    pub gameagent_products: Vec<(tokio::net::UdpSocket, Vec<String>)>,
-    /// GameSpy heartbeats and the master's own query face (UDP).
-    pub gamespy_udp: Vec<tokio::net::UdpSocket>,
-    /// GameSpy list connections (TCP).
-    pub gamespy_tcp: Vec<tokio::net::TcpListener>,
-    /// The management server (TCP).
-    pub mgmt: Vec<tokio::net::TcpListener>,
-    /// Teeworlds 0.7 master sockets, each with its firewall-check socket (master port + 1).
-    pub teeworlds07: Vec<faces::teeworlds::SocketPair07>,
-    /// Teeworlds 0.6 list sockets.
-    pub teeworlds06: Vec<tokio::net::UdpSocket>,
-    /// Quake III / DarkPlaces master sockets.
-    pub quake3: Vec<tokio::net::UdpSocket>,
+    /// The socket faces of the face table, each with what its `bind` returned for every
+    /// configured address.
+    pub faces: Vec<FaceSockets>,
     /// Sockets the DDNet HTTP face sends its UDP challenges from (one per address family).
     pub ddnet_challenge: Vec<Arc<tokio::net::UdpSocket>>,
 }
@@ -150,6 +141,15 @@ fn bind_all<T>(
         .collect()
 }
 
+/// The sockets bound for one face of the table.
+#[derive(Debug)]
+pub struct FaceSockets {
+    /// The face.
+    pub face: &'static FaceDescriptor,
+    /// Its sockets, in the order its `bind` returned them.
+    pub sockets: Vec<table::BoundSocket>,
+}
+
 /// One bound socket, for the `listening <face> <udp|tcp> <address>` start-up lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bound {
@@ -162,30 +162,27 @@ pub struct Bound {
 }
 
 impl Listeners {
-    /// Binds every configured address of the faces this crate serves.
+    /// Binds every configured address of the HTTP face and of each face in the table.
     pub fn bind(config: &Config) -> Result<Self, MasterError> {
         let l = &config.listen;
+        let mut faces = Vec::new();
+        for &face in table::FACES {
+            let mut sockets = Vec::new();
+            for &addr in &l.face(face.name).0 {
+                let bound = (face.bind)(addr).map_err(|source| MasterError::Bind {
+                    face: face.name,
+                    addr,
+                    source,
+                })?;
+                sockets.extend(bound);
+            }
+            if !sockets.is_empty() {
+                faces.push(FaceSockets { face, sockets });
+            }
+        }
         Ok(Self {
             http: bind_all("http", &l.http.0, bind_tcp)?,
-            gameagent: bind_all("gameagent", &l.gameagent.0, bind_udp)?,
-            gameagent_products: Vec::new(),
-            gamespy_udp: bind_all("gamespy-udp", &l.gamespy_udp.0, bind_udp)?,
-            gamespy_tcp: bind_all("gamespy-tcp", &l.gamespy_tcp.0, bind_tcp)?,
-            mgmt: bind_all("mgmt", &l.mgmt.0, bind_tcp)?,
-            teeworlds07: bind_all("teeworlds07", &l.teeworlds07.0, |addr| {
-                let master = bind_udp(addr)?;
-                // The checker answers from master port + 1 (8284 for 8283), as teeworlds expects.
-                let port = master.local_addr()?.port();
-                let checker_port = if addr.port() == 0 {
-                    0
-                } else {
-                    port.saturating_add(1)
-                };
-                let checker = bind_udp(SocketAddr::new(addr.ip(), checker_port))?;
-                Ok(faces::teeworlds::SocketPair07 { master, checker })
-            })?,
-            teeworlds06: bind_all("teeworlds06", &l.teeworlds06.0, bind_udp)?,
-            quake3: bind_all("quake3", &l.quake3.0, bind_udp)?,
+            faces,
             ddnet_challenge: if l.http.0.is_empty() {
                 Vec::new()
             } else {
@@ -203,51 +200,37 @@ impl Listeners {
         })
     }
 
-    /// Every bound socket with its real address.
+    /// Every bound socket with its real address: HTTP first, then the faces in table order.
     pub fn bound(&self) -> Result<Vec<Bound>, MasterError> {
         let mut out = Vec::new();
-        let mut tcp =
-            |face: &'static str, ls: &[tokio::net::TcpListener]| -> Result<(), MasterError> {
-                for l in ls {
-                    out.push(Bound {
-                        face,
-                        transport: "tcp",
-                        addr: l.local_addr().map_err(MasterError::LocalAddr)?,
-                    });
-                }
-                Ok(())
-            };
-        tcp("http", &self.http)?;
-        tcp("gamespy-tcp", &self.gamespy_tcp)?;
-        tcp("mgmt", &self.mgmt)?;
-        let mut udp = |face: &'static str, s: &tokio::net::UdpSocket| -> Result<(), MasterError> {
+        for l in &self.http {
             out.push(Bound {
-                face,
-                transport: "udp",
-                addr: s.local_addr().map_err(MasterError::LocalAddr)?,
+                face: "http",
+                transport: "tcp",
+                addr: l.local_addr().map_err(MasterError::LocalAddr)?,
             });
-            Ok(())
-        };
-        for s in &self.gameagent {
-            udp("gameagent", s)?;
         }
-        for (s, _) in &self.gameagent_products {
-            udp("gameagent", s)?;
-        }
-        for s in &self.gamespy_udp {
-            udp("gamespy-udp", s)?;
-        }
-        for p in &self.teeworlds07 {
-            udp("teeworlds07", &p.master)?;
-            udp("teeworlds07-checker", &p.checker)?;
-        }
-        for s in &self.teeworlds06 {
-            udp("teeworlds06", s)?;
-        }
-        for s in &self.quake3 {
-            udp("quake3", s)?;
+        for f in &self.faces {
+            for b in &f.sockets {
+                out.push(Bound {
+                    face: b.label,
+                    transport: b.socket.transport(),
+                    addr: b.socket.local_addr().map_err(MasterError::LocalAddr)?,
+                });
+            }
         }
         Ok(out)
+    }
+
+    /// The port of the first socket bound for the face called `name`.
+    #[must_use]
+    pub fn port_of(&self, name: &str) -> Option<u16> {
+        self.faces
+            .iter()
+            .find(|f| f.face.name == name)
+            .and_then(|f| f.sockets.first())
+            .and_then(|b| b.socket.local_addr().ok())
+            .map(|a| a.port())
     }
 }
 
@@ -398,7 +381,6 @@ impl Master {
         let handle = self.handle.clone();
         let mut tasks = tokio::task::JoinSet::new();
         let sink: Arc<dyn runtime::tcp::MetricsSink> = Arc::new(handle.clone());
-        let budgets = runtime::udp::Budgets::from_limits(limits);
         tasks.spawn(handle.clone().run_publisher(stop.clone()));
         tasks.spawn(handle.clone().run_persister(FLUSH_INTERVAL, stop.clone()));
         tasks.spawn(housekeeping(handle.clone(), stop.clone()));
@@ -417,8 +399,8 @@ impl Master {
         } else {
             None
         };
-        let start = clock::now();
-        let mut gamespy = faces::gamespy::GameSpySettings::from_limits(limits);
+        let mut settings = table::FaceSettings::new(limits, &self.config.quake3);
+        let gamespy = &mut settings.gamespy;
         gamespy.require_client_validate = self.config.gamespy.require_client_validate;
         gamespy.challenges.lifetime = self.config.lifetimes.pending.0;
         gamespy.poller = self.config.poller.enabled;
@@ -429,113 +411,18 @@ impl Master {
             export_learned: self.config.federation.export_learned,
             msid: Arc::clone(&msid),
         };
-        if let Some(port) = listeners
-            .gamespy_tcp
-            .first()
-            .and_then(|l| l.local_addr().ok())
-            .map(|a| a.port())
-        {
+        if let Some(port) = listeners.port_of(faces::gamespy::TCP_FACE.name) {
             gamespy.list_port = port;
         }
-        if !listeners.gamespy_udp.is_empty() {
-            let face = faces::gamespy::GameSpyFace::new(gamespy.clone(), start);
-            tasks.spawn(runtime::udp::run_on_own_thread(
-                handle.clone(),
-                face,
-                listeners.gamespy_udp,
-                budgets,
-                stop.clone(),
-            ));
-        }
-        if !listeners.gamespy_tcp.is_empty() {
-            tasks.spawn(faces::gamespy::run_tcp(
-                handle.clone(),
-                listeners.gamespy_tcp,
-                gamespy,
-                stop.clone(),
-            ));
-        }
-        if !listeners.mgmt.is_empty() {
-            let mgmt = faces::mgmt::MgmtSettings::from_limits(limits);
-            tasks.spawn(faces::mgmt::run(
-                handle.clone(),
-                listeners.mgmt,
-                mgmt,
-                stop.clone(),
-            ));
-        }
-        if !listeners.gameagent.is_empty() {
-            let settings = faces::gameagent::GameAgentSettings::from_limits(limits);
-            let mut sockets = Vec::new();
-            let mut scopes = Vec::new();
-            for s in listeners.gameagent {
-                sockets.push(s);
-                scopes.push(faces::gameagent::Scope::All);
-            }
-            for (s, products) in listeners.gameagent_products {
-                sockets.push(s);
-                scopes.push(faces::gameagent::Scope::Products(products));
-            }
-            let face = faces::gameagent::GameAgentFace::new(
-                settings,
-                secrets::Secrets::random(Duration::from_secs(60)),
-                scopes,
-                start,
-            );
-            tasks.spawn(runtime::udp::run_on_own_thread(
-                handle.clone(),
-                face,
-                sockets,
-                budgets,
-                stop.clone(),
-            ));
-        }
-        let teeworlds = faces::teeworlds::TeeworldsSettings::from_limits(limits);
-        if !listeners.teeworlds07.is_empty() {
-            let mut sockets = Vec::new();
-            let mut families = Vec::new();
-            for p in listeners.teeworlds07 {
-                families.push(p.master.local_addr().is_ok_and(|a| a.is_ipv6()));
-                sockets.push(p.master);
-                sockets.push(p.checker);
-            }
-            let face = faces::teeworlds::Face07::new(
-                &teeworlds,
-                faces::teeworlds::tokens::Tokens::random(
-                    faces::teeworlds::tokens::CONNLESS_SEED_PERIOD,
-                ),
-                families,
-            );
-            tasks.spawn(runtime::udp::run_on_own_thread(
-                handle.clone(),
-                face,
-                sockets,
-                budgets,
-                stop.clone(),
-            ));
-        }
-        if !listeners.quake3.is_empty() {
-            let face = faces::quake3::Quake3Face::new(
-                faces::quake3::Quake3Settings::new(&self.config.quake3, limits),
-                rand::random(),
-                start,
-            );
-            tasks.spawn(runtime::udp::run_on_own_thread(
-                handle.clone(),
-                face,
-                listeners.quake3,
-                budgets,
-                stop.clone(),
-            ));
-        }
-        if !listeners.teeworlds06.is_empty() {
-            tasks.spawn(runtime::udp::run_on_own_thread(
-                handle.clone(),
-                faces::teeworlds::Face06,
-                listeners.teeworlds06,
-                budgets,
-                stop.clone(),
-            ));
+        let faces = table::FaceStart {
+            handle: handle.clone(),
+            settings,
+            placement: table::Placement::OwnThread,
+            stop: stop.clone(),
+        };
+        for f in listeners.faces {
+            let sockets = f.sockets.into_iter().map(|b| b.socket).collect();
+            tasks.spawn(faces.serve(f.face, sockets));
         }
         let ddnet = faces::teeworlds::ddnet::DdnetSettings::from_limits(
             limits,

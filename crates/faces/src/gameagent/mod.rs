@@ -96,6 +96,9 @@ pub struct GameAgentSettings {
     pub port_hop_report_interval: Duration,
     /// How long a challenge stays valid (an epoch; the previous epoch is accepted too).
     pub challenge_epoch: Duration,
+    /// Per-product listeners (rule 2): the bound address of a socket whose `e` replies list
+    /// only these products. Every other socket lists every product.
+    pub product_listeners: Vec<(SocketAddr, Vec<String>)>,
 }
 
 impl Default for GameAgentSettings {
@@ -118,6 +121,7 @@ impl GameAgentSettings {
             reverify_tries: 3,
             port_hop_report_interval: Duration::from_secs(3600),
             challenge_epoch: Duration::from_secs(60),
+            product_listeners: Vec::new(),
         }
     }
 }
@@ -572,50 +576,46 @@ impl UdpMachine for GameAgentFace {
     }
 }
 
-/// One bound socket of the face and what its `e` replies list.
-#[derive(Debug)]
-pub struct GameAgentListener {
-    /// The socket (IPv4 or IPv6).
-    pub socket: tokio::net::UdpSocket,
-    /// `None`: every product (the default listener, where the face's own challenges leave
-    /// from); `Some`: a per-product listener (lower-case products).
-    pub products: Option<Vec<String>>,
-}
+/// The GameAgent face's entry in the face table.
+pub const FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+    name: "gameagent",
+    summary: "GameAgent master (Serious Sam)",
+    contract: crate::table::Contract::Datagrams,
+    default_port: muster_core::config::ports::GAMEAGENT,
+    bind: |addr| crate::table::bind_one_udp(FACE.name, addr),
+    serve: |start, sockets| {
+        let settings = &start.settings.gameagent;
+        let sockets = crate::table::udp_sockets(FACE.name, sockets);
+        let scopes = sockets
+            .iter()
+            .map(|s| scope_of(settings, s.local_addr().ok()))
+            .collect();
+        let face = GameAgentFace::new(
+            settings.clone(),
+            Secrets::random(Duration::from_secs(60)),
+            scopes,
+            muster_core::clock::now(),
+        );
+        start.run_udp(face, sockets)
+    },
+    register_hint: |a| {
+        format!(
+            "Serious Sam: ga_bMSLegacy = 0; ga_strServer = \"{}\";{}",
+            a.ip(),
+            crate::table::fixed_port_note(a, muster_core::config::ports::GAMEAGENT)
+        )
+    },
+};
 
-impl GameAgentListener {
-    /// A default listener (9005): lists every product.
-    #[must_use]
-    pub fn all(socket: tokio::net::UdpSocket) -> Self {
-        Self {
-            socket,
-            products: None,
-        }
-    }
-}
-
-/// Serves the face on `listeners` with the UDP runner until `stop` is cancelled.
-pub async fn run_listeners(
-    handle: muster_core::MasterHandle,
-    listeners: Vec<GameAgentListener>,
-    settings: GameAgentSettings,
-    budgets: crate::runtime::udp::Budgets,
-    stop: crate::CancellationToken,
-) {
-    let mut sockets = Vec::with_capacity(listeners.len());
-    let mut scopes = Vec::with_capacity(listeners.len());
-    for l in listeners {
-        sockets.push(Arc::new(l.socket));
-        scopes.push(l.products.map_or(Scope::All, |p| {
-            Scope::Products(p.into_iter().map(|g| g.to_ascii_lowercase()).collect())
-        }));
-    }
-    let face = GameAgentFace::new(
-        settings,
-        Secrets::random(Duration::from_secs(60)),
-        scopes,
-        muster_core::clock::now(),
-    );
-    crate::runtime::udp::run(handle, face, sockets, budgets, stop).await;
+/// What the socket bound at `addr` lists: the products `settings` names for it, else all.
+fn scope_of(settings: &GameAgentSettings, addr: Option<SocketAddr>) -> Scope {
+    settings
+        .product_listeners
+        .iter()
+        .find(|(a, _)| Some(*a) == addr)
+        .map_or(Scope::All, |(_, p)| {
+            Scope::Products(p.iter().map(|g| g.to_ascii_lowercase()).collect())
+        })
 }
 
 #[cfg(test)]

@@ -38,8 +38,8 @@
 //! heartbeats), pull from other masters (the daemon's federation does).
 //!
 //! ```text
-//! gamespy.rs   settings, the lists read from the view, run_udp / run_tcp (hand the machines
-//!              to the runtime's UDP runner and TCP driver)
+//! mod.rs       settings, the lists read from the view, UDP_FACE / TCP_FACE (the face-table
+//!              entries that hand the machines to the runtime's UDP runner and TCP driver)
 //! udp.rs       the UDP machine (GameSpyFace)
 //! list.rs      the TCP list / sync conversation (ListConversation)
 //! route.rs     the UT2003 text list route
@@ -66,9 +66,9 @@ use tokio_util::sync::CancellationToken;
 pub use self::list::ListConversation;
 pub use self::route::router;
 pub use self::udp::GameSpyFace;
+use crate::runtime::TcpListener;
 use crate::runtime::conversation::DriverSettings;
 use crate::runtime::tcp::{CappedListener, ConnLimits, MetricsSink, SharedCaps};
-use crate::runtime::{TcpListener, UdpSocket};
 use muster_core::MasterHandle;
 use muster_core::config::LimitsConfig;
 use muster_core::drops::DropReason;
@@ -196,24 +196,53 @@ fn drop_reason(e: &DecodeError) -> DropReason {
     }
 }
 
-/// Serves the UDP face on `sockets` with the UDP runner until `stop` is cancelled.
-pub async fn run_udp(
-    handle: MasterHandle,
-    sockets: Vec<UdpSocket>,
-    settings: GameSpySettings,
-    budgets: crate::runtime::udp::Budgets,
-    stop: CancellationToken,
-) {
-    let start = |now| GameSpyFace::new(settings, now);
-    crate::runtime::run_udp_face(handle, start, sockets, budgets, stop).await;
-}
+/// The GameSpy heartbeat face's entry in the face table (UDP: heartbeats, `\\secure\\`
+/// answers and the master's own status query).
+pub const UDP_FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+    name: "gamespy-udp",
+    summary: "GameSpy heartbeats and the master's own query (UDP)",
+    contract: crate::table::Contract::Datagrams,
+    default_port: muster_core::config::ports::GAMESPY_UDP,
+    bind: |addr| crate::table::bind_one_udp(UDP_FACE.name, addr),
+    serve: |start, sockets| {
+        let face = GameSpyFace::new(start.settings.gamespy.clone(), muster_core::clock::now());
+        start.run_udp(face, crate::table::udp_sockets(UDP_FACE.name, sockets))
+    },
+    register_hint: |a| {
+        format!(
+            "UT99/Unreal: [IpServer.UdpServerUplink] DoUplink=True MasterServerAddress={} \
+             MasterServerPort={}; Serious Sam: ga_strMSLegacy = \"{}\";",
+            a.ip(),
+            a.port(),
+            a.ip()
+        )
+    },
+};
+
+/// The GameSpy list face's entry in the face table (TCP: lists and `\\sync\\`).
+pub const TCP_FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+    name: "gamespy-tcp",
+    summary: "GameSpy lists and \\sync\\ (TCP)",
+    contract: crate::table::Contract::Conversations,
+    default_port: muster_core::config::ports::GAMESPY_TCP,
+    bind: |addr| crate::table::bind_one_tcp(TCP_FACE.name, addr),
+    serve: |start, sockets| {
+        Box::pin(run_tcp(
+            start.handle.clone(),
+            crate::table::tcp_listeners(TCP_FACE.name, sockets),
+            start.settings.gamespy.clone(),
+            start.stop.clone(),
+        ))
+    },
+    register_hint: |a| format!("list for browsers: muster list -p gamespy -g ut {a}"),
+};
 
 /// Serves the TCP list server on `listeners` until `stop` is cancelled: greeting, request,
 /// list, close (§5), each connection a [`ListConversation`] driven by the runtime's TCP
 /// driver. Each listener has its own connection caps; a source over its list-connection
 /// bucket is closed at once. At shutdown the connections still open end (what they owe is
 /// flushed for a moment) before this returns.
-pub async fn run_tcp(
+async fn run_tcp(
     handle: MasterHandle,
     listeners: Vec<TcpListener>,
     settings: GameSpySettings,

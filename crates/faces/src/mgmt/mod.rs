@@ -155,12 +155,32 @@ impl Default for MgmtSettings {
     }
 }
 
+/// The management server's entry in the face table.
+pub const FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+    name: "mgmt",
+    summary: "management server (TCP)",
+    contract: crate::table::Contract::Conversations,
+    default_port: muster_core::config::ports::MGMT,
+    bind: |addr| crate::table::bind_one_tcp(FACE.name, addr),
+    serve: |start, sockets| {
+        Box::pin(run(
+            start.handle.clone(),
+            crate::table::tcp_listeners(FACE.name, sockets),
+            start.settings.mgmt.clone(),
+            start.stop.clone(),
+        ))
+    },
+    register_hint: |a| {
+        format!("management server: game servers connect to {a} and send msRegisterGameServer")
+    },
+};
+
 /// Serves the management protocol on `listeners` until `shutdown` is cancelled; then stops
 /// accepting, closes every connection, removes its game server and returns.
 ///
 /// The listeners may be IPv4 or IPv6; the caps count connections over all of them (per source:
 /// an IPv4 address or an IPv6 /64).
-pub async fn run(
+async fn run(
     handle: MasterHandle,
     listeners: Vec<TcpListener>,
     settings: MgmtSettings,

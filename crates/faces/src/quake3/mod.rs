@@ -651,3 +651,31 @@ impl UdpMachine for Quake3Face {
 
 #[cfg(test)]
 mod tests;
+
+/// The Quake III face's entry in the face table.
+pub const FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+    name: "quake3",
+    summary: "Quake III / DarkPlaces master (dpmaster's protocol)",
+    contract: crate::table::Contract::Datagrams,
+    default_port: muster_core::config::ports::QUAKE3,
+    bind: |addr| crate::table::bind_one_udp(FACE.name, addr),
+    serve: |start, sockets| {
+        let face = Quake3Face::new(
+            start.settings.quake3.clone(),
+            rand::random(),
+            muster_core::clock::now(),
+        );
+        start.run_udp(face, crate::table::udp_sockets(FACE.name, sockets))
+    },
+    register_hint: |a| {
+        let local = if a.ip().is_loopback() {
+            " (servers on this machine are refused unless [quake3] allow_loopback = true, as \
+             dpmaster refuses them)"
+        } else {
+            ""
+        };
+        format!(
+            "ioquake3/OpenArena: +set sv_master1 \"{a}\"; DarkPlaces/Xonotic: sv_masterextra1 \"{a}\"{local}"
+        )
+    },
+};

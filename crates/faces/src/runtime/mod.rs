@@ -56,17 +56,3 @@ pub fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     sock.bind(&addr.into())?;
     UdpSocket::from_std(sock.into())
 }
-
-/// Runs the UDP face `start(now)` makes, started on the runtime's clock, on `sockets` with
-/// the UDP runner ([`udp::run`]) until `stop` is cancelled.
-pub async fn run_udp_face<M: udp::UdpMachine>(
-    handle: muster_core::MasterHandle,
-    start: impl FnOnce(std::time::Instant) -> M,
-    sockets: Vec<UdpSocket>,
-    budgets: udp::Budgets,
-    stop: CancellationToken,
-) {
-    let face = start(muster_core::clock::now());
-    let sockets = sockets.into_iter().map(std::sync::Arc::new).collect();
-    udp::run(handle, face, sockets, budgets, stop).await;
-}

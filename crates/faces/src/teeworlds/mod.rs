@@ -111,15 +111,6 @@ impl Default for TeeworldsSettings {
     }
 }
 
-/// The sockets of one address family of the 0.7 face.
-#[derive(Debug)]
-pub struct SocketPair07 {
-    /// The master socket (8283).
-    pub master: tokio::net::UdpSocket,
-    /// The checker socket that sends `fw??` (8284 by convention: master port + 1).
-    pub checker: tokio::net::UdpSocket,
-}
-
 fn encode(framing: Framing, message: Message) -> Vec<u8> {
     let p = Packet::Connless { framing, message };
     let mut out = Vec::with_capacity(p.encoded_len());
@@ -454,36 +445,75 @@ impl UdpMachine for Face06 {
     }
 }
 
-/// Serves the 0.7 face on `pairs` with the UDP runner until `stop` is cancelled.
-pub async fn run07(
-    handle: muster_core::MasterHandle,
-    pairs: Vec<SocketPair07>,
-    settings: TeeworldsSettings,
-    budgets: crate::runtime::udp::Budgets,
-    stop: crate::CancellationToken,
-) {
-    let mut sockets = Vec::new();
-    let mut families = Vec::new();
-    for p in pairs {
-        families.push(p.master.local_addr().is_ok_and(|a| a.is_ipv6()));
-        sockets.push(Arc::new(p.master));
-        sockets.push(Arc::new(p.checker));
-    }
-    let face = Face07::new(
-        &settings,
-        Tokens::random(tokens::CONNLESS_SEED_PERIOD),
-        families,
-    );
-    crate::runtime::udp::run(handle, face, sockets, budgets, stop).await;
+/// The Teeworlds 0.7 face's entry in the face table: each address binds the master socket
+/// and, on the master port + 1 (as teeworlds expects: 8284 for 8283), the checker socket that
+/// sends `fw??`.
+pub const FACE07: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+    name: "teeworlds07",
+    summary: "Teeworlds 0.7 master (UDP; checker on the port + 1)",
+    contract: crate::table::Contract::Datagrams,
+    default_port: muster_core::config::ports::TEEWORLDS07,
+    bind: bind07,
+    serve: |start, sockets| {
+        // `bind07` returns master, checker; the runner numbers sockets in this order.
+        let sockets = crate::table::udp_sockets(FACE07.name, sockets);
+        let families = sockets
+            .iter()
+            .step_by(2)
+            .map(|s| s.local_addr().is_ok_and(|a| a.is_ipv6()))
+            .collect();
+        let face = Face07::new(
+            &start.settings.teeworlds,
+            Tokens::random(tokens::CONNLESS_SEED_PERIOD),
+            families,
+        );
+        start.run_udp(face, sockets)
+    },
+    register_hint: |a| {
+        format!(
+            "Teeworlds 0.7: sv_register 1 and the masters.cfg line \"{0} {0}\"{1}",
+            a.ip(),
+            crate::table::fixed_port_note(a, muster_core::config::ports::TEEWORLDS07)
+        )
+    },
+};
+
+fn bind07(addr: SocketAddr) -> std::io::Result<Vec<crate::table::BoundSocket>> {
+    use crate::table::{BoundSocket, Socket};
+    let master = crate::runtime::bind_udp(addr)?;
+    let port = master.local_addr()?.port();
+    let checker_port = if addr.port() == 0 {
+        0
+    } else {
+        port.saturating_add(1)
+    };
+    let checker = crate::runtime::bind_udp(SocketAddr::new(addr.ip(), checker_port))?;
+    Ok(vec![
+        BoundSocket {
+            label: FACE07.name,
+            socket: Socket::Udp(master),
+        },
+        BoundSocket {
+            label: "teeworlds07-checker",
+            socket: Socket::Udp(checker),
+        },
+    ])
 }
 
-/// Serves the 0.6 list face on `sockets` with the UDP runner until `stop` is cancelled.
-pub async fn run06(
-    handle: muster_core::MasterHandle,
-    sockets: Vec<tokio::net::UdpSocket>,
-    budgets: crate::runtime::udp::Budgets,
-    stop: crate::CancellationToken,
-) {
-    let sockets = sockets.into_iter().map(Arc::new).collect();
-    crate::runtime::udp::run(handle, Face06, sockets, budgets, stop).await;
-}
+/// The Teeworlds 0.6 list face's entry in the face table.
+pub const FACE06: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+    name: "teeworlds06",
+    summary: "Teeworlds 0.6 list (UDP)",
+    contract: crate::table::Contract::Datagrams,
+    default_port: muster_core::config::ports::TEEWORLDS06,
+    bind: |addr| crate::table::bind_one_udp(FACE06.name, addr),
+    serve: |start, sockets| start.run_udp(Face06, crate::table::udp_sockets(FACE06.name, sockets)),
+    register_hint: |a| {
+        format!(
+            "Teeworlds 0.6 clients: the masters.cfg line \"{0} {0}\"{1} lists the DDNet servers \
+             registered over HTTP (0.6 servers cannot register here)",
+            a.ip(),
+            crate::table::fixed_port_note(a, muster_core::config::ports::TEEWORLDS06)
+        )
+    },
+};

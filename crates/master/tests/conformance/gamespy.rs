@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use muster_master::config::Config;
-use muster_master::faces::gamespy::{self, GameSpySettings};
+use muster_master::faces::gamespy;
 use muster_master::registry::{GameAddr, ServerKey, Timestamp, Verification};
 use muster_master::runtime::{bind_tcp, bind_udp};
+use muster_master::table::{FaceStart, Socket};
 use muster_master::{Master, MasterHandle};
 use muster_proto::gamespy_master::{Enctype, Secure, validate_string};
 use muster_proto::gamespy1::packet::Pair;
@@ -82,16 +83,10 @@ async fn quakestat_gsm_lists_servers_registered_through_the_face() {
     let (udp_addr, tcp_addr) = (udp.local_addr().unwrap(), tcp.local_addr().unwrap());
     let stop = muster_master::CancellationToken::new();
     let rx = stop.clone();
-    let settings = GameSpySettings::default();
-    tokio::spawn(gamespy::run_udp(
-        handle.clone(),
-        vec![udp],
-        settings.clone(),
-        muster_master::runtime::udp::Budgets::default(),
-        rx.clone(),
-    ));
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
-    tokio::spawn(gamespy::run_tcp(handle.clone(), vec![tcp], settings, rx));
+    let faces = FaceStart::new(handle.clone(), rx);
+    tokio::spawn(faces.serve(&gamespy::UDP_FACE, vec![Socket::Udp(udp)]));
+    tokio::spawn(faces.serve(&gamespy::TCP_FACE, vec![Socket::Tcp(tcp)]));
 
     // Two Serious Sam servers (status fallback) and one UT99 server (secure/validate).
     let mut sams = Vec::new();

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use muster_master::config::Config;
+use muster_master::faces::teeworlds as tw;
 use muster_master::faces::teeworlds::ddnet::{self, DdnetSettings};
-use muster_master::faces::teeworlds::{self as tw, SocketPair07, TeeworldsSettings};
 use muster_master::registry::{Face, Timestamp};
-use muster_master::runtime::udp::Budgets;
+use muster_master::table::{FaceStart, Socket};
 use muster_master::{Master, MasterHandle};
 use muster_proto::teeworlds_master::{MASTER_PORT_07, MasterListQuery, Token};
 use muster_query::{Job, Options};
@@ -98,13 +98,10 @@ async fn teeworlds_075_registers_with_the_07_face() {
     let h = open(&dir);
     let stop = muster_master::CancellationToken::new();
     let rx = stop.clone();
-    let face = tokio::spawn(tw::run07(
-        h.clone(),
-        vec![SocketPair07 { master, checker }],
-        TeeworldsSettings::default(),
-        Budgets::default(),
-        rx,
-    ));
+    let face = tokio::spawn(
+        FaceStart::new(h.clone(), rx)
+            .serve(&tw::FACE07, vec![Socket::Udp(master), Socket::Udp(checker)]),
+    );
     let port = muster_testkit::net::free_udp_port();
     let mut server = tokio::task::spawn_blocking(move || peer.start(port, &["sv_register 1"]))
         .await
@@ -260,7 +257,7 @@ async fn qstat_teem(h: &MasterHandle, dir: &Dir, qstat: Qstat) -> (Vec<String>, 
     let addr = sock.local_addr().unwrap();
     let stop = muster_master::CancellationToken::new();
     let rx = stop.clone();
-    tokio::spawn(tw::run06(h.clone(), vec![sock], Budgets::default(), rx));
+    tokio::spawn(FaceStart::new(h.clone(), rx).serve(&tw::FACE06, vec![Socket::Udp(sock)]));
     let out_file = dir.0.with_extension("teem.txt");
     let arg = "-teem,outfile".to_owned();
     let target = format!("{addr},{}", out_file.display());

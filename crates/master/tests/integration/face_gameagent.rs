@@ -8,11 +8,12 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use muster_master::config::Config;
-use muster_master::faces::gameagent::{self, GameAgentListener, GameAgentSettings};
+use muster_master::faces::gameagent::{self, GameAgentSettings};
 use muster_master::http;
 use muster_master::registry::{GameAddr, ServerKey, Timestamp, Verification};
 use muster_master::runtime::udp::{Budgets, Cx, ReplyKind, UdpMachine, run_on_own_thread};
 use muster_master::runtime::{bind_tcp, bind_udp};
+use muster_master::table::{FaceStart, Socket};
 use muster_master::{Master, MasterHandle};
 use muster_proto::gameagent::query::MasterListQuery;
 use muster_proto::gameagent::register::{GameAgentRegistrar, RegistrarConfig};
@@ -74,36 +75,33 @@ async fn start(
     products: &[(&str, &[&str])],
     settings: GameAgentSettings,
 ) -> Face {
-    let mut listeners = Vec::new();
+    let mut settings = settings;
+    let mut sockets = Vec::new();
     let mut udp = Vec::new();
     let mut scoped = Vec::new();
     for b in binds {
         let s = bind_udp(b.parse().unwrap()).unwrap();
         udp.push(s.local_addr().unwrap());
-        listeners.push(GameAgentListener::all(s));
+        sockets.push(Socket::Udp(s));
     }
     for (b, p) in products {
         let s = bind_udp(b.parse().unwrap()).unwrap();
-        scoped.push(s.local_addr().unwrap());
-        listeners.push(GameAgentListener {
-            socket: s,
-            products: Some(p.iter().map(|s| (*s).to_owned()).collect()),
-        });
+        let addr = s.local_addr().unwrap();
+        scoped.push(addr);
+        settings
+            .product_listeners
+            .push((addr, p.iter().map(|s| (*s).to_owned()).collect()));
+        sockets.push(Socket::Udp(s));
     }
     let http_listener = bind_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
     let http = http_listener.local_addr().unwrap();
     let app = http::router(handle.clone());
     tokio::spawn(async move { axum::serve(http_listener, app).await });
     let stop = muster_master::CancellationToken::new();
-    let rx = stop.clone();
     tokio::spawn(handle.clone().run_publisher(stop.clone()));
-    let task = tokio::spawn(gameagent::run_listeners(
-        handle.clone(),
-        listeners,
-        settings,
-        Budgets::default(),
-        rx,
-    ));
+    let mut faces = FaceStart::new(handle.clone(), stop.clone());
+    faces.settings.gameagent = settings;
+    let task = tokio::spawn(faces.serve(&gameagent::FACE, sockets));
     Face {
         handle,
         udp,

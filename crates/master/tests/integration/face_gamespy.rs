@@ -13,6 +13,7 @@ use muster_master::faces::gamespy::{self, GameSpySettings};
 use muster_master::registry::{GameAddr, ServerKey, Timestamp, Verification};
 use muster_master::runtime::udp::Budgets;
 use muster_master::runtime::{bind_tcp, bind_udp};
+use muster_master::table::{FaceStart, Socket};
 use muster_master::{Master, MasterHandle};
 use muster_proto::gamespy_master::packet::GREETING_LEN;
 use muster_proto::gamespy_master::{
@@ -92,15 +93,12 @@ pub(crate) async fn start_with(
     );
     let stop = muster_master::CancellationToken::new();
     let rx = stop.clone();
-    tokio::spawn(gamespy::run_udp(
-        handle.clone(),
-        vec![udp],
-        settings.clone(),
-        budgets,
-        rx.clone(),
-    ));
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
-    tokio::spawn(gamespy::run_tcp(handle.clone(), vec![tcp], settings, rx));
+    let mut faces = FaceStart::new(handle.clone(), rx);
+    faces.settings.gamespy = settings;
+    faces.settings.budgets = budgets;
+    tokio::spawn(faces.serve(&gamespy::UDP_FACE, vec![Socket::Udp(udp)]));
+    tokio::spawn(faces.serve(&gamespy::TCP_FACE, vec![Socket::Tcp(tcp)]));
     let app = gamespy::router(handle.clone());
     tokio::spawn(async move { axum::serve(http, app).await });
     Face {
@@ -719,7 +717,11 @@ async fn shutdown_drains_open_list_connections() {
     let served = {
         let (handle, stop, ended) = (handle.clone(), stop.clone(), Arc::clone(&ended));
         tokio::spawn(async move {
-            gamespy::run_tcp(handle, vec![tcp], settings, stop).await;
+            let mut faces = FaceStart::new(handle, stop);
+            faces.settings.gamespy = settings;
+            faces
+                .serve(&gamespy::TCP_FACE, vec![Socket::Tcp(tcp)])
+                .await;
             ended.store(true, Ordering::SeqCst);
         })
     };

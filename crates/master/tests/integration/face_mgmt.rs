@@ -10,6 +10,7 @@ use std::time::Duration;
 use muster_master::config::Config;
 use muster_master::faces::mgmt::{self, MgmtSettings};
 use muster_master::registry::{Face, Timestamp};
+use muster_master::table::{FaceStart, Socket};
 use muster_master::{Master, MasterHandle};
 use muster_proto::limit::BucketConfig;
 use muster_proto::mgmt::{Message, ServerListAnswer};
@@ -19,6 +20,18 @@ use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
 use crate::TempDir;
+
+/// The management face as the face table serves it, on `l`.
+fn serve_mgmt(
+    handle: &MasterHandle,
+    l: tokio::net::TcpListener,
+    settings: MgmtSettings,
+    stop: muster_master::CancellationToken,
+) -> JoinHandle<()> {
+    let mut faces = FaceStart::new(handle.clone(), stop);
+    faces.settings.mgmt = settings;
+    tokio::spawn(faces.serve(&mgmt::FACE, vec![Socket::Tcp(l)]))
+}
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -199,7 +212,7 @@ async fn start_on(s: MgmtSettings, bind: &str) -> Running {
             .clone()
             .run_persister(muster_master::FLUSH_INTERVAL, rx.clone()),
     );
-    let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], s, rx));
+    let task = serve_mgmt(&handle, l, s, rx);
     Running {
         handle,
         addr,
@@ -1584,7 +1597,7 @@ async fn registry_source_cap_refuses_registrations_but_keeps_the_connection() {
             .clone()
             .run_persister(muster_master::FLUSH_INTERVAL, rx.clone()),
     );
-    let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], settings(), rx));
+    let task = serve_mgmt(&handle, l, settings(), rx);
     let mut a = connect(addr).await;
     send(&mut a, REGISTER_1).await;
     assert_eq!(query(&mut a).await, vec![feuerland()]);
@@ -1656,7 +1669,7 @@ async fn refused_registration_does_not_escape_the_idle_timeout() {
             .clone()
             .run_persister(muster_master::FLUSH_INTERVAL, rx.clone()),
     );
-    let task = tokio::spawn(mgmt::run(handle.clone(), vec![l], s, rx));
+    let task = serve_mgmt(&handle, l, s, rx);
     let mut a = connect(addr).await;
     send(&mut a, REGISTER_1).await;
     assert_eq!(query(&mut a).await, vec![feuerland()]);

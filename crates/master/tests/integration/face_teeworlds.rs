@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use muster_master::config::Config;
 use muster_master::faces::teeworlds::ddnet::{self, DdnetSettings};
-use muster_master::faces::teeworlds::{self as tw, SocketPair07, TeeworldsSettings};
+use muster_master::faces::teeworlds::{self as tw, TeeworldsSettings};
 use muster_master::registry::{Face, Timestamp};
 use muster_master::runtime::udp::Budgets;
+use muster_master::table::{FaceStart, Socket};
 use muster_master::{Master, MasterHandle};
 use muster_proto::teeworlds_master::{MasterListQuery, Message, Packet, Token};
 use muster_query::{Job, Options};
@@ -78,13 +79,10 @@ fn start07_with(
     let tx = muster_master::CancellationToken::new();
     let rx = tx.clone();
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
-    tokio::spawn(tw::run07(
-        handle.clone(),
-        vec![SocketPair07 { master, checker }],
-        settings,
-        budgets,
-        rx,
-    ));
+    let mut start = FaceStart::new(handle.clone(), rx);
+    start.settings.teeworlds = settings;
+    start.settings.budgets = budgets;
+    tokio::spawn(start.serve(&tw::FACE07, vec![Socket::Udp(master), Socket::Udp(checker)]));
     Udp07 {
         master: ma,
         checker: ca,
@@ -98,11 +96,12 @@ async fn start06(
 ) -> (SocketAddr, muster_master::CancellationToken) {
     let s = udp().await;
     let a = s.local_addr().unwrap();
-    let _ = settings;
     let tx = muster_master::CancellationToken::new();
     let rx = tx.clone();
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
-    tokio::spawn(tw::run06(handle.clone(), vec![s], Budgets::default(), rx));
+    let mut start = FaceStart::new(handle.clone(), rx);
+    start.settings.teeworlds = settings;
+    tokio::spawn(start.serve(&tw::FACE06, vec![Socket::Udp(s)]));
     (a, tx)
 }
 
