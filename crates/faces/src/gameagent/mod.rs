@@ -33,8 +33,7 @@
 //! The heartbeat's fields (players, maxplayers, level, gametype, version, product; §2.4) are
 //! the record's info until the poller has polled it.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,11 +46,13 @@ use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
 use muster_proto::text::decode_windows1252;
 
 use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
+use challenge::Challenges;
+use hops::PortHops;
 use muster_core::config::LimitsConfig;
 use muster_core::drops::DropReason;
 use muster_core::registry::{
     Face, GameAddr, HeartbeatOutcome, MAX_GAME_LEN, PollFields, PollInfo, Registration, Rules,
-    ServerKey, Timestamp, short,
+    ServerKey, short,
 };
 use muster_core::secrets::Secrets;
 use muster_core::views::Snapshot;
@@ -67,12 +68,8 @@ const MAX_CHALLENGES_PER_SWEEP: usize = 2000;
 const SWEEP_CHUNK: usize = 16_384;
 /// The per-source rate tables are pruned every this many sweeps.
 const PRUNE_EVERY_SWEEPS: u32 = 10;
-/// Addresses remembered for the port-hop log limit at most.
-const MAX_PORT_HOP_REPORTS: usize = 4096;
 /// Length of a challenge datagram (`01` + four bytes).
 const CHALLENGE_LEN: usize = 5;
-/// The MAC domain of this face.
-const DOMAIN: &[u8] = b"muster gameagent challenge";
 
 /// The knobs of the GameAgent face.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,14 +136,15 @@ pub enum Scope {
 #[derive(Debug)]
 pub struct GameAgentFace {
     settings: GameAgentSettings,
-    secrets: Secrets,
+    /// The stateless challenges it issues and checks.
+    issuer: Challenges,
     /// Per socket (`via`): what its lists show.
     scopes: Vec<Scope>,
     /// Where the face's own challenges (re-verification) leave from.
     challenge_via: usize,
     challenges: SourceLimiter,
     heartbeats: SourceLimiter,
-    port_hops: HashMap<Ipv4Addr, Instant>,
+    port_hops: PortHops,
     next_sweep: Instant,
     /// Challenge every restored record in the first pass of sweeps.
     restart_sweep: bool,
@@ -154,6 +152,13 @@ pub struct GameAgentFace {
     sweep_pos: usize,
     /// Sweeps since the rate tables were last pruned.
     sweeps: u32,
+}
+
+/// A challenge datagram.
+fn challenge_bytes(c: Challenge) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(CHALLENGE_LEN);
+    MasterPacket::Challenge(c).encode(&mut bytes);
+    bytes
 }
 
 /// The IPv4 (A, P) of a registration datagram, or why it is refused.
@@ -263,54 +268,15 @@ impl GameAgentFace {
             heartbeats: SourceLimiter::new(settings.heartbeats, settings.max_tracked_sources)
                 .with_growth(settings.proven_servers_max),
             settings,
-            secrets,
+            issuer: Challenges::new(secrets),
             scopes,
             challenge_via,
-            port_hops: HashMap::new(),
+            port_hops: PortHops::default(),
             next_sweep: now,
             restart_sweep: true,
             sweep_pos: 0,
             sweeps: 0,
         }
-    }
-
-    /// The challenge for (A, P) in `epoch`.
-    fn challenge(&self, a: SocketAddrV4, epoch: u64) -> Challenge {
-        let ip = a.ip().octets();
-        let mac = self
-            .secrets
-            .mac(DOMAIN, epoch, &[&ip, &a.port().to_le_bytes()]);
-        let mask = self.secrets.mac(DOMAIN, epoch, &[&ip]);
-        let port = a.port() ^ u16::from_le_bytes([mask[0], mask[1]]);
-        let [p0, p1] = port.to_le_bytes();
-        let c = i32::from_le_bytes([mac[0], mac[1], p0, p1]);
-        // Echo 0 means "no challenge"; such a draw is never issued.
-        Challenge(if c == 0 { 1 } else { c })
-    }
-
-    /// The port an echo from address `ip` was issued to, if its MAC is valid now.
-    fn port_of_echo(&self, ip: Ipv4Addr, echo: i32, wall: Timestamp) -> Option<u16> {
-        for epoch in self.secrets.valid_epochs(wall) {
-            let mask = self.secrets.mac(DOMAIN, epoch, &[&ip.octets()]);
-            for bytes in [echo.to_le_bytes(), echo.to_be_bytes()] {
-                let port = u16::from_le_bytes([bytes[2], bytes[3]])
-                    ^ u16::from_le_bytes([mask[0], mask[1]]);
-                let a = SocketAddrV4::new(ip, port);
-                if self.challenge(a, epoch).matches_echo(echo) {
-                    return Some(port);
-                }
-            }
-        }
-        None
-    }
-
-    /// A heartbeat token for `a`'s source (the budget grows with its registered servers).
-    fn allow_heartbeat(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4) -> bool {
-        let registry = &mut *cx.registry;
-        self.heartbeats
-            .allow_proven(IpAddr::V4(*a.ip()), cx.now, 1.0, |k| {
-                registry.lock().count_of_source(k)
-            })
     }
 
     fn send_challenge(&mut self, cx: &mut Cx<'_>, via: usize, a: SocketAddrV4, budgeted: bool) {
@@ -325,11 +291,13 @@ impl GameAgentFace {
             cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
             return;
         }
-        let c = self.challenge(a, self.secrets.epoch(cx.wall));
-        let mut bytes = Vec::with_capacity(CHALLENGE_LEN);
-        MasterPacket::Challenge(c).encode(&mut bytes);
-        cx.out
-            .send(via, SocketAddr::V4(a), bytes, ReplyKind::Control);
+        let c = self.issuer.issue(a, cx.wall);
+        cx.out.send(
+            via,
+            SocketAddr::V4(a),
+            challenge_bytes(c),
+            ReplyKind::Control,
+        );
     }
 
     fn list(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr) {
@@ -344,94 +312,73 @@ impl GameAgentFace {
         });
     }
 
+    /// A heartbeat, in one pass: the registry (a listed server's refresh), the source's
+    /// budgets, the MACs, then the registry again through the same hold.
     fn heartbeat(&mut self, cx: &mut Cx<'_>, via: usize, a: SocketAddrV4, h: &Heartbeat) {
         let Some(echo) = h.challenge() else {
             return cx.out.drop(DropReason::Malformed);
         };
         let key = key_of(&game_name(h.get("product").unwrap_or_default()), a);
-        if echo == 0 {
-            // Rule 4.3: a listed server's periodic heartbeat; anyone else is challenged.
-            match cx.registry.lock().heartbeat(&key, cx.wall) {
-                HeartbeatOutcome::Refreshed => {
-                    cx.registry
-                        .lock()
-                        .registration_info(&key, heartbeat_info(h));
-                }
-                HeartbeatOutcome::NotListed | HeartbeatOutcome::Unknown => {
-                    if self.allow_heartbeat(cx, a) {
-                        self.send_challenge(cx, via, a, true);
-                    } else {
-                        cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
-                    }
-                }
-            }
+        let source = IpAddr::V4(*a.ip());
+        let (now, wall) = (cx.now, cx.wall);
+        let registry = cx.registry.lock();
+        // Rule 4.3: a listed server's periodic heartbeat refreshes it; anyone else is
+        // challenged.
+        if echo == 0 && registry.heartbeat(&key, wall) == HeartbeatOutcome::Refreshed {
+            registry.registration_info(&key, heartbeat_info(h));
             return;
         }
-        if !self.allow_heartbeat(cx, a) {
-            return cx.out.limited(DropReason::RateLimited, IpAddr::V4(*a.ip()));
+        // Work (a challenge, a MAC check) is budgeted per source; a source's budgets grow
+        // with the servers it registered.
+        let budgeted = self
+            .heartbeats
+            .allow_proven(source, now, 1.0, |k| registry.count_of_source(k))
+            && (echo != 0
+                || self
+                    .challenges
+                    .allow_proven(source, now, 1.0, |k| registry.count_of_source(k)));
+        if !budgeted {
+            return cx.out.limited(DropReason::RateLimited, source);
         }
-        match self.port_of_echo(*a.ip(), echo, cx.wall) {
-            Some(p) if p == a.port() => self.verified(cx, a, key, h),
+        if echo == 0 {
+            let c = self.issuer.issue(a, wall);
+            return cx.out.send(
+                via,
+                SocketAddr::V4(a),
+                challenge_bytes(c),
+                ReplyKind::Control,
+            );
+        }
+        match self.issuer.port_of_echo(*a.ip(), echo, wall) {
+            // Rule 4.2: (A, P) answered its challenge: listed (or re-verified) under its
+            // product. One server is one record: the same address under another product (it
+            // changed, or a record from before a restart) is replaced.
+            Some(p) if p == a.port() => {
+                let stale: Vec<ServerKey> = registry
+                    .at_addr(&key.addr)
+                    .filter(|r| r.face == Face::GameAgent && r.key != key)
+                    .map(|r| r.key.clone())
+                    .collect();
+                for k in stale {
+                    registry.remove(&k);
+                }
+                let out = registry.register(registration(&key, a), wall);
+                if out.is_listed() {
+                    registry.registration_info(&key, heartbeat_info(h));
+                }
+                cx.out.registered(out);
+            }
             Some(challenged) => {
                 cx.out.drop(DropReason::PortHop);
                 cx.out.verifications_failed += 1;
-                self.report_port_hop(cx.now, a, challenged);
+                let every = self.settings.port_hop_report_interval;
+                self.port_hops.report(now, every, a, challenged);
             }
             None => {
                 cx.out.drop(DropReason::BadEcho);
                 cx.out.verifications_failed += 1;
             }
         }
-    }
-
-    /// Rule 4.2: (A, P) answered its challenge: listed (or re-verified) under its product.
-    fn verified(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4, key: ServerKey, h: &Heartbeat) {
-        // One server is one record: the same address under another product (it changed, or a
-        // record from before a restart) is replaced.
-        // The registry's address index: a snapshot's index is rebuilt for each snapshot, a
-        // pass over every record under the lock.
-        let stale: Vec<ServerKey> = cx
-            .registry
-            .lock()
-            .at_addr(&key.addr)
-            .filter(|r| r.face == Face::GameAgent && r.key != key)
-            .map(|r| r.key.clone())
-            .collect();
-        for k in stale {
-            cx.registry.lock().remove(&k);
-        }
-        let out = cx.registry.lock().register(registration(&key, a), cx.wall);
-        cx.out.registered(out);
-        if out.is_listed() {
-            cx.registry
-                .lock()
-                .registration_info(&key, heartbeat_info(h));
-        }
-    }
-
-    fn report_port_hop(&mut self, now: Instant, a: SocketAddrV4, challenged: u16) {
-        let every = self.settings.port_hop_report_interval;
-        let due = self
-            .port_hops
-            .get(a.ip())
-            .is_none_or(|t| now.saturating_duration_since(*t) >= every);
-        if !due {
-            return;
-        }
-        if self.port_hops.len() >= MAX_PORT_HOP_REPORTS {
-            self.port_hops
-                .retain(|_, t| now.saturating_duration_since(*t) < every);
-            if self.port_hops.len() >= MAX_PORT_HOP_REPORTS {
-                return;
-            }
-        }
-        self.port_hops.insert(*a.ip(), now);
-        tracing::info!(
-            address = %a.ip(),
-            challenged_port = challenged,
-            answered_from = a.port(),
-            "gameagent server answered its challenge from another port"
-        );
     }
 
     fn state_changed(&mut self, cx: &mut Cx<'_>, a: SocketAddrV4) {
@@ -618,5 +565,7 @@ fn scope_of(settings: &GameAgentSettings, addr: Option<SocketAddr>) -> Scope {
         })
 }
 
+mod challenge;
+mod hops;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! The GameAgent face on a virtual clock: bytes in, registry and replies out.
 
 use super::*;
+use std::net::Ipv4Addr;
 use crate::runtime::udp::harness::{Harness, drops, sent};
 
 fn face(h: &Harness) -> GameAgentFace {
