@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
+pub mod face;
 pub mod gameagent;
 pub mod gamespy;
 pub mod mgmt;

@@ -399,8 +399,8 @@ impl Master {
         } else {
             None
         };
-        let mut settings = table::FaceSettings::new(limits, &self.config.quake3);
-        let gamespy = &mut settings.gamespy;
+        let mut settings = table::settings(limits, &self.config.quake3);
+        let mut gamespy = settings.get::<faces::gamespy::GameSpySettings>();
         gamespy.require_client_validate = self.config.gamespy.require_client_validate;
         gamespy.challenges.lifetime = self.config.lifetimes.pending.0;
         gamespy.poller = self.config.poller.enabled;
@@ -414,6 +414,7 @@ impl Master {
         if let Some(port) = listeners.port_of(faces::gamespy::TCP_FACE.name) {
             gamespy.list_port = port;
         }
+        settings.set(gamespy);
         let faces = table::FaceStart {
             handle: handle.clone(),
             settings,

@@ -524,21 +524,21 @@ impl UdpMachine for GameAgentFace {
 }
 
 /// The GameAgent face's entry in the face table.
-pub const FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+pub const FACE: crate::face::FaceDescriptor = crate::face::FaceDescriptor {
     name: "gameagent",
     summary: "GameAgent master (Serious Sam)",
-    contract: crate::table::Contract::Datagrams,
+    contract: crate::face::Contract::Datagrams,
     default_port: muster_core::config::ports::GAMEAGENT,
-    bind: |addr| crate::table::bind_one_udp(FACE.name, addr),
+    bind: |addr| crate::face::bind_one_udp(FACE.name, addr),
     serve: |start, sockets| {
-        let settings = &start.settings.gameagent;
-        let sockets = crate::table::udp_sockets(FACE.name, sockets);
+        let settings = start.settings.get::<GameAgentSettings>();
+        let sockets = crate::face::udp_sockets(FACE.name, sockets);
         let scopes = sockets
             .iter()
-            .map(|s| scope_of(settings, s.local_addr().ok()))
+            .map(|s| scope_of(&settings, s.local_addr().ok()))
             .collect();
         let face = GameAgentFace::new(
-            settings.clone(),
+            settings,
             Secrets::random(Duration::from_secs(60)),
             scopes,
             muster_core::clock::now(),
@@ -549,7 +549,7 @@ pub const FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
         format!(
             "Serious Sam: ga_bMSLegacy = 0; ga_strServer = \"{}\";{}",
             a.ip(),
-            crate::table::fixed_port_note(a, muster_core::config::ports::GAMEAGENT)
+            crate::face::fixed_port_note(a, muster_core::config::ports::GAMEAGENT)
         )
     },
 };

@@ -1,8 +1,8 @@
 //! The GameAgent face on a virtual clock: bytes in, registry and replies out.
 
 use super::*;
-use std::net::Ipv4Addr;
 use crate::runtime::udp::harness::{Harness, drops, sent};
+use std::net::Ipv4Addr;
 
 fn face(h: &Harness) -> GameAgentFace {
     GameAgentFace::new(

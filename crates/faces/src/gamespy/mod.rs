@@ -198,15 +198,18 @@ fn drop_reason(e: &DecodeError) -> DropReason {
 
 /// The GameSpy heartbeat face's entry in the face table (UDP: heartbeats, `\\secure\\`
 /// answers and the master's own status query).
-pub const UDP_FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+pub const UDP_FACE: crate::face::FaceDescriptor = crate::face::FaceDescriptor {
     name: "gamespy-udp",
     summary: "GameSpy heartbeats and the master's own query (UDP)",
-    contract: crate::table::Contract::Datagrams,
+    contract: crate::face::Contract::Datagrams,
     default_port: muster_core::config::ports::GAMESPY_UDP,
-    bind: |addr| crate::table::bind_one_udp(UDP_FACE.name, addr),
+    bind: |addr| crate::face::bind_one_udp(UDP_FACE.name, addr),
     serve: |start, sockets| {
-        let face = GameSpyFace::new(start.settings.gamespy.clone(), muster_core::clock::now());
-        start.run_udp(face, crate::table::udp_sockets(UDP_FACE.name, sockets))
+        let face = GameSpyFace::new(
+            start.settings.get::<GameSpySettings>(),
+            muster_core::clock::now(),
+        );
+        start.run_udp(face, crate::face::udp_sockets(UDP_FACE.name, sockets))
     },
     register_hint: |a| {
         format!(
@@ -220,17 +223,17 @@ pub const UDP_FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor 
 };
 
 /// The GameSpy list face's entry in the face table (TCP: lists and `\\sync\\`).
-pub const TCP_FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+pub const TCP_FACE: crate::face::FaceDescriptor = crate::face::FaceDescriptor {
     name: "gamespy-tcp",
     summary: "GameSpy lists and \\sync\\ (TCP)",
-    contract: crate::table::Contract::Conversations,
+    contract: crate::face::Contract::Conversations,
     default_port: muster_core::config::ports::GAMESPY_TCP,
-    bind: |addr| crate::table::bind_one_tcp(TCP_FACE.name, addr),
+    bind: |addr| crate::face::bind_one_tcp(TCP_FACE.name, addr),
     serve: |start, sockets| {
         Box::pin(run_tcp(
             start.handle.clone(),
-            crate::table::tcp_listeners(TCP_FACE.name, sockets),
-            start.settings.gamespy.clone(),
+            crate::face::tcp_listeners(TCP_FACE.name, sockets),
+            start.settings.get::<GameSpySettings>(),
             start.stop.clone(),
         ))
     },

@@ -156,17 +156,17 @@ impl Default for MgmtSettings {
 }
 
 /// The management server's entry in the face table.
-pub const FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+pub const FACE: crate::face::FaceDescriptor = crate::face::FaceDescriptor {
     name: "mgmt",
     summary: "management server (TCP)",
-    contract: crate::table::Contract::Conversations,
+    contract: crate::face::Contract::Conversations,
     default_port: muster_core::config::ports::MGMT,
-    bind: |addr| crate::table::bind_one_tcp(FACE.name, addr),
+    bind: |addr| crate::face::bind_one_tcp(FACE.name, addr),
     serve: |start, sockets| {
         Box::pin(run(
             start.handle.clone(),
-            crate::table::tcp_listeners(FACE.name, sockets),
-            start.settings.mgmt.clone(),
+            crate::face::tcp_listeners(FACE.name, sockets),
+            start.settings.get::<MgmtSettings>(),
             start.stop.clone(),
         ))
     },

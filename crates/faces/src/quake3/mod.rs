@@ -653,19 +653,19 @@ impl UdpMachine for Quake3Face {
 mod tests;
 
 /// The Quake III face's entry in the face table.
-pub const FACE: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+pub const FACE: crate::face::FaceDescriptor = crate::face::FaceDescriptor {
     name: "quake3",
     summary: "Quake III / DarkPlaces master (dpmaster's protocol)",
-    contract: crate::table::Contract::Datagrams,
+    contract: crate::face::Contract::Datagrams,
     default_port: muster_core::config::ports::QUAKE3,
-    bind: |addr| crate::table::bind_one_udp(FACE.name, addr),
+    bind: |addr| crate::face::bind_one_udp(FACE.name, addr),
     serve: |start, sockets| {
         let face = Quake3Face::new(
-            start.settings.quake3.clone(),
+            start.settings.get::<Quake3Settings>(),
             rand::random(),
             muster_core::clock::now(),
         );
-        start.run_udp(face, crate::table::udp_sockets(FACE.name, sockets))
+        start.run_udp(face, crate::face::udp_sockets(FACE.name, sockets))
     },
     register_hint: |a| {
         let local = if a.ip().is_loopback() {

@@ -448,22 +448,22 @@ impl UdpMachine for Face06 {
 /// The Teeworlds 0.7 face's entry in the face table: each address binds the master socket
 /// and, on the master port + 1 (as teeworlds expects: 8284 for 8283), the checker socket that
 /// sends `fw??`.
-pub const FACE07: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+pub const FACE07: crate::face::FaceDescriptor = crate::face::FaceDescriptor {
     name: "teeworlds07",
     summary: "Teeworlds 0.7 master (UDP; checker on the port + 1)",
-    contract: crate::table::Contract::Datagrams,
+    contract: crate::face::Contract::Datagrams,
     default_port: muster_core::config::ports::TEEWORLDS07,
     bind: bind07,
     serve: |start, sockets| {
         // `bind07` returns master, checker; the runner numbers sockets in this order.
-        let sockets = crate::table::udp_sockets(FACE07.name, sockets);
+        let sockets = crate::face::udp_sockets(FACE07.name, sockets);
         let families = sockets
             .iter()
             .step_by(2)
             .map(|s| s.local_addr().is_ok_and(|a| a.is_ipv6()))
             .collect();
         let face = Face07::new(
-            &start.settings.teeworlds,
+            &start.settings.get::<TeeworldsSettings>(),
             Tokens::random(tokens::CONNLESS_SEED_PERIOD),
             families,
         );
@@ -473,13 +473,13 @@ pub const FACE07: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
         format!(
             "Teeworlds 0.7: sv_register 1 and the masters.cfg line \"{0} {0}\"{1}",
             a.ip(),
-            crate::table::fixed_port_note(a, muster_core::config::ports::TEEWORLDS07)
+            crate::face::fixed_port_note(a, muster_core::config::ports::TEEWORLDS07)
         )
     },
 };
 
-fn bind07(addr: SocketAddr) -> std::io::Result<Vec<crate::table::BoundSocket>> {
-    use crate::table::{BoundSocket, Socket};
+fn bind07(addr: SocketAddr) -> std::io::Result<Vec<crate::face::BoundSocket>> {
+    use crate::face::{BoundSocket, Socket};
     let master = crate::runtime::bind_udp(addr)?;
     let port = master.local_addr()?.port();
     let checker_port = if addr.port() == 0 {
@@ -501,19 +501,19 @@ fn bind07(addr: SocketAddr) -> std::io::Result<Vec<crate::table::BoundSocket>> {
 }
 
 /// The Teeworlds 0.6 list face's entry in the face table.
-pub const FACE06: crate::table::FaceDescriptor = crate::table::FaceDescriptor {
+pub const FACE06: crate::face::FaceDescriptor = crate::face::FaceDescriptor {
     name: "teeworlds06",
     summary: "Teeworlds 0.6 list (UDP)",
-    contract: crate::table::Contract::Datagrams,
+    contract: crate::face::Contract::Datagrams,
     default_port: muster_core::config::ports::TEEWORLDS06,
-    bind: |addr| crate::table::bind_one_udp(FACE06.name, addr),
-    serve: |start, sockets| start.run_udp(Face06, crate::table::udp_sockets(FACE06.name, sockets)),
+    bind: |addr| crate::face::bind_one_udp(FACE06.name, addr),
+    serve: |start, sockets| start.run_udp(Face06, crate::face::udp_sockets(FACE06.name, sockets)),
     register_hint: |a| {
         format!(
             "Teeworlds 0.6 clients: the masters.cfg line \"{0} {0}\"{1} lists the DDNet servers \
              registered over HTTP (0.6 servers cannot register here)",
             a.ip(),
-            crate::table::fixed_port_note(a, muster_core::config::ports::TEEWORLDS06)
+            crate::face::fixed_port_note(a, muster_core::config::ports::TEEWORLDS06)
         )
     },
 };

@@ -100,7 +100,7 @@ async fn start(
     let stop = muster_master::CancellationToken::new();
     tokio::spawn(handle.clone().run_publisher(stop.clone()));
     let mut faces = FaceStart::new(handle.clone(), stop.clone());
-    faces.settings.gameagent = settings;
+    faces.settings.set(settings);
     let task = tokio::spawn(faces.serve(&gameagent::FACE, sockets));
     Face {
         handle,

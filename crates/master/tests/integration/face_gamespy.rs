@@ -95,8 +95,8 @@ pub(crate) async fn start_with(
     let rx = stop.clone();
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
     let mut faces = FaceStart::new(handle.clone(), rx);
-    faces.settings.gamespy = settings;
-    faces.settings.budgets = budgets;
+    faces.settings.set(settings);
+    faces.settings.set(budgets);
     tokio::spawn(faces.serve(&gamespy::UDP_FACE, vec![Socket::Udp(udp)]));
     tokio::spawn(faces.serve(&gamespy::TCP_FACE, vec![Socket::Tcp(tcp)]));
     let app = gamespy::router(handle.clone());
@@ -718,7 +718,7 @@ async fn shutdown_drains_open_list_connections() {
         let (handle, stop, ended) = (handle.clone(), stop.clone(), Arc::clone(&ended));
         tokio::spawn(async move {
             let mut faces = FaceStart::new(handle, stop);
-            faces.settings.gamespy = settings;
+            faces.settings.set(settings);
             faces
                 .serve(&gamespy::TCP_FACE, vec![Socket::Tcp(tcp)])
                 .await;

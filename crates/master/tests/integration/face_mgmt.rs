@@ -29,7 +29,7 @@ fn serve_mgmt(
     stop: muster_master::CancellationToken,
 ) -> JoinHandle<()> {
     let mut faces = FaceStart::new(handle.clone(), stop);
-    faces.settings.mgmt = settings;
+    faces.settings.set(settings);
     tokio::spawn(faces.serve(&mgmt::FACE, vec![Socket::Tcp(l)]))
 }
 

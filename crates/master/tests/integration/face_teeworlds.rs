@@ -80,8 +80,8 @@ fn start07_with(
     let rx = tx.clone();
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
     let mut start = FaceStart::new(handle.clone(), rx);
-    start.settings.teeworlds = settings;
-    start.settings.budgets = budgets;
+    start.settings.set(settings);
+    start.settings.set(budgets);
     tokio::spawn(start.serve(&tw::FACE07, vec![Socket::Udp(master), Socket::Udp(checker)]));
     Udp07 {
         master: ma,
@@ -100,7 +100,7 @@ async fn start06(
     let rx = tx.clone();
     tokio::spawn(handle.clone().run_publisher(rx.clone()));
     let mut start = FaceStart::new(handle.clone(), rx);
-    start.settings.teeworlds = settings;
+    start.settings.set(settings);
     tokio::spawn(start.serve(&tw::FACE06, vec![Socket::Udp(s)]));
     (a, tx)
 }
