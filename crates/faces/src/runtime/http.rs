@@ -143,6 +143,33 @@ pub struct FileResponse {
     pub len: u64,
 }
 
+/// When a request arrived, as the HTTP runner read the clock for it (inserted into every
+/// request's extensions and handed to [`FileRoute::respond`]): routes read no clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestTime {
+    /// The runtime's clock (a paused test clock is everyone's).
+    pub now: std::time::Instant,
+    /// Wall time.
+    pub wall: muster_core::registry::Timestamp,
+}
+
+impl RequestTime {
+    /// The clock now.
+    #[must_use]
+    pub fn read() -> Self {
+        Self {
+            now: muster_core::clock::now(),
+            wall: muster_core::registry::Timestamp::now(),
+        }
+    }
+
+    /// The wall time as an HTTP `Date` value.
+    #[must_use]
+    pub fn http_date(&self) -> String {
+        httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(self.wall.0))
+    }
+}
+
 /// The answer of a [`FileRoute`], made off the connection (it may wait for a document build).
 pub type FileAnswer = Pin<Box<dyn Future<Output = Option<FileResponse>> + Send>>;
 
@@ -158,6 +185,7 @@ pub trait FileRoute: Send + Sync + std::fmt::Debug {
         path: &str,
         headers: &[httparse::Header<'_>],
         peer: SocketAddr,
+        at: RequestTime,
     ) -> Option<FileAnswer>;
 }
 
@@ -243,7 +271,11 @@ async fn front(
                     };
                     let client =
                         client_ip.client(peer, req.headers.iter().map(|h| (h.name, h.value)));
-                    match req.path.and_then(|p| route.respond(p, req.headers, client)) {
+                    let at = RequestTime::read();
+                    match req
+                        .path
+                        .and_then(|p| route.respond(p, req.headers, client, at))
+                    {
                         Some(answer) => Some((n, close, answer)),
                         None => return Front::Hyper,
                     }
@@ -340,6 +372,7 @@ pub async fn serve(
             );
             req.extensions_mut()
                 .insert(ConnectInfo::<SocketAddr>(client));
+            req.extensions_mut().insert(RequestTime::read());
             req.extensions_mut().insert(long_lived.clone());
             let router = router.clone();
             async move {

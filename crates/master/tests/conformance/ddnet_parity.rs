@@ -85,13 +85,19 @@ impl Pair {
         );
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let muster = l.local_addr().unwrap();
-        let serving = stop.clone();
-        tokio::spawn(async move {
-            axum::serve(l, app.into_make_service_with_connect_info::<SocketAddr>())
-                .with_graceful_shutdown(serving.cancelled_owned())
-                .await
-                .unwrap();
-        });
+        {
+            use muster_master::runtime::http::{ClientIp, HttpLimits, serve};
+            let limits = HttpLimits::from_limits(&muster_master::config::LimitsConfig::default());
+            tokio::spawn(serve(
+                l,
+                app,
+                None,
+                limits,
+                Arc::new(ClientIp::default()),
+                Arc::new(handle.clone()),
+                stop.clone(),
+            ));
+        }
         Self {
             mastersrv,
             muster,

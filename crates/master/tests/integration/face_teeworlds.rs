@@ -475,6 +475,27 @@ async fn start_http(h: &MasterHandle) -> Http {
     start_http_on(h, "127.0.0.1:0").await
 }
 
+/// Serves `app` on `l` with the daemon's HTTP runner (it stamps each request's peer and
+/// arrival time, as the DDNet routes need) until `stop` is cancelled.
+fn serve_http(
+    h: &MasterHandle,
+    l: tokio::net::TcpListener,
+    app: axum::Router,
+    stop: muster_master::CancellationToken,
+) {
+    use muster_master::runtime::http::{ClientIp, HttpLimits, serve};
+    let limits = HttpLimits::from_limits(&muster_master::config::LimitsConfig::default());
+    tokio::spawn(serve(
+        l,
+        app,
+        None,
+        limits,
+        Arc::new(ClientIp::default()),
+        Arc::new(h.clone()),
+        stop,
+    ));
+}
+
 async fn start_http_on(h: &MasterHandle, at: &str) -> Http {
     let mut chal = vec![Arc::new(udp().await)];
     if let Some(s) = udp6().await {
@@ -483,14 +504,13 @@ async fn start_http_on(h: &MasterHandle, at: &str) -> Http {
     let app = ddnet::router(h.clone(), chal, DdnetSettings::default());
     let stop = muster_master::CancellationToken::new();
     tokio::spawn(h.clone().run_publisher(stop.clone()));
-    tokio::spawn(h.clone().run_persister(Duration::from_secs(1), stop));
+    tokio::spawn(
+        h.clone()
+            .run_persister(Duration::from_secs(1), stop.clone()),
+    );
     let l = tokio::net::TcpListener::bind(at).await.unwrap();
     let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(l, app.into_make_service_with_connect_info::<SocketAddr>())
-            .await
-            .unwrap();
-    });
+    serve_http(h, l, app, stop);
     Http { addr }
 }
 

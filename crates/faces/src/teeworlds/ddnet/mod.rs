@@ -256,13 +256,9 @@ pub fn router_and_files(
 
 impl DdnetFace {
     /// Takes a `servers.json` token for `ip`; a refusal is counted when `count`.
-    fn allow_servers_json(&self, ip: IpAddr, count: bool) -> bool {
-        let ok = lock(&self.servers_json_bucket).allow_proven(
-            ip,
-            tokio::time::Instant::now().into_std(),
-            1.0,
-            |k| self.handle.proven_servers(k),
-        );
+    fn allow_servers_json(&self, ip: IpAddr, count: bool, now: std::time::Instant) -> bool {
+        let ok = lock(&self.servers_json_bucket)
+            .allow_proven(ip, now, 1.0, |k| self.handle.proven_servers(k));
         if !ok && count {
             self.handle
                 .metrics()

@@ -16,29 +16,36 @@ use muster_proto::teeworlds_master::RegisterResponse;
 use super::register::{AfterRegister, Answer, Cx, Then, after_register, too_large};
 use super::servers_json::{accepts_gzip, accepts_gzip_in, current_document, gzipped};
 use super::{DdnetFace, MAX_PENDING_DELETES, PendingDelete, SERVERS_JSON_PATH, lock, request};
-use crate::runtime::http::{FileAnswer, FileResponse, FileRoute};
+use crate::runtime::http::{FileAnswer, FileResponse, FileRoute, RequestTime};
 use muster_core::drops::DropReason;
 use muster_core::memfile::MemFile;
-use muster_core::registry::Timestamp;
 
-/// The register machine's view of the world now.
-fn cx(face: &DdnetFace) -> Cx<'_> {
+/// The register machine's view of the world when the request arrived.
+fn cx(face: &DdnetFace, at: RequestTime) -> Cx<'_> {
     Cx {
-        now: tokio::time::Instant::now().into_std(),
-        wall: Timestamp::now(),
+        now: at.now,
+        wall: at.wall,
         metrics: face.handle.metrics(),
         proven: &face.handle,
     }
 }
 
+/// When the HTTP runner received `req` (it stamps every request).
+fn arrived(req: &Request) -> Option<RequestTime> {
+    req.extensions().get::<RequestTime>().copied()
+}
+
 pub(super) async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -> Response {
-    let Some(ip) = peer_ip(&req) else {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "no peer address");
+    let (Some(ip), Some(at)) = (peer_ip(&req), arrived(&req)) else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no peer address or arrival time (not served by the HTTP runner)",
+        );
     };
     let (parts, body) = req.into_parts();
     let limit = {
         let mut machine = lock(&face.machine);
-        if let Some(a) = machine.admit(&cx(&face), ip, &parts.headers) {
+        if let Some(a) = machine.admit(&cx(&face, at), ip, &parts.headers) {
             return respond(a);
         }
         machine.body_limit()
@@ -46,10 +53,10 @@ pub(super) async fn register(State(face): State<Arc<DdnetFace>>, req: Request) -
     let Ok(body) = axum::body::to_bytes(Body::new(body), limit).await else {
         return respond(too_large(face.handle.metrics()));
     };
-    let step = lock(&face.machine).on_request(&cx(&face), ip, &parts.headers, &body);
+    let step = lock(&face.machine).on_request(&cx(&face, at), ip, &parts.headers, &body);
     let response = match step.then {
         Then::Answer(a) => respond(a),
-        Then::Register(cmd) => registered(&face, cmd.0, cmd.1).await,
+        Then::Register(cmd) => registered(&face, cmd.0, cmd.1, at).await,
         Then::Delete { secret, url } => delete(&face, secret, url).await,
     };
     if let Some(chal) = step.challenge
@@ -67,10 +74,11 @@ async fn registered(
     face: &DdnetFace,
     d: muster_core::registry::DdnetRegister,
     reg: muster_core::registry::Registration,
+    at: RequestTime,
 ) -> Response {
     let m = face.handle.metrics();
     let key = reg.key.clone();
-    let out = face.handle.ddnet_register(d, reg, Timestamp::now());
+    let out = face.handle.ddnet_register(d, reg, at.wall);
     let visible = match after_register(out) {
         AfterRegister::Answer(a) => return respond(a),
         AfterRegister::Success { visible } => visible,
@@ -137,13 +145,19 @@ async fn delete(face: &DdnetFace, secret: Box<str>, url: String) -> Response {
 }
 
 pub(super) async fn servers_json(State(face): State<Arc<DdnetFace>>, req: Request) -> Response {
+    let Some(at) = arrived(&req) else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no arrival time (not served by the HTTP runner)",
+        );
+    };
     if let Some(ip) = peer_ip(&req)
-        && !face.allow_servers_json(ip, true)
+        && !face.allow_servers_json(ip, true, at.now)
     {
         return too_many(face.settings.servers_json_refill);
     }
     face.handle.metrics().count_list_request("ddnet");
-    let doc = current_document(&face.documents).await;
+    let doc = current_document(&face.documents, at.now).await;
     let gzip = accepts_gzip(req.headers());
     let tag = doc.tag(gzip);
     let not_modified = req
@@ -203,6 +217,7 @@ impl FileRoute for ServersJsonFile {
         path: &str,
         headers: &[httparse::Header<'_>],
         peer: SocketAddr,
+        at: RequestTime,
     ) -> Option<FileAnswer> {
         if path != SERVERS_JSON_PATH {
             return None;
@@ -216,7 +231,7 @@ impl FileRoute for ServersJsonFile {
         );
         let face = Arc::clone(&self.0);
         Some(Box::pin(async move {
-            let doc = current_document(&face.documents).await;
+            let doc = current_document(&face.documents, at.now).await;
             let body = if gzip {
                 gzipped(&face.documents, &doc).await
             } else {
@@ -227,7 +242,7 @@ impl FileRoute for ServersJsonFile {
                 return None;
             };
             // Refused: the router answers, and refuses it the same way (429).
-            if !face.allow_servers_json(peer.ip(), false) {
+            if !face.allow_servers_json(peer.ip(), false, at.now) {
                 return None;
             }
             face.handle.metrics().count_list_request("ddnet");
@@ -237,7 +252,7 @@ impl FileRoute for ServersJsonFile {
             }
             head.push_str(&format!(
                 "content-length: {len}\r\ndate: {}\r\n\r\n",
-                httpdate::fmt_http_date(std::time::SystemTime::now())
+                at.http_date()
             ));
             Some(FileResponse {
                 head: head.into_bytes(),

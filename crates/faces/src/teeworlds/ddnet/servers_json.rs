@@ -120,7 +120,7 @@ pub(super) fn accepts_gzip_in<'a>(values: impl Iterator<Item = &'a [u8]>) -> boo
 /// The document to serve now (see the module docs): the current one when it shows the latest
 /// snapshot, or when it is costly and was built less than four of its costs ago, or while a
 /// background rebuild of a costly one runs; else the one a rebuild makes (one at a time).
-pub(super) async fn current_document(face: &Arc<ServersJson>) -> Arc<Doc> {
+pub(super) async fn current_document(face: &Arc<ServersJson>, now: Instant) -> Arc<Doc> {
     loop {
         let view = face.handle.snapshot();
         // Registered before looking, so that a rebuild ending in between is not missed.
@@ -132,9 +132,7 @@ pub(super) async fn current_document(face: &Arc<ServersJson>) -> Arc<Doc> {
             let costly = docs.doc.as_ref().is_some_and(|d| d.cost > FRESH_BUILD);
             let fresh = docs.doc.as_ref().is_some_and(|d| {
                 d.version == view.content_version()
-                    || (costly
-                        && now_instant().saturating_duration_since(d.built)
-                            < d.cost.saturating_mul(4))
+                    || (costly && now.saturating_duration_since(d.built) < d.cost.saturating_mul(4))
             });
             match docs.doc.clone() {
                 Some(d) if fresh || (costly && docs.building) => Next::Serve(d),
@@ -174,7 +172,8 @@ enum Next {
 
 /// Builds the document of `view` off the reactor and makes it current.
 async fn rebuild(face: &ServersJson, view: Arc<Snapshot>) -> Arc<Doc> {
-    let t = now_instant();
+    // The builder, a task of its own like the publisher, times its builds.
+    let t = muster_core::clock::now();
     let version = view.content_version();
     let dir = face.body_dir.clone();
     let plain = muster_core::bulk::spawn(move || {
@@ -187,8 +186,8 @@ async fn rebuild(face: &ServersJson, view: Arc<Snapshot>) -> Arc<Doc> {
     let doc = Arc::new(Doc {
         id: next_doc_id(),
         version,
-        built: now_instant(),
-        cost: now_instant().saturating_duration_since(t),
+        built: muster_core::clock::now(),
+        cost: muster_core::clock::now().saturating_duration_since(t),
         plain,
         gz: tokio::sync::OnceCell::new(),
         heap_plain: tokio::sync::OnceCell::new(),
@@ -421,10 +420,6 @@ fn synthesized_info(p: &PollInfo) -> Value {
         "version": "",
         "clients": players,
     })
-}
-
-fn now_instant() -> Instant {
-    tokio::time::Instant::now().into_std()
 }
 
 #[cfg(test)]
