@@ -250,10 +250,7 @@ impl Net {
     /// Whether `ip` is in this network (IPv4-mapped IPv6 addresses count as IPv4).
     #[must_use]
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
+        let ip = ip.to_canonical();
         match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
                 let mask = u32::MAX

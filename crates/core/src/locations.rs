@@ -190,10 +190,7 @@ impl Locations {
     /// The location of the longest network containing `ip`.
     #[must_use]
     pub fn lookup(&self, ip: IpAddr) -> Option<&Arc<str>> {
-        let ip = match ip {
-            IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
+        let ip = ip.to_canonical();
         match ip {
             IpAddr::V4(a) => {
                 let a = u32::from(a);

@@ -102,10 +102,7 @@ impl ServerAddress {
     /// The address with `ip` as host, as the master lists it: IPv4-mapped IPv6 becomes IPv4.
     #[must_use]
     pub fn with_ip(&self, ip: IpAddr) -> Self {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-            v4 @ IpAddr::V4(_) => v4,
-        };
+        let ip = ip.to_canonical();
         Self {
             scheme: self.scheme.clone(),
             host: ip.to_string(),

@@ -301,8 +301,5 @@ pub(super) fn error(status: StatusCode, message: &str) -> Response {
 /// The peer's IP, an IPv4-mapped one made IPv4.
 fn peer_ip(req: &Request) -> Option<IpAddr> {
     let ConnectInfo(addr) = req.extensions().get::<ConnectInfo<SocketAddr>>()?;
-    Some(match addr.ip() {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    })
+    Some(addr.ip().to_canonical())
 }
