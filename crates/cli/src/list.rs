@@ -11,11 +11,12 @@ use muster_query::{
 use serde::Serialize;
 
 use crate::dto::{LobbyResult, Resolved, show_addr};
+use crate::exit;
 use crate::output::{Column, Filter, Filterable, Format, Table, note, plural};
 use crate::protocols::ProtocolArg;
 use crate::query::UsageError;
 use crate::timing::TimingArgs;
-use crate::{Verbosity, exit};
+use crate::verbosity::Verbosity;
 
 /// `--protocol` of `muster list`: which master protocol to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -3,6 +3,7 @@
 
 mod dto;
 mod emulate;
+mod exit;
 mod generate;
 mod list;
 mod output;
@@ -14,6 +15,7 @@ mod signal;
 mod stdout;
 mod target;
 mod timing;
+mod verbosity;
 mod watch;
 
 /// The allocator: a scan makes and frees many small strings per reply, and glibc's malloc
@@ -27,18 +29,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-/// Exit codes, as documented in `--help`.
-pub(crate) mod exit {
-    /// Every server answered.
-    pub(crate) const OK: u8 = 0;
-    /// At least one server did not answer (timeout or error); the others were printed.
-    pub(crate) const SOME_FAILED: u8 = 1;
-    /// The command line or an input was wrong (clap also uses 2).
-    pub(crate) const USAGE: u8 = 2;
-    /// Muster itself failed (cannot bind a socket, cannot write output).
-    pub(crate) const INTERNAL: u8 = 3;
-}
+use verbosity::Verbosity;
 
 /// How addresses are read, for the commands that take game addresses.
 macro_rules! addresses_help {
@@ -174,35 +165,6 @@ fn init_logging(verbosity: Verbosity, daemon: bool) {
         logger.init();
     } else {
         logger.without_time().with_target(false).init();
-    }
-}
-
-/// How much goes to stderr, from `-q`/`-v`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verbosity {
-    /// `-qq`: errors only.
-    Errors,
-    /// `-q`: warnings and errors, no summary.
-    Quiet,
-    /// The default: what the command is doing, and a summary.
-    Normal,
-    /// `-v` (1), `-vv` (2), `-vvv` (3).
-    Verbose(u8),
-}
-
-impl Verbosity {
-    fn of(verbose: u8, quiet: u8) -> Self {
-        match (verbose, quiet) {
-            (0, 0) => Self::Normal,
-            (0, 1) => Self::Quiet,
-            (0, _) => Self::Errors,
-            (v, _) => Self::Verbose(v),
-        }
-    }
-
-    /// Whether summaries and hints go to stderr.
-    pub(crate) fn chatty(self) -> bool {
-        matches!(self, Self::Normal | Self::Verbose(_))
     }
 }
 

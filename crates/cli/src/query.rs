@@ -9,11 +9,12 @@ use muster_query::{
 };
 
 use crate::dto::{ServerResult, Status};
+use crate::exit;
 use crate::output::{Format, Sink, Summary, note, plural};
 use crate::protocols::ProtocolArg;
 use crate::target::Target;
 use crate::timing::TimingArgs;
-use crate::{Verbosity, exit};
+use crate::verbosity::Verbosity;
 
 /// A mistake in the user's input; maps to exit code 2.
 #[derive(Debug, thiserror::Error)]

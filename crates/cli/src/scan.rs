@@ -8,13 +8,14 @@ use anyhow::Context as _;
 use muster_query::{AddressError, ResolveError, resolve_inputs};
 
 use crate::dto::ServerResult;
+use crate::exit;
 use crate::list::{self, Listed, MasterKind};
 use crate::output::{Filter, Format, Sink, SortSpec, Summary, note, plural};
 use crate::protocols::ProtocolArg;
 use crate::query::{self, Tally, UsageError, bad_address};
 use crate::target::Target;
 use crate::timing::TimingArgs;
-use crate::{Verbosity, exit};
+use crate::verbosity::Verbosity;
 
 /// Flags of `muster scan`.
 #[derive(Debug, clap::Args)]

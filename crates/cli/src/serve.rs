@@ -8,8 +8,9 @@ use muster_master::config::{Config, Listen};
 use muster_master::store::StoreError;
 use muster_master::{Bound, Listeners, Master, MasterError};
 
+use crate::exit;
 use crate::query::UsageError;
-use crate::{Verbosity, exit};
+use crate::verbosity::Verbosity;
 
 const AFTER_HELP: &str = "\
 Every face is on by default, on IPv4 and IPv6:
