@@ -68,6 +68,12 @@ pub struct HttpLimits {
     pub conn: ConnLimits,
 }
 
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self::from_limits(&muster_core::config::LimitsConfig::default())
+    }
+}
+
 impl HttpLimits {
     /// The HTTP face's limits from `[limits]`.
     #[must_use]

@@ -85,19 +85,16 @@ impl Pair {
         );
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let muster = l.local_addr().unwrap();
-        {
-            use muster_master::runtime::http::{ClientIp, HttpLimits, serve};
-            let limits = HttpLimits::from_limits(&muster_master::config::LimitsConfig::default());
-            tokio::spawn(serve(
-                l,
-                app,
-                None,
-                limits,
-                Arc::new(ClientIp::default()),
-                Arc::new(handle.clone()),
-                stop.clone(),
-            ));
-        }
+        // The daemon's HTTP runner: it stamps each request's peer and arrival time.
+        tokio::spawn(muster_master::runtime::http::serve(
+            l,
+            app,
+            None,
+            Default::default(),
+            Default::default(),
+            Arc::new(handle.clone()),
+            stop.clone(),
+        ));
         Self {
             mastersrv,
             muster,

@@ -147,27 +147,6 @@ async fn teeworlds_075_registers_with_the_07_face() {
     face.await.unwrap();
 }
 
-/// Serves `app` on `l` with the daemon's HTTP runner (it stamps each request's peer and
-/// arrival time, as the DDNet routes need) until `stop` is cancelled.
-fn serve_http(
-    h: &MasterHandle,
-    l: tokio::net::TcpListener,
-    app: axum::Router,
-    stop: muster_master::CancellationToken,
-) {
-    use muster_master::runtime::http::{ClientIp, HttpLimits, serve};
-    let limits = HttpLimits::from_limits(&muster_master::config::LimitsConfig::default());
-    tokio::spawn(serve(
-        l,
-        app,
-        None,
-        limits,
-        Arc::new(ClientIp::default()),
-        Arc::new(h.clone()),
-        stop,
-    ));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ddnet_164_registers_over_http_and_deletes_on_stop() {
     let Some(peer) = DdnetServer::require() else {
@@ -186,7 +165,16 @@ async fn ddnet_164_registers_over_http_and_deletes_on_stop() {
     );
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = l.local_addr().unwrap();
-    serve_http(&h, l, app, stop.clone());
+    // The daemon's HTTP runner: it stamps each request's peer and arrival time.
+    tokio::spawn(muster_master::runtime::http::serve(
+        l,
+        app,
+        None,
+        Default::default(),
+        Default::default(),
+        Arc::new(h.clone()),
+        stop.clone(),
+    ));
     let port = muster_testkit::net::free_udp_port();
     let url = format!("sv_register_url \"http://{http}/ddnet/15/register\"");
     let mut server = tokio::task::spawn_blocking(move || {

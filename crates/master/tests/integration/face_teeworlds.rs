@@ -475,27 +475,6 @@ async fn start_http(h: &MasterHandle) -> Http {
     start_http_on(h, "127.0.0.1:0").await
 }
 
-/// Serves `app` on `l` with the daemon's HTTP runner (it stamps each request's peer and
-/// arrival time, as the DDNet routes need) until `stop` is cancelled.
-fn serve_http(
-    h: &MasterHandle,
-    l: tokio::net::TcpListener,
-    app: axum::Router,
-    stop: muster_master::CancellationToken,
-) {
-    use muster_master::runtime::http::{ClientIp, HttpLimits, serve};
-    let limits = HttpLimits::from_limits(&muster_master::config::LimitsConfig::default());
-    tokio::spawn(serve(
-        l,
-        app,
-        None,
-        limits,
-        Arc::new(ClientIp::default()),
-        Arc::new(h.clone()),
-        stop,
-    ));
-}
-
 async fn start_http_on(h: &MasterHandle, at: &str) -> Http {
     let mut chal = vec![Arc::new(udp().await)];
     if let Some(s) = udp6().await {
@@ -510,7 +489,16 @@ async fn start_http_on(h: &MasterHandle, at: &str) -> Http {
     );
     let l = tokio::net::TcpListener::bind(at).await.unwrap();
     let addr = l.local_addr().unwrap();
-    serve_http(h, l, app, stop);
+    // The daemon's HTTP runner: it stamps each request's peer and arrival time.
+    tokio::spawn(muster_master::runtime::http::serve(
+        l,
+        app,
+        None,
+        Default::default(),
+        Default::default(),
+        Arc::new(h.clone()),
+        stop,
+    ));
     Http { addr }
 }
 
