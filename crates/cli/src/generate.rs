@@ -5,7 +5,6 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use clap::CommandFactory as _;
 
 use crate::exit;
 
@@ -35,16 +34,16 @@ pub(crate) struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
-pub(crate) fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
-    let mut cmd = crate::Cli::command();
+/// Completions of `cmd` (the whole command line's definition).
+pub(crate) fn completions(args: &CompletionsArgs, mut cmd: clap::Command) -> anyhow::Result<u8> {
     let mut out = crate::stdout::stdout();
     clap_complete::generate(args.shell, &mut cmd, "muster", &mut out);
     out.flush()?;
     Ok(exit::OK)
 }
 
-pub(crate) fn man(args: &ManArgs) -> anyhow::Result<u8> {
-    let cmd = crate::Cli::command();
+/// The manual pages of `cmd` (the whole command line's definition).
+pub(crate) fn man(args: &ManArgs, cmd: clap::Command) -> anyhow::Result<u8> {
     match &args.dir {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
