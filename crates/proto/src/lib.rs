@@ -46,6 +46,7 @@ pub mod teeworlds;
 pub mod teeworlds_master;
 pub mod unreal2;
 pub mod ut2003_list;
+pub mod valve_master;
 
 pub use model::{ListedServer, Player, Protocol, RawValue, Rule, ServerInfo, ServerList, Text};
 pub use query::{Event, ListEvent, QueryConfig, QueryError, QueryEvent, QueryMachine, Transmit};
