@@ -13,6 +13,8 @@
 #   cargo            DDNet's mastersrv, built from .peers/src/ddnet-mastersrv          -> .peers/bin/mastersrv
 #   make             dpmaster (the Quake III / DarkPlaces master), built from .peers/src/dpmaster
 #                                                                                       -> .peers/bin/dpmaster
+#   cargo            xash3d-master (FWGS's Half-Life / Xash3D master), built from .peers/src/xash3d-master
+#                                                                                  -> .peers/bin/xash3d-master
 #
 # Where the two sources come from, the first that applies (see "third-party sources" below):
 #   1. MUSTER_MASTERSRV_SRC / MUSTER_PERL_MASTER_SRC / MUSTER_DPMASTER_SRC: a folder holding that
@@ -35,6 +37,7 @@ NODE_DIR="$PEERS/node"
 VENV="$PEERS/venv"
 SRC_DIR="$PEERS/src"
 MASTERSRV_BIN="$PEERS/bin/mastersrv"
+XASH_BIN="$PEERS/bin/xash3d-master"
 DPMASTER_BIN="$PEERS/bin/dpmaster"
 # Local mirror of the two peer sources (unmodified, one folder per <name>): where the environment the
 # project was started in keeps them, beside the clone. Used only when it exists; otherwise GitHub.
@@ -67,6 +70,11 @@ DPMASTER_REPO=https://github.com/kphillisjr/dpmaster.git
 DPMASTER_COMMIT=1c1bd46a78d41726f3c1d13cc27e41d2e7620e19
 DPMASTER_PATHS=(src doc testsuite)
 DPMASTER_CONTENT=cab071b9c3dcee5586e76f0eef61f34afa3db567629d6e7b149ad9235676caf9
+XASH_NAME=xash3d-master
+XASH_REPO=https://github.com/FWGS/xash3d-master.git
+XASH_COMMIT=c669957e4d0640324f53151ab2eb189437ccf726
+XASH_PATHS=(Cargo.toml crates)
+XASH_CONTENT=fe16594223179a2c15ce2f32c62f70e8c2d9ac3b875819fc17dd642504d44692
 
 DEB_PACKAGES=(qstat teeworlds-server ddnet-server iproute2 openarena-server)
 # dpmaster's own test suite (Perl) needs Socket6.
@@ -290,6 +298,8 @@ install_source "$PERL_NAME" MUSTER_PERL_MASTER_SRC "$PERL_REPO" "$PERL_COMMIT" \
     "" "" util/masterserver.pl "$PERL_CONTENT" "${PERL_PATHS[@]}"
 install_source "$DPMASTER_NAME" MUSTER_DPMASTER_SRC "$DPMASTER_REPO" "$DPMASTER_COMMIT" \
     "" "" src/dpmaster.c "$DPMASTER_CONTENT" "${DPMASTER_PATHS[@]}"
+install_source "$XASH_NAME" MUSTER_XASH_MASTER_SRC "$XASH_REPO" "$XASH_COMMIT" \
+    "" "" crates/xash3d-master/Cargo.toml "$XASH_CONTENT" "${XASH_PATHS[@]}"
 
 # --- DDNet's mastersrv (cargo, project-local) ------------------------------------------------------
 # Built from .peers/src/ddnet-mastersrv with its own lock file (--locked, so nothing in the source is
@@ -310,6 +320,24 @@ if [ ! -x "$MASTERSRV_BIN" ] || [ "$have_mastersrv" != "$want_mastersrv" ]; then
     echo "$want_mastersrv" > "$PEERS/mastersrv.sha256"
 fi
 [ -x "$MASTERSRV_BIN" ] || die "mastersrv built but $MASTERSRV_BIN is missing"
+
+# --- xash3d-master (cargo, project-local) ----------------------------------------------------------
+# FWGS's Half-Life / Xash3D master. Its repository has no lock file: cargo resolves the crates it names
+# when it builds (in the copy under .peers/src, never in the mirror), into its own target folder.
+XASH_SRC="$SRC_DIR/$XASH_NAME"
+want_xash="$(tree_digest "$XASH_SRC" "${XASH_PATHS[@]}")"
+have_xash="$(cat "$PEERS/xash3d-master.sha256" 2>/dev/null || true)"
+if [ ! -x "$XASH_BIN" ] || [ "$have_xash" != "$want_xash" ]; then
+    say "building xash3d-master from $XASH_SRC (about a minute)"
+    mkdir -p "$PEERS/bin"
+    cargo build --quiet --release -p xash3d-master \
+        --manifest-path "$XASH_SRC/Cargo.toml" \
+        --target-dir "$PEERS/xash3d-master-target" \
+        || die "cargo build of xash3d-master failed"
+    cp "$PEERS/xash3d-master-target/release/xash3d-master" "$XASH_BIN"
+    echo "$want_xash" > "$PEERS/xash3d-master.sha256"
+fi
+[ -x "$XASH_BIN" ] || die "xash3d-master built but $XASH_BIN is missing"
 
 # --- dpmaster (make, project-local) ---------------------------------------------------------------
 # Plain C, built with its own Makefile in a copy of .peers/src/dpmaster/src (the build writes object
@@ -360,6 +388,7 @@ printf '%-17s %-22s %s\n' \
     mastersrv-src "$(source_version "$MASTERSRV_NAME" "$MASTERSRV_CONTENT")" "$SRC_DIR/$MASTERSRV_NAME" \
     masterserver-perl "$(source_version "$PERL_NAME" "$PERL_CONTENT")" "$SRC_DIR/$PERL_NAME" \
     dpmaster "$(source_version "$DPMASTER_NAME" "$DPMASTER_CONTENT")" "$DPMASTER_BIN" \
+    xash3d-master "$(source_version "$XASH_NAME" "$XASH_CONTENT")" "$XASH_BIN" \
     gamedig "$(node -p 'require(process.argv[1]).version' "$NODE_DIR/node_modules/gamedig/package.json")" "$GAMEDIG_BIN" \
     opengsq "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("opengsq"))')" "$OPENGSQ_BIN" \
     node "$(node --version)" "$(command -v node)" \

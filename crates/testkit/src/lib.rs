@@ -34,6 +34,7 @@ pub mod net;
 pub mod perl_master;
 pub mod process;
 pub mod servers;
+pub mod xash;
 
 use std::fmt;
 use std::io::Write as _;
@@ -45,6 +46,7 @@ pub use net::{Capture, free_udp_port};
 pub use perl_master::{PerlMaster, PerlMasterConfig, PerlMasterGuard};
 pub use process::Output;
 pub use servers::{DdnetServer, TeeworldsServer};
+pub use xash::{XashMaster, XashMasterGuard};
 
 /// Environment variable that turns a missing peer into a test failure.
 pub const REQUIRE_PEERS_ENV: &str = "MUSTER_REQUIRE_PEERS";

@@ -546,7 +546,8 @@ pub fn heartbeat_of(challenge: u32, gamedir: &str, map: &str, players: u32, max:
     pairs.push((b"map".to_vec(), map.as_bytes().to_vec()));
     pairs.push((b"type".to_vec(), b"d".to_vec()));
     pairs.push((b"os".to_vec(), b"l".to_vec()));
-    pairs.push((b"version".to_vec(), b"1.1.2.7".to_vec()));
+    // Xash3D masters refuse servers older than 0.21 (a Half-Life build number is not one).
+    pairs.push((b"version".to_vec(), b"0.21".to_vec()));
     Heartbeat::new(pairs)
 }
 

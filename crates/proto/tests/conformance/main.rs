@@ -13,9 +13,11 @@
 //! | [`requests`] | the exact request bytes (and port offset) of every client peer, against the specs |
 //! | [`game_servers`] | teeworlds-server 0.7.5 and DDNet-Server 16.4 start, answer on loopback and stop |
 //! | [`canned_replies`] | client peers read hand-written or captured replies served by the test |
+//! | [`valve_master`] | the Valve master codecs against FWGS's xash3d-master (registration, list pages, key echo, filters) |
 
 use muster_testkit as harness;
 
 mod canned_replies;
 mod game_servers;
 mod requests;
+mod valve_master;

@@ -1,0 +1,121 @@
+//! FWGS's `xash3d-master` (the Half-Life / Xash3D master, unmodified), built by
+//! `scripts/install-peers.sh` into `<peers>/bin/xash3d-master`, run on 127.0.0.1 and stopped by PID
+//! when its guard drops.
+//!
+//! It is ready once it answers a challenge request (`q ff` + four bytes) with its challenge reply.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::net::{free_udp_port, loopback};
+use super::process::{ChildGuard, ScratchDir};
+use super::{Missing, peers_dir, require};
+
+/// How long the master may take to start answering.
+pub const START_LIMIT: Duration = Duration::from_secs(15);
+
+/// The built master.
+#[derive(Debug, Clone)]
+pub struct XashMaster {
+    /// The binary.
+    pub bin: PathBuf,
+}
+
+impl XashMaster {
+    /// Looks for `<peers>/bin/xash3d-master`.
+    pub fn find() -> Result<Self, Missing> {
+        let bin = peers_dir().join("bin/xash3d-master");
+        if bin.is_file() {
+            Ok(Self { bin })
+        } else {
+            Err(Missing {
+                peer: "xash3d-master",
+                detail: format!(
+                    "no {}; install-peers.sh builds it from the xash3d-master source",
+                    bin.display()
+                ),
+            })
+        }
+    }
+
+    /// [`find`](Self::find) with the skip-or-fail rule applied.
+    #[track_caller]
+    pub fn require() -> Option<Self> {
+        require(Self::find())
+    }
+
+    /// Starts the master on 127.0.0.1 (a free UDP port), logging at `trace` (it says why it
+    /// refused a datagram), and waits until it answers a challenge request.
+    pub fn start(&self) -> XashMasterGuard {
+        let scratch = ScratchDir::new("xash3d-master");
+        let port = free_udp_port();
+        let addr = loopback(port);
+        let port_arg = port.to_string();
+        let args = ["-i", "127.0.0.1", "-p", port_arg.as_str(), "-l", "trace"];
+        let log = scratch.path().join("xash3d-master.log");
+        let child = ChildGuard::spawn("xash3d-master", &self.bin, &args, scratch.path(), &[], log)
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+        let mut guard = XashMasterGuard {
+            child,
+            scratch,
+            addr,
+        };
+        let probe = UdpSocket::bind("127.0.0.1:0").expect("a probe socket");
+        probe
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("a read timeout");
+        let start = Instant::now();
+        let mut buf = [0u8; 64];
+        loop {
+            if let Some(status) = guard.child.exited() {
+                panic!(
+                    "xash3d-master exited during start-up ({status})\n{}",
+                    guard.log()
+                );
+            }
+            let _ = probe.send_to(b"q\xff\x01\x02\x03\x04", addr);
+            if let Ok((n, from)) = probe.recv_from(&mut buf)
+                && from == addr
+                && buf.get(..6) == Some(b"\xff\xff\xff\xffs\n".as_slice())
+                && n >= 10
+            {
+                return guard;
+            }
+            if start.elapsed() > START_LIMIT {
+                guard.child.stop();
+                panic!(
+                    "xash3d-master on {addr} not ready within {START_LIMIT:?}\n{}",
+                    guard.log()
+                );
+            }
+        }
+    }
+}
+
+/// A running xash3d-master; stopped by PID (SIGTERM, then SIGKILL) and its folder removed on
+/// drop.
+#[derive(Debug)]
+pub struct XashMasterGuard {
+    // Field order matters: the child is stopped before its folder is removed.
+    child: ChildGuard,
+    scratch: ScratchDir,
+    addr: SocketAddr,
+}
+
+impl XashMasterGuard {
+    /// Its UDP address (127.0.0.1:port).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The master's log so far.
+    pub fn log(&self) -> String {
+        self.child.log()
+    }
+
+    /// The scratch folder.
+    pub fn dir(&self) -> &std::path::Path {
+        self.scratch.path()
+    }
+}
