@@ -16,14 +16,18 @@
 //! RULES       45 count:u16 { name value }
 //! ```
 //!
-//! Files: [`packet`] (every single datagram, both directions). This module holds the named limits and the one text-decoding rule ([`decode_text`]).
+//! Files: [`packet`] (every single datagram, both directions), [`split`] (reassembly of
+//! multi-datagram replies, bzip2 included). This module
+//! holds the named limits and the one text-decoding rule ([`decode_text`]).
 //!
 //! Deliberately **not** here: sockets, clocks, the master server protocol. Spec:
 //! `docs/protocols/valve.md`.
 
 pub mod packet;
+pub mod split;
 
 pub use packet::{GoldSrcInfo, Info, ModInfo, Packet, PlayerEntry, Players, Rules, TheShip};
+pub use split::Reassembler;
 
 use crate::model::Text;
 
