@@ -17,13 +17,14 @@
 //! ```
 //!
 //! Files: [`packet`] (every single datagram, both directions), [`split`] (reassembly of
-//! multi-datagram replies, bzip2 included). This module
+//! multi-datagram replies, bzip2 included), [`query`] (the client's query machine). This module
 //! holds the named limits and the one text-decoding rule ([`decode_text`]).
 //!
 //! Deliberately **not** here: sockets, clocks, the master server protocol. Spec:
 //! `docs/protocols/valve.md`.
 
 pub mod packet;
+pub mod query;
 pub mod split;
 
 pub use packet::{GoldSrcInfo, Info, ModInfo, Packet, PlayerEntry, Players, Rules, TheShip};
