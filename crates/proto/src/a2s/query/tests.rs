@@ -374,3 +374,55 @@ proptest! {
         prop_assert!(q.poll_event().is_some());
     }
 }
+
+#[test]
+fn a2s_query_reassembles_a_goldsrc_split_info_and_a_bzip2_player_list() {
+    use std::io::Write as _;
+    let t0 = Instant::now();
+    let mut q = ServerQuery::new(
+        target(),
+        ME,
+        Request {
+            players: true,
+            rules: false,
+        },
+        config(),
+    );
+    let _ = sent(&mut q, t0);
+    let mut big = info(70);
+    big.name = vec![b'n'; 1800];
+    let reply = bytes(&Packet::Info(Box::new(big)));
+    let parts = encode_parts(Layout::GoldSrc, 3, &reply, 1000);
+    assert_eq!(parts.len(), 2);
+    q.handle_datagram(t0 + ms(4), target(), &parts[1]);
+    q.handle_datagram(t0 + ms(5), target(), &parts[0]);
+    assert_eq!(
+        sent(&mut q, t0 + ms(5)),
+        [Packet::PlayerRequest {
+            challenge: NO_CHALLENGE
+        }]
+    );
+    let list = bytes(&Packet::Players(players(150)));
+    let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
+    e.write_all(&list).unwrap();
+    let mut body = u32::try_from(list.len()).unwrap().to_le_bytes().to_vec();
+    body.extend_from_slice(&crc32fast::hash(&list).to_le_bytes());
+    body.extend_from_slice(&e.finish().unwrap());
+    let parts = encode_parts(
+        Layout::Source { size_field: false },
+        crate::a2s::split::COMPRESSED_BIT | 4,
+        &body,
+        200,
+    );
+    assert!(parts.len() >= 2);
+    for p in parts.iter().rev() {
+        q.handle_datagram(t0 + ms(9), target(), p);
+    }
+    let Some(Event::Done(s)) = q.poll_event() else {
+        panic!("not done");
+    };
+    assert_eq!(s.name.text.len(), 1800);
+    assert_eq!(s.ping, Some(ms(5)));
+    assert_eq!(s.players.len(), 150);
+    assert_eq!(s.partial, None);
+}
