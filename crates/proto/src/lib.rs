@@ -11,6 +11,7 @@
 //!
 //! | module | protocol |
 //! |---|---|
+//! | [`a2s`] | Valve A2S server queries (Source and GoldSrc), split and bzip2 replies |
 //! | [`gameagent`] | Serious Sam GameAgent master (UDP 9005) and server queries 0x01–0x04 |
 //! | [`gamespy1`] | GameSpy v1 `\status\` queries, tokenizer and reassembly |
 //! | [`unreal2`] | Unreal Engine 2 native query (UT2003/UT2004) |
@@ -37,6 +38,7 @@ pub mod respond;
 pub mod text;
 pub mod wire;
 
+pub mod a2s;
 pub mod gameagent;
 pub mod gamespy1;
 pub mod gamespy_master;
