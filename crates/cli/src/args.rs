@@ -10,8 +10,8 @@ macro_rules! addresses_help {
     () => {
         "Addresses are game addresses, what a player connects to: host:port, a.b.c.d:port or
 [v6]:port. Each protocol's convention gives the query port (game port + 1 for gameagent,
-gamespy1 and unreal2; the game port itself for teeworlds and quake3, whose default port is
-27960) unless --given-port-only is set:
+gamespy1 and unreal2; the game port itself for teeworlds, quake3 (default port 27960) and a2s
+(default 27015)) unless --given-port-only is set:
 then the port given is queried and the game port is read from the answer (GameSpy hostport,
 the UE2 reply's port) where it says one. Results show the game address, with the query
 address beside it where it differs, and a host name as given, with the address it resolved

@@ -21,6 +21,11 @@ pub(crate) enum ProtocolArg {
     /// Quake III / DarkPlaces family (ioquake3, OpenArena, Xonotic, Urban Terror, …):
     /// `getstatus` with a challenge on the game port itself (default 27960).
     Quake3,
+    /// Valve's A2S (Counter-Strike, Team Fortress 2, Garry's Mod, Rust, every Source and
+    /// GoldSrc game, Xash3D): INFO, PLAYER and RULES on the game port (default 27015), with
+    /// the challenge round and split replies; give a separate query port with
+    /// --given-port-only.
+    A2s,
     /// Probe every protocol's conventional ports and report which answered.
     Auto,
 }
@@ -34,6 +39,7 @@ impl ProtocolArg {
             Self::Unreal2 => QueryProtocol::Unreal2,
             Self::Teeworlds => QueryProtocol::Teeworlds,
             Self::Quake3 => QueryProtocol::Quake3,
+            Self::A2s => QueryProtocol::A2s,
             Self::Auto => QueryProtocol::Auto,
         }
     }

@@ -114,7 +114,8 @@ fn rule_text<'a>(info: &'a ServerInfo, key: &str) -> Option<&'a str> {
 ///   reply's version names (`0x78` `ut2d`, `0x79` `ut2`, `0x7f` `ut2004d`, `0x80` `ut2004`,
 ///   except a Killing Floor reply, which has no key here);
 /// - Teeworlds: `ddnet` when the server answered DDNet's extended info, else `teeworlds`;
-/// - Quake III / DarkPlaces: the `gamename` the server sends.
+/// - Quake III / DarkPlaces: the `gamename` the server sends;
+/// - A2S: the game folder the server sends (`cstrike`, `tf`, `valve`).
 ///
 /// `None` when the answer does not tell.
 #[must_use]
@@ -128,6 +129,7 @@ pub fn key_of_answer(info: &ServerInfo) -> Option<String> {
         Protocol::GameSpy1 | Protocol::GameAgent | Protocol::Quake3 => raw_text(info, "gamename")
             .or_else(|| rule_text(info, "gamename"))
             .and_then(normalize),
+        Protocol::A2s => raw_text(info, "folder").and_then(normalize),
         Protocol::Unreal2 => {
             if let Some(k) = raw_text(info, "gamespy.gamename").and_then(normalize) {
                 return Some(k);

@@ -24,6 +24,9 @@ pub enum Protocol {
     Teeworlds,
     /// Quake III / DarkPlaces `getstatus` / `getinfo` on the game port.
     Quake3,
+    /// Valve's A2S (Source and GoldSrc engines, Xash3D) on the query port (usually the game
+    /// port).
+    A2s,
 }
 
 impl Protocol {
@@ -36,6 +39,7 @@ impl Protocol {
             Self::Unreal2 => "unreal2",
             Self::Teeworlds => "teeworlds",
             Self::Quake3 => "quake3",
+            Self::A2s => "a2s",
         }
     }
 }

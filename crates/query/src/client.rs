@@ -43,13 +43,16 @@ pub enum QueryProtocol {
     Teeworlds,
     /// Quake III / DarkPlaces (ioquake3, OpenArena, Xonotic, …): `getstatus` on the game port.
     Quake3,
+    /// Valve's A2S (Source, GoldSrc, Xash3D): INFO, PLAYER and RULES, on the game port unless
+    /// the server's query port is given.
+    A2s,
     /// Every protocol's conventional ports at once; the answer says which one replied.
     Auto,
 }
 
 impl QueryProtocol {
     /// The name used in output (`gameagent`, `gamespy1`, `unreal2`, `teeworlds`, `quake3`,
-    /// `auto`).
+    /// `a2s`, `auto`).
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
@@ -58,6 +61,7 @@ impl QueryProtocol {
             Self::Unreal2 => "unreal2",
             Self::Teeworlds => "teeworlds",
             Self::Quake3 => "quake3",
+            Self::A2s => "a2s",
             Self::Auto => "auto",
         }
     }
@@ -70,6 +74,7 @@ impl QueryProtocol {
             Self::Unreal2 => Some(7777),
             Self::Teeworlds => Some(8303),
             Self::Quake3 => Some(muster_proto::quake3::query::DEFAULT_GAME_PORT),
+            Self::A2s => Some(muster_proto::a2s::query::DEFAULT_PORT),
             Self::Gamespy1 | Self::Auto => None,
         }
     }
@@ -80,7 +85,7 @@ impl QueryProtocol {
     pub fn query_address(self, game: SocketAddr) -> SocketAddr {
         match self {
             Self::GameAgent | Self::Gamespy1 | Self::Unreal2 => offset(game, 1),
-            Self::Teeworlds | Self::Quake3 | Self::Auto => game,
+            Self::Teeworlds | Self::Quake3 | Self::A2s | Self::Auto => game,
         }
     }
 }
@@ -148,6 +153,7 @@ impl Target {
             (QueryProtocol::Gamespy1, _) => gamespy(q, config),
             (QueryProtocol::Teeworlds, _) => machines::teeworlds(q, config),
             (QueryProtocol::Quake3, _) => machines::quake3(q, config),
+            (QueryProtocol::A2s, _) => machines::a2s(q, config),
             (QueryProtocol::Unreal2, true) => machines::unreal2(q, config),
             (QueryProtocol::Unreal2, false) => Box::new(
                 Probe::new(Policy::MergeUnreal2)
@@ -162,7 +168,8 @@ impl Target {
                     .with(q, machines::gameagent(q, config))
                     .with(q, gamespy(q, config))
                     .with(q, machines::teeworlds(q, config))
-                    .with(q, machines::quake3(q, config)),
+                    .with(q, machines::quake3(q, config))
+                    .with(q, machines::a2s(q, config)),
             ),
             (QueryProtocol::Auto, false) => {
                 let plus1 = offset(game, 1);
@@ -174,7 +181,8 @@ impl Target {
                         .with(offset(game, 10), gamespy(offset(game, 10), config))
                         .with(offset(game, 12), gamespy(offset(game, 12), config))
                         .with(game, machines::teeworlds(game, config))
-                        .with(game, machines::quake3(game, config)),
+                        .with(game, machines::quake3(game, config))
+                        .with(game, machines::a2s(game, config)),
                 )
             }
         }

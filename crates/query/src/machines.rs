@@ -85,6 +85,18 @@ pub fn quake3(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
     ))
 }
 
+/// Valve's A2S on `addr` (the query port): INFO, then PLAYER and RULES, each through the
+/// challenge round when the server asks for one; split and compressed replies reassembled.
+#[must_use]
+pub fn a2s(addr: SocketAddr, config: QueryConfig) -> BoxedQuery {
+    Box::new(muster_proto::a2s::query::ServerQuery::new(
+        addr,
+        muster_proto::Protocol::A2s,
+        muster_proto::a2s::query::Request::ALL,
+        config,
+    ))
+}
+
 /// A random challenge of dpmaster's alphabet (9 to 12 characters).
 fn quake3_challenge() -> muster_proto::quake3::Word {
     muster_proto::quake3::generate_challenge(rand::random())

@@ -1,5 +1,6 @@
 //! The `muster` binary run as a subprocess, as a user would run it.
 
+mod a2s;
 mod addresses;
 mod cli;
 mod e2e;

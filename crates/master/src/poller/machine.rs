@@ -76,6 +76,7 @@ impl PollTarget {
             Protocol::Unreal2 => machines::unreal2(q, config),
             Protocol::Teeworlds => machines::teeworlds(q, config),
             Protocol::Quake3 => machines::quake3(q, config),
+            Protocol::A2s => machines::a2s(q, config),
         }
     }
 }
