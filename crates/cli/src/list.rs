@@ -37,6 +37,10 @@ pub(crate) enum MasterKind {
     /// Quake III / DarkPlaces master (dpmaster), UDP (default port 27950): `getservers`, or
     /// `getserversExt` (IPv4 and IPv6) with --game.
     Quake3,
+    /// Valve master query (Valve's masters, Half-Life / Xash3D masters), UDP (default port
+    /// 27010): paged, about one page every two seconds; --game asks for one game directory,
+    /// --master-filter adds conditions.
+    Valve,
 }
 
 impl MasterKind {
@@ -47,6 +51,7 @@ impl MasterKind {
             Self::Teeworlds => Some(8300),
             Self::Mgmt => Some(muster_proto::mgmt::PORT),
             Self::Quake3 => Some(muster_proto::quake3::MASTER_PORT),
+            Self::Valve => Some(muster_proto::valve_master::MASTER_PORT),
             Self::Ddnet | Self::Ut2003Text => None,
         }
     }
@@ -59,6 +64,7 @@ impl MasterKind {
             Self::Teeworlds | Self::Ddnet => Some(ProtocolArg::Teeworlds),
             Self::Ut2003Text => Some(ProtocolArg::Unreal2),
             Self::Quake3 => Some(ProtocolArg::Quake3),
+            Self::Valve => Some(ProtocolArg::A2s),
             Self::Mgmt => None,
         }
     }
@@ -72,6 +78,7 @@ impl MasterKind {
             Self::Ut2003Text => "ut2003-text",
             Self::Mgmt => "mgmt",
             Self::Quake3 => "quake3",
+            Self::Valve => "valve",
         }
     }
 }
@@ -92,6 +99,12 @@ pub(crate) struct ListArgs {
     /// OpenArena; 3: DarkPlaces games). Empty and full servers are always asked for.
     #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = muster_proto::quake3::query::DEFAULT_PROTOCOL)]
     pub protocol_version: i32,
+    /// valve: conditions for the master, in its filter language (`\map\de_dust2\empty\1`,
+    /// `\appid\240`, `\name_match\*dust*`, `\nand\2\…`); --game adds `\gamedir\GAME`.
+    /// `\clver\0.21` is added unless given (Xash3D masters answer only requests naming the
+    /// client's version).
+    #[arg(long, value_name = "FILTER")]
+    pub master_filter: Option<String>,
     /// Output format.
     #[arg(long, short, value_enum, default_value = "table")]
     pub format: Format,
@@ -160,6 +173,8 @@ pub(crate) struct ListAsk<'a> {
     pub game: Option<&'a str>,
     /// `--protocol-version` (quake3).
     pub protocol_version: i32,
+    /// `--master-filter` (valve).
+    pub master_filter: Option<&'a str>,
 }
 
 impl<'a> ListAsk<'a> {
@@ -168,6 +183,7 @@ impl<'a> ListAsk<'a> {
         Self {
             game,
             protocol_version: muster_proto::quake3::query::DEFAULT_PROTOCOL,
+            master_filter: None,
         }
     }
 }
@@ -176,7 +192,7 @@ impl Listed {
     async fn of(entry: MasterEntry, kind: MasterKind, asked_game: Option<&str>) -> Self {
         let game_key = match kind {
             MasterKind::Mgmt => Some(muster_proto::games::BOMBERMAN.to_owned()),
-            MasterKind::Gamespy | MasterKind::Quake3 => {
+            MasterKind::Gamespy | MasterKind::Quake3 | MasterKind::Valve => {
                 asked_game.and_then(muster_proto::games::normalize)
             }
             _ => None,
@@ -296,6 +312,25 @@ async fn master_source(
                 muster_proto::quake3::query::ListRequest::everything(game, ask.protocol_version);
             MasterSource::Quake3(addr().await?, request)
         }
+        MasterKind::Valve => {
+            let mut filter = String::new();
+            if let Some(g) = game {
+                filter.push_str("\\gamedir\\");
+                filter.push_str(g);
+            }
+            if let Some(f) = ask.master_filter {
+                filter.push_str(f);
+            }
+            if !filter.contains("\\clver\\") {
+                filter.push_str("\\clver\\0.21");
+            }
+            muster_proto::valve_master::Filter::parse(filter.as_bytes())
+                .map_err(|e| UsageError(format!("bad master filter {filter:?}: {e}")))?;
+            MasterSource::Valve(
+                addr().await?,
+                muster_proto::valve_master::query::ListAsk::new(filter.as_bytes()),
+            )
+        }
         MasterKind::Ddnet => MasterSource::Ddnet(Document::parse(source)),
         MasterKind::Ut2003Text => MasterSource::Ut2003Text(Document::parse(source)),
     })
@@ -356,7 +391,8 @@ pub(crate) async fn fetch(
                 | MasterSource::Teeworlds(addr)
                 | MasterSource::Gamespy(addr, _)
                 | MasterSource::Mgmt(addr)
-                | MasterSource::Quake3(addr, _),
+                | MasterSource::Quake3(addr, _)
+                | MasterSource::Valve(addr, _),
                 f,
             ) => Ok((Vec::new(), Some(format!("{addr}: {f}")))),
             (_, f) => Ok((Vec::new(), Some(format!("{source}: {f}")))),
@@ -380,6 +416,7 @@ pub(crate) async fn run(args: ListArgs, verbosity: Verbosity) -> anyhow::Result<
         ListAsk {
             game: args.game.as_deref(),
             protocol_version: args.protocol_version,
+            master_filter: args.master_filter.as_deref(),
         },
         &args.timing,
         tracing::Level::INFO,

@@ -220,6 +220,7 @@ pub(crate) async fn run(args: ScanArgs, verbosity: Verbosity) -> anyhow::Result<
             list::ListAsk {
                 game: args.game.as_deref(),
                 protocol_version: args.protocol_version,
+                master_filter: None,
             },
             &args.timing,
             tracing::Level::INFO,

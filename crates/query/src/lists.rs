@@ -102,6 +102,9 @@ pub enum MasterSource {
     /// A Quake III / DarkPlaces master (dpmaster): `getservers` without a game name,
     /// `getserversExt` with one (`quake3.md` §3).
     Quake3(SocketAddr, muster_proto::quake3::query::ListRequest),
+    /// A Valve master query master (Valve's, or a Half-Life / Xash3D master), paged, with a
+    /// filter string (`valve-master.md` §1–§3).
+    Valve(SocketAddr, muster_proto::valve_master::query::ListAsk),
 }
 
 /// Where a listed game server is, as the master listed it.
@@ -276,6 +279,15 @@ pub async fn list_one(
             let (addr, request) = (*addr, request.clone());
             let list = udp_lists(
                 vec![move |cfg| muster_proto::quake3::query::ListQuery::new(addr, request, cfg)],
+                options.clone(),
+            )
+            .await?;
+            Ok(entries(&list))
+        }
+        MasterSource::Valve(addr, ask) => {
+            let (addr, ask) = (*addr, ask.clone());
+            let list = udp_lists(
+                vec![move |cfg| muster_proto::valve_master::query::ListQuery::new(addr, ask, cfg)],
                 options.clone(),
             )
             .await?;

@@ -1,8 +1,9 @@
 //! `muster` against real third-party peers: real game servers queried and listed, results
-//! compared with qstat. Peer discovery and the skip-or-fail rule are `muster_testkit`'s.
+//! compared with qstat, masters read. Peer discovery and the skip-or-fail rule are `muster_testkit`'s.
 
 mod common;
 mod list;
 mod mastersrv;
 mod quake3;
 mod query;
+mod valve;
