@@ -17,10 +17,11 @@ Examples:
   muster emulate --protocol unreal2 --port 7777 --style ut2003 --gamespy-offset 10
   muster emulate --protocol quake3 --port 27960 --players 3 --master quake3:127.0.0.1:27950
   muster emulate --protocol quake3 --port 26000 --style darkplaces --map stormkeep
+  muster emulate --protocol a2s --port 27015 --require-challenge --rules 150
   muster emulate --config examples/farm.toml
 
 Query ports follow each protocol's convention: game port + 1 for gameagent, gamespy1 and
-unreal2; the game port itself for teeworlds and quake3. UT2003 moved GameSpy v1 to game
+unreal2; the game port itself for teeworlds, quake3 and a2s. UT2003 moved GameSpy v1 to game
 port + 10, so gamespy1 with --style ut2003 or ut2003demo answers at + 10. --gamespy-offset N puts
 GameSpy v1 at game port + N: instead of + 1 (or + 10) for gamespy1, and besides the native
 query at + 1 for unreal2 (UT2003/UT2004 servers answer GameSpy at + 10). One line
@@ -32,7 +33,13 @@ A quake3 server answers getinfo and getstatus as ioquake3 does (or, with --style
 as DarkPlaces/Xonotic does, with gamename and qcstatus); --bots N makes the last N players
 bots, listed with ping 0. With --master quake3:HOST:PORT it heartbeats a dpmaster
 (`heartbeat QuakeArena-1`, or `heartbeat DarkPlaces`) every 5 minutes and when it becomes
-empty or full, and answers the master's getinfo challenge.";
+empty or full, and answers the master's getinfo challenge.
+
+An a2s server answers A2S_INFO, A2S_PLAYER and A2S_RULES as a Source server does (--style
+goldsrc: Half-Life's protocol 48 and the GoldSrc split layout; --style ship: The Ship's extra
+fields). PLAYER and RULES always go through the challenge round; --require-challenge makes INFO
+do so too, as servers have since 2020. --rules N adds N rules; replies over 1,400 bytes are
+split.";
 
 /// Flags of `muster emulate`.
 #[derive(Debug, clap::Args)]
@@ -42,7 +49,7 @@ pub(crate) struct EmulateArgs {
     #[arg(long, short, value_name = "FILE", conflicts_with_all = ["protocol", "port"])]
     pub config: Option<std::path::PathBuf>,
     /// The protocol of the one server to run (without --config).
-    #[arg(long, short, value_parser = ["gameagent", "gamespy1", "unreal2", "teeworlds", "quake3"])]
+    #[arg(long, short, value_parser = ["gameagent", "gamespy1", "unreal2", "teeworlds", "quake3", "a2s"])]
     pub protocol: Option<String>,
     /// Its game port.
     #[arg(long)]
@@ -65,7 +72,7 @@ pub(crate) struct EmulateArgs {
     pub max_players: u32,
     /// The reply style (gamespy1: ut2003, ut2003demo, ut99, unreal, serioussam; unreal2:
     /// ut2004, ut2003; gameagent: seed (default, names as typed), x86, arm (stock `^o…^r`
-    /// names); quake3: ioquake3 (default), darkplaces).
+    /// names); quake3: ioquake3 (default), darkplaces; a2s: source (default), goldsrc, ship).
     #[arg(long)]
     pub style: Option<String>,
     /// Register with a master: PROTOCOL:HOST:PORT (gameagent, gamespy, teeworlds07, quake3)
@@ -77,6 +84,13 @@ pub(crate) struct EmulateArgs {
     /// + 10).
     #[arg(long, value_name = "N")]
     pub gamespy_offset: Option<u16>,
+    /// a2s: INFO too needs the challenge round (PLAYER and RULES always do).
+    #[arg(long)]
+    pub require_challenge: bool,
+    /// Add N rules (`rule_001` … with 20-character values), to make RULES replies that
+    /// split.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub rules: u32,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: IpAddr,
@@ -126,13 +140,16 @@ fn farm_from_flags(args: &EmulateArgs) -> anyhow::Result<FarmSpec> {
             password: false,
             max_players: args.max_players.max(args.players),
             players,
-            rules: Default::default(),
+            rules: (1..=args.rules)
+                .map(|i| (format!("rule_{i:03}"), format!("value-{i:014}")))
+                .collect(),
             style: args.style.clone(),
             masters: args.masters.clone(),
             loss: 0.0,
             reorder: 0.0,
             delay: None,
             gamespy_offset: args.gamespy_offset,
+            require_challenge: args.require_challenge,
         }],
         generate: Vec::new(),
     })

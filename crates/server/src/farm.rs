@@ -5,7 +5,7 @@
 //! bind = "127.0.0.1"            # address every server listens on (default 127.0.0.1)
 //!
 //! [[server]]                    # one explicit server
-//! protocol = "gamespy1"         # gameagent | gamespy1 | unreal2 | teeworlds | quake3
+//! protocol = "gamespy1"         # gameagent | gamespy1 | unreal2 | teeworlds | quake3 | a2s
 //! port = 7777                   # game port; the query port follows the protocol's convention
 //! name = "Jérôme's UT2003"
 //! map = "DM-Antalus"
@@ -31,7 +31,8 @@
 //!
 //! Styles: gamespy1 `ut2003` (its format is the default), `ut2003demo`, `ut99`, `unreal`,
 //! `serioussam`; unreal2 `ut2004` (default), `ut2003`; gameagent `seed` (default), `x86`,
-//! `arm`; teeworlds has one; quake3 `ioquake3` (default), `darkplaces`. Impairments (`loss`,
+//! `arm`; teeworlds has one; quake3 `ioquake3` (default), `darkplaces`; a2s `source` (default),
+//! `goldsrc`, `ship`, and `require_challenge = true` makes INFO need the challenge round too. Impairments (`loss`,
 //! `reorder`, `delay`) apply to requests and replies of that server, for testing clients.
 //!
 //! `gamespy_offset = N` puts GameSpy v1 at game port + N, as UT2003 and UT2004 servers do
@@ -67,6 +68,8 @@ pub enum FarmProtocol {
     Teeworlds,
     /// Quake III / DarkPlaces `getinfo` / `getstatus` on the game port itself.
     Quake3,
+    /// Valve A2S (INFO, PLAYER, RULES) on the game port itself.
+    A2s,
 }
 
 impl FarmProtocol {
@@ -78,6 +81,7 @@ impl FarmProtocol {
             "unreal2" => Some(Self::Unreal2),
             "teeworlds" => Some(Self::Teeworlds),
             "quake3" => Some(Self::Quake3),
+            "a2s" => Some(Self::A2s),
             _ => None,
         }
     }
@@ -91,6 +95,7 @@ impl FarmProtocol {
             Self::Unreal2 => "unreal2",
             Self::Teeworlds => "teeworlds",
             Self::Quake3 => "quake3",
+            Self::A2s => "a2s",
         }
     }
 
@@ -99,7 +104,7 @@ impl FarmProtocol {
     #[must_use]
     pub fn ports_used(self) -> u16 {
         match self {
-            Self::Teeworlds | Self::Quake3 => 1,
+            Self::Teeworlds | Self::Quake3 | Self::A2s => 1,
             Self::Gameagent | Self::Gamespy1 | Self::Unreal2 => 2,
         }
     }
@@ -241,6 +246,9 @@ pub struct ServerSpec {
     pub delay: Option<String>,
     /// GameSpy v1 at game port + this (gamespy1: instead of + 1; unreal2: besides native).
     pub gamespy_offset: Option<u16>,
+    /// a2s: INFO too needs the challenge round (PLAYER and RULES always do).
+    #[serde(default)]
+    pub require_challenge: bool,
 }
 
 fn default_name() -> String {
@@ -285,6 +293,9 @@ pub struct GenerateSpec {
     pub delay: Option<String>,
     /// GameSpy v1 at game port + this (see [`ServerSpec::gamespy_offset`]).
     pub gamespy_offset: Option<u16>,
+    /// a2s: INFO too needs the challenge round.
+    #[serde(default)]
+    pub require_challenge: bool,
 }
 
 fn default_players() -> String {
@@ -340,6 +351,8 @@ pub struct FarmServer {
     /// GameSpy v1 at game port + this (checked: only gamespy1 and unreal2, never 0, and not 1
     /// for unreal2, whose native query holds + 1).
     pub gamespy_offset: Option<u16>,
+    /// a2s: INFO too needs the challenge round.
+    pub require_challenge: bool,
 }
 
 /// Checks `offset` for `protocol` (see [`FarmServer::gamespy_offset`]).
@@ -352,9 +365,10 @@ fn gamespy_offset(protocol: FarmProtocol, offset: Option<u16>) -> Result<Option<
         FarmProtocol::Gamespy1 => None,
         FarmProtocol::Unreal2 if n == 1 => Some("the native query holds game port + 1"),
         FarmProtocol::Unreal2 => None,
-        FarmProtocol::Gameagent | FarmProtocol::Teeworlds | FarmProtocol::Quake3 => {
-            Some("they answer no GameSpy")
-        }
+        FarmProtocol::Gameagent
+        | FarmProtocol::Teeworlds
+        | FarmProtocol::Quake3
+        | FarmProtocol::A2s => Some("they answer no GameSpy"),
     };
     match why {
         None => Ok(Some(n)),
@@ -437,6 +451,8 @@ fn default_version(protocol: FarmProtocol, style: Option<&str>) -> &'static str 
         (FarmProtocol::Teeworlds, _) => "0.6.4",
         (FarmProtocol::Quake3, Some("darkplaces")) => "0.8.6",
         (FarmProtocol::Quake3, _) => "ioq3 1.36 linux-x86_64",
+        (FarmProtocol::A2s, Some("goldsrc")) => "1.1.2.7/Stdio",
+        (FarmProtocol::A2s, _) => "1.0.0.71",
     }
 }
 
@@ -453,6 +469,9 @@ fn default_game(protocol: FarmProtocol, style: Option<&str>) -> &'static str {
         (FarmProtocol::Teeworlds, _) => "teeworlds",
         (FarmProtocol::Quake3, Some("darkplaces")) => "Xonotic",
         (FarmProtocol::Quake3, _) => "Quake3Arena",
+        (FarmProtocol::A2s, Some("goldsrc")) => "valve",
+        (FarmProtocol::A2s, Some("ship")) => "ship",
+        (FarmProtocol::A2s, _) => "cstrike",
     }
 }
 
@@ -543,6 +562,7 @@ fn generated_state(
             FarmProtocol::Gamespy1 | FarmProtocol::Unreal2 => "xDeathMatch",
             FarmProtocol::Teeworlds => "DM",
             FarmProtocol::Quake3 => "0",
+            FarmProtocol::A2s => "",
         }
         .to_owned(),
         version: default_version(protocol, style).to_owned(),
@@ -620,6 +640,7 @@ impl FarmSpec {
                     s.gamespy_offset
                         .or_else(|| default_gamespy_offset(s.protocol, style)),
                 )?,
+                require_challenge: s.require_challenge,
             });
         }
         for g in &self.generate {
@@ -667,6 +688,7 @@ impl FarmSpec {
                         ..impairment
                     },
                     gamespy_offset: offset,
+                    require_challenge: g.require_challenge,
                 });
             }
         }

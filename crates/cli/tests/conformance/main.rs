@@ -1,6 +1,7 @@
 //! `muster` against real third-party peers: real game servers queried and listed, results
 //! compared with qstat, masters read. Peer discovery and the skip-or-fail rule are `muster_testkit`'s.
 
+mod a2s;
 mod common;
 mod list;
 mod mastersrv;

@@ -67,10 +67,7 @@ fn muster_list_reads_xash3d_masters_lists_with_their_filters() {
         master.log()
     );
     assert_eq!(listed(addr, &["-g", "valve"]), [hl]);
-    assert_eq!(
-        listed(addr, &["--master-filter", "\\map\\de_dust2"]),
-        [cs]
-    );
+    assert_eq!(listed(addr, &["--master-filter", "\\map\\de_dust2"]), [cs]);
     assert!(listed(addr, &["-g", "valve", "--master-filter", "\\map\\de_dust2"]).is_empty());
     let bad = muster(&[
         "list",

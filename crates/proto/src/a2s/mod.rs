@@ -25,6 +25,7 @@
 
 pub mod packet;
 pub mod query;
+pub mod respond;
 pub mod split;
 
 pub use packet::{GoldSrcInfo, Info, ModInfo, Packet, PlayerEntry, Players, Rules, TheShip};
