@@ -58,11 +58,17 @@ use crate::views::{Publisher, Snapshot};
 pub const FLUSH_DELAY: Duration = Duration::from_millis(20);
 /// Snapshots are published at most this often.
 pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
-/// While changes keep coming after a build, the publisher looks this often whether they
+/// While changes come after a build, the publisher looks this often whether a burst of them
 /// stopped: the last changes of a burst are published about this long after it ended, not up
 /// to [`PUBLISH_INTERVAL`] later (a Quake III master's 1,000 registrations took 37 ms and were
-/// listed after 57 ms), while a storm still gets a build at most every [`PUBLISH_INTERVAL`].
+/// listed after 57 ms). A storm, and a trickle of changes, still get a build at most every
+/// [`PUBLISH_INTERVAL`] (see [`BURST_CHANGES`]).
 pub const QUIET_STEP: Duration = Duration::from_millis(5);
+/// Changes within one [`QUIET_STEP`] that make a burst, whose end is published without waiting
+/// out [`PUBLISH_INTERVAL`]. Fewer are a trickle (a registration every few milliseconds), where
+/// a quiet step says nothing and ending the pause early would only multiply the builds (and the
+/// sorts the API redoes after each).
+pub const BURST_CHANGES: u64 = 8;
 /// Records the persister looks up per hold of the registry lock.
 pub const TAKE_CHUNK: usize = 1024;
 /// How long [`MasterHandle::durable`] waits for the store, unless
@@ -877,9 +883,10 @@ impl MasterHandle {
         }
     }
 
-    /// The publisher's pause after a build: `longest` while changes keep coming, but it ends
-    /// once a [`QUIET_STEP`] passed without any change after at least `shortest` (the builds'
-    /// own cost bound). Returns false when `stop` was cancelled.
+    /// The publisher's pause after a build: `longest`, unless a burst came meanwhile (a
+    /// [`QUIET_STEP`] with at least [`BURST_CHANGES`] changes) and then a step passed without
+    /// any: then it ends there, though never before `shortest` (the builds' own cost bound).
+    /// Returns false when `stop` was cancelled.
     async fn sleep_while_busy(
         &self,
         shortest: Duration,
@@ -888,6 +895,7 @@ impl MasterHandle {
     ) -> bool {
         let start = tokio::time::Instant::now();
         let mut seen = self.version();
+        let mut burst = false;
         loop {
             let elapsed = start.elapsed();
             if elapsed >= longest {
@@ -903,7 +911,9 @@ impl MasterHandle {
                 () = tokio::time::sleep(step.min(longest - elapsed)) => {}
             }
             let now = self.version();
-            if now == seen && start.elapsed() >= shortest {
+            let changes = now.wrapping_sub(seen);
+            burst |= changes >= BURST_CHANGES;
+            if burst && changes == 0 && start.elapsed() >= shortest {
                 return true;
             }
             seen = now;
@@ -1334,73 +1344,62 @@ mod tests {
         assert_eq!(h.snapshot().len(), 1, "restored records are listed at once");
     }
 
-    /// Waits until the publisher published every change made so far; returns how long that
-    /// took on the paused clock. No timer of its own: while a build runs on a bulk thread the
-    /// clock only moves to the publisher's own timers, so the time is the publisher's waits.
-    async fn until_published(h: &MasterHandle) -> Duration {
-        let start = tokio::time::Instant::now();
-        let version = h.version();
-        let mut rx = h.inner.published.subscribe();
-        rx.wait_for(|v| *v >= version).await.unwrap();
-        start.elapsed()
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_end_of_a_burst_is_published_without_waiting_out_the_interval() {
-        let (h, _, _) = open();
-        let stop = tokio_util::sync::CancellationToken::new();
-        let publisher = tokio::spawn(h.clone().run_publisher(stop.clone()));
-        h.register(reg(1), T0);
-        until_published(&h).await;
-        // Right after a build: the next change used to wait the whole interval.
-        h.register(reg(2), T0);
-        let took = until_published(&h).await;
-        assert_eq!(h.snapshot().len(), 2);
-        assert!(
-            took < PUBLISH_INTERVAL / 2,
-            "listed {took:?} after the burst ended"
-        );
-        stop.cancel();
-        publisher.await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_pause_after_a_build_lasts_while_changes_come_and_ends_when_they_stop() {
-        let (h, _, _) = open();
-        let stop = tokio_util::sync::CancellationToken::new();
-        // Quiet: one step.
-        let t = tokio::time::Instant::now();
-        assert!(
-            h.sleep_while_busy(QUIET_STEP, PUBLISH_INTERVAL, &stop)
-                .await
-        );
-        assert_eq!(t.elapsed(), QUIET_STEP);
-        // Quiet, but the builds' cost asks for a longer pause: that long.
-        let t = tokio::time::Instant::now();
-        let cost_bound = Duration::from_millis(30);
-        assert!(
-            h.sleep_while_busy(cost_bound, PUBLISH_INTERVAL, &stop)
-                .await
-        );
-        assert_eq!(t.elapsed(), cost_bound);
-        // A change every millisecond: the whole interval, never a build sooner.
-        let writer = {
-            let h = h.clone();
-            tokio::spawn(async move {
-                for port in 1..=200u16 {
-                    h.register(reg(port), T0);
-                    tokio::time::sleep(Duration::from_millis(1)).await;
+    /// Registers `per_ms` servers from port `from` every millisecond, `ms` times, in a task.
+    fn writer(h: &MasterHandle, from: u16, per_ms: u16, ms: u16) -> tokio::task::JoinHandle<()> {
+        let h = h.clone();
+        tokio::spawn(async move {
+            for m in 0..ms {
+                for k in 0..per_ms {
+                    h.register(reg(from + m * per_ms + k), T0);
                 }
-            })
-        };
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    }
+
+    /// How long the publisher's pause after a build lasts (paused clock).
+    async fn pause(h: &MasterHandle, shortest: Duration) -> Duration {
+        let stop = tokio_util::sync::CancellationToken::new();
         let t = tokio::time::Instant::now();
-        assert!(
-            h.sleep_while_busy(QUIET_STEP, PUBLISH_INTERVAL, &stop)
-                .await
-        );
-        assert_eq!(t.elapsed(), PUBLISH_INTERVAL);
-        writer.abort();
+        assert!(h.sleep_while_busy(shortest, PUBLISH_INTERVAL, &stop).await);
+        t.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pause_after_a_build_ends_a_quiet_step_after_a_burst() {
+        let (h, _, _) = open();
+        // 60 registrations in 3 ms, then nothing: the step after the burst is quiet.
+        let w = writer(&h, 1, 20, 3);
+        assert_eq!(pause(&h, QUIET_STEP).await, 2 * QUIET_STEP);
+        w.await.unwrap();
+        // Never before the builds' cost bound.
+        let w = writer(&h, 100, 20, 3);
+        let cost_bound = Duration::from_millis(30);
+        assert_eq!(pause(&h, cost_bound).await, cost_bound + QUIET_STEP);
+        w.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pause_after_a_build_lasts_the_interval_otherwise() {
+        let (h, _, _) = open();
+        // Nothing changes.
+        assert_eq!(pause(&h, QUIET_STEP).await, PUBLISH_INTERVAL);
+        // A trickle: one change every 3 ms, quiet steps in between.
+        let h2 = h.clone();
+        let trickle = tokio::spawn(async move {
+            for port in 1..=40u16 {
+                h2.register(reg(port), T0);
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+        });
+        assert_eq!(pause(&h, QUIET_STEP).await, PUBLISH_INTERVAL);
+        trickle.abort();
+        // A storm: many changes every millisecond, never a quiet step (below the source cap).
+        let w = writer(&h, 1000, 10, 200);
+        assert_eq!(pause(&h, QUIET_STEP).await, PUBLISH_INTERVAL);
+        w.abort();
         // Cancelled: says so.
+        let stop = tokio_util::sync::CancellationToken::new();
         stop.cancel();
         assert!(
             !h.sleep_while_busy(QUIET_STEP, PUBLISH_INTERVAL, &stop)
