@@ -383,6 +383,9 @@ struct Run {
     rss_after_kib: u64,
     /// The resident set the per-server figure is taken against (dpmaster: an idle `-n 1`).
     rss_base_kib: u64,
+    /// The resident set's split at the two readings.
+    split_before: Option<MemSplit>,
+    split_after: Option<MemSplit>,
     lists: Vec<(Ask, Lists)>,
 }
 
@@ -405,6 +408,79 @@ impl Run {
 
     fn list(&self, ask: Ask) -> Option<&Lists> {
         self.lists.iter().find(|(a, _)| *a == ask).map(|(_, l)| l)
+    }
+}
+
+/// A process's resident set split by what holds it, in KiB, read from `/proc/PID/smaps` by
+/// mapping: an approximation from the mappings' names and shapes, for telling per-server
+/// memory from the fixed costs the per-server figure carries at small sizes.
+#[derive(Debug, Clone, Copy, Default)]
+struct MemSplit {
+    /// Anonymous mappings that are not glibc's: the Rust heap (mimalloc), stacks.
+    anon: u64,
+    /// glibc `malloc`'s main heap and its per-thread arenas (64 MiB mappings): SQLite's page
+    /// caches and statements (the bundled SQLite allocates with the C library, not mimalloc).
+    libc: u64,
+    /// File-backed pages: the binary's code and data as far as they were run, the SQLite
+    /// files' shared-memory index.
+    files: u64,
+}
+
+/// Size of one glibc per-thread malloc arena's mapping (`HEAP_MAX_SIZE` on 64-bit), KiB.
+const GLIBC_ARENA_KIB: u64 = 64 * 1024;
+
+impl MemSplit {
+    /// The split of `pid`'s resident set now (`None`: smaps unreadable).
+    fn of(pid: u32) -> Option<Self> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+        // (size KiB, readable-writable, name, Rss KiB) per mapping, in address order.
+        let mut maps: Vec<(u64, bool, String, u64)> = Vec::new();
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            let Some(first) = words.next() else { continue };
+            if let Some((a, b)) = first.split_once('-')
+                && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
+            {
+                let perms = words.next().unwrap_or_default();
+                let name = words.nth(3).unwrap_or_default().to_owned();
+                maps.push(((b - a) / 1024, perms.starts_with("rw"), name, 0));
+            } else if first == "Rss:"
+                && let Some(m) = maps.last_mut()
+            {
+                m.3 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+            }
+        }
+        let mut split = Self::default();
+        for (i, (size, rw, name, rss)) in maps.iter().enumerate() {
+            let next = maps.get(i + 1);
+            // A glibc arena: its used part (read-write), then the rest of the 64 MiB reserved
+            // (no access), both anonymous; or all 64 MiB in use.
+            let arena = name.is_empty()
+                && *rw
+                && (*size == GLIBC_ARENA_KIB
+                    || next.is_some_and(|(s, nrw, nname, _)| {
+                        !nrw && nname.is_empty() && size + s == GLIBC_ARENA_KIB
+                    }));
+            if name == "[heap]" || arena {
+                split.libc += rss;
+            } else if name.starts_with('/') {
+                split.files += rss;
+            } else {
+                split.anon += rss;
+            }
+        }
+        Some(split)
+    }
+
+    /// `after` minus `self`, per part.
+    fn growth(&self, after: &Self) -> String {
+        let d = |a: u64, b: u64| b as i64 - a as i64;
+        format!(
+            "anonymous (Rust heap, stacks) {:+}, C heap (SQLite) {:+}, file pages {:+} KiB",
+            d(self.anon, after.anon),
+            d(self.libc, after.libc),
+            d(self.files, after.files)
+        )
     }
 }
 
@@ -506,6 +582,7 @@ async fn run_master(
     let mut run = Run {
         rss_before_kib: before,
         rss_base_kib: base_kib.unwrap_or(before),
+        split_before: MemSplit::of(pid),
         ..Run::default()
     };
     eprintln!("  registering {n} servers …");
@@ -521,6 +598,7 @@ async fn run_master(
         .zip(drops)
         .map_or(0, |(b, a)| b.saturating_sub(a));
     run.rss_after_kib = master.rss().await?;
+    run.split_after = MemSplit::of(pid);
     for ask in [Ask::Plain, Ask::Ext] {
         eprintln!("  {} lists …", ask.label());
         let datagrams = Arc::new(AtomicU64::new(0));
@@ -803,6 +881,15 @@ fn print_size(r: &SizeResult, base: Option<u64>) {
         }),
         String::new(),
     ]);
+    rows.push(vec![
+        "  growth by mapping (approximate, from smaps)".to_owned(),
+        cell(m, &|x| match (&x.split_before, &x.split_after) {
+            (Some(a), Some(b)) => a.growth(b),
+            _ => "-".to_owned(),
+        }),
+        String::new(),
+        String::new(),
+    ]);
     print!(
         "{}",
         table::render(&["", "Muster", "dpmaster", "Muster/dpmaster"], &rows)
@@ -868,6 +955,22 @@ fn print_goals(sizes: &[SizeResult]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_resident_set_split_accounts_for_a_new_allocation() {
+        let pid = std::process::id();
+        let before = MemSplit::of(pid).expect("own smaps");
+        assert!(before.files > 0, "{before:?}");
+        // 64 MiB written through the global allocator lands in the anonymous part.
+        let big = vec![1u8; 64 << 20];
+        let after = MemSplit::of(pid).expect("own smaps");
+        assert!(
+            after.anon >= before.anon + (60 << 10),
+            "{before:?} → {after:?}"
+        );
+        assert!(before.growth(&after).starts_with("anonymous"));
+        drop(big);
+    }
 
     #[test]
     fn servers_spread_over_addresses_and_ports() {

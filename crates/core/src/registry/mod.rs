@@ -486,11 +486,14 @@ impl Registry {
     /// does not.
     fn log_view(&mut self, key: &ServerKey, structural: bool) {
         self.version = self.version.wrapping_add(1);
-        // Unique here when it changes: whoever changed the record just made it so.
-        if let Some(d) = self.records.get(key).map(|r| self.deadline_of(r)) {
-            self.records.set_deadline(key, d);
-        }
-        if let Some(rec) = self.records.get(key) {
+        // Unique here when it changes: whoever changed the record just made it so. One lookup
+        // sets the deadline and gives the record (three took a tenth of a registration's
+        // registry time, a key hash and a record read each).
+        let config = &self.config;
+        if let Some(rec) = self
+            .records
+            .set_deadline_of(key, |r| deadline_with(config, r))
+        {
             match self.changes.last_mut() {
                 // The entry `record_to_change` emptied for this change.
                 Some(last) if last.id == rec.id && last.record.is_none() => {
@@ -1147,47 +1150,17 @@ impl Registry {
     /// and its last successful poll, or later while an upstream still lists it; a learned
     /// one [`RegistryConfig::learned_lifetime`] after the last pull that listed it.
     pub fn expires_at(&self, rec: &Record) -> Option<Timestamp> {
-        let learned = rec
-            .last_learned()
-            .map(|t| t.plus(self.config.learned_lifetime));
-        if !rec.is_direct() {
-            return learned;
-        }
-        let life = self.config.lifetime(rec.face, &rec.key.game)?;
-        let base = rec
-            .last_poll_ok()
-            .map_or(rec.last_heartbeat, |p| p.max(rec.last_heartbeat));
-        let direct = base.plus(life);
-        Some(learned.map_or(direct, |l| l.max(direct)))
+        expiry_with(&self.config, rec)
     }
 
     /// When the oldest upstream source of `rec` goes stale, if it has one.
     fn oldest_learned_stale(&self, rec: &Record) -> Option<Timestamp> {
-        rec.sources
-            .iter()
-            .filter(|s| s.origin != Origin::Direct)
-            .map(|s| s.last_seen.plus(self.config.learned_lifetime))
-            .min()
+        learned_stale_with(&self.config, rec)
     }
 
-    /// When the registry must look at `rec` next: its expiry, or its oldest DDNet stream's
-    /// ([`Timestamp::NEVER`] when neither comes).
+    /// When the registry must look at `rec` next: see [`deadline_with`].
     fn deadline_of(&self, rec: &Record) -> Timestamp {
-        let expiry = self.expires_at(rec);
-        let stale = self
-            .config
-            .face_lifetimes
-            .get(&Face::DdnetHttp)
-            .copied()
-            .and_then(|life| {
-                let d = rec.ddnet.as_ref()?;
-                d.streams.iter().map(|s| s.last.plus(life)).min()
-            });
-        [expiry, stale, self.oldest_learned_stale(rec)]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(Timestamp::NEVER)
+        deadline_with(&self.config, rec)
     }
 
     /// Removes every record that expired at or before `now`, and the DDNet streams not
@@ -1297,6 +1270,49 @@ impl Registry {
         let deadline = self.deadline_of(&rec);
         self.records.insert(Arc::new(rec), deadline);
     }
+}
+
+/// [`Registry::expires_at`] under `config`.
+fn expiry_with(config: &RegistryConfig, rec: &Record) -> Option<Timestamp> {
+    let learned = rec.last_learned().map(|t| t.plus(config.learned_lifetime));
+    if !rec.is_direct() {
+        return learned;
+    }
+    let life = config.lifetime(rec.face, &rec.key.game)?;
+    let base = rec
+        .last_poll_ok()
+        .map_or(rec.last_heartbeat, |p| p.max(rec.last_heartbeat));
+    let direct = base.plus(life);
+    Some(learned.map_or(direct, |l| l.max(direct)))
+}
+
+/// When the oldest upstream source of `rec` goes stale under `config`, if it has one.
+fn learned_stale_with(config: &RegistryConfig, rec: &Record) -> Option<Timestamp> {
+    rec.sources
+        .iter()
+        .filter(|s| s.origin != Origin::Direct)
+        .map(|s| s.last_seen.plus(config.learned_lifetime))
+        .min()
+}
+
+/// When the registry must look at `rec` next under `config`: its expiry, its oldest DDNet
+/// stream's or its oldest upstream source's going stale ([`Timestamp::NEVER`] when none
+/// comes).
+fn deadline_with(config: &RegistryConfig, rec: &Record) -> Timestamp {
+    let expiry = expiry_with(config, rec);
+    let stale = config
+        .face_lifetimes
+        .get(&Face::DdnetHttp)
+        .copied()
+        .and_then(|life| {
+            let d = rec.ddnet.as_ref()?;
+            d.streams.iter().map(|s| s.last.plus(life)).min()
+        });
+    [expiry, stale, learned_stale_with(config, rec)]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(Timestamp::NEVER)
 }
 
 #[cfg(test)]

@@ -512,7 +512,13 @@ impl Rules {
 /// Appends `text` to a packed string (a [`PollInfo`]'s texts, [`Rules`]): its first
 /// [`MAX_POLL_TEXT`] chars without any NUL, then a NUL to end it.
 fn push_packed(packed: &mut String, text: &str) {
-    packed.extend(text.chars().filter(|&c| c != '\0').take(MAX_POLL_TEXT));
+    if text.len() <= MAX_POLL_TEXT && !text.contains('\0') {
+        // No more bytes than the limit has chars, and nothing to drop: the text as it is, in
+        // one copy (char by char, packing was a fifth of the Quake III face's info building).
+        packed.push_str(text);
+    } else {
+        packed.extend(text.chars().filter(|&c| c != '\0').take(MAX_POLL_TEXT));
+    }
     packed.push('\0');
 }
 

@@ -202,7 +202,7 @@ impl RecordTable {
         self.part(h).find(h, |s| s.rec.key == *key).map(|s| &s.rec)
     }
 
-    /// The record under `key`, to change (its deadline through [`RecordTable::set_deadline`]).
+    /// The record under `key`, to change (its deadline through [`RecordTable::set_deadline_of`]).
     pub(super) fn get_mut(&mut self, key: &ServerKey) -> Option<&mut Arc<Record>> {
         let h = self.hash(key);
         self.part_mut(h)
@@ -211,11 +211,25 @@ impl RecordTable {
     }
 
     /// Sets the deadline of the record under `key`.
+    #[cfg(test)]
     pub(super) fn set_deadline(&mut self, key: &ServerKey, deadline: Timestamp) {
         let h = self.hash(key);
         if let Some(s) = self.part_mut(h).find_mut(h, |s| s.rec.key == *key) {
             s.deadline = deadline;
         }
+    }
+
+    /// Sets the deadline of the record under `key` to what `deadline` says of it, and gives
+    /// the record: one lookup.
+    pub(super) fn set_deadline_of(
+        &mut self,
+        key: &ServerKey,
+        deadline: impl FnOnce(&Record) -> Timestamp,
+    ) -> Option<&Arc<Record>> {
+        let h = self.hash(key);
+        let s = self.part_mut(h).find_mut(h, |s| s.rec.key == *key)?;
+        s.deadline = deadline(&s.rec);
+        Some(&s.rec)
     }
 
     /// The deadline of the record under `key`.

@@ -426,3 +426,66 @@ fn a_darkplaces_responders_answer_registers() {
     assert_eq!(drops(&out), Vec::<&str>::new());
     assert_eq!(h.registry.len(), 1);
 }
+
+#[test]
+fn challenges_are_drawn_as_the_protocol_crate_draws_them() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    for _ in 0..20_000 {
+        let mut random = [0u8; CHALLENGE_RANDOM_LEN];
+        rng.fill_bytes(&mut random);
+        let c = Challenge::new(random);
+        let word = muster_proto::quake3::generate_challenge(random);
+        assert_eq!(c.as_bytes(), word.as_bytes(), "{random:?}");
+        assert!(muster_proto::quake3::is_master_challenge(c.as_bytes()));
+        let mut encoded = Vec::new();
+        Packet::GetInfo {
+            challenge: Some(word),
+        }
+        .encode(&mut encoded);
+        assert_eq!(&*c.getinfo(), encoded.as_slice());
+    }
+    // Every byte of the alphabet is reachable, and only those.
+    let mut seen = [false; 256];
+    for r in 0..=255u8 {
+        let mut random = [r; CHALLENGE_RANDOM_LEN];
+        random[0] = 3;
+        for &b in Challenge::new(random).as_bytes() {
+            seen[usize::from(b)] = true;
+        }
+    }
+    let allowed: Vec<u8> = (0x21u8..=0x7E)
+        .filter(|b| !b"\\/;\"%".contains(b))
+        .collect();
+    let got: Vec<u8> = (0..=255u8).filter(|&b| seen[usize::from(b)]).collect();
+    assert_eq!(got, allowed);
+}
+
+#[test]
+fn a_burst_of_unanswered_challenges_is_forgotten_and_its_room_given_back() {
+    let mut h = Harness::new();
+    let mut f = face(|s| {
+        s.heartbeats = BucketConfig::one_every(1_000_000, Duration::from_micros(1));
+        s.max_per_source = 100_000;
+    });
+    for i in 0..5000u16 {
+        let from = SocketAddr::new(IpAddr::from([192, 0, 2, 1 + (i % 50) as u8]), 1000 + i);
+        let out = h.datagram(&mut f, 0, from, &dgram("heartbeat DarkPlaces\n"));
+        assert_eq!(sent(&out).len(), 1);
+    }
+    assert_eq!(f.pending.len(), 5000);
+    assert!(f.pending.capacity() >= 5000);
+    // Not yet due: every challenge is still in flight.
+    h.advance(Duration::from_secs(1));
+    h.timeout(&mut f);
+    assert_eq!(f.pending.len(), 5000);
+    h.advance(Duration::from_secs(2));
+    h.timeout(&mut f);
+    assert!(f.pending.is_empty());
+    assert!(f.pending_per_source.is_empty());
+    assert!(f.pending.capacity() <= 64, "{}", f.pending.capacity());
+    assert!(f.pending_per_source.capacity() <= 64);
+    // A challenge that timed out is not accepted any more.
+    let from = addr("192.0.2.1:1000");
+    let out = h.datagram(&mut f, 0, from, &info("whatever", "\\protocol\\3"));
+    assert_eq!(drops(&out), ["unknown_server"]);
+}
