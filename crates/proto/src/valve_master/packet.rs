@@ -464,7 +464,7 @@ impl Heartbeat {
 /// A datagram a game server sends a master.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerPacket {
-    /// `q` [ff [number]]: give me a challenge.
+    /// `q`, optionally `ff` and a number: give me a challenge.
     Challenge(ChallengeRequest),
     /// `0\n\k\v…`: my state, with the challenge.
     Heartbeat(Heartbeat),
