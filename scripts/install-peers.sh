@@ -6,7 +6,7 @@
 #                    openarena-server (a real ioquake3 server, ~400 MiB with its game data), and the
 #                    Perl modules 333networks' Perl master needs
 #   npm              gamedig, pinned in scripts/peers/package.json + package-lock.json -> .peers/node/
-#   PyPI             opengsq, pinned in scripts/peers/requirements.txt                -> .peers/venv/
+#   PyPI             opengsq and python-a2s, pinned in scripts/peers/requirements.txt -> .peers/venv/
 #   sources          DDNet's master server (ddnet/ddnet src/mastersrv), 333networks'
 #                    Masterserver-Perl and dpmaster 2.2, unmodified, each pinned to one upstream
 #                    commit                                                             -> .peers/src/<name>/
@@ -391,5 +391,6 @@ printf '%-17s %-22s %s\n' \
     xash3d-master "$(source_version "$XASH_NAME" "$XASH_CONTENT")" "$XASH_BIN" \
     gamedig "$(node -p 'require(process.argv[1]).version' "$NODE_DIR/node_modules/gamedig/package.json")" "$GAMEDIG_BIN" \
     opengsq "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("opengsq"))')" "$OPENGSQ_BIN" \
+    python-a2s "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("python-a2s"))')" "$VENV/bin/python" \
     node "$(node --version)" "$(command -v node)" \
     python "$("$VENV/bin/python" -c 'import platform; print(platform.python_version())')" "$VENV/bin/python"

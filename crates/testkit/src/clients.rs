@@ -215,3 +215,71 @@ impl Opengsq {
         serde_json::from_slice(&out.stdout).map_err(|_| out)
     }
 }
+
+/// python-a2s (the `a2s` module, PyPI `python-a2s`) in `<repo>/.peers/venv/`.
+#[derive(Debug, Clone)]
+pub struct PythonA2s {
+    /// The venv's Python.
+    pub python: PathBuf,
+}
+
+/// What the query script prints: INFO, PLAYER and RULES as one JSON object.
+const PYTHON_A2S_SCRIPT: &str = r#"
+import json, sys
+import a2s
+addr = (sys.argv[1], int(sys.argv[2]))
+info = a2s.info(addr, timeout=2)
+players = a2s.players(addr, timeout=2)
+rules = a2s.rules(addr, timeout=2)
+print(json.dumps({
+    "name": info.server_name, "map": info.map_name, "folder": info.folder,
+    "protocol": info.protocol, "players": info.player_count, "max_players": info.max_players,
+    "bots": info.bot_count, "app_id": info.app_id,
+    "player_list": [{"name": p.name, "score": p.score} for p in players],
+    "rules": rules,
+}))
+"#;
+
+impl PythonA2s {
+    /// Looks for `.peers/venv/bin/python` with the `a2s` module.
+    pub fn find() -> Result<Self, Missing> {
+        let python = peers_dir().join("venv/bin/python");
+        if !python.is_file() {
+            return Err(Missing {
+                peer: "python-a2s",
+                detail: format!("no {}", python.display()),
+            });
+        }
+        let mut cmd = Command::new(&python);
+        cmd.args(["-c", "import a2s"]);
+        let out = run_bounded(cmd, "python -c 'import a2s'".into(), CLIENT_TIMEOUT);
+        if out.success() {
+            Ok(Self { python })
+        } else {
+            Err(Missing {
+                peer: "python-a2s",
+                detail: format!("{} cannot import a2s", python.display()),
+            })
+        }
+    }
+
+    /// [`find`](Self::find) with the skip-or-fail rule applied.
+    #[track_caller]
+    pub fn require() -> Option<Self> {
+        require(Self::find())
+    }
+
+    /// `a2s.info`, `a2s.players` and `a2s.rules` of `addr` (2 s each): the JSON the script
+    /// prints, or the whole run when it failed.
+    pub fn query(&self, addr: SocketAddr) -> Result<serde_json::Value, Output> {
+        let host = addr.ip().to_string();
+        let port = addr.port().to_string();
+        let mut cmd = Command::new(&self.python);
+        cmd.args(["-c", PYTHON_A2S_SCRIPT, &host, &port]);
+        let out = run_bounded(cmd, "python-a2s query".into(), CLIENT_TIMEOUT);
+        if !out.success() {
+            return Err(out);
+        }
+        serde_json::from_slice(&out.stdout).map_err(|_| out)
+    }
+}

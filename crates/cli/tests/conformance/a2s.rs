@@ -1,5 +1,6 @@
 //! The A2S side of the Valve family against real clients, on loopback: qstat (`-a2s`),
-//! gamedig (`css`, its valve protocol) and opengsq (`source`) read `muster emulate -p a2s`
+//! gamedig (`css`, its valve protocol), opengsq (`source`) and python-a2s read
+//! `muster emulate -p a2s`
 //! with INFO behind the challenge round and RULES split over several datagrams; and
 //! `muster query -p a2s` reads the same server as they do.
 
@@ -7,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 
-use muster_testkit::{Gamedig, Opengsq, Qstat};
+use muster_testkit::{Gamedig, Opengsq, PythonA2s, Qstat};
 
 use crate::common::muster;
 
@@ -127,4 +128,35 @@ fn a2s_muster_reads_what_the_clients_read() {
     assert_eq!(v["game"], "valve", "{v}");
     assert_eq!(v["num_players"], 3, "{v}");
     assert_eq!(v["rules"]["rule_150"], "value-00000000000150", "{v}");
+}
+
+#[test]
+fn a2s_python_a2s_reads_info_players_and_split_rules() {
+    let Some(client) = PythonA2s::require() else {
+        return;
+    };
+    // The goldsrc style is left out: python-a2s 1.4.2 refuses its RULES, split in the GoldSrc
+    // layout (qstat reads them), and no capture of a real GoldSrc server settles who is right.
+    for (style, folder, protocol) in [("source", "cstrike", 17), ("ship", "ship", 17)] {
+        let (_server, addr) = lab_server(style);
+        let v = client
+            .query(addr)
+            .unwrap_or_else(|out| panic!("python-a2s failed: {out}"));
+        assert_eq!(v["name"], "Lab A2S", "{v}");
+        assert_eq!(v["map"], "de_dust2", "{v}");
+        assert_eq!(v["folder"], folder, "{v}");
+        assert_eq!(v["protocol"], protocol, "{v}");
+        assert_eq!(v["players"], 3, "{v}");
+        assert_eq!(v["max_players"], 20, "{v}");
+        assert_eq!(v["bots"], 1, "{v}");
+        let scores: Vec<i64> = v["player_list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["score"].as_i64().unwrap())
+            .collect();
+        assert_eq!(scores, [1, 2, 3], "{v}");
+        assert_eq!(v["rules"].as_object().unwrap().len(), 150, "{v}");
+        assert_eq!(v["rules"]["rule_150"], "value-00000000000150", "{v}");
+    }
 }
