@@ -167,15 +167,10 @@ impl Listeners {
         let l = &config.listen;
         let mut faces = Vec::new();
         for &face in table::FACES {
-            let mut sockets = Vec::new();
-            for &addr in &l.face(face.name).0 {
-                let bound = (face.bind)(addr).map_err(|source| MasterError::Bind {
-                    face: face.name,
-                    addr,
-                    source,
-                })?;
-                sockets.extend(bound);
-            }
+            let sockets: Vec<_> = bind_all(face.name, &l.face(face.name).0, face.bind)?
+                .into_iter()
+                .flatten()
+                .collect();
             if !sockets.is_empty() {
                 faces.push(FaceSockets { face, sockets });
             }
