@@ -9,6 +9,8 @@
 //! * `muster-bench events`: the master's live event streams while its servers change.
 //! * `muster-bench quake3`: Muster's Quake III master face and dpmaster side by side:
 //!   registrations, lists and memory per server.
+//! * `muster-bench valve`: Muster's Half-Life / Xash3D master face and xash3d-master side by
+//!   side, the same way.
 //!
 //! This is a bench, not a test: missing peers are reported and skipped. Every child process
 //! and every wait is bounded.
@@ -29,7 +31,9 @@ mod master;
 mod procs;
 mod quake3;
 mod scan;
+mod side;
 mod table;
+mod valve;
 
 /// Benchmarks comparing Muster with qstat and GameDig, and measuring the master.
 #[derive(Debug, Parser)]
@@ -52,6 +56,9 @@ enum Command {
     /// Muster's Quake III face and dpmaster side by side: registrations/s, getservers and
     /// getserversExt lists/s, memory per server.
     Quake3(quake3::Quake3Args),
+    /// Muster's Half-Life / Xash3D face and xash3d-master side by side: registrations/s,
+    /// lists/s, memory per server.
+    Valve(valve::ValveArgs),
     /// The master under test, driven by `master` over stdin/stdout (internal).
     #[command(hide = true)]
     MasterChild(master::ChildArgs),
@@ -82,6 +89,12 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()?;
             rt.block_on(quake3::run(&args))
+        }
+        Command::Valve(args) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(valve::run(&args))
         }
         Command::MasterChild(args) => master::run_child(&args),
     }

@@ -56,9 +56,10 @@ pub(crate) struct ChildArgs {
     /// The store URL (`[store] url`): a PostgreSQL database shared with another child.
     #[arg(long)]
     store: Option<String>,
-    /// Only the Quake III face, loopback servers allowed: `muster-bench quake3`.
+    /// Only this UDP master face (`quake3`), loopback servers allowed: the side-by-side
+    /// benches (`muster-bench quake3`).
     #[arg(long, conflicts_with = "ddnet_only")]
-    quake3_only: bool,
+    only: Option<String>,
 }
 
 /// The GameSpy game the bench lists (Unreal Tournament).
@@ -121,15 +122,22 @@ pub(crate) fn config(dir: &Path, servers: usize, ddnet_only: bool) -> Config {
     c
 }
 
-/// [`config`] with only the Quake III face listening (loopback servers allowed, as dpmaster's
-/// `--allow-loopback`), its lifetime a day, every limit raised as for the other faces.
-pub(crate) fn quake3_config(dir: &Path, servers: usize) -> Config {
+/// [`config`] with only the UDP master face `face` listening (loopback servers allowed, as
+/// dpmaster's `--allow-loopback`), its lifetime a day, every limit raised as for the other faces.
+pub(crate) fn face_config(dir: &Path, servers: usize, face: &str) -> anyhow::Result<Config> {
     let mut c = config(dir, servers, false);
     c.listen = ListenConfig::off();
-    c.listen.quake3 = Listen(vec![SocketAddr::from(([127, 0, 0, 1], 0))]);
-    c.quake3.allow_loopback = true;
-    c.lifetimes.quake3 = HumanDuration(Duration::from_secs(24 * 3600));
-    c
+    let lo = Listen(vec![SocketAddr::from(([127, 0, 0, 1], 0))]);
+    let day = HumanDuration(Duration::from_secs(24 * 3600));
+    match face {
+        "quake3" => {
+            c.listen.quake3 = lo;
+            c.quake3.allow_loopback = true;
+            c.lifetimes.quake3 = day;
+        }
+        other => anyhow::bail!("no side-by-side bench for the face {other:?}"),
+    }
+    Ok(c)
 }
 
 /// What the bench changes from the defaults, for the output.
@@ -269,8 +277,8 @@ pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &ChildArgs) -> anyhow::Result<()> {
-    let mut config = if args.quake3_only {
-        quake3_config(&args.data_dir, args.servers)
+    let mut config = if let Some(face) = &args.only {
+        face_config(&args.data_dir, args.servers, face)?
     } else {
         config(&args.data_dir, args.servers, args.ddnet_only)
     };
@@ -393,9 +401,9 @@ impl ChildMaster {
         Self::spawn_args(servers, &extra)
     }
 
-    /// A child with only the Quake III face (see [`quake3_config`]).
-    pub(crate) fn spawn_quake3(servers: usize) -> anyhow::Result<Self> {
-        Self::spawn_args(servers, &["--quake3-only".to_owned()])
+    /// A child with only the UDP master face `face` (see [`face_config`]).
+    pub(crate) fn spawn_only(face: &str, servers: usize) -> anyhow::Result<Self> {
+        Self::spawn_args(servers, &["--only".to_owned(), face.to_owned()])
     }
 
     fn spawn_args(servers: usize, extra: &[String]) -> anyhow::Result<Self> {
@@ -524,7 +532,7 @@ mod tests {
 
     #[test]
     fn the_quake3_child_listens_on_the_quake3_face_alone_and_takes_loopback_servers() {
-        let c = quake3_config(Path::new("/nonexistent"), 10_000);
+        let c = face_config(Path::new("/nonexistent"), 10_000, "quake3").unwrap();
         assert_eq!(
             c.listen.quake3.0,
             vec![SocketAddr::from(([127, 0, 0, 1], 0))]
