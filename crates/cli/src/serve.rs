@@ -89,7 +89,8 @@ pub(crate) struct ServeArgs {
     /// Learn servers from another master, as KIND:ADDRESS (repeatable; added to the config's
     /// upstream entries): gamespy:host:28900, gameagent:host:9005, teeworlds06:host:8300,
     /// teeworlds07:host:8283, ddnet:https://host/ddnet/15/servers.json, ut2003-text:URL,
-    /// muster:http://host:8080. Learned servers are listed once this master queried them.
+    /// muster:http://host:8080, quake3:host:27950, valve:host:27010. Learned servers are
+    /// listed once this master queried them.
     #[arg(long, value_name = "KIND:ADDRESS")]
     pub upstream: Vec<String>,
     /// Print the effective configuration (defaults, then --config, then the flags) as TOML

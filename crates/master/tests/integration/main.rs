@@ -15,6 +15,7 @@ mod face_quake3;
 mod face_teeworlds;
 mod federation;
 mod federation_gamespy;
+mod federation_valve;
 mod flood;
 mod hosting_box;
 mod poller;
