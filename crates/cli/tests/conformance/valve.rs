@@ -172,8 +172,8 @@ fn valve_xash3d_master_lists_muster_emulated_servers() {
 }
 
 /// `muster serve` with only its Valve face (loopback servers allowed) and HTTP, on 127.0.0.1
-/// ports the kernel picks: the process and the two addresses.
-fn muster_serve(scratch: &ScratchDir) -> (Proc, SocketAddr, String) {
+/// ports the kernel picks, and `extra` flags: the process and the two addresses.
+fn muster_serve(scratch: &ScratchDir, extra: &[&str]) -> (Proc, SocketAddr, String) {
     let config = scratch.path().join("muster.toml");
     std::fs::write(&config, "[valve]\nallow_loopback = true\n").unwrap();
     let data = scratch.path().join("data");
@@ -200,6 +200,7 @@ fn muster_serve(scratch: &ScratchDir) -> (Proc, SocketAddr, String) {
         args.push(format!("--{face}"));
         args.push("off".to_owned());
     }
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
         .args(&args)
         .stdin(Stdio::null())
@@ -221,6 +222,14 @@ fn muster_serve(scratch: &ScratchDir) -> (Proc, SocketAddr, String) {
     (Proc(child), valve.parse().unwrap(), http)
 }
 
+/// The servers of `/api/v1/servers` on `http`.
+fn api_servers(http: &str) -> Vec<Value> {
+    get_json(http, "/api/v1/servers")["servers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// `GET path` on `http`, as JSON.
 fn get_json(http: &str, path: &str) -> Value {
     let mut conn = std::net::TcpStream::connect(http).unwrap();
@@ -235,7 +244,7 @@ fn get_json(http: &str, path: &str) -> Value {
 #[test]
 fn valve_muster_face_lists_muster_emulated_servers_and_the_api_shows_them() {
     let scratch = ScratchDir::new("valve-face");
-    let (_serve, master, http) = muster_serve(&scratch);
+    let (_serve, master, http) = muster_serve(&scratch, &[]);
     let [(_hl, hl), (_cs, cs)] = two_servers(&master.to_string());
     let all = wait_listed(master, &[&hl, &cs]);
     assert_eq!(all.len(), 2, "{all:?}");
@@ -267,6 +276,39 @@ fn valve_muster_face_lists_muster_emulated_servers_and_the_api_shows_them() {
         assert!(
             start.elapsed() < WAIT_LIMIT,
             "not in the API as polled: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn valve_muster_learns_xash3d_masters_list_and_verifies_it_with_a2s() {
+    let Some(peer) = XashMaster::require() else {
+        return;
+    };
+    let xash = peer.start();
+    let [(_hl, hl), (_cs, cs)] = two_servers(&xash.addr().to_string());
+    wait_listed(xash.addr(), &[&hl, &cs]);
+    let scratch = ScratchDir::new("valve-upstream");
+    let upstream = format!("valve:{}", xash.addr());
+    let (_serve, _, http) = muster_serve(&scratch, &["--upstream", &upstream]);
+    let start = Instant::now();
+    loop {
+        let servers = api_servers(&http);
+        let of = |a: &str| servers.iter().find(|s| s["address"] == a).cloned();
+        if let (Some(h), Some(c)) = (of(&hl), of(&cs)) {
+            // Learned under the folder each one's A2S answer names, with its answer's name.
+            assert_eq!(
+                (&h["game"], &c["game"]),
+                (&Value::from("valve"), &Value::from("cstrike"))
+            );
+            assert_eq!(h["name"], "Muster emulated server");
+            break;
+        }
+        assert!(
+            start.elapsed() < WAIT_LIMIT,
+            "not learned: {servers:?}\n{}",
+            xash.log()
         );
         std::thread::sleep(Duration::from_millis(300));
     }
