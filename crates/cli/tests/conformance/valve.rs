@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use muster_proto::valve_master::packet::heartbeat_of;
 use muster_proto::valve_master::{ChallengeReply, ChallengeRequest, ServerPacket};
-use muster_testkit::XashMaster;
+use muster_testkit::{XashMaster, XashQuery};
 
 use crate::common::muster;
 
@@ -312,4 +312,23 @@ fn valve_muster_learns_xash3d_masters_list_and_verifies_it_with_a2s() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
+}
+
+#[test]
+fn valve_xash3d_query_reads_musters_face_with_its_filters_and_key() {
+    let Some(query) = XashQuery::require() else {
+        return;
+    };
+    let scratch = ScratchDir::new("valve-xash3d-query");
+    let (_serve, master, _) = muster_serve(&scratch, &[]);
+    let [(_hl, hl), (_cs, cs)] = two_servers(&master.to_string());
+    wait_listed(master, &[&hl, &cs]);
+    let (hl, cs): (SocketAddr, SocketAddr) = (hl.parse().unwrap(), cs.parse().unwrap());
+    let mut both = vec![hl, cs];
+    both.sort();
+    assert_eq!(query.list(master, &[]), both);
+    assert_eq!(query.list(master, &["-g", "valve"]), [hl]);
+    // With a key (-k): the tool takes only replies that echo it.
+    assert_eq!(query.list(master, &["-k", "-m", "de_dust2"]), [cs]);
+    assert_eq!(query.list(master, &["-k", "-g", "dod"]), []);
 }
