@@ -7,7 +7,9 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use libfuzzer_sys::fuzz_target;
-use muster_proto::valve_master::serve::{Announcement, Version, every_page, list_order, page_after};
+use muster_proto::valve_master::serve::{
+    Announcement, Version, every_page, list_order, page_after,
+};
 use muster_proto::valve_master::{
     ChallengeReply, Filter, LIST_DATAGRAM_LIMIT, ListReply, ListRequest, Semantics, ServerFacts,
     ServerPacket,
