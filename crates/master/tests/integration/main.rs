@@ -13,6 +13,7 @@ mod face_gamespy;
 mod face_mgmt;
 mod face_quake3;
 mod face_teeworlds;
+mod face_valve;
 mod federation;
 mod federation_gamespy;
 mod federation_valve;
