@@ -3,7 +3,8 @@
 #   docker build -t muster .
 #   docker run -d --name muster -v muster-data:/var/lib/muster \
 #     -p 8080:8080 -p 9005:9005/udp -p 27900:27900/udp -p 28900:28900 \
-#     -p 8283:8283/udp -p 8284:8284/udp -p 8300:8300/udp -p 51963:51963 -p 27950:27950/udp muster
+#     -p 8283:8283/udp -p 8284:8284/udp -p 8300:8300/udp -p 51963:51963 -p 27950:27950/udp \
+#     -p 27010:27010/udp muster
 #
 # Any other command works too: `docker run --rm muster query -p teeworlds HOST:8303`.
 # Mount a config at /etc/muster/muster.toml and add `--config /etc/muster/muster.toml` to
@@ -36,7 +37,7 @@ WORKDIR /var/lib/muster
 VOLUME ["/var/lib/muster"]
 # http (browser, API, DDNet register), gamespy lists, management server (TCP);
 # gameagent, gamespy heartbeats, teeworlds 0.7 master and its checker, teeworlds 0.6 (UDP).
-EXPOSE 8080/tcp 28900/tcp 51963/tcp 9005/udp 27900/udp 8283/udp 8284/udp 8300/udp 27950/udp
+EXPOSE 8080/tcp 28900/tcp 51963/tcp 9005/udp 27900/udp 8283/udp 8284/udp 8300/udp 27950/udp 27010/udp
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["muster"]
 CMD ["serve", "--data-dir", "/var/lib/muster"]

@@ -13,8 +13,8 @@
 #   cargo            DDNet's mastersrv, built from .peers/src/ddnet-mastersrv          -> .peers/bin/mastersrv
 #   make             dpmaster (the Quake III / DarkPlaces master), built from .peers/src/dpmaster
 #                                                                                       -> .peers/bin/dpmaster
-#   cargo            xash3d-master (FWGS's Half-Life / Xash3D master), built from .peers/src/xash3d-master
-#                                                                                  -> .peers/bin/xash3d-master
+#   cargo            xash3d-master (FWGS's Half-Life / Xash3D master) and its xash3d-query tool, built
+#                    from .peers/src/xash3d-master          -> .peers/bin/xash3d-master, .peers/bin/xash3d-query
 #
 # Where the two sources come from, the first that applies (see "third-party sources" below):
 #   1. MUSTER_MASTERSRV_SRC / MUSTER_PERL_MASTER_SRC / MUSTER_DPMASTER_SRC: a folder holding that
@@ -38,6 +38,7 @@ VENV="$PEERS/venv"
 SRC_DIR="$PEERS/src"
 MASTERSRV_BIN="$PEERS/bin/mastersrv"
 XASH_BIN="$PEERS/bin/xash3d-master"
+XASH_QUERY_BIN="$PEERS/bin/xash3d-query"
 DPMASTER_BIN="$PEERS/bin/dpmaster"
 # Local mirror of the two peer sources (unmodified, one folder per <name>): where the environment the
 # project was started in keeps them, beside the clone. Used only when it exists; otherwise GitHub.
@@ -327,17 +328,24 @@ fi
 XASH_SRC="$SRC_DIR/$XASH_NAME"
 want_xash="$(tree_digest "$XASH_SRC" "${XASH_PATHS[@]}")"
 have_xash="$(cat "$PEERS/xash3d-master.sha256" 2>/dev/null || true)"
-if [ ! -x "$XASH_BIN" ] || [ "$have_xash" != "$want_xash" ]; then
-    say "building xash3d-master from $XASH_SRC (about a minute)"
+if [ ! -x "$XASH_BIN" ] || [ ! -x "$XASH_QUERY_BIN" ] || [ "$have_xash" != "$want_xash" ]; then
+    say "building xash3d-master and xash3d-query from $XASH_SRC (about two minutes)"
     mkdir -p "$PEERS/bin"
     cargo build --quiet --release -p xash3d-master \
         --manifest-path "$XASH_SRC/Cargo.toml" \
         --target-dir "$PEERS/xash3d-master-target" \
         || die "cargo build of xash3d-master failed"
+    # Its list/query tool, without the colour feature (one crate less to fetch).
+    cargo build --quiet --release -p xash3d-query --no-default-features \
+        --manifest-path "$XASH_SRC/Cargo.toml" \
+        --target-dir "$PEERS/xash3d-master-target" \
+        || die "cargo build of xash3d-query failed"
     cp "$PEERS/xash3d-master-target/release/xash3d-master" "$XASH_BIN"
+    cp "$PEERS/xash3d-master-target/release/xash3d-query" "$XASH_QUERY_BIN"
     echo "$want_xash" > "$PEERS/xash3d-master.sha256"
 fi
 [ -x "$XASH_BIN" ] || die "xash3d-master built but $XASH_BIN is missing"
+[ -x "$XASH_QUERY_BIN" ] || die "xash3d-query built but $XASH_QUERY_BIN is missing"
 
 # --- dpmaster (make, project-local) ---------------------------------------------------------------
 # Plain C, built with its own Makefile in a copy of .peers/src/dpmaster/src (the build writes object
@@ -389,6 +397,7 @@ printf '%-17s %-22s %s\n' \
     masterserver-perl "$(source_version "$PERL_NAME" "$PERL_CONTENT")" "$SRC_DIR/$PERL_NAME" \
     dpmaster "$(source_version "$DPMASTER_NAME" "$DPMASTER_CONTENT")" "$DPMASTER_BIN" \
     xash3d-master "$(source_version "$XASH_NAME" "$XASH_CONTENT")" "$XASH_BIN" \
+    xash3d-query "$(source_version "$XASH_NAME" "$XASH_CONTENT")" "$XASH_QUERY_BIN" \
     gamedig "$(node -p 'require(process.argv[1]).version' "$NODE_DIR/node_modules/gamedig/package.json")" "$GAMEDIG_BIN" \
     opengsq "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("opengsq"))')" "$OPENGSQ_BIN" \
     python-a2s "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("python-a2s"))')" "$VENV/bin/python" \

@@ -135,6 +135,7 @@ gamespy_tcp = "off"
 teeworlds07 = "off"
 teeworlds06 = "off"
 quake3 = "off"
+valve = "off"
 http = "127.0.0.1:0"
 mgmt = "127.0.0.1:0"
 [limits]

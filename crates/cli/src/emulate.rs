@@ -18,6 +18,7 @@ Examples:
   muster emulate --protocol quake3 --port 27960 --players 3 --master quake3:127.0.0.1:27950
   muster emulate --protocol quake3 --port 26000 --style darkplaces --map stormkeep
   muster emulate --protocol a2s --port 27015 --require-challenge --rules 150
+  muster emulate --protocol a2s --port 27015 --style goldsrc --master valve:127.0.0.1:27010
   muster emulate --config examples/farm.toml
 
 Query ports follow each protocol's convention: game port + 1 for gameagent, gamespy1 and
@@ -39,7 +40,10 @@ An a2s server answers A2S_INFO, A2S_PLAYER and A2S_RULES as a Source server does
 goldsrc: Half-Life's protocol 48 and the GoldSrc split layout; --style ship: The Ship's extra
 fields). PLAYER and RULES always go through the challenge round; --require-challenge makes INFO
 do so too, as servers have since 2020. --rules N adds N rules; replies over 1,400 bytes are
-split.";
+split. With --master valve:HOST:PORT it registers with a Half-Life / Xash3D master (xash3d-master,
+muster serve --valve): it asks a challenge (`q ff`), heartbeats with it (game directory, map,
+players, protocol 48, engine version 0.21), refreshes every 2 minutes and when it becomes empty
+or full, and says goodbye (`b`) on shutdown.";
 
 /// Flags of `muster emulate`.
 #[derive(Debug, clap::Args)]
@@ -75,8 +79,8 @@ pub(crate) struct EmulateArgs {
     /// names); quake3: ioquake3 (default), darkplaces; a2s: source (default), goldsrc, ship).
     #[arg(long)]
     pub style: Option<String>,
-    /// Register with a master: PROTOCOL:HOST:PORT (gameagent, gamespy, teeworlds07, quake3)
-    /// or ddnet:URL. Repeatable.
+    /// Register with a master: PROTOCOL:HOST:PORT (gameagent, gamespy, teeworlds07, quake3,
+    /// valve) or ddnet:URL. Repeatable.
     #[arg(long = "master", value_name = "PROTOCOL:ADDRESS")]
     pub masters: Vec<String>,
     /// GameSpy v1 at game port + N (gamespy1: instead of + 1, or + 10 for the UT2003 styles;

@@ -25,6 +25,9 @@ Every face is on by default, on IPv4 and IPv6:
   quake3       UDP 27950   Quake III / DarkPlaces master (dpmaster's protocol: ioquake3 games,
                            Xonotic, Warsow, Wolfenstein: ET, ...); loopback servers are refused
                            unless [quake3] allow_loopback = true
+  valve        UDP 27010   Half-Life / Xash3D master (xash3d-master's protocol, Valve master
+                           query); loopback servers are refused unless [valve] allow_loopback =
+                           true
 
 --upstream KIND:ADDRESS (repeatable) learns servers from another master (docs/federation.md);
 a learned server is listed only after this master queried it successfully itself.
@@ -80,10 +83,14 @@ pub(crate) struct ServeArgs {
     /// Quake III / DarkPlaces master (dpmaster's protocol), UDP.
     #[arg(long, value_name = "ADDR|off")]
     pub quake3: Option<String>,
+    /// Half-Life / Xash3D master (xash3d-master's protocol, Valve master query), UDP.
+    #[arg(long, value_name = "ADDR|off")]
+    pub valve: Option<String>,
     /// Learn servers from another master, as KIND:ADDRESS (repeatable; added to the config's
     /// upstream entries): gamespy:host:28900, gameagent:host:9005, teeworlds06:host:8300,
     /// teeworlds07:host:8283, ddnet:https://host/ddnet/15/servers.json, ut2003-text:URL,
-    /// muster:http://host:8080. Learned servers are listed once this master queried them.
+    /// muster:http://host:8080, quake3:host:27950, valve:host:27010. Learned servers are
+    /// listed once this master queried them.
     #[arg(long, value_name = "KIND:ADDRESS")]
     pub upstream: Vec<String>,
     /// Print the effective configuration (defaults, then --config, then the flags) as TOML
@@ -126,6 +133,7 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
     apply(&mut l.http, "http", args.http.as_ref())?;
     apply(&mut l.mgmt, "mgmt", args.mgmt.as_ref())?;
     apply(&mut l.quake3, "quake3", args.quake3.as_ref())?;
+    apply(&mut l.valve, "valve", args.valve.as_ref())?;
     for u in &args.upstream {
         let parsed = muster_master::upstream::settings::UpstreamConfig::parse_flag(u)
             .map_err(|e| UsageError(format!("--upstream {u:?}: {e}")))?;

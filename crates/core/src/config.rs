@@ -26,6 +26,8 @@ pub mod ports {
     pub const TEEWORLDS06: u16 = 8300;
     /// Quake III / DarkPlaces master, UDP (dpmaster's port).
     pub const QUAKE3: u16 = 27950;
+    /// Half-Life / Xash3D master, UDP (xash3d-master's port).
+    pub const VALVE: u16 = 27010;
     /// HTTP (API, DDNet register, text lists, metrics).
     pub const HTTP: u16 = 8080;
     /// Management server, TCP.

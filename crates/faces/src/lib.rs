@@ -26,6 +26,7 @@ pub mod quake3;
 pub mod runtime;
 pub mod table;
 pub mod teeworlds;
+pub mod valve;
 
 pub use muster_core::MasterHandle;
 pub use runtime::CancellationToken;

@@ -15,7 +15,7 @@ pub use crate::face::{
     BoundSocket, Contract, FaceDescriptor, FaceSettings, FaceStart, Placement, Serving, Socket,
 };
 use crate::runtime::udp::Budgets;
-use crate::{gameagent, gamespy, mgmt, quake3, teeworlds};
+use crate::{gameagent, gamespy, mgmt, quake3, teeworlds, valve};
 
 /// Every socket face, in the order the daemon starts them and prints their addresses.
 pub const FACES: &[&FaceDescriptor] = &[
@@ -26,6 +26,7 @@ pub const FACES: &[&FaceDescriptor] = &[
     &teeworlds::FACE07,
     &teeworlds::FACE06,
     &quake3::FACE,
+    &valve::FACE,
 ];
 
 /// The face called `name` (as in `--NAME`), if there is one.
@@ -36,7 +37,11 @@ pub fn find(name: &str) -> Option<&'static FaceDescriptor> {
 
 /// Every face's settings from the shared limits and the faces' own config sections.
 #[must_use]
-pub fn settings(limits: &LimitsConfig, quake3: &quake3::Quake3Config) -> FaceSettings {
+pub fn settings(
+    limits: &LimitsConfig,
+    quake3: &quake3::Quake3Config,
+    valve: &valve::ValveConfig,
+) -> FaceSettings {
     let mut s = FaceSettings::default();
     s.set(Budgets::from_limits(limits));
     s.set(gameagent::GameAgentSettings::from_limits(limits));
@@ -44,6 +49,7 @@ pub fn settings(limits: &LimitsConfig, quake3: &quake3::Quake3Config) -> FaceSet
     s.set(mgmt::MgmtSettings::from_limits(limits));
     s.set(teeworlds::TeeworldsSettings::from_limits(limits));
     s.set(quake3::Quake3Settings::new(quake3, limits));
+    s.set(valve::ValveSettings::new(valve, limits));
     s
 }
 

@@ -145,6 +145,8 @@ pub struct ListenConfig {
     pub mgmt: Listen,
     /// Quake III / DarkPlaces master (dpmaster's protocol), UDP 27950.
     pub quake3: Listen,
+    /// Half-Life / Xash3D master (xash3d-master's protocol), UDP 27010.
+    pub valve: Listen,
 }
 
 impl ListenConfig {
@@ -161,6 +163,7 @@ impl ListenConfig {
             "teeworlds06" => &self.teeworlds06,
             "mgmt" => &self.mgmt,
             "quake3" => &self.quake3,
+            "valve" => &self.valve,
             _ => &NOWHERE,
         }
     }
@@ -177,6 +180,7 @@ impl ListenConfig {
             http: Listen(Vec::new()),
             mgmt: Listen(Vec::new()),
             quake3: Listen(Vec::new()),
+            valve: Listen(Vec::new()),
         }
     }
 }
@@ -192,6 +196,7 @@ impl Default for ListenConfig {
             http: Listen::dual(ports::HTTP),
             mgmt: Listen::dual(ports::MGMT),
             quake3: Listen::dual(ports::QUAKE3),
+            valve: Listen::dual(ports::VALVE),
         }
     }
 }
@@ -215,6 +220,9 @@ pub struct LifetimesConfig {
     /// Quake III / DarkPlaces registrations (dpmaster keeps a server 15 minutes after its last
     /// valid `infoResponse`).
     pub quake3: HumanDuration,
+    /// Half-Life / Xash3D registrations (xash3d-master keeps a server 5 minutes after its
+    /// last heartbeat).
+    pub valve: HumanDuration,
     /// Per-face, per-game overrides, as `[lifetimes.games.<face>] <game> = "570s"` (face names
     /// as `registry::Face::name` spells them). Default: Serious Sam gamenames heartbeating by
     /// GameSpy (every 150 s) live 570 s.
@@ -233,6 +241,7 @@ impl Default for LifetimesConfig {
             teeworlds: get(Face::Teeworlds07),
             ddnet: get(Face::DdnetHttp),
             quake3: get(Face::Quake3),
+            valve: get(Face::Valve),
             games: r
                 .game_lifetimes
                 .into_iter()
@@ -286,6 +295,8 @@ pub struct Config {
     /// Quake III / DarkPlaces face options (loopback, flood protection, game policy and
     /// properties).
     pub quake3: muster_faces::quake3::Quake3Config,
+    /// Half-Life / Xash3D face options (loopback, minimal server version, challenge window).
+    pub valve: muster_faces::valve::ValveConfig,
     /// Player-count history.
     pub history: HistoryConfig,
     /// The HTTP face's options.
@@ -408,6 +419,7 @@ impl Default for Config {
             poller: PollerConfig::default(),
             gamespy: GameSpyConfig::default(),
             quake3: muster_faces::quake3::Quake3Config::default(),
+            valve: muster_faces::valve::ValveConfig::default(),
             history: HistoryConfig::default(),
             http: HttpConfig::default(),
             events: EventsConfig::default(),
@@ -656,6 +668,15 @@ impl Config {
                 ),
             ));
         }
+        if self.valve.min_version().is_none() {
+            return Err(out_of_range(
+                "valve.min_version".to_owned(),
+                format!(
+                    "`{}` is not a version such as \"0.21\"",
+                    self.valve.min_version
+                ),
+            ));
+        }
         crate::upstream::settings::validate(&self.upstream, &self.federation)?;
         if let Some(bad) = l
             .trusted_proxies
@@ -705,6 +726,7 @@ impl Config {
                 (Face::Teeworlds06, lt.teeworlds.0),
                 (Face::DdnetHttp, lt.ddnet.0),
                 (Face::Quake3, lt.quake3.0),
+                (Face::Valve, lt.valve.0),
             ]),
             game_lifetimes,
             learned_lifetime: crate::upstream::settings::learned_lifetime(

@@ -60,7 +60,7 @@ pub use muster_store::cluster;
 
 /// The protocol faces (crate `muster-faces`).
 pub mod faces {
-    pub use muster_faces::{gameagent, gamespy, mgmt, quake3, teeworlds};
+    pub use muster_faces::{gameagent, gamespy, mgmt, quake3, teeworlds, valve};
 }
 
 /// The registry's stores: the contract from the core, the implementations from `muster-store`.
@@ -394,7 +394,7 @@ impl Master {
         } else {
             None
         };
-        let mut settings = table::settings(limits, &self.config.quake3);
+        let mut settings = table::settings(limits, &self.config.quake3, &self.config.valve);
         let mut gamespy = settings.get::<faces::gamespy::GameSpySettings>();
         gamespy.require_client_validate = self.config.gamespy.require_client_validate;
         gamespy.challenges.lifetime = self.config.lifetimes.pending.0;

@@ -6,7 +6,7 @@
 //! | `gamespy1` | game + 1; + 10 with style `ut2003` or `ut2003demo`; + `gamespy_offset` when set | UT2003's format (default), `ut2003`, `ut2003demo`, `ut99`, `unreal`, `serioussam` | `gamespy:host:port` |
 //! | `unreal2` | game + 1, and GameSpy v1 at + `gamespy_offset` when set | `ut2004` (default), `ut2003` | `gamespy:host:port` (needs `gamespy_offset`) |
 //! | `teeworlds` | game port | one: 0.6, DDNet extended and 0.7 on one port | `teeworlds07:host:port`, `ddnet:URL` |
-//! | `a2s` | game port | `source` (default), `goldsrc`, `ship`; `require_challenge` | none yet |
+//! | `a2s` | game port | `source` (default), `goldsrc`, `ship`; `require_challenge` | `valve:host:port` (Half-Life / Xash3D master, default port 27010) |
 //! | `quake3` | game port | `ioquake3` (default: `heartbeat QuakeArena-1`, Windows-1252), `darkplaces` (`heartbeat DarkPlaces`, UTF-8, `qcstatus`) | `quake3:host:port` (dpmaster, default port 27950) |
 //!
 //! Any server may also name `mgmt:host:port`: it then stays registered with that management
@@ -115,6 +115,29 @@ fn gamespy_registrars(
     Ok(registrars)
 }
 
+/// Half-Life / Xash3D registrars for `masters` (all must be `valve:`), announcing protocol 48.
+fn valve_registrars(
+    server: &FarmServer,
+    masters: &[&MasterTarget],
+) -> Result<Vec<BoxedRegistrar>, String> {
+    let mut registrars: Vec<BoxedRegistrar> = Vec::new();
+    for m in masters {
+        if m.protocol != "valve" {
+            return Err(wrong_master(server.protocol, m));
+        }
+        let addr = resolve(m, muster_proto::valve_master::MASTER_PORT)?;
+        registrars.push(Box::new(
+            muster_proto::valve_master::register::ValveRegistrar::new(
+                addr,
+                48,
+                rand::random(),
+                &server.state,
+            ),
+        ));
+    }
+    Ok(registrars)
+}
+
 fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<Endpoint, String> {
     let style = server.style.as_deref();
     let game_port = server.state.game_port;
@@ -187,9 +210,7 @@ fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<E
         FarmProtocol::A2s => {
             let a2s = muster_proto::a2s::respond::Style::from_name(style)
                 .ok_or_else(|| unknown_style(server.protocol, style.unwrap_or("")))?;
-            if let Some(m) = masters.first() {
-                return Err(wrong_master(server.protocol, m));
-            }
+            registrars = valve_registrars(server, masters)?;
             Ok(Endpoint {
                 responder: Box::new(muster_proto::a2s::respond::A2sResponder::new(
                     a2s,

@@ -46,7 +46,7 @@ pub use net::{Capture, free_udp_port};
 pub use perl_master::{PerlMaster, PerlMasterConfig, PerlMasterGuard};
 pub use process::Output;
 pub use servers::{DdnetServer, TeeworldsServer};
-pub use xash::{XashMaster, XashMasterGuard};
+pub use xash::{XashMaster, XashMasterGuard, XashQuery};
 
 /// Environment variable that turns a missing peer into a test failure.
 pub const REQUIRE_PEERS_ENV: &str = "MUSTER_REQUIRE_PEERS";

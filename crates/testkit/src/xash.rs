@@ -119,3 +119,63 @@ impl XashMasterGuard {
         self.scratch.path()
     }
 }
+
+/// FWGS's `xash3d-query` (the list and query tool of the xash3d-master repository, unmodified),
+/// built by `scripts/install-peers.sh` into `<peers>/bin/xash3d-query`.
+#[derive(Debug, Clone)]
+pub struct XashQuery {
+    /// The binary.
+    pub bin: PathBuf,
+}
+
+impl XashQuery {
+    /// Looks for `<peers>/bin/xash3d-query`.
+    pub fn find() -> Result<Self, Missing> {
+        let bin = peers_dir().join("bin/xash3d-query");
+        if bin.is_file() {
+            Ok(Self { bin })
+        } else {
+            Err(Missing {
+                peer: "xash3d-query",
+                detail: format!(
+                    "no {}; install-peers.sh builds it from the xash3d-master source",
+                    bin.display()
+                ),
+            })
+        }
+    }
+
+    /// [`find`](Self::find) with the skip-or-fail rule applied.
+    #[track_caller]
+    pub fn require() -> Option<Self> {
+        require(Self::find())
+    }
+
+    /// `xash3d-query -M <master> -T 1 -j <args> list`: the servers it read from the master
+    /// (its own filter, `\clver\0.21\buildnum\4000`, unless `args` change it).
+    pub fn list(&self, master: SocketAddr, args: &[&str]) -> Vec<SocketAddr> {
+        let m = master.to_string();
+        let out = std::process::Command::new(&self.bin)
+            .args(["-M", m.as_str(), "-T", "1", "-j"])
+            .args(args)
+            .arg("list")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));
+        assert!(
+            out.status.success(),
+            "xash3d-query failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "xash3d-query printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        v["servers"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s.as_str()?.parse().ok()).collect())
+            .unwrap_or_default()
+    }
+}

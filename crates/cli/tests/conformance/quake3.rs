@@ -395,6 +395,7 @@ fn muster_serve(scratch: &ScratchDir) -> (Emulated, String, String) {
         "teeworlds07",
         "teeworlds06",
         "mgmt",
+        "valve",
     ] {
         args.push(format!("--{face}"));
         args.push("off".to_owned());

@@ -92,6 +92,7 @@ fn a_gamespy_scan_shows_the_game_port_the_server_reports() {
         "--teeworlds07",
         "--teeworlds06",
         "--quake3",
+        "--valve",
         "--http",
         "--mgmt",
     ] {

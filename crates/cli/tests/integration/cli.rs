@@ -147,6 +147,7 @@ fn quiet_serve(dir: &std::path::Path) -> Vec<String> {
         "--teeworlds07",
         "--teeworlds06",
         "--quake3",
+        "--valve",
         "--mgmt",
     ] {
         args.push(face.to_owned());

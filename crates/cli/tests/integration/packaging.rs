@@ -26,6 +26,7 @@ fn the_image_exposes_every_default_port() {
         format!("{}/udp", ports::TEEWORLDS07 + 1),
         format!("{}/udp", ports::TEEWORLDS06),
         format!("{}/udp", ports::QUAKE3),
+        format!("{}/udp", ports::VALVE),
     ];
     let mut got: Vec<String> = exposed.iter().map(ToString::to_string).collect();
     want.sort();

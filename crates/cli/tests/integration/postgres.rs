@@ -107,6 +107,8 @@ fn serve_args(url: &str, data: &str, http: &str, gamespy: &str) -> Vec<String> {
         "off",
         "--quake3",
         "off",
+        "--valve",
+        "off",
         "--http",
         http,
         "--mgmt",

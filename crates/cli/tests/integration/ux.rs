@@ -54,6 +54,7 @@ fn serve(dir: &std::path::Path, mgmt: bool) -> (Proc, Vec<String>) {
         "--teeworlds07",
         "--teeworlds06",
         "--quake3",
+        "--valve",
     ] {
         args.extend([face, "off"]);
     }

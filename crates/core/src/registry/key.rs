@@ -87,11 +87,13 @@ pub enum Face {
     Mgmt,
     /// Quake III / DarkPlaces master (dpmaster's protocol), UDP 27950.
     Quake3,
+    /// Half-Life / Xash3D master (xash3d-master's protocol), UDP 27010.
+    Valve,
 }
 
 impl Face {
     /// Every face, in a fixed order (for metrics).
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::GameAgent,
         Self::GameSpy,
         Self::Teeworlds07,
@@ -99,6 +101,7 @@ impl Face {
         Self::DdnetHttp,
         Self::Mgmt,
         Self::Quake3,
+        Self::Valve,
     ];
 
     /// The stable name used in the store, config, metrics and the HTTP API.
@@ -112,10 +115,11 @@ impl Face {
             Self::DdnetHttp => "ddnet",
             Self::Mgmt => "mgmt",
             Self::Quake3 => "quake3",
+            Self::Valve => "valve",
         }
     }
 
-    /// The protocol family: `gameagent`, `gamespy`, `teeworlds`, `mgmt` or `quake3`.
+    /// The protocol family: `gameagent`, `gamespy`, `teeworlds`, `mgmt`, `quake3` or `valve`.
     #[must_use]
     pub const fn family(self) -> &'static str {
         match self {
@@ -124,6 +128,7 @@ impl Face {
             Self::Teeworlds07 | Self::Teeworlds06 | Self::DdnetHttp => "teeworlds",
             Self::Mgmt => "mgmt",
             Self::Quake3 => "quake3",
+            Self::Valve => "valve",
         }
     }
 
@@ -149,6 +154,7 @@ pub fn protocol_from_name(name: &str) -> Option<Protocol> {
         Protocol::Unreal2,
         Protocol::Teeworlds,
         Protocol::Quake3,
+        Protocol::A2s,
     ]
     .into_iter()
     .find(|p| p.name() == name)

@@ -259,7 +259,8 @@ pub const DEFAULT_LEARNED_LIFETIME: Duration = Duration::from_secs(1800);
 impl Default for RegistryConfig {
     /// The spec defaults: GameAgent 300 s (`gameagent.md` §8.3.7), GameSpy 300 s (Unreal family,
     /// `gamespy-master.md` §14; Serious Sam gamenames heartbeating by GameSpy 570 s), Teeworlds
-    /// UDP 90 s, DDNet HTTP 30 s (`teeworlds-master.md` §5.3), Quake III 15 min (dpmaster's),
+    /// UDP 90 s, DDNet HTTP 30 s (`teeworlds-master.md` §5.3), Quake III 15 min (dpmaster's), Valve
+    /// 5 min (xash3d-master's),
     /// management: connection-bound.
     fn default() -> Self {
         let face_lifetimes = HashMap::from([
@@ -269,6 +270,7 @@ impl Default for RegistryConfig {
             (Face::Teeworlds06, Duration::from_secs(90)),
             (Face::DdnetHttp, Duration::from_secs(30)),
             (Face::Quake3, Duration::from_secs(900)),
+            (Face::Valve, Duration::from_secs(300)),
         ]);
         let sam = SERIOUS_SAM_GAMES
             .into_iter()

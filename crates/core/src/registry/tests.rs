@@ -25,6 +25,7 @@ fn reg(game: &str, addr: SocketAddr, face: Face) -> Registration {
         Face::GameSpy => Some(Protocol::GameSpy1),
         Face::Teeworlds06 | Face::Teeworlds07 | Face::DdnetHttp => Some(Protocol::Teeworlds),
         Face::Quake3 => Some(Protocol::Quake3),
+        Face::Valve => Some(Protocol::A2s),
         Face::Mgmt => None,
     };
     let game_port = (face != Face::GameSpy).then_some(addr.port());

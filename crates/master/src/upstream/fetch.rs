@@ -307,6 +307,30 @@ impl Fetcher {
                 }
                 (listed, Some(addr.ip()))
             }
+            UpstreamKind::Valve => {
+                let addr = resolve(&c.address, &self.pins).await?;
+                let mut listed = Vec::new();
+                for (game, ask) in valve_asks(&c.games, addr.is_ipv6())? {
+                    let source = MasterSource::Valve(addr, ask);
+                    for e in list_one(&source, &self.options())
+                        .await
+                        .map_err(PullError::List)?
+                    {
+                        if let Some(a) = e.address.ip() {
+                            listed.push(Listed {
+                                addr: a,
+                                game: game.clone(),
+                                face: Face::Valve,
+                                protocol: Protocol::A2s,
+                                query_addr: a,
+                                game_port: Some(a.port()),
+                                relayed: false,
+                            });
+                        }
+                    }
+                }
+                (listed, Some(addr.ip()))
+            }
             UpstreamKind::Ddnet => {
                 let (body, peer) = self.document().await?;
                 (ddnet(&body)?, peer)
@@ -545,6 +569,32 @@ fn quake3_requests(games: &[String]) -> Result<Vec<ListRequest>, PullError> {
             };
             let word = Word::new(name).map_err(|_| PullError::Config(g.clone()))?;
             Ok(ListRequest::everything(Some(word), protocol))
+        })
+        .collect()
+}
+
+/// The list asks of a Valve upstream's `games`: `\gamedir\GAME` each, none: every server;
+/// each names Xash3D's client version, without which xash3d-master lists only its "update"
+/// server.
+fn valve_asks(
+    games: &[String],
+    ipv6: bool,
+) -> Result<Vec<(Option<String>, muster_proto::valve_master::query::ListAsk)>, PullError> {
+    use muster_proto::valve_master::query::ListAsk;
+    let ask = |filter: String| ListAsk {
+        ipv6,
+        ..ListAsk::new(filter.as_bytes())
+    };
+    if games.is_empty() {
+        return Ok(vec![(None, ask("\\clver\\0.21".to_owned()))]);
+    }
+    games
+        .iter()
+        .map(|g| {
+            if g.is_empty() || !g.bytes().all(|b| b.is_ascii_graphic() && b != b'\\') {
+                return Err(PullError::Config(g.clone()));
+            }
+            Ok((Some(g.clone()), ask(format!("\\gamedir\\{g}\\clver\\0.21"))))
         })
         .collect()
 }

@@ -196,6 +196,17 @@ pub fn answered_game(info: &ServerInfo) -> Option<String> {
         .filter(|g| !g.is_empty())
 }
 
+/// The game folder an A2S answer names (`valve`, `cstrike`).
+fn answered_folder(info: &ServerInfo) -> Option<String> {
+    info.raw
+        .iter()
+        .find_map(|(k, v)| match v {
+            RawValue::Text(t) if k == "folder" => Some(t.plain.trim().to_owned()),
+            _ => None,
+        })
+        .filter(|g| !g.is_empty())
+}
+
 fn usable(game: &str) -> bool {
     !game.is_empty() && game.len() <= MAX_GAME_LEN && game.bytes().all(|b| b.is_ascii_graphic())
 }
@@ -238,6 +249,15 @@ pub fn registration(
                 .filter(|a| usable(a))
                 .unwrap_or_else(|| GAMEAGENT_FALLBACK_GAME.to_owned()),
         },
+        // A Valve master lists addresses: the game is the folder the server's A2S answer
+        // names, which must be the one the list was asked for.
+        (Face::Valve, listed) => {
+            let folder = answered_folder(info).ok_or(Refusal::WrongGame)?;
+            if listed.is_some_and(|g| !g.eq_ignore_ascii_case(&folder)) {
+                return Err(Refusal::WrongGame);
+            }
+            folder.to_ascii_lowercase()
+        }
         (_, Some(g)) => g.to_ascii_lowercase(),
         (_, None) => TEEWORLDS_GAME.to_owned(),
     };
@@ -409,6 +429,39 @@ mod tests {
             game_port: None,
             relayed: false,
         }
+    }
+
+    #[test]
+    fn a_valve_listed_server_takes_the_folder_its_a2s_answer_names() {
+        let any = Candidates::new(8, Duration::from_secs(60), &[]);
+        let mut l = listed("192.0.2.1:27015", None, Face::Valve);
+        l.protocol = Protocol::A2s;
+        let mut info = ServerInfo::new(Protocol::A2s);
+        assert_eq!(
+            registration(&l, &info, &any).unwrap_err(),
+            Refusal::WrongGame,
+            "no folder, no game"
+        );
+        info.raw.push((
+            "folder".into(),
+            RawValue::Text(Text::from_utf8_str("CStrike")),
+        ));
+        let r = registration(&l, &info, &any).unwrap();
+        assert_eq!((r.key.game.as_str(), r.face), ("cstrike", Face::Valve));
+        // Asked for `valve`, answered `cstrike`: refused.
+        l.game = Some("valve".into());
+        assert_eq!(
+            registration(&l, &info, &any).unwrap_err(),
+            Refusal::WrongGame
+        );
+        l.game = Some("cstrike".into());
+        assert!(registration(&l, &info, &any).is_ok());
+        let only_hl = Candidates::new(8, Duration::from_secs(60), &["valve".to_owned()]);
+        l.game = None;
+        assert_eq!(
+            registration(&l, &info, &only_hl).unwrap_err(),
+            Refusal::Unwanted
+        );
     }
 
     fn answer(gamename: Option<&str>) -> ServerInfo {

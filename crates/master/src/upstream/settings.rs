@@ -5,7 +5,7 @@
 //! ```toml
 //! [[upstream]]
 //! kind = "gamespy"                   # gamespy | gameagent | teeworlds06 | teeworlds07 | ddnet
-//! address = "master.example:28900"   #   | ut2003-text | muster
+//! address = "master.example:28900"   #   | ut2003-text | muster | quake3 | valve
 //! games = ["ut", "unreal"]           # GameSpy: the games to pull (default: the whole table)
 //! interval = "5m"                    # pulled at start, then every interval (with jitter)
 //!
@@ -64,11 +64,15 @@ pub enum UpstreamKind {
     /// configured game (`GAME` or `GAME:PROTOCOL`), or `getservers 68` (Quake III Arena).
     #[serde(rename = "quake3")]
     Quake3,
+    /// A Half-Life / Xash3D master (xash3d-master, or Muster's face), UDP: the Valve master
+    /// query, paged, one filter `\gamedir\GAME` per configured game (none: every server).
+    #[serde(rename = "valve")]
+    Valve,
 }
 
 impl UpstreamKind {
     /// Every kind.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Gamespy,
         Self::GameAgent,
         Self::Teeworlds06,
@@ -77,6 +81,7 @@ impl UpstreamKind {
         Self::Ut2003Text,
         Self::Muster,
         Self::Quake3,
+        Self::Valve,
     ];
 
     /// The name as the configuration and `--upstream` spell it.
@@ -91,6 +96,7 @@ impl UpstreamKind {
             Self::Ut2003Text => "ut2003-text",
             Self::Muster => "muster",
             Self::Quake3 => "quake3",
+            Self::Valve => "valve",
         }
     }
 

@@ -17,12 +17,16 @@
 //! length (an address byte may be anything).
 //!
 //! Files: [`packet`] (every datagram, decode and encode), [`filter`] (the filter string the
-//! list request carries, parsed and evaluated), [`query`] (the client's paging list machine). Deliberately **not** here: sockets, clocks,
+//! list request carries, parsed and evaluated), [`query`] (the client's paging list machine),
+//! [`serve`] (the master's side: heartbeats read, list pages cut), [`register`] (a game
+//! server's registrar). Deliberately **not** here: sockets, clocks,
 //! randomness, the registry. Spec: `docs/protocols/valve-master.md`.
 
 pub mod filter;
 pub mod packet;
 pub mod query;
+pub mod register;
+pub mod serve;
 
 pub use filter::{Condition, Filter, Semantics, ServerFacts};
 pub use packet::{

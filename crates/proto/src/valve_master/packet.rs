@@ -12,6 +12,13 @@ use crate::wire::{DecodeError, Reader, parse_decimal, put_decimal};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Region(pub u8);
 
+impl Default for Region {
+    /// [`Region::WORLD`]: what a heartbeat without `\region\` means.
+    fn default() -> Self {
+        Self::WORLD
+    }
+}
+
 impl Region {
     /// US east coast.
     pub const US_EAST: Self = Self(0x00);

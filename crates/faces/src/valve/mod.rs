@@ -1,0 +1,558 @@
+//! The Half-Life / Xash3D master face, compatible with FWGS's xash3d-master: a game server
+//! asks `q ff [number]` and gets a challenge; a heartbeat (`0\n\k\v…`) that carries that
+//! challenge, values of the right types and a version the face accepts registers (or
+//! refreshes) the server under its game directory; clients ask with the Valve master query
+//! (`1` region last-address filter) and get the servers of that region the filter selects.
+//!
+//! A pure [`UdpMachine`]. Challenges are stateless, as xash3d-master's are: a keyed hash of the
+//! sender's address and the current time window, so nothing is kept per server before it
+//! proves its address; a heartbeat carrying the challenge of this window or the last one is
+//! good. What is kept is bounded: the per-source bucket, and the heartbeat facts of registered
+//! servers (region, flags, type, version: what the filters see and A2S polls do not give),
+//! pruned with the registry.
+//!
+//! Lists: a request whose filter names the client's version (`\clver\`, every Xash3D client)
+//! gets every page at once, each closed by the zero address, as xash3d-master answers; any
+//! other request gets the one page after its last address (Valve's paging). Both go through the
+//! list byte budget every UDP list face shares (applied by the runner), as one reply.
+//!
+//! `docs/protocols/valve-master.md` §6 says where the face differs from xash3d-master.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher as _, Hash as _, Hasher as _};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use muster_proto::Protocol;
+use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
+use muster_proto::valve_master::filter::{Condition, Filter, Semantics, ServerFacts};
+use muster_proto::valve_master::packet::{ChallengeReply, ListRequest, Region, ServerPacket};
+use muster_proto::valve_master::serve::{
+    Announcement, MAX_GAMEDIR_LEN, Version, every_page, list_order, page_after,
+};
+use muster_proto::valve_master::{MAX_DATAGRAM, decode_text};
+use muster_proto::wire::DecodeError;
+use rand::rngs::SmallRng;
+use rand::{RngCore as _, SeedableRng as _};
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
+use muster_core::config::{HumanDuration, LimitsConfig};
+use muster_core::drops::DropReason;
+use muster_core::registry::{
+    Face, GameAddr, PollFields, PollInfo, Registration, Rules, ServerKey, short,
+};
+use muster_core::views::Snapshot;
+
+/// How often the face prunes its buckets and the facts of servers that left the registry.
+const SWEEP: Duration = Duration::from_secs(30);
+
+/// The `[valve]` section of the configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ValveConfig {
+    /// Accept servers on loopback addresses (refused unless told: a loopback address listed
+    /// to the world reaches no one).
+    pub allow_loopback: bool,
+    /// Heartbeats of servers older than this version are ignored (xash3d-master's
+    /// `min-version`; `"0"` takes every server, Half-Life's own included).
+    pub min_version: String,
+    /// A challenge is good for this long, and the one before it for as long again
+    /// (xash3d-master's `challenge-window`).
+    pub challenge_window: HumanDuration,
+}
+
+impl Default for ValveConfig {
+    fn default() -> Self {
+        Self {
+            allow_loopback: false,
+            min_version: "0.21".to_owned(),
+            challenge_window: HumanDuration(Duration::from_secs(60)),
+        }
+    }
+}
+
+impl ValveConfig {
+    /// `min_version` read, or `None` when it is not a version.
+    #[must_use]
+    pub fn min_version(&self) -> Option<Version> {
+        Version::parse(self.min_version.as_bytes())
+    }
+}
+
+/// The knobs of the face.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValveSettings {
+    /// Challenge requests and heartbeats per source address (burst and refill).
+    pub heartbeats: BucketConfig,
+    /// Sources tracked per bucket at most.
+    pub max_tracked_sources: usize,
+    /// Buckets grow by one budget per server the source registered, up to this many.
+    pub proven_servers_max: u32,
+    /// See [`ValveConfig::allow_loopback`].
+    pub allow_loopback: bool,
+    /// See [`ValveConfig::min_version`].
+    pub min_version: Version,
+    /// See [`ValveConfig::challenge_window`] (at least one second).
+    pub challenge_window: Duration,
+}
+
+impl Default for ValveSettings {
+    fn default() -> Self {
+        Self::new(&ValveConfig::default(), &LimitsConfig::default())
+    }
+}
+
+impl ValveSettings {
+    /// The face's settings from its section and the shared limits (a `min_version` that does
+    /// not read is 0.21; the daemon's config check refuses it first).
+    #[must_use]
+    pub fn new(c: &ValveConfig, l: &LimitsConfig) -> Self {
+        Self {
+            heartbeats: BucketConfig::one_every(l.heartbeat_burst, l.heartbeat_refill.0),
+            max_tracked_sources: l.max_tracked_sources,
+            proven_servers_max: l.proven_servers_max,
+            allow_loopback: c.allow_loopback,
+            min_version: c.min_version().unwrap_or(Version::new(0, 21)),
+            challenge_window: c.challenge_window.0.max(Duration::from_secs(1)),
+        }
+    }
+}
+
+/// What a heartbeat said that the filters look at and an A2S poll does not replace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Facts {
+    region: Region,
+    protocol: u8,
+    server_type: u8,
+    os: u8,
+    bots: u8,
+    password: bool,
+    secure: bool,
+    lan: bool,
+    nat: bool,
+    version: Version,
+}
+
+impl Facts {
+    /// What the lists assume of a server whose heartbeat the face did not see (restored after
+    /// a restart, learned from another master): the region everywhere, no flags, the protocol
+    /// its info names.
+    fn unknown(info: Option<&PollInfo>) -> Self {
+        let protocol = info
+            .and_then(|i| {
+                i.rules()
+                    .get("protocol")
+                    .map(str::trim)
+                    .map(str::parse::<u8>)
+            })
+            .and_then(Result::ok)
+            .unwrap_or(0);
+        Self {
+            region: Region::WORLD,
+            protocol,
+            server_type: 0,
+            os: 0,
+            bots: 0,
+            password: false,
+            secure: false,
+            lan: false,
+            nat: false,
+            version: Version::default(),
+        }
+    }
+
+    fn of(a: &Announcement) -> Self {
+        Self {
+            region: a.region,
+            protocol: a.protocol,
+            server_type: a.server_type,
+            os: a.os,
+            bots: a.bots,
+            password: a.password,
+            secure: a.secure,
+            lan: a.lan,
+            nat: a.nat,
+            version: a.version,
+        }
+    }
+}
+
+/// One listed server as the lists see it.
+#[derive(Debug)]
+struct Entry {
+    addr: SocketAddr,
+    region: Region,
+    facts: ServerFacts,
+}
+
+/// The Half-Life / Xash3D master face. See the module docs.
+#[derive(Debug)]
+pub struct ValveFace {
+    settings: ValveSettings,
+    /// The secret the challenges are keyed with.
+    salt: [u8; 16],
+    /// Time windows count from here.
+    epoch: Instant,
+    limiter: SourceLimiter,
+    facts: HashMap<SocketAddr, Facts>,
+    next_sweep: Instant,
+}
+
+/// Whether `ip` is a loopback address (IPv4-mapped included).
+fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
+/// `from` with an IPv4-mapped address written as IPv4, so a server has one key whichever
+/// socket it reached.
+fn canonical(from: SocketAddr) -> SocketAddr {
+    SocketAddr::new(from.ip().to_canonical(), from.port())
+}
+
+/// The record info a heartbeat gives, shown until the first A2S poll answers.
+fn info_of(a: &Announcement) -> PollInfo {
+    let text = |b: &[u8]| decode_text(b);
+    let rules = [
+        ("protocol", a.protocol.to_string()),
+        ("gamedir", text(&a.gamedir)),
+        ("version", a.version.to_string()),
+    ];
+    PollInfo::from(PollFields {
+        map: short(&text(&a.map)),
+        num_players: u32::from(a.players),
+        max_players: u32::from(a.max),
+        rules: Rules::new(rules),
+        ..PollFields::default()
+    })
+}
+
+/// The version the client names in `\clver\`, if it names one.
+fn client_version(filter: &Filter) -> Option<Option<Version>> {
+    let found = filter.conditions.iter().find_map(|c| match c {
+        Condition::Other(k, v) if k.eq_ignore_ascii_case(b"clver") => Some(v),
+        _ => None,
+    })?;
+    Some(Version::parse(found))
+}
+
+/// The listed servers of the face in `view`, with what the filters look at, in list order:
+/// built once per snapshot and family.
+fn entries(view: &Snapshot, facts: &HashMap<SocketAddr, Facts>, ipv6: bool) -> Arc<Vec<Entry>> {
+    view.cached(("valve", if ipv6 { "v6" } else { "v4" }.into()), |s| {
+        let mut out: Vec<Entry> = s
+            .listed()
+            .iter()
+            .filter(|r| r.face == Face::Valve && r.is_listed())
+            .filter_map(|r| {
+                let GameAddr::Ip(addr) = r.key.addr else {
+                    return None;
+                };
+                if addr.is_ipv6() != ipv6 {
+                    return None;
+                }
+                let info = r.info.as_deref();
+                let f = facts
+                    .get(&addr)
+                    .cloned()
+                    .unwrap_or_else(|| Facts::unknown(info));
+                let f = &f;
+                let players = info.map_or(0, |i| i.num_players);
+                let name = info
+                    .map(|i| i.name().as_bytes().to_vec())
+                    .unwrap_or_default();
+                let map = info
+                    .map(|i| i.map().as_bytes().to_vec())
+                    .unwrap_or_default();
+                Some(Entry {
+                    addr,
+                    region: f.region,
+                    facts: ServerFacts {
+                        addr: Some(addr),
+                        dedicated: f.server_type == b'd',
+                        secure: f.secure,
+                        password: f.password,
+                        linux: f.os == b'l',
+                        proxy: f.server_type == b'p',
+                        nat: f.nat,
+                        lan: f.lan,
+                        players,
+                        max_players: info.map_or(0, |i| i.max_players),
+                        bots: u32::from(f.bots),
+                        gamedir: r.key.game.as_bytes().to_vec(),
+                        map,
+                        protocol: Some(u32::from(f.protocol)),
+                        app_id: None,
+                        name,
+                        version: f.version.to_string().into_bytes(),
+                    },
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| list_order(&a.addr, &b.addr));
+        out
+    })
+}
+
+impl ValveFace {
+    /// A face with `settings`, its challenge key drawn from a generator seeded with `seed`,
+    /// started at `now`.
+    #[must_use]
+    pub fn new(settings: ValveSettings, seed: u64, now: Instant) -> Self {
+        let mut salt = [0u8; 16];
+        SmallRng::seed_from_u64(seed).fill_bytes(&mut salt);
+        Self {
+            limiter: SourceLimiter::new(settings.heartbeats, settings.max_tracked_sources)
+                .with_growth(settings.proven_servers_max),
+            settings,
+            salt,
+            epoch: now,
+            facts: HashMap::new(),
+            next_sweep: now + SWEEP,
+        }
+    }
+
+    fn window(&self, now: Instant) -> u64 {
+        let w = self.settings.challenge_window.as_millis().max(1);
+        u64::try_from(now.saturating_duration_since(self.epoch).as_millis() / w).unwrap_or(0)
+    }
+
+    /// The challenge of `addr` in time window `window`.
+    fn challenge(&self, addr: SocketAddr, window: u64) -> u32 {
+        // SipHash with fixed keys, over the secret salt first: a keyed hash whose outputs
+        // tell nothing of the salt.
+        let mut h =
+            std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().build_hasher();
+        self.salt.hash(&mut h);
+        addr.hash(&mut h);
+        window.hash(&mut h);
+        let v = h.finish();
+        // The low half; truncation intended.
+        #[allow(clippy::cast_possible_truncation)]
+        let low = v as u32;
+        low
+    }
+
+    fn challenge_ok(&self, addr: SocketAddr, echoed: u32, now: Instant) -> bool {
+        let w = self.window(now);
+        self.challenge(addr, w) == echoed
+            || w.checked_sub(1)
+                .is_some_and(|p| self.challenge(addr, p) == echoed)
+    }
+
+    /// The checks every datagram of a game server goes through; `false` when it was dropped.
+    fn admit_server(&mut self, cx: &mut Cx<'_>, from: SocketAddr) -> bool {
+        if from.port() == 0 {
+            cx.out.drop(DropReason::PortZero);
+            return false;
+        }
+        if !self.settings.allow_loopback && is_loopback(from.ip()) {
+            cx.out.drop(DropReason::BadAddress);
+            return false;
+        }
+        let registry = &mut *cx.registry;
+        if !self.limiter.allow_proven(from.ip(), cx.now, 1.0, |k| {
+            registry.lock().count_of_source(k)
+        }) {
+            cx.out.limited(DropReason::RateLimited, from.ip());
+            return false;
+        }
+        true
+    }
+
+    fn challenge_request(
+        &mut self,
+        cx: &mut Cx<'_>,
+        via: usize,
+        from: SocketAddr,
+        server_challenge: Option<u32>,
+    ) {
+        if !self.admit_server(cx, from) {
+            return;
+        }
+        let reply = ChallengeReply {
+            challenge: self.challenge(from, self.window(cx.now)),
+            server_challenge,
+        };
+        cx.out.send(via, from, reply.encode(), ReplyKind::Control);
+    }
+
+    fn heartbeat(
+        &mut self,
+        cx: &mut Cx<'_>,
+        from: SocketAddr,
+        hb: &muster_proto::valve_master::Heartbeat,
+    ) {
+        if !self.admit_server(cx, from) {
+            return;
+        }
+        let Ok(a) = Announcement::read(hb) else {
+            return cx.out.drop(DropReason::Malformed);
+        };
+        if !self.challenge_ok(from, a.challenge, cx.now) {
+            cx.out.verifications_failed += 1;
+            return cx.out.drop(DropReason::BadEcho);
+        }
+        if a.version < self.settings.min_version {
+            return cx.out.drop(DropReason::WrongVersion);
+        }
+        let usable = !a.gamedir.is_empty()
+            && a.gamedir.len() <= MAX_GAMEDIR_LEN.min(muster_core::registry::MAX_GAME_LEN)
+            && a.gamedir.iter().all(u8::is_ascii_graphic);
+        if !usable {
+            cx.out.verifications_failed += 1;
+            return cx.out.drop(DropReason::BadGame);
+        }
+        let game = String::from_utf8_lossy(&a.gamedir);
+        let key = ServerKey::new(&game, GameAddr::Ip(from));
+        // One server is one record: the same address under another game is replaced.
+        let stale: Vec<ServerKey> = cx
+            .registry
+            .lock()
+            .at_addr(&key.addr)
+            .filter(|r| r.face == Face::Valve && r.key != key)
+            .map(|r| r.key.clone())
+            .collect();
+        for k in stale {
+            cx.registry.lock().remove(&k);
+        }
+        let out = cx.registry.lock().register(
+            Registration {
+                key: key.clone(),
+                face: Face::Valve,
+                game_port: Some(from.port()),
+                query_addr: Some(from),
+                query_protocol: Some(Protocol::A2s),
+                source: SourceKey::of(from.ip()),
+            },
+            cx.wall,
+        );
+        cx.out.registered(out);
+        if out.is_listed() {
+            self.facts.insert(from, Facts::of(&a));
+            cx.registry.lock().registration_info(&key, info_of(&a));
+        }
+    }
+
+    fn list(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, data: &[u8]) {
+        let Ok(req) = ListRequest::decode(data) else {
+            return cx.out.drop(DropReason::Malformed);
+        };
+        let Ok(filter) = Filter::parse(&req.filter) else {
+            return cx.out.drop(DropReason::Malformed);
+        };
+        let clver = client_version(&filter);
+        if matches!(clver, Some(None)) {
+            return cx.out.drop(DropReason::Malformed);
+        }
+        let old_client = clver.flatten().is_some_and(|v| v < Version::new(0, 20));
+        let ipv6 = from.is_ipv6();
+        let all = entries(cx.view, &self.facts, ipv6);
+        let chosen: Vec<SocketAddr> = all
+            .iter()
+            .filter(|e| e.region == req.region)
+            .filter(|e| !old_client || e.facts.protocol == Some(48))
+            .filter(|e| filter.matches(&e.facts, Semantics::Xash))
+            .map(|e| e.addr)
+            .collect();
+        let datagrams: Vec<Bytes> = if clver.is_some() {
+            every_page(&chosen, filter.key, ipv6)
+                .into_iter()
+                .map(Bytes::from)
+                .collect()
+        } else {
+            vec![Bytes::from(page_after(&chosen, req.last, filter.key, ipv6))]
+        };
+        cx.out.lists += 1;
+        cx.out.replies.push(Reply {
+            via,
+            to: from,
+            datagrams: Datagrams::Many(Arc::from(datagrams)),
+            kind: ReplyKind::List,
+        });
+    }
+
+    fn sweep(&mut self, cx: &mut Cx<'_>) {
+        self.limiter.prune(cx.now);
+        if !self.facts.is_empty() {
+            let reg = cx.registry.lock();
+            self.facts.retain(|addr, _| {
+                reg.at_addr(&GameAddr::Ip(*addr))
+                    .any(|r| r.face == Face::Valve)
+            });
+        }
+        if self.facts.capacity() > 64 && self.facts.len() < self.facts.capacity() / 4 {
+            self.facts.shrink_to(self.facts.len() * 2);
+        }
+        self.next_sweep = cx.now + SWEEP;
+    }
+}
+
+impl UdpMachine for ValveFace {
+    fn name(&self) -> &'static str {
+        "valve"
+    }
+
+    fn on_datagram(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, data: &[u8]) {
+        if data.len() > MAX_DATAGRAM {
+            return cx.out.drop(DropReason::TooLarge);
+        }
+        let from = canonical(from);
+        if data.first() == Some(&ListRequest::TAG) {
+            return self.list(cx, via, from, data);
+        }
+        match ServerPacket::decode(data) {
+            Ok(ServerPacket::Challenge(c)) => {
+                self.challenge_request(cx, via, from, c.server_challenge);
+            }
+            Ok(ServerPacket::Heartbeat(hb)) => self.heartbeat(cx, from, &hb),
+            // Anyone may send it with a server's address: ignored, as xash3d-master ignores
+            // it; the server expires.
+            Ok(ServerPacket::Remove) => {}
+            Err(DecodeError::TooLarge(_)) => cx.out.drop(DropReason::TooLarge),
+            Err(_) => cx.out.drop(DropReason::Malformed),
+        }
+    }
+
+    fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        self.sweep(cx);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_sweep)
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// The Half-Life / Xash3D face's entry in the face table.
+pub const FACE: crate::face::FaceDescriptor = crate::face::FaceDescriptor {
+    name: "valve",
+    summary: "Half-Life / Xash3D master (xash3d-master's protocol, Valve master query)",
+    contract: crate::face::Contract::Datagrams,
+    default_port: muster_core::config::ports::VALVE,
+    bind: |addr| crate::face::bind_one_udp(FACE.name, addr),
+    serve: |start, sockets| {
+        let face = ValveFace::new(
+            start.settings.get::<ValveSettings>(),
+            rand::random(),
+            muster_core::clock::now(),
+        );
+        start.run_udp(face, crate::face::udp_sockets(FACE.name, sockets))
+    },
+    register_hint: |a| {
+        let local = if a.ip().is_loopback() {
+            " (servers on this machine are refused unless [valve] allow_loopback = true)"
+        } else {
+            ""
+        };
+        format!(
+            "Xash3D FWGS: a line `master {a}` in xashcomm.lst of the game directory, servers with \
+             public 1 (heartbeats below version 0.21 are ignored unless [valve] min_version \
+             says){local}"
+        )
+    },
+};
