@@ -326,10 +326,11 @@ async fn master_source(
             }
             muster_proto::valve_master::Filter::parse(filter.as_bytes())
                 .map_err(|e| UsageError(format!("bad master filter {filter:?}: {e}")))?;
-            MasterSource::Valve(
-                addr().await?,
-                muster_proto::valve_master::query::ListAsk::new(filter.as_bytes()),
-            )
+            let addr = addr().await?;
+            // A Xash3D master asked over IPv6 answers with 18-byte IPv6 entries.
+            let mut list = muster_proto::valve_master::query::ListAsk::new(filter.as_bytes());
+            list.ipv6 = addr.is_ipv6();
+            MasterSource::Valve(addr, list)
         }
         MasterKind::Ddnet => MasterSource::Ddnet(Document::parse(source)),
         MasterKind::Ut2003Text => MasterSource::Ut2003Text(Document::parse(source)),

@@ -135,6 +135,11 @@ pub(crate) fn face_config(dir: &Path, servers: usize, face: &str) -> anyhow::Res
             c.quake3.allow_loopback = true;
             c.lifetimes.quake3 = day;
         }
+        "valve" => {
+            c.listen.valve = lo;
+            c.valve.allow_loopback = true;
+            c.lifetimes.valve = day;
+        }
         other => anyhow::bail!("no side-by-side bench for the face {other:?}"),
     }
     Ok(c)

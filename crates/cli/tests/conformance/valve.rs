@@ -22,7 +22,12 @@ use crate::common::muster;
 /// Registers a server from a fresh socket; returns the socket (kept open: the master lists
 /// the address it heard from).
 fn register(master: SocketAddr, gamedir: &str, map: &str) -> UdpSocket {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let s = UdpSocket::bind(if master.is_ipv6() {
+        "[::1]:0"
+    } else {
+        "127.0.0.1:0"
+    })
+    .unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let ask = ServerPacket::Challenge(ChallengeRequest {
         server_challenge: Some(7),
@@ -174,6 +179,15 @@ fn valve_xash3d_master_lists_muster_emulated_servers() {
 /// `muster serve` with only its Valve face (loopback servers allowed) and HTTP, on 127.0.0.1
 /// ports the kernel picks, and `extra` flags: the process and the two addresses.
 fn muster_serve(scratch: &ScratchDir, extra: &[&str]) -> (Proc, SocketAddr, String) {
+    muster_serve_at(scratch, "127.0.0.1:0", extra)
+}
+
+/// [`muster_serve`] with the valve face on `valve`.
+fn muster_serve_at(
+    scratch: &ScratchDir,
+    valve: &str,
+    extra: &[&str],
+) -> (Proc, SocketAddr, String) {
     let config = scratch.path().join("muster.toml");
     std::fs::write(&config, "[valve]\nallow_loopback = true\n").unwrap();
     let data = scratch.path().join("data");
@@ -184,7 +198,7 @@ fn muster_serve(scratch: &ScratchDir, extra: &[&str]) -> (Proc, SocketAddr, Stri
         "--data-dir".to_owned(),
         data.display().to_string(),
         "--valve".to_owned(),
-        "127.0.0.1:0".to_owned(),
+        valve.to_owned(),
         "--http".to_owned(),
         "127.0.0.1:0".to_owned(),
     ];
@@ -239,6 +253,18 @@ fn get_json(http: &str, path: &str) -> Value {
     std::io::Read::read_to_string(&mut conn, &mut text).unwrap();
     let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn muster_list_reads_musters_face_over_ipv6() {
+    let scratch = ScratchDir::new("valve-face-v6");
+    let (_serve, master, _http) = muster_serve_at(&scratch, "[::1]:0", &[]);
+    assert!(master.is_ipv6(), "{master}");
+    let server = register(master, "valve", "crossfire");
+    let addr = server.local_addr().unwrap().to_string();
+    assert!(addr.starts_with("[::1]:"), "{addr}");
+    // Over IPv6 the pages hold 18-byte entries; read as 6-byte ones they would be garbage.
+    assert_eq!(wait_listed(master, &[&addr]), vec![addr]);
 }
 
 #[test]
