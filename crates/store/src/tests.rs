@@ -120,6 +120,17 @@ fn write_drop_reopen_same_contents() {
 }
 
 #[test]
+fn the_page_cache_is_the_named_size() {
+    let dir = TempDir::new("store-cache");
+    let s = SqliteStore::open(&dir.0).unwrap();
+    let kib: i64 = s
+        .conn
+        .pragma_query_value(None, "cache_size", |r| r.get(0))
+        .unwrap();
+    assert_eq!(kib, -STORE_CACHE_KIB);
+}
+
+#[test]
 fn crash_keeps_what_was_written() {
     let dir = TempDir::new("store-crash");
     let a = sample(1, Face::GameSpy);
