@@ -7,8 +7,9 @@
 //! UTF-8 bytes. Names that must stay stable across builds (face, state, protocol) are stored
 //! as their names, not as enum positions.
 //!
-//! Key: game text; address kind (4: IPv4, 6: IPv6, each with its bytes; 1: host name text);
-//! port (2 bytes, big-endian); instance.
+//! Key: address kind (4: IPv4, 6: IPv6, each with its bytes; 1: host name text); port (2
+//! bytes, big-endian); game text; instance (the bytes that tell keys apart come first: the
+//! table's comparisons stop early).
 //!
 //! Record: format byte ([`FORMAT`]); face, state, query protocol (empty: none) texts; game
 //! port (optional); query address (0: none, else as the key's IP forms with a port); source
@@ -16,9 +17,10 @@
 //! (optional); poll failures; the sources (count; 0: one direct source last seen at the last
 //! heartbeat, as schema 4's NULL column; each: 0 direct or 1 and an upstream's name, then its
 //! last-seen ms); the info (0: none; 1 and: name, map, game type texts, players, slots,
-//! password (0 unknown, 1 no, 2 yes), game port (optional), rule count and key/value texts,
-//! player count and per player: name, a flag byte saying which of score, ping, team,
-//! spectator, bot are known (and the two booleans' values), then score, ping, team as known).
+//! password (0 unknown, 1 no, 2 yes), game port (optional), rule count (2 bytes,
+//! little-endian) and key/value texts, player count and per player: name, a flag byte saying
+//! which of score, ping, team, spectator, bot are known (and the two booleans' values), then
+//! score, ping, team as known).
 //! An optional value is a byte 0 (none) or 1 followed by the value. DDNet data is not here: it
 //! keeps schema 4's JSON column.
 
@@ -90,7 +92,6 @@ fn put_opt_uv(out: &mut Vec<u8>, v: Option<u64>) {
 
 /// Appends the key blob of `key` to `out`.
 pub(crate) fn put_key(out: &mut Vec<u8>, key: &ServerKey) {
-    put_str(out, key.game.as_str());
     match &key.addr {
         GameAddr::Ip(a) => {
             put_ip(out, a.ip());
@@ -102,6 +103,7 @@ pub(crate) fn put_key(out: &mut Vec<u8>, key: &ServerKey) {
             out.extend_from_slice(&port.to_be_bytes());
         }
     }
+    put_str(out, key.game.as_str());
     put_uv(out, key.instance);
 }
 
@@ -164,11 +166,17 @@ fn put_info(out: &mut Vec<u8>, i: &PollInfo) {
         Some(true) => 2,
     });
     put_opt_uv(out, i.game_port.map(u64::from));
-    let rules = i.rules();
-    put_uv(out, rules.iter().count() as u64);
-    for (k, v) in rules.iter() {
+    // The count (at most MAX_POLL_RULES) in two bytes, filled in after one pass over the rules.
+    let at = out.len();
+    out.extend_from_slice(&[0, 0]);
+    let mut n: u16 = 0;
+    for (k, v) in i.rules().iter() {
         put_str(out, k);
         put_str(out, v);
+        n = n.saturating_add(1);
+    }
+    if let Some(c) = out.get_mut(at..at + 2) {
+        c.copy_from_slice(&n.to_le_bytes());
     }
     put_uv(out, i.players.len() as u64);
     for p in i.players.iter() {
@@ -295,7 +303,6 @@ impl<'a> Reader<'a> {
 /// The key a key blob holds.
 pub(crate) fn read_key(b: &[u8]) -> R<ServerKey> {
     let mut r = Reader { b };
-    let game = r.str("game")?;
     let addr = match r.u8("address kind")? {
         ADDR_HOST => {
             let host = r.str("host")?;
@@ -309,6 +316,7 @@ pub(crate) fn read_key(b: &[u8]) -> R<ServerKey> {
             GameAddr::Ip(SocketAddr::new(ip, r.port("port")?))
         }
     };
+    let game = r.str("game")?;
     let instance = r.uv("instance")?;
     if !r.b.is_empty() {
         return Err("bytes after the key".to_owned());
@@ -413,7 +421,11 @@ fn read_info(r: &mut Reader<'_>) -> R<PollInfo> {
         .opt_uv("info game port")?
         .map(|p| u16::try_from(p).map_err(|_| "info game port out of range"))
         .transpose()?;
-    let n = r.count(2, MAX_POLL_RULES, "rules")?;
+    let c: [u8; 2] = r.bytes(2, "rules")?.try_into().map_err(|_| "rules")?;
+    let n = usize::from(u16::from_le_bytes(c));
+    if n > MAX_POLL_RULES || n.saturating_mul(2) > r.b.len() {
+        return Err(format!("bad count {n} at rules"));
+    }
     let mut rules = Vec::with_capacity(n);
     for _ in 0..n {
         rules.push((r.str("rule key")?, r.str("rule value")?));
