@@ -3,7 +3,7 @@
 //! WAL mode with `synchronous=NORMAL`: a committed transaction survives the process being
 //! killed (it is in the WAL, which the next open replays); only a power loss can lose the last
 //! transactions. One row per record in the `records` table: the key and the record each as one
-//! compact blob ([`crate::blob`]), the DDNet registration as a JSON column written from its
+//! compact blob (the `blob` module), the DDNet registration as a JSON column written from its
 //! serde row ([`super::rows`]). A write prepares its statements once per batch and encodes
 //! every row into two buffers the store reuses.
 //!
