@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::unwrap_used))]
 
+mod blob;
 pub mod cluster;
 pub mod location;
 pub mod postgres;

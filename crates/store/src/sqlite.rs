@@ -2,36 +2,47 @@
 //!
 //! WAL mode with `synchronous=NORMAL`: a committed transaction survives the process being
 //! killed (it is in the WAL, which the next open replays); only a power loss can lose the last
-//! transactions. One row per record; the poll result and the DDNet registration are JSON
-//! columns written from serde rows ([`super::rows`]).
+//! transactions. One row per record in the `records` table: the key and the record each as one
+//! compact blob (the `blob` module), the DDNet registration as a JSON column written from its
+//! serde row ([`super::rows`]). A write prepares its statements once per batch and encodes
+//! every row into two buffers the store reuses.
 //!
 //! At open, `PRAGMA quick_check` runs: a damaged file is refused with [`StoreError::Corrupt`]
-//! naming it, and [`repair`] copies what can still be read into a fresh file. A `meta` table
-//! kept by triggers counts the rows, so a repair can say how many were lost.
+//! naming it, and [`repair`] copies what can still be read into a fresh file. A `meta` row
+//! counts the rows (each write adds the rows it inserted and takes away those it deleted, in
+//! its own transaction), so a repair can say how many were lost.
 //!
-//! The schema carries a `user_version` of [`SCHEMA_VERSION`]; versions 1 to 3 are migrated in
-//! place (version 4 adds the `sources` column: where a record came from), a version this build
-//! does not know is refused rather than guessed at.
+//! The schema carries a `user_version` of [`SCHEMA_VERSION`]; versions 1 to 4 (one text
+//! column per field in the `servers` table, the poll info and sources as JSON) are migrated
+//! in place: the columns added since are added, then every row is copied into `records`. A
+//! row of an older version this build cannot read stays in `servers` and is reported at
+//! every load, as before. A version this build does not know is refused rather than guessed
+//! at.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use muster_proto::limit::SourceKey;
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, params};
 
 use muster_core::registry::{
     Face, GameAddr, Record, Registration, ServerKey, Timestamp, Verification, protocol_from_name,
 };
-use muster_core::store::rows::{
-    DdnetRow, FaceDataV2, InfoRow, SourceRow, sources_column, sources_from_rows,
-};
+use muster_core::store::rows::{DdnetRow, FaceDataV2, InfoRow, SourceRow, sources_from_rows};
 use muster_core::store::{Loaded, Store, StoreError};
+
+use crate::blob;
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "muster.sqlite3";
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
+/// The page cache of the store's connection, KiB (SQLite's default is 2,000 KiB): the writes
+/// touch the few pages at the end of the key order and the ones of the records that changed;
+/// the file itself stays in the system's page cache.
+pub const STORE_CACHE_KIB: i64 = 512;
 /// Reasons kept in [`Loaded::skipped_reasons`] at most.
 const MAX_REASONS: usize = 100;
 
@@ -40,9 +51,35 @@ const MAX_REASONS: usize = 100;
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
+    /// The key blob of the row being written (reused).
+    key: Vec<u8>,
+    /// The record blob of the row being written (reused).
+    rec: Vec<u8>,
 }
 
+/// Schema 5: one row per record, its key and its fields as blobs; the row counter.
 const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS records (
+    key BLOB PRIMARY KEY,
+    rec BLOB NOT NULL,
+    ddnet TEXT
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('rows', (SELECT COUNT(*) FROM records));
+";
+
+/// A record not stored yet (nothing changes when it is: the row count then stays).
+const INSERT: &str = "INSERT INTO records (key, rec, ddnet) VALUES (?1, ?2, ?3)
+    ON CONFLICT (key) DO NOTHING";
+/// A record stored already: replaced in place.
+const UPDATE: &str = "UPDATE records SET rec = ?2, ddnet = ?3 WHERE key = ?1";
+const DELETE: &str = "DELETE FROM records WHERE key = ?1";
+const ADD_ROWS: &str = "UPDATE meta SET v = v + ?1 WHERE k = 'rows'";
+
+/// Schema 4's table, one column per field (versions 1 to 3 are it with fewer columns; tests
+/// build old files from it).
+#[cfg(test)]
+pub(crate) const SCHEMA_V4: &str = "
 CREATE TABLE IF NOT EXISTS servers (
     game TEXT NOT NULL,
     addr_kind TEXT NOT NULL,
@@ -69,8 +106,10 @@ CREATE TABLE IF NOT EXISTS servers (
 ) WITHOUT ROWID;
 ";
 
-/// The row counter and the triggers that keep it (version 3).
-const META: &str = "
+/// The row counter and the triggers that kept it in versions 3 and 4 (tests build old files
+/// from it).
+#[cfg(test)]
+pub(crate) const META_V4: &str = "
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('rows', (SELECT COUNT(*) FROM servers));
 CREATE TRIGGER IF NOT EXISTS servers_count_insert AFTER INSERT ON servers
@@ -79,20 +118,6 @@ CREATE TRIGGER IF NOT EXISTS servers_count_delete AFTER DELETE ON servers
     BEGIN UPDATE meta SET v = v - 1 WHERE k = 'rows'; END;
 ";
 
-const UPSERT: &str = "INSERT INTO servers (game, addr_kind, addr_host, addr_port, instance,
-    face, game_port, query_addr, query_protocol, state, first_seen, last_heartbeat,
-    first_verified, last_poll_ok, poll_failures, source, info, face_data, last_proof, ddnet,
-    sources)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, NULL,
-    ?18, ?19, ?20)
-    ON CONFLICT (game, addr_kind, addr_host, addr_port, instance) DO UPDATE SET
-    face = excluded.face, game_port = excluded.game_port, query_addr = excluded.query_addr,
-    query_protocol = excluded.query_protocol, state = excluded.state,
-    first_seen = excluded.first_seen, last_heartbeat = excluded.last_heartbeat,
-    first_verified = excluded.first_verified, last_poll_ok = excluded.last_poll_ok,
-    poll_failures = excluded.poll_failures, source = excluded.source, info = excluded.info,
-    face_data = NULL, last_proof = excluded.last_proof, ddnet = excluded.ddnet,
-    sources = excluded.sources";
 /// Version 1 had no `face_data` column.
 const MIGRATE_1_TO_2: &str = "ALTER TABLE servers ADD COLUMN face_data TEXT;";
 /// Version 3 adds the proof time and the typed DDNet column.
@@ -100,75 +125,137 @@ const MIGRATE_2_TO_3: &str = "ALTER TABLE servers ADD COLUMN last_proof INTEGER;
 ALTER TABLE servers ADD COLUMN ddnet TEXT;";
 /// Version 4 adds where a record came from (NULL: a direct registration).
 const MIGRATE_3_TO_4: &str = "ALTER TABLE servers ADD COLUMN sources TEXT;";
-const DELETE: &str = "DELETE FROM servers WHERE game = ?1 AND addr_kind = ?2 AND addr_host = ?3
-    AND addr_port = ?4 AND instance = ?5";
+/// Version 5 keeps records as blobs in `records`: the rows are copied by
+/// [`migrate_to_blobs`], the count triggers go.
+const MIGRATE_4_TO_5: &str = "DROP TRIGGER IF EXISTS servers_count_insert;
+DROP TRIGGER IF EXISTS servers_count_delete;";
+const DELETE_V4: &str = "DELETE FROM servers WHERE game = ?1 AND addr_kind = ?2
+    AND addr_host = ?3 AND addr_port = ?4 AND instance = ?5";
 const COLUMNS: &str = "game, addr_kind, addr_host, addr_port, instance, face, game_port,
     query_addr, query_protocol, state, first_seen, last_heartbeat, first_verified,
     last_poll_ok, poll_failures, source, info, face_data, last_proof, ddnet, sources";
 const ORDER: &str = "game, addr_kind, addr_host, addr_port, instance";
 
-fn addr_cols(addr: &GameAddr) -> (&'static str, String, u16) {
-    match addr {
-        GameAddr::Ip(a) => ("ip", a.ip().to_string(), a.port()),
-        GameAddr::Host { host, port } => ("host", host.to_string(), *port),
-    }
-}
-
-fn ts(t: Timestamp) -> i64 {
-    i64::try_from(t.0).unwrap_or(i64::MAX)
-}
-
 fn from_ts(v: i64) -> Timestamp {
     Timestamp(u64::try_from(v).unwrap_or(0))
 }
 
-fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
-    let (kind, host, port) = addr_cols(&r.key.addr);
-    let info = r
-        .info
-        .as_deref()
-        .map(|i| serde_json::to_string(&InfoRow::from(i)).unwrap_or_default());
-    let ddnet = r
-        .ddnet
+/// The `ddnet` column of `r`: its DDNet data as JSON, or NULL.
+fn ddnet_of(r: &Record) -> rusqlite::Result<Option<String>> {
+    r.ddnet
         .as_deref()
         .map(|d| muster_core::store::rows::ddnet_column(d, &r.key.addr))
         .transpose()
-        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-    let sources = sources_column(r);
-    conn.prepare_cached(UPSERT)?.execute(params![
-        r.key.game.as_str(),
-        kind,
-        host,
-        port,
-        i64::try_from(r.key.instance).unwrap_or(i64::MAX),
-        r.face.name(),
-        r.game_port,
-        r.query_addr.map(|a| a.to_string()),
-        r.query_protocol.map(|p| p.name()),
-        r.state.name(),
-        ts(r.first_seen),
-        ts(r.last_heartbeat),
-        ts(r.first_seen),
-        r.last_poll_ok().map(ts),
-        r.poll_failures,
-        r.source.to_ip().to_string(),
-        info,
-        ts(r.last_proof),
-        ddnet,
-        sources,
-    ])?;
-    Ok(())
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
 
-fn delete_one(conn: &Connection, key: &ServerKey) -> rusqlite::Result<()> {
-    let (kind, host, port) = addr_cols(&key.addr);
-    conn.prepare_cached(DELETE)?.execute(params![
-        key.game.as_str(),
-        kind,
-        host,
-        port,
-        i64::try_from(key.instance).unwrap_or(i64::MAX)
-    ])?;
+/// `rec` with the DDNet data of its `ddnet` column (schema 3 on) or, from a schema 2 file,
+/// its `face_data` column.
+fn with_ddnet(
+    mut rec: Record,
+    ddnet: Option<String>,
+    face_data: Option<String>,
+) -> Result<Record, String> {
+    let ddnet = match (ddnet, face_data) {
+        (Some(d), _) => Some(
+            serde_json::from_str::<DdnetRow>(&d).map_err(|e| format!("bad ddnet column: {e}"))?,
+        ),
+        (None, Some(fd)) => serde_json::from_str::<FaceDataV2>(&fd)
+            .ok()
+            .map(|v2| v2.into_row(rec.last_heartbeat)),
+        (None, None) => None,
+    };
+    if let Some(d) = ddnet {
+        rec.ddnet = Some(Arc::new(d.into_data(&rec.key.addr)?));
+    }
+    Ok(rec)
+}
+
+/// One row of `records` as read back.
+struct BlobRow {
+    key: Vec<u8>,
+    rec: Vec<u8>,
+    ddnet: Option<String>,
+}
+
+impl BlobRow {
+    const COLUMNS: &str = "key, rec, ddnet";
+
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        // A value of another type (text written by hand) is read as its bytes; one with none
+        // (a number) as no bytes, which the decoder refuses with its reason.
+        let bytes = |i: usize| -> rusqlite::Result<Vec<u8>> {
+            Ok(match r.get_ref(i)? {
+                ValueRef::Blob(b) | ValueRef::Text(b) => b.to_vec(),
+                _ => Vec::new(),
+            })
+        };
+        Ok(Self {
+            key: bytes(0)?,
+            rec: bytes(1)?,
+            ddnet: r.get(2)?,
+        })
+    }
+
+    /// The record, or why this build cannot use the row.
+    fn into_record(self) -> Result<Record, String> {
+        let key = blob::read_key(&self.key).map_err(|e| format!("bad key: {e}"))?;
+        let rec = blob::read_record(key, &self.rec).map_err(|e| format!("bad record: {e}"))?;
+        with_ddnet(rec, self.ddnet, None)
+    }
+}
+
+/// Whether the database has a table `name`.
+fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|r| r.is_some())
+}
+
+/// Copies every row of schema 4's `servers` table that this build can read into `records`
+/// and deletes it there; the table goes once it is empty (a row left is reported at every
+/// load, as before the migration). The row counter then counts both tables.
+fn migrate_to_blobs(conn: &Connection) -> rusqlite::Result<()> {
+    let rows = {
+        let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM servers"))?;
+        let rows = stmt.query_map([], Row::read)?;
+        rows.collect::<rusqlite::Result<Vec<Row>>>()?
+    };
+    let (mut key, mut rec) = (Vec::new(), Vec::new());
+    let mut insert = conn.prepare(INSERT)?;
+    let mut delete = conn.prepare(DELETE_V4)?;
+    let mut left = 0usize;
+    for row in rows {
+        let id = (
+            row.game.clone(),
+            row.kind.clone(),
+            row.host.clone(),
+            row.port,
+            row.instance,
+        );
+        let Ok(r) = row.into_record() else {
+            left += 1;
+            continue;
+        };
+        key.clear();
+        blob::put_key(&mut key, &r.key);
+        rec.clear();
+        blob::put_record(&mut rec, &r);
+        insert.execute(params![&key[..], &rec[..], ddnet_of(&r)?])?;
+        delete.execute(params![id.0, id.1, id.2, id.3, id.4])?;
+    }
+    drop((insert, delete));
+    if left == 0 {
+        conn.execute_batch("DROP TABLE servers;")?;
+    }
+    conn.execute(
+        "UPDATE meta SET v = (SELECT COUNT(*) FROM records) + ?1 WHERE k = 'rows'",
+        [i64::try_from(left).unwrap_or(i64::MAX)],
+    )?;
     Ok(())
 }
 
@@ -282,19 +369,6 @@ impl Row {
                 serde_json::from_str(&i).map_err(|e| format!("bad info column: {e}"))?;
             rec.info = Some(Arc::new(row.into()));
         }
-        let ddnet = match (self.ddnet, self.face_data) {
-            (Some(d), _) => Some(
-                serde_json::from_str::<DdnetRow>(&d)
-                    .map_err(|e| format!("bad ddnet column: {e}"))?,
-            ),
-            (None, Some(fd)) => serde_json::from_str::<FaceDataV2>(&fd)
-                .ok()
-                .map(|v2| v2.into_row(rec.last_heartbeat)),
-            (None, None) => None,
-        };
-        if let Some(d) = ddnet {
-            rec.ddnet = Some(Arc::new(d.into_data(&rec.key.addr)?));
-        }
         if let Some(s) = self.sources {
             let rows: Vec<SourceRow> =
                 serde_json::from_str(&s).map_err(|e| format!("bad sources column: {e}"))?;
@@ -305,7 +379,7 @@ impl Row {
         } else if let Some(direct) = rec.sources.first_mut() {
             direct.last_seen = rec.last_heartbeat;
         }
-        Ok(rec)
+        with_ddnet(rec, self.ddnet, self.face_data)
     }
 }
 
@@ -396,19 +470,36 @@ impl SqliteStore {
             for s in steps {
                 tx.execute_batch(s)?;
             }
-            tx.execute_batch(META)?;
+            tx.execute_batch(MIGRATE_4_TO_5)?;
+            tx.execute_batch(SCHEMA)?;
+            migrate_to_blobs(&tx)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             tx.commit()
         };
         match version {
-            0 => migrate(&[SCHEMA]).map_err(db)?,
+            0 => {
+                let tx = conn.unchecked_transaction().map_err(db)?;
+                tx.execute_batch(SCHEMA).map_err(db)?;
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                    .map_err(db)?;
+                tx.commit().map_err(db)?;
+            }
             1 => migrate(&[MIGRATE_1_TO_2, MIGRATE_2_TO_3, MIGRATE_3_TO_4]).map_err(db)?,
             2 => migrate(&[MIGRATE_2_TO_3, MIGRATE_3_TO_4]).map_err(db)?,
             3 => migrate(&[MIGRATE_3_TO_4]).map_err(db)?,
-            SCHEMA_VERSION => conn.execute_batch(&format!("{SCHEMA}{META}")).map_err(db)?,
+            4 => migrate(&[]).map_err(db)?,
+            SCHEMA_VERSION => conn.execute_batch(SCHEMA).map_err(db)?,
             v => return Err(StoreError::Schema(path, v)),
         }
-        Ok(Self { conn, path })
+        // After the migration: a copy of a large file runs with the default cache.
+        conn.pragma_update(None, "cache_size", -STORE_CACHE_KIB)
+            .map_err(db)?;
+        Ok(Self {
+            conn,
+            path,
+            key: Vec::new(),
+            rec: Vec::new(),
+        })
     }
 
     /// The database file.
@@ -425,13 +516,13 @@ impl SqliteStore {
     pub fn count(&self) -> Result<usize, StoreError> {
         let n: Option<i64> = self
             .conn
-            .query_row("SELECT COUNT(*) FROM servers", [], |r| r.get(0))
+            .query_row("SELECT COUNT(*) FROM records", [], |r| r.get(0))
             .optional()
             .map_err(|e| self.db(e))?;
         Ok(usize::try_from(n.unwrap_or(0)).unwrap_or(0))
     }
 
-    /// The row count the triggers keep.
+    /// The row count the writes keep.
     pub fn counted_rows(&self) -> Result<usize, StoreError> {
         let n: i64 = self
             .conn
@@ -441,39 +532,78 @@ impl SqliteStore {
     }
 }
 
+/// Adds the record read from a row, or the reason it cannot be, to `out`.
+fn push_read(out: &mut Loaded, read: Result<Record, String>) {
+    match read {
+        Ok(rec) => out.records.push(rec),
+        Err(why) => {
+            out.skipped += 1;
+            if out.skipped_reasons.len() < MAX_REASONS {
+                out.skipped_reasons.push(why);
+            }
+        }
+    }
+}
+
 impl Store for SqliteStore {
     fn load(&mut self) -> Result<Loaded, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM servers");
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.db(e))?;
-        let rows = stmt
-            .query_map([], Row::read)
-            .map_err(|e| StoreError::Db(self.path.clone(), e.into()))?;
+        let db = |e: rusqlite::Error| StoreError::Db(self.path.clone(), e.into());
         let mut out = Loaded::default();
-        for row in rows {
+        let sql = format!("SELECT {} FROM records", BlobRow::COLUMNS);
+        let mut stmt = self.conn.prepare(&sql).map_err(db)?;
+        for row in stmt.query_map([], BlobRow::read).map_err(db)? {
             // A read error is damage the quick check missed: never skip it silently.
-            let row = row.map_err(|e| StoreError::Db(self.path.clone(), e.into()))?;
-            match row.into_record() {
-                Ok(rec) => out.records.push(rec),
-                Err(why) => {
-                    out.skipped += 1;
-                    if out.skipped_reasons.len() < MAX_REASONS {
-                        out.skipped_reasons.push(why);
-                    }
-                }
+            push_read(&mut out, row.map_err(db)?.into_record());
+        }
+        // Rows of an older schema the migration could not read stay where they were.
+        if has_table(&self.conn, "servers").map_err(db)? {
+            let sql = format!("SELECT {COLUMNS} FROM servers");
+            let mut stmt = self.conn.prepare(&sql).map_err(db)?;
+            for row in stmt.query_map([], Row::read).map_err(db)? {
+                push_read(&mut out, row.map_err(db)?.into_record());
             }
         }
         Ok(out)
     }
 
     fn write(&mut self, puts: &[Arc<Record>], deletes: &[ServerKey]) -> Result<(), StoreError> {
-        let path = self.path.clone();
+        let Self {
+            conn,
+            path,
+            key,
+            rec,
+        } = self;
         let db = |e: rusqlite::Error| StoreError::Db(path.clone(), e.into());
-        let tx = self.conn.transaction().map_err(db)?;
-        for r in puts {
-            put_one(&tx, r).map_err(db)?;
-        }
-        for k in deletes {
-            delete_one(&tx, k).map_err(db)?;
+        let tx = conn.transaction().map_err(db)?;
+        // Rows added minus rows deleted: the counter moves once per batch.
+        let mut added: i64 = 0;
+        {
+            let mut update = tx.prepare_cached(UPDATE).map_err(db)?;
+            let mut insert = tx.prepare_cached(INSERT).map_err(db)?;
+            for r in puts {
+                key.clear();
+                blob::put_key(key, &r.key);
+                rec.clear();
+                blob::put_record(rec, r);
+                let ddnet = ddnet_of(r).map_err(db)?;
+                let p = params![&key[..], &rec[..], ddnet];
+                // A burst of registrations (the costly case) inserts; a refresh updates.
+                if insert.execute(p).map_err(db)? == 1 {
+                    added += 1;
+                } else {
+                    update.execute(p).map_err(db)?;
+                }
+            }
+            let mut delete = tx.prepare_cached(DELETE).map_err(db)?;
+            for k in deletes {
+                key.clear();
+                blob::put_key(key, k);
+                let n = delete.execute([&key[..]]).map_err(db)?;
+                added -= i64::try_from(n).unwrap_or(0);
+            }
+            if added != 0 {
+                tx.execute(ADD_ROWS, [added]).map_err(db)?;
+            }
         }
         tx.commit().map_err(db)
     }
@@ -498,8 +628,8 @@ pub struct RepairReport {
     pub path: PathBuf,
 }
 
-/// Rows readable from `conn` in primary-key order (`desc`: from the end), until the first
-/// read error.
+/// Rows of schema 4's `servers` table readable from `conn` in primary-key order (`desc`: from
+/// the end), until the first read error.
 fn scan(conn: &Connection, desc: bool, out: &mut Vec<Row>) -> bool {
     let dir = if desc { "DESC" } else { "ASC" };
     let order = ORDER
@@ -528,10 +658,34 @@ fn scan(conn: &Connection, desc: bool, out: &mut Vec<Row>) -> bool {
     true
 }
 
+/// Rows of `records` readable from `conn` in key order (`desc`: from the end), until the
+/// first read error.
+fn scan_blobs(conn: &Connection, desc: bool, out: &mut Vec<BlobRow>) -> bool {
+    let dir = if desc { "DESC" } else { "ASC" };
+    let sql = format!(
+        "SELECT {} FROM records ORDER BY key {dir}",
+        BlobRow::COLUMNS
+    );
+    let Ok(mut stmt) = conn.prepare(&sql) else {
+        return false;
+    };
+    let Ok(rows) = stmt.query_map([], BlobRow::read) else {
+        return false;
+    };
+    for r in rows {
+        match r {
+            Ok(r) => out.push(r),
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
 /// Copies every readable record of the damaged `dir/muster.sqlite3` into a new file, moves the
 /// damaged one (with its WAL) aside as `muster.sqlite3.damaged-<unix seconds>` and puts the new
-/// one in its place. Reads the table from both ends, so rows on both sides of a damaged page
-/// are kept. The daemon must not be running.
+/// one in its place. Reads the tables (`records`, and `servers` of a file of schema 4 or
+/// older, or its rows a migration could not read) from both ends, so rows on both sides of a
+/// damaged page are kept. The daemon must not be running.
 pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
     let path = dir.join(DB_FILE);
     let db = |e: rusqlite::Error| StoreError::Db(path.clone(), e.into());
@@ -546,16 +700,32 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
         })
         .ok()
         .and_then(|n| usize::try_from(n).ok());
+    let mut blobs = Vec::new();
+    if !scan_blobs(&damaged, false, &mut blobs) {
+        scan_blobs(&damaged, true, &mut blobs);
+    }
     let mut rows = Vec::new();
-    let complete = scan(&damaged, false, &mut rows);
-    if !complete {
+    if !scan(&damaged, false, &mut rows) {
         scan(&damaged, true, &mut rows);
     }
     drop(damaged);
-    let mut seen = std::collections::HashSet::new();
     let mut records = Vec::new();
     let mut unreadable = 0;
     let mut read = 0;
+    let mut keep = |r: Result<Record, String>| {
+        read += 1;
+        match r {
+            Ok(rec) => records.push(Arc::new(rec)),
+            Err(_) => unreadable += 1,
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    for r in blobs {
+        if seen.insert(r.key.clone()) {
+            keep(r.into_record());
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
     for r in rows {
         let id = (
             r.game.clone(),
@@ -564,13 +734,8 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
             r.port,
             r.instance,
         );
-        if !seen.insert(id) {
-            continue;
-        }
-        read += 1;
-        match r.into_record() {
-            Ok(rec) => records.push(Arc::new(rec)),
-            Err(_) => unreadable += 1,
+        if seen.insert(id) {
+            keep(r.into_record());
         }
     }
     let fresh_dir = dir.join(".repair");

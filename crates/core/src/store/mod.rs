@@ -6,9 +6,11 @@
 //! ([`crate::handle`]) hands it batches of records that changed and keys that were removed,
 //! written in one transaction each, outside the registry's lock.
 //!
-//! Rows are serde-derived structs ([`rows`]); a row this build cannot read is counted and
-//! reported at load with its reason, never skipped silently, and a damaged file stops the
-//! daemon at start with the way to recover (`muster serve --repair`).
+//! PostgreSQL's rows (and SQLite's up to its schema 4) are serde-derived structs ([`rows`]);
+//! SQLite's schema 5 keeps each record as two compact blobs (`muster-store`'s codec), with the
+//! DDNet row as JSON beside them. A row this build cannot read is counted and reported at load
+//! with its reason, never skipped silently, and a damaged file stops the daemon at start with
+//! the way to recover (`muster serve --repair`).
 
 pub mod rows;
 

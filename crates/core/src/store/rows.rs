@@ -1,4 +1,5 @@
-//! The stored form of the registry's values: serde-derived rows, read and written only here.
+//! The stored form of the registry's values in PostgreSQL (and in SQLite files of schema 4
+//! and older, read when they are migrated): serde-derived rows, read and written only here.
 //!
 //! The JSON layout of [`InfoRow`] is the one earlier builds wrote by hand (players and rules as
 //! two-element arrays), so old files read unchanged.
