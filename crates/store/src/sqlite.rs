@@ -129,8 +129,8 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
         .as_deref()
         .map(|i| serde_json::to_string(&InfoRow::from(i)).unwrap_or_default());
     let ddnet = r
-        .ddnet
-        .as_deref()
+        .ddnet()
+        .map(AsRef::as_ref)
         .map(|d| muster_core::store::rows::ddnet_column(d, &r.key.addr))
         .transpose()
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
@@ -143,14 +143,14 @@ fn put_one(conn: &Connection, r: &Record) -> rusqlite::Result<()> {
         i64::try_from(r.key.instance).unwrap_or(i64::MAX),
         r.face.name(),
         r.game_port,
-        r.query_addr.map(|a| a.to_string()),
+        r.query_addr().map(|a| a.to_string()),
         r.query_protocol.map(|p| p.name()),
         r.state.name(),
         ts(r.first_seen),
         ts(r.last_heartbeat),
         ts(r.first_seen),
         r.last_poll_ok().map(ts),
-        r.poll_failures,
+        r.poll_failures(),
         r.source.to_ip().to_string(),
         info,
         ts(r.last_proof),
@@ -276,7 +276,7 @@ impl Row {
         rec.last_heartbeat = from_ts(self.last_heartbeat);
         rec.last_proof = from_ts(self.last_proof.unwrap_or(self.last_heartbeat));
         rec.set_last_poll_ok(self.last_poll_ok.map(from_ts));
-        rec.poll_failures = self.poll_failures;
+        rec.set_poll_failures(self.poll_failures);
         if let Some(i) = self.info {
             let row: InfoRow =
                 serde_json::from_str(&i).map_err(|e| format!("bad info column: {e}"))?;
@@ -293,17 +293,15 @@ impl Row {
             (None, None) => None,
         };
         if let Some(d) = ddnet {
-            rec.ddnet = Some(Arc::new(d.into_data(&rec.key.addr)?));
+            rec.set_ddnet(Some(Arc::new(d.into_data(&rec.key.addr)?)));
         }
         if let Some(s) = self.sources {
             let rows: Vec<SourceRow> =
                 serde_json::from_str(&s).map_err(|e| format!("bad sources column: {e}"))?;
             let sources = sources_from_rows(rows);
             if !sources.is_empty() {
-                rec.sources = sources.into_boxed_slice();
+                rec.set_sources(sources);
             }
-        } else if let Some(direct) = rec.sources.first_mut() {
-            direct.last_seen = rec.last_heartbeat;
         }
         Ok(rec)
     }

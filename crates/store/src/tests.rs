@@ -65,7 +65,7 @@ fn write_drop_reopen_same_contents() {
         rules: Rules::new([("hostport", "7777")]),
         game_port: Some(7777),
     })));
-    a.poll_failures = 2;
+    a.set_poll_failures(2);
     a.set_last_poll_ok(Some(Timestamp(2_500)));
     let mut b = sample(2, Face::Mgmt);
     b.key = ServerKey::new(
@@ -76,11 +76,11 @@ fn write_drop_reopen_same_contents() {
         },
     )
     .with_instance(7);
-    b.query_addr = None;
+    b.set_query_addr(None);
     b.query_protocol = None;
     let mut c = sample(3, Face::DdnetHttp);
     c.state = Verification::Delisted;
-    c.ddnet = Some(Arc::new(DdnetData {
+    c.set_ddnet(Some(Arc::new(DdnetData {
         secret: muster_core::registry::DdnetSecret::from("s3cret"),
         serial: 4,
         info: bytes::Bytes::from_static(br#"{"name":"x","b":1,"a":[]}"#).into(),
@@ -89,7 +89,7 @@ fn write_drop_reopen_same_contents() {
             &c.key.addr,
             Timestamp(2_900),
         )]),
-    }));
+    })));
     {
         let mut s = SqliteStore::open(&dir.0).unwrap();
         put(&mut s, &[&a]);
@@ -202,7 +202,7 @@ fn version_2_files_are_migrated_with_their_ddnet_data() {
     let l = s.load().unwrap();
     assert_eq!(l.skipped, 1, "the pending row");
     assert_eq!(l.records.len(), 1);
-    let d = l.records[0].ddnet.as_ref().unwrap();
+    let d = l.records[0].ddnet().unwrap();
     assert_eq!(d.secret.to_string(), "s");
     assert_eq!(d.serial, 3);
     assert_eq!(&d.info.bytes().unwrap()[..], br#"{"name":"x"}"#);

@@ -184,7 +184,7 @@ impl RecordTable {
     ) -> impl Iterator<Item = &'a Arc<Record>> + use<'a, 's> {
         let keys = self.by_secret.keys_under(self.secret_hash(secret));
         self.by_key_hashes(keys, move |r| {
-            r.ddnet.as_ref().is_some_and(|d| d.secret == *secret)
+            r.ddnet().is_some_and(|d| d.secret == *secret)
         })
     }
 
@@ -330,9 +330,9 @@ mod tests {
         assert_eq!(t.insert(again, Timestamp::NEVER).map(|r| r.id), Some(1));
         assert_eq!(t.len(), 2);
         assert!(t.get(&k).is_some());
-        Arc::make_mut(t.get_mut(&k).unwrap()).poll_failures = 3;
-        assert_eq!(t.get(&k).unwrap().poll_failures, 3);
-        assert_eq!(t.remove(&k).map(|r| r.poll_failures), Some(3));
+        Arc::make_mut(t.get_mut(&k).unwrap()).set_poll_failures(3);
+        assert_eq!(t.get(&k).unwrap().poll_failures(), 3);
+        assert_eq!(t.remove(&k).map(|r| r.poll_failures()), Some(3));
         assert!(t.get(&k).is_none());
         assert_eq!(t.values().count(), 1);
         assert!(!t.is_empty());
@@ -362,12 +362,12 @@ mod tests {
 
     fn with_ddnet(port: u16, secret: &str) -> Arc<Record> {
         let mut r = (*rec(port)).clone();
-        r.ddnet = Some(Arc::new(crate::registry::DdnetData {
+        r.set_ddnet(Some(Arc::new(crate::registry::DdnetData {
             secret: DdnetSecret::from(secret),
             serial: 0,
             info: crate::registry::DdnetInfo::from(&b"{}"[..]),
             streams: Box::default(),
-        }));
+        })));
         Arc::new(r)
     }
 

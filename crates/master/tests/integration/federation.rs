@@ -173,7 +173,7 @@ pub(crate) fn listing(h: &MasterHandle) -> BTreeSet<String> {
             .filter(|rec| rec.is_listed())
             .map(|rec| {
                 let sources: Vec<String> = rec
-                    .sources
+                    .sources()
                     .iter()
                     .map(|s| s.origin.upstream().unwrap_or("direct").to_owned())
                     .collect();
