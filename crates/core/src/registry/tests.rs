@@ -1112,9 +1112,45 @@ fn rules_drop_nuls_and_clip_to_the_limits() {
     assert_eq!(many.len(), MAX_POLL_RULES);
 }
 
+#[test]
+fn common_rule_keys_are_packed_as_codes_and_read_as_their_text() {
+    let q3 = Rules::new([
+        ("protocol", "68"),
+        ("gametype", "0"),
+        ("gamename", "Quake3Arena"),
+    ]);
+    assert_eq!(
+        q3.iter().collect::<Vec<_>>(),
+        [
+            ("protocol", "68"),
+            ("gametype", "0"),
+            ("gamename", "Quake3Arena")
+        ]
+    );
+    assert_eq!(q3.get("GameName"), Some("Quake3Arena"));
+    // Three bytes per key (its code and the NUL), the values as they are.
+    assert_eq!(q3.packed_len(), 3 * 3 + "68 0 Quake3Arena ".len());
+    // Keys that look like codes are kept as themselves.
+    let odd = Rules::new([
+        ("\u{1}A", "x"),
+        ("\u{1}\u{1}", "y"),
+        ("\u{1}", "z"),
+        ("protocols", "w"),
+    ]);
+    assert_eq!(
+        odd.iter().collect::<Vec<_>>(),
+        [
+            ("\u{1}A", "x"),
+            ("\u{1}\u{1}", "y"),
+            ("\u{1}", "z"),
+            ("protocols", "w")
+        ]
+    );
+}
+
 proptest! {
     #[test]
-    fn rules_give_back_what_they_were_given(pairs in proptest::collection::vec(("[^\0]{0,8}", "[^\0]{0,8}"), 0..12)) {
+    fn rules_give_back_what_they_were_given(pairs in proptest::collection::vec(("[^\0]{0,8}|protocol|gametype|hostport|\u{1}[A-F]?", "[^\0]{0,8}"), 0..12)) {
         let r = Rules::new(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let back: Vec<(String, String)> = r.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
         prop_assert_eq!(&back, &pairs);
