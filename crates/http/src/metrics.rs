@@ -43,7 +43,7 @@ pub fn exposition(h: &MasterHandle) -> String {
         protocol: r.face.name(),
         game: &r.key.game,
         players: r.players(),
-        up: r.poll_failures == 0,
+        up: r.poll_failures() == 0,
     });
     body.push_str(&render_servers(servers, h.metrics().server_series_max()));
     body

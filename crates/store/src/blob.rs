@@ -117,7 +117,7 @@ pub(crate) fn put_record(out: &mut Vec<u8>, r: &Record) {
     put_str(out, r.state.name());
     put_str(out, r.query_protocol.map_or("", |p| p.name()));
     put_opt_uv(out, r.game_port.map(u64::from));
-    match r.query_addr {
+    match r.query_addr() {
         None => out.push(0),
         // A link-local query address keeps its interface (schema 4's text kept it too).
         Some(SocketAddr::V6(a)) if a.scope_id() != 0 => {
@@ -136,15 +136,15 @@ pub(crate) fn put_record(out: &mut Vec<u8>, r: &Record) {
     put_uv(out, r.last_heartbeat.0);
     put_uv(out, r.last_proof.0);
     put_opt_uv(out, r.last_poll_ok().map(|t| t.0));
-    put_uv(out, u64::from(r.poll_failures));
-    let direct_only = r.sources.is_empty()
-        || matches!(&*r.sources, [s] if s.origin == muster_core::registry::Origin::Direct
+    put_uv(out, u64::from(r.poll_failures()));
+    let direct_only = r.sources().is_empty()
+        || matches!(r.sources(), [s] if s.origin == muster_core::registry::Origin::Direct
             && s.last_seen == r.last_heartbeat);
     if direct_only {
         put_uv(out, 0);
     } else {
-        put_uv(out, r.sources.len() as u64);
-        for s in &*r.sources {
+        put_uv(out, r.sources().len() as u64);
+        for s in r.sources() {
             match s.origin.upstream() {
                 None => out.push(0),
                 Some(u) => {
@@ -392,13 +392,11 @@ pub(crate) fn read_record(key: ServerKey, b: &[u8]) -> R<Record> {
     rec.last_heartbeat = Timestamp(r.uv("last heartbeat")?);
     rec.last_proof = Timestamp(r.uv("last proof")?);
     rec.set_last_poll_ok(r.opt_uv("last poll")?.map(Timestamp));
-    rec.poll_failures = r.num("poll failures")?;
+    rec.set_poll_failures(r.num("poll failures")?);
+    // No sources: a direct registration alone, last seen at the last heartbeat (the record's
+    // empty source list says just that).
     let n = r.count(2, usize::MAX, "sources")?;
-    if n == 0 {
-        if let Some(direct) = rec.sources.first_mut() {
-            direct.last_seen = rec.last_heartbeat;
-        }
-    } else {
+    if n > 0 {
         let mut rows = Vec::with_capacity(n);
         for _ in 0..n {
             let upstream = match r.u8("source kind")? {
@@ -413,7 +411,7 @@ pub(crate) fn read_record(key: ServerKey, b: &[u8]) -> R<Record> {
         }
         let sources = sources_from_rows(rows);
         if !sources.is_empty() {
-            rec.sources = sources.into_boxed_slice();
+            rec.set_sources(sources);
         }
     }
     match r.u8("info")? {
@@ -620,7 +618,7 @@ mod tests {
             r.last_heartbeat = Timestamp(heartbeat);
             r.last_proof = Timestamp(proof);
             r.set_last_poll_ok(polled.map(Timestamp));
-            r.poll_failures = failures;
+            r.set_poll_failures(failures);
             let mut sources: Vec<Source> = direct
                 .map(|t| Source { origin: Origin::Direct, last_seen: Timestamp(t % (1 << 50)) })
                 .into_iter()
@@ -632,7 +630,7 @@ mod tests {
             if sources.is_empty() {
                 sources.push(Source { origin: Origin::Direct, last_seen: Timestamp(heartbeat) });
             }
-            r.sources = sources.into_boxed_slice();
+            r.set_sources(sources);
             r.info = info.map(Arc::new);
             r
         }

@@ -941,14 +941,14 @@ impl PutColumns {
             c.instance.push(shared_instance(node, r.key.instance));
             c.face.push(r.face.name().to_owned());
             c.game_port.push(r.game_port.map(i32::from));
-            c.query_addr.push(r.query_addr.map(|a| a.to_string()));
+            c.query_addr.push(r.query_addr().map(|a| a.to_string()));
             c.query_protocol
                 .push(r.query_protocol.map(|p| p.name().to_owned()));
             c.state.push(r.state.name().to_owned());
             c.first_seen.push(ts(r.first_seen));
             c.last_heartbeat.push(ts(r.last_heartbeat));
             c.last_poll_ok.push(r.last_poll_ok().map(ts));
-            c.poll_failures.push(i64::from(r.poll_failures));
+            c.poll_failures.push(i64::from(r.poll_failures()));
             c.source.push(r.source.to_ip().to_string());
             c.info.push(r.info.as_deref().map(|i| {
                 serde_json::to_string(&muster_core::store::rows::InfoRow::from(i))
@@ -956,8 +956,8 @@ impl PutColumns {
             }));
             c.last_proof.push(ts(r.last_proof));
             let ddnet = r
-                .ddnet
-                .as_deref()
+                .ddnet()
+                .map(AsRef::as_ref)
                 .map(|d| muster_core::store::rows::ddnet_column(d, &r.key.addr));
             c.ddnet
                 .push(ddnet.transpose().map_err(StoreError::InfoRead)?);

@@ -142,8 +142,8 @@ fn from_ts(v: i64) -> Timestamp {
 
 /// The `ddnet` column of `r`: its DDNet data as JSON, or NULL.
 fn ddnet_of(r: &Record) -> rusqlite::Result<Option<String>> {
-    r.ddnet
-        .as_deref()
+    r.ddnet()
+        .map(AsRef::as_ref)
         .map(|d| muster_core::store::rows::ddnet_column(d, &r.key.addr))
         .transpose()
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
@@ -166,7 +166,7 @@ fn with_ddnet(
         (None, None) => None,
     };
     if let Some(d) = ddnet {
-        rec.ddnet = Some(Arc::new(d.into_data(&rec.key.addr)?));
+        rec.set_ddnet(Some(Arc::new(d.into_data(&rec.key.addr)?)));
     }
     Ok(rec)
 }
@@ -363,7 +363,7 @@ impl Row {
         rec.last_heartbeat = from_ts(self.last_heartbeat);
         rec.last_proof = from_ts(self.last_proof.unwrap_or(self.last_heartbeat));
         rec.set_last_poll_ok(self.last_poll_ok.map(from_ts));
-        rec.poll_failures = self.poll_failures;
+        rec.set_poll_failures(self.poll_failures);
         if let Some(i) = self.info {
             let row: InfoRow =
                 serde_json::from_str(&i).map_err(|e| format!("bad info column: {e}"))?;
@@ -374,10 +374,8 @@ impl Row {
                 serde_json::from_str(&s).map_err(|e| format!("bad sources column: {e}"))?;
             let sources = sources_from_rows(rows);
             if !sources.is_empty() {
-                rec.sources = sources.into_boxed_slice();
+                rec.set_sources(sources);
             }
-        } else if let Some(direct) = rec.sources.first_mut() {
-            direct.last_seen = rec.last_heartbeat;
         }
         with_ddnet(rec, self.ddnet, self.face_data)
     }

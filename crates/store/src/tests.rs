@@ -65,7 +65,7 @@ fn write_drop_reopen_same_contents() {
         rules: Rules::new([("hostport", "7777")]),
         game_port: Some(7777),
     })));
-    a.poll_failures = 2;
+    a.set_poll_failures(2);
     a.set_last_poll_ok(Some(Timestamp(2_500)));
     let mut b = sample(2, Face::Mgmt);
     b.key = ServerKey::new(
@@ -76,11 +76,11 @@ fn write_drop_reopen_same_contents() {
         },
     )
     .with_instance(7);
-    b.query_addr = None;
+    b.set_query_addr(None);
     b.query_protocol = None;
     let mut c = sample(3, Face::DdnetHttp);
     c.state = Verification::Delisted;
-    c.ddnet = Some(Arc::new(DdnetData {
+    c.set_ddnet(Some(Arc::new(DdnetData {
         secret: muster_core::registry::DdnetSecret::from("s3cret"),
         serial: 4,
         info: bytes::Bytes::from_static(br#"{"name":"x","b":1,"a":[]}"#).into(),
@@ -89,7 +89,7 @@ fn write_drop_reopen_same_contents() {
             &c.key.addr,
             Timestamp(2_900),
         )]),
-    }));
+    })));
     {
         let mut s = SqliteStore::open(&dir.0).unwrap();
         put(&mut s, &[&a]);
@@ -226,7 +226,7 @@ fn version_2_files_are_migrated_with_their_ddnet_data() {
     let l = s.load().unwrap();
     assert_eq!(l.skipped, 1, "the pending row");
     assert_eq!(l.records.len(), 1);
-    let d = l.records[0].ddnet.as_ref().unwrap();
+    let d = l.records[0].ddnet().unwrap();
     assert_eq!(d.secret.to_string(), "s");
     assert_eq!(d.serial, 3);
     assert_eq!(&d.info.bytes().unwrap()[..], br#"{"name":"x"}"#);
@@ -323,21 +323,21 @@ fn put_v4(conn: &Connection, r: &Record) {
             i64::try_from(r.key.instance).unwrap(),
             r.face.name(),
             r.game_port,
-            r.query_addr.map(|a| a.to_string()),
+            r.query_addr().map(|a| a.to_string()),
             r.query_protocol.map(|p| p.name()),
             r.state.name(),
             ts(r.first_seen),
             ts(r.last_heartbeat),
             ts(r.first_seen),
             r.last_poll_ok().map(ts),
-            r.poll_failures,
+            r.poll_failures(),
             r.source.to_ip().to_string(),
             r.info
                 .as_deref()
                 .map(|i| serde_json::to_string(&InfoRow::from(i)).unwrap()),
             ts(r.last_proof),
-            r.ddnet
-                .as_deref()
+            r.ddnet()
+                .map(AsRef::as_ref)
                 .map(|d| muster_core::store::rows::ddnet_column(d, &r.key.addr).unwrap()),
             sources_column(r),
         ],
@@ -369,7 +369,7 @@ fn varied() -> Vec<Record> {
         rules: Rules::new([("hostport", "7777"), ("", "empty key"), ("mutators", "")]),
         game_port: Some(7777),
     })));
-    a.poll_failures = 2;
+    a.set_poll_failures(2);
     a.set_last_poll_ok(Some(Timestamp(2_500)));
     let mut b = sample(2, Face::Mgmt);
     b.key = ServerKey::new(
@@ -380,12 +380,12 @@ fn varied() -> Vec<Record> {
         },
     )
     .with_instance(7);
-    b.query_addr = None;
+    b.set_query_addr(None);
     b.query_protocol = None;
     b.game_port = None;
     let mut c = sample(3, Face::DdnetHttp);
     c.state = Verification::Delisted;
-    c.ddnet = Some(Arc::new(DdnetData {
+    c.set_ddnet(Some(Arc::new(DdnetData {
         secret: muster_core::registry::DdnetSecret::from("s3cret"),
         serial: -4,
         info: bytes::Bytes::from_static(br#"{"name":"x","b":1,"a":[]}"#).into(),
@@ -394,14 +394,14 @@ fn varied() -> Vec<Record> {
             &c.key.addr,
             Timestamp(2_900),
         )]),
-    }));
+    })));
     let mut d = sample(4, Face::Quake3);
     let v6: SocketAddr = "[2001:db8::4]:27960".parse().unwrap();
     d.key = ServerKey::new("q3", GameAddr::Ip(v6));
-    d.query_addr = Some(v6);
+    d.set_query_addr(Some(v6));
     d.query_protocol = Some(muster_proto::Protocol::Quake3);
     d.source = SourceKey::of(v6.ip());
-    d.sources = Box::new([
+    d.set_sources(vec![
         muster_core::registry::Source {
             origin: muster_core::registry::Origin::Direct,
             last_seen: Timestamp(2_800),
@@ -414,7 +414,7 @@ fn varied() -> Vec<Record> {
     d.info = Some(Arc::new(PollInfo::default()));
     let mut e = sample(5, Face::GameAgent);
     e.last_heartbeat = Timestamp(u64::from(u32::MAX) * 1_000);
-    e.sources = Box::new([muster_core::registry::Source {
+    e.set_sources(vec![muster_core::registry::Source {
         origin: muster_core::registry::Origin::Upstream(Arc::from("only-upstream")),
         last_seen: Timestamp(9),
     }]);

@@ -372,13 +372,14 @@ impl Registry {
     /// or another instance): the info of the record it replaces when that has the same serial
     /// and bytes (another instance's refresh sends the info again), else a new one.
     fn own_ddnet(&self, rec: &mut Record) {
-        let Some(d) = &mut rec.ddnet else { return };
         let local = self
             .records
             .get(&rec.key)
-            .and_then(|old| old.ddnet.as_ref())
-            .filter(|old| old.serial == d.serial && old.info == d.info)
-            .map(|old| old.info.clone());
+            .and_then(|old| old.ddnet())
+            .zip(rec.ddnet())
+            .filter(|(old, d)| old.serial == d.serial && old.info == d.info)
+            .map(|(old, _)| old.info.clone());
+        let Some(d) = rec.ddnet_mut() else { return };
         let info = local.unwrap_or_else(|| self.own_info(&d.info));
         if !info.same_as(&d.info) {
             Arc::make_mut(d).info = info;
@@ -603,18 +604,18 @@ impl Registry {
         let rec = Arc::make_mut(rec);
         let structural = rec.face != reg.face
             || (reg.game_port.is_some() && rec.game_port != reg.game_port)
-            || rec.query_addr != reg.query_addr
+            || rec.query_addr() != reg.query_addr
             || rec.query_protocol != reg.query_protocol
             || rec.state != Verification::Verified;
         rec.face = reg.face;
         if reg.game_port.is_some() {
             rec.game_port = reg.game_port;
         }
-        rec.query_addr = reg.query_addr;
+        rec.set_query_addr(reg.query_addr);
         rec.query_protocol = reg.query_protocol;
         rec.last_heartbeat = rec.last_heartbeat.max(now);
         rec.last_proof = rec.last_proof.max(now);
-        rec.challenges_unanswered = 0;
+        rec.clear_challenges();
         // A learned record proven by its face becomes this master's own.
         let became_direct = !rec.is_direct();
         rec.see(&Origin::Direct, now);
@@ -655,10 +656,7 @@ impl Registry {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
         let mut rec = Record::new(id, reg, now);
-        rec.sources = Box::new([Source {
-            origin,
-            last_seen: now,
-        }]);
+        rec.set_learned_from(origin, now);
         self.put(rec);
         self.log(&key, true);
         Outcome::Added
@@ -699,8 +697,7 @@ impl Registry {
                 continue;
             };
             let rec = Arc::make_mut(rec);
-            rec.retain_sources(|s| s.origin != origin);
-            if rec.sources.is_empty() {
+            if !rec.retain_sources(|s| s.origin != origin) {
                 gone.push(key);
             } else {
                 touched.push((key, true));
@@ -744,9 +741,7 @@ impl Registry {
         };
         let rec = Arc::make_mut(rec);
         rec.last_heartbeat = rec.last_heartbeat.max(now);
-        if let Some(d) = rec.sources.iter_mut().find(|s| s.origin == Origin::Direct) {
-            d.last_seen = d.last_seen.max(now);
-        }
+        rec.see_direct(now);
         let out = if rec.state == Verification::Verified {
             HeartbeatOutcome::Refreshed
         } else {
@@ -765,7 +760,7 @@ impl Registry {
         let rec = Arc::make_mut(rec);
         rec.last_heartbeat = rec.last_heartbeat.max(now);
         rec.last_proof = rec.last_proof.max(now);
-        rec.challenges_unanswered = 0;
+        rec.clear_challenges();
         let out = if rec.state == Verification::Verified {
             VerifyOutcome::AlreadyVerified
         } else {
@@ -780,9 +775,8 @@ impl Registry {
     /// how many are unanswered now (`None`: no such record).
     pub fn challenge_sent(&mut self, key: &ServerKey, now: Timestamp) -> Option<u8> {
         let rec = Arc::make_mut(self.records.get_mut(key)?);
-        rec.challenges_unanswered = rec.challenges_unanswered.saturating_add(1);
-        rec.last_challenge = now;
-        let n = rec.challenges_unanswered;
+        let n = rec.challenges_unanswered().saturating_add(1);
+        rec.set_challenges(n, now);
         self.log(key, false);
         Some(n)
     }
@@ -823,7 +817,7 @@ impl Registry {
                 self.per_source.remove(&rec.source);
             }
         }
-        if let Some(d) = &rec.ddnet {
+        if let Some(d) = rec.ddnet() {
             self.records.unlink_secret(&d.secret, key);
         }
         Some(rec)
@@ -849,23 +843,20 @@ impl Registry {
         let structural = match &old {
             Some(o) => {
                 rec.id = o.id;
-                rec.challenges_unanswered = o.challenges_unanswered;
-                rec.last_challenge = o.last_challenge;
+                rec.set_challenges(o.challenges_unanswered(), o.last_challenge());
                 if **o == rec {
                     return false;
                 }
                 o.face != rec.face
                     || o.game_port != rec.game_port
-                    || o.query_addr != rec.query_addr
+                    || o.query_addr() != rec.query_addr()
                     || o.query_protocol != rec.query_protocol
                     || o.state != rec.state
                     || o.info != rec.info
-                    || o.ddnet
-                        .as_ref()
+                    || o.ddnet()
                         .map(|d| (&d.secret, d.serial, &d.info, d.streams.len()))
                         != rec
-                            .ddnet
-                            .as_ref()
+                            .ddnet()
                             .map(|d| (&d.secret, d.serial, &d.info, d.streams.len()))
             }
             None => {
@@ -877,7 +868,7 @@ impl Registry {
         let key = rec.key.clone();
         self.take_out(&key);
         *self.per_source.entry(rec.source).or_insert(0) += 1;
-        if let Some(d) = &rec.ddnet {
+        if let Some(d) = rec.ddnet() {
             self.records.link_secret(&d.secret, &key);
         }
         self.put(rec);
@@ -923,13 +914,14 @@ impl Registry {
                 if structural {
                     rec.info = Some(Arc::new(info));
                 }
-                rec.poll_failures = 0;
+                rec.set_poll_failures(0);
                 rec.set_last_poll_ok(Some(now));
                 (PollOutcome::Updated, structural)
             }
             None => {
-                rec.poll_failures = rec.poll_failures.saturating_add(1);
-                (PollOutcome::Failed(rec.poll_failures), false)
+                let n = rec.poll_failures().saturating_add(1);
+                rec.set_poll_failures(n);
+                (PollOutcome::Failed(n), false)
             }
         };
         self.log(key, structural);
@@ -979,7 +971,7 @@ impl Registry {
         let d = self
             .records
             .with_secret(secret)
-            .filter_map(|r| r.ddnet.as_deref())
+            .filter_map(|r| r.ddnet().map(AsRef::as_ref))
             .max_by_key(|d| d.serial)?;
         Some((d.serial, &d.info))
     }
@@ -1008,14 +1000,14 @@ impl Registry {
         let streams_of_secret: usize = self
             .records
             .with_secret(&r.secret)
-            .filter_map(|rec| rec.ddnet.as_ref())
+            .filter_map(|rec| rec.ddnet())
             .map(|d| d.streams.len())
             .sum();
         let key = reg.key.clone();
         let has_stream = self
             .records
             .get(&key)
-            .and_then(|rec| rec.ddnet.as_ref())
+            .and_then(|rec| rec.ddnet())
             .is_some_and(|d| {
                 d.secret == r.secret && d.streams.iter().any(|s| s.is(&r.url, &key.addr))
             });
@@ -1025,7 +1017,7 @@ impl Registry {
         let old_secret = self
             .records
             .get(&key)
-            .and_then(|rec| rec.ddnet.as_ref())
+            .and_then(|rec| rec.ddnet())
             .map(|d| d.secret.clone())
             .filter(|s| *s != r.secret);
         let (registered, changed_record) = self.register_changed(reg, now);
@@ -1042,8 +1034,8 @@ impl Registry {
         let Some(rec) = self.record_to_change(&key) else {
             return DdnetOutcome::NeedInfo;
         };
-        let same_secret = rec.ddnet.as_ref().is_some_and(|d| d.secret == r.secret);
-        let mut streams = match &rec.ddnet {
+        let same_secret = rec.ddnet().is_some_and(|d| d.secret == r.secret);
+        let mut streams = match rec.ddnet() {
             Some(d) if same_secret => d.streams.to_vec(),
             _ => Vec::new(),
         };
@@ -1061,15 +1053,14 @@ impl Registry {
             }
         };
         let changed_info = rec
-            .ddnet
-            .as_ref()
+            .ddnet()
             .is_none_or(|d| d.serial != serial || !d.info.same_as(&info));
-        rec.ddnet = Some(Arc::new(DdnetData {
+        rec.set_ddnet(Some(Arc::new(DdnetData {
             secret: r.secret.clone(),
             serial,
             info: info.clone(),
             streams: streams.into_boxed_slice(),
-        }));
+        })));
         let mut changed_poll_info = false;
         if let Some(p) = r.poll_info.filter(|_| fresh) {
             if rec.info.as_deref() != Some(&p) {
@@ -1092,11 +1083,11 @@ impl Registry {
             for k in siblings {
                 if let Some(rec) = self.records.get_mut(&k) {
                     let rec = Arc::make_mut(rec);
-                    if let Some(d) = &rec.ddnet {
+                    if let Some(d) = rec.ddnet() {
                         let mut d = (**d).clone();
                         d.serial = serial;
                         d.info = info.clone();
-                        rec.ddnet = Some(Arc::new(d));
+                        rec.set_ddnet(Some(Arc::new(d)));
                     }
                     self.log(&k, true);
                 }
@@ -1123,7 +1114,7 @@ impl Registry {
             let Some(rec) = self.records.get_mut(&key) else {
                 continue;
             };
-            let Some(d) = &rec.ddnet else { continue };
+            let Some(d) = rec.ddnet() else { continue };
             if !d.streams.iter().any(|s| s.is(url, &key.addr)) {
                 continue;
             }
@@ -1138,7 +1129,7 @@ impl Registry {
                 self.remove(&key);
                 return Some(false);
             }
-            Arc::make_mut(rec).ddnet = Some(Arc::new(d));
+            Arc::make_mut(rec).set_ddnet(Some(Arc::new(d)));
             self.log(&key, true);
             return Some(true);
         }
@@ -1191,7 +1182,7 @@ impl Registry {
             .collect();
         let maybe_stale: Vec<ServerKey> = due
             .iter()
-            .filter(|r| r.ddnet.is_some())
+            .filter(|r| r.ddnet().is_some())
             .map(|r| r.key.clone())
             .collect();
         let stale_sources: Vec<ServerKey> = due
@@ -1216,8 +1207,7 @@ impl Registry {
                 .iter()
                 .filter_map(|k| self.records.get(k))
                 .filter(|r| {
-                    r.ddnet
-                        .as_ref()
+                    r.ddnet()
                         .is_some_and(|d| d.streams.iter().any(|s| s.last.plus(life) <= now))
                 })
                 .map(|r| r.key.clone())
@@ -1225,7 +1215,7 @@ impl Registry {
             for k in stale {
                 if let Some(rec) = self.records.get_mut(&k) {
                     let rec = Arc::make_mut(rec);
-                    if let Some(d) = &rec.ddnet {
+                    if let Some(d) = rec.ddnet() {
                         let mut d = (**d).clone();
                         d.streams = d
                             .streams
@@ -1233,7 +1223,7 @@ impl Registry {
                             .filter(|s| s.last.plus(life) > now)
                             .cloned()
                             .collect();
-                        rec.ddnet = Some(Arc::new(d));
+                        rec.set_ddnet(Some(Arc::new(d)));
                     }
                     self.log(&k, true);
                 }
@@ -1254,14 +1244,8 @@ impl Registry {
         }
         rec.id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        if rec.sources.is_empty() {
-            rec.sources = Box::new([Source {
-                origin: Origin::Direct,
-                last_seen: rec.last_heartbeat,
-            }]);
-        }
         *self.per_source.entry(rec.source).or_insert(0) += 1;
-        if let Some(d) = &rec.ddnet {
+        if let Some(d) = rec.ddnet() {
             self.records.link_secret(&d.secret, &rec.key);
         }
         self.put(rec);
@@ -1290,7 +1274,7 @@ fn expiry_with(config: &RegistryConfig, rec: &Record) -> Option<Timestamp> {
 
 /// When the oldest upstream source of `rec` goes stale under `config`, if it has one.
 fn learned_stale_with(config: &RegistryConfig, rec: &Record) -> Option<Timestamp> {
-    rec.sources
+    rec.sources()
         .iter()
         .filter(|s| s.origin != Origin::Direct)
         .map(|s| s.last_seen.plus(config.learned_lifetime))
@@ -1307,7 +1291,7 @@ fn deadline_with(config: &RegistryConfig, rec: &Record) -> Timestamp {
         .get(&Face::DdnetHttp)
         .copied()
         .and_then(|life| {
-            let d = rec.ddnet.as_ref()?;
+            let d = rec.ddnet()?;
             d.streams.iter().map(|s| s.last.plus(life)).min()
         });
     [expiry, stale, learned_stale_with(config, rec)]

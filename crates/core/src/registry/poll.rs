@@ -467,14 +467,53 @@ fn bot_flag(p: &muster_proto::model::Player) -> Option<bool> {
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Rules(Box<str>);
 
+/// Rule keys many servers of one kind send (the Quake III face keeps the first three for
+/// every server, GameAgent heartbeats the next two): packed as [`KEY_MARK`] and one letter
+/// (`A` for the first) instead of their text, so a Quake III server's rules take 24 bytes
+/// less (its info's texts one allocator size class less).
+const KNOWN_KEYS: [&str; 6] = [
+    "protocol", "gametype", "gamename", "version", "product", "hostport",
+];
+
+/// Starts a packed key that is not its own text: a [`KNOWN_KEYS`] letter follows, or, for a
+/// key whose own text starts with this character, the key itself.
+const KEY_MARK: char = '\u{1}';
+
+/// Appends the key `k` to packed rules (see [`KNOWN_KEYS`]).
+fn push_key(packed: &mut String, k: &str) {
+    if let Some(i) = KNOWN_KEYS.iter().position(|known| *known == k) {
+        packed.push(KEY_MARK);
+        packed.push(char::from(b'A' + u8::try_from(i).unwrap_or(0)));
+        packed.push('\0');
+        return;
+    }
+    if k.starts_with(KEY_MARK) {
+        packed.push(KEY_MARK);
+    }
+    push_packed(packed, k);
+}
+
+/// A packed key as its text (see [`push_key`]).
+fn unpack_key(k: &str) -> &str {
+    let Some(rest) = k.strip_prefix(KEY_MARK) else {
+        return k;
+    };
+    if rest.starts_with(KEY_MARK) {
+        return rest;
+    }
+    rest.bytes()
+        .next()
+        .and_then(|b| KNOWN_KEYS.get(usize::from(b.wrapping_sub(b'A'))))
+        .map_or(rest, |known| known)
+}
+
 impl Rules {
     /// The rules `pairs`, clipped to the limits.
     pub fn new<K: AsRef<str>, V: AsRef<str>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
         let mut packed = String::new();
         for (k, v) in pairs.into_iter().take(MAX_POLL_RULES) {
-            for text in [k.as_ref(), v.as_ref()] {
-                push_packed(&mut packed, text);
-            }
+            push_key(&mut packed, k.as_ref());
+            push_packed(&mut packed, v.as_ref());
         }
         Self(packed.into_boxed_str())
     }
@@ -507,6 +546,12 @@ impl Rules {
     pub fn get(&self, key: &str) -> Option<&str> {
         self.view().get(key)
     }
+
+    /// Bytes the packed rules take.
+    #[cfg(test)]
+    pub(crate) fn packed_len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// Appends `text` to a packed string (a [`PollInfo`]'s texts, [`Rules`]): its first
@@ -522,7 +567,8 @@ fn push_packed(packed: &mut String, text: &str) {
     packed.push('\0');
 }
 
-/// Rules as a [`Rules`] or a [`PollInfo`] keeps them, borrowed: `key NUL value NUL …`.
+/// Rules as a [`Rules`] or a [`PollInfo`] keeps them, borrowed: `key NUL value NUL …`, a key
+/// of [`KNOWN_KEYS`] as its code.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct RulesView<'a>(&'a str);
 
@@ -530,7 +576,7 @@ impl<'a> RulesView<'a> {
     /// The pairs, in their order.
     pub fn iter(self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         let mut texts = self.0.split('\0');
-        std::iter::from_fn(move || Some((texts.next()?, texts.next()?)))
+        std::iter::from_fn(move || Some((unpack_key(texts.next()?), texts.next()?)))
     }
 
     /// How many pairs.

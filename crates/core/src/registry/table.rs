@@ -10,12 +10,15 @@ use hashbrown::HashTable;
 use super::{DdnetSecret, Record, ServerKey, Timestamp};
 
 /// Records by [`ServerKey`], and by the address in the key. Hashing is SipHash with a
-/// per-table random key (keys come from the wire).
+/// per-table random key (keys come from the wire), of which 32 bits are kept ([`Hash32`]):
+/// a slot is 16 bytes, an index entry 8, where 64-bit hashes took 24 and 16 (~20 bytes per
+/// record at the tables' load factors). Two keys whose 32 bits agree (a few in a million
+/// records) cost a comparison of keys more, as any two in one bucket group do.
 ///
 /// The address index holds, per record, the hash of its address and the hash of its key
-/// (16 bytes): the records at an address are found through the key hashes without a second
+/// (8 bytes): the records at an address are found through the key hashes without a second
 /// pointer to keep in step when a record is replaced by its changed copy. The secret index
-/// does the same for the records a DDNet secret registered (16 bytes each, where a map from
+/// does the same for the records a DDNet secret registered (8 bytes each, where a map from
 /// the secret to a list of keys took ~150 bytes per DDNet server).
 ///
 /// Every table is split in [`PARTS`] and keeps the hashes it is keyed by, so that a table
@@ -35,8 +38,27 @@ pub(super) struct RecordTable {
     hasher: std::collections::hash_map::RandomState,
 }
 
+/// 32 bits of a key's (or an address's, a secret's) SipHash, as the tables keep it; the
+/// tables themselves are keyed by [`spread`] of it.
+type Hash32 = u32;
+
+/// The 64-bit hash the tables place a [`Hash32`] by: the 32 bits multiplied by an odd
+/// constant, so that the high bits (the tables' control byte, [`part_of`]) depend on all of
+/// them and the low bits (the bucket) stay as random as they were.
+fn spread(h: Hash32) -> u64 {
+    u64::from(h).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// `t` in whole seconds as a slot keeps a deadline (rounded down: a record may be looked at
+/// up to a second before its deadline, never after; [`Timestamp::NEVER`] and anything past
+/// 2106 as `u32::MAX`, never due).
+fn deadline_secs(t: Timestamp) -> u32 {
+    u32::try_from(t.as_secs()).unwrap_or(u32::MAX)
+}
+
 /// A record and its deadline: when the registry must look at it next (its expiry, or its
-/// oldest DDNet stream or learned source going stale; [`Timestamp::NEVER`]: never). Kept here,
+/// oldest DDNet stream or learned source going stale; [`Timestamp::NEVER`]: never), in whole
+/// seconds ([`deadline_secs`]). Kept here,
 /// not in the record, so that finding the records due for pruning reads the table's own
 /// memory in order instead of every record (a cache miss each: at 300,000 records that scan
 /// held the registry lock for ~10 ms), and a new deadline never copies a record a snapshot
@@ -44,10 +66,12 @@ pub(super) struct RecordTable {
 #[derive(Debug, Clone)]
 struct Slot {
     /// The hash of `rec.key`.
-    hash: u64,
-    deadline: Timestamp,
+    hash: Hash32,
+    deadline: u32,
     rec: Arc<Record>,
 }
+
+const _: () = assert!(size_of::<Slot>() == 16);
 
 /// How many tables the records are split into. A pass over the records due for pruning
 /// looks at one part at a time, so that it holds the registry's lock for a sixteenth of the
@@ -84,22 +108,25 @@ fn part_mut<T>(parts: &mut [T; PARTS], h: u64) -> &mut T {
 /// hash. A pair may be held more than once (two records whose hashes both collide).
 #[derive(Debug, Clone, Default)]
 struct PairIndex {
-    parts: [HashTable<(u64, u64)>; PARTS],
+    parts: [HashTable<(Hash32, Hash32)>; PARTS],
 }
 
 impl PairIndex {
-    fn insert(&mut self, a: u64, k: u64) {
-        part_mut(&mut self.parts, a).insert_unique(a, (a, k), |&(a, _)| a);
+    fn insert(&mut self, a: Hash32, k: Hash32) {
+        let h = spread(a);
+        part_mut(&mut self.parts, h).insert_unique(h, (a, k), |&(a, _)| spread(a));
     }
 
-    fn contains(&self, a: u64, k: u64) -> bool {
-        part(&self.parts, a).find(a, |&e| e == (a, k)).is_some()
+    fn contains(&self, a: Hash32, k: Hash32) -> bool {
+        let h = spread(a);
+        part(&self.parts, h).find(h, |&e| e == (a, k)).is_some()
     }
 
     /// Removes one entry (a, k); entries with the same pair are alike, so removing any one
     /// of them keeps the count.
-    fn remove(&mut self, a: u64, k: u64) {
-        if let Ok(e) = part_mut(&mut self.parts, a).find_entry(a, |&e| e == (a, k)) {
+    fn remove(&mut self, a: Hash32, k: Hash32) {
+        let h = spread(a);
+        if let Ok(e) = part_mut(&mut self.parts, h).find_entry(h, |&e| e == (a, k)) {
             e.remove();
         }
     }
@@ -107,9 +134,10 @@ impl PairIndex {
     /// The key hashes held under `a`. `iter_hash` also yields entries whose hash only shares
     /// its top bits with `a`: an entry counts under its own hash only, or a record whose key
     /// hash shares those bits with another record's under `a` is found twice.
-    fn keys_under(&self, a: u64) -> Vec<u64> {
-        part(&self.parts, a)
-            .iter_hash(a)
+    fn keys_under(&self, a: Hash32) -> Vec<Hash32> {
+        let h = spread(a);
+        part(&self.parts, h)
+            .iter_hash(h)
             .filter(|&&(e, _)| e == a)
             .map(|&(_, k)| k)
             .collect()
@@ -121,31 +149,37 @@ impl PairIndex {
     }
 }
 
+/// The low 32 bits of a SipHash.
+#[allow(clippy::cast_possible_truncation)] // Truncating is the point.
+fn low32(h: u64) -> Hash32 {
+    h as u32
+}
+
 impl RecordTable {
-    fn hash(&self, key: &ServerKey) -> u64 {
-        self.hasher.hash_one(key)
+    fn hash(&self, key: &ServerKey) -> Hash32 {
+        low32(self.hasher.hash_one(key))
     }
 
-    fn part(&self, h: u64) -> &HashTable<Slot> {
-        part(&self.parts, h)
+    fn part(&self, h: Hash32) -> &HashTable<Slot> {
+        part(&self.parts, spread(h))
     }
 
-    fn part_mut(&mut self, h: u64) -> &mut HashTable<Slot> {
-        part_mut(&mut self.parts, h)
+    fn part_mut(&mut self, h: Hash32) -> &mut HashTable<Slot> {
+        part_mut(&mut self.parts, spread(h))
     }
 
-    fn addr_hash(&self, addr: &super::GameAddr) -> u64 {
-        self.hasher.hash_one(addr)
+    fn addr_hash(&self, addr: &super::GameAddr) -> Hash32 {
+        low32(self.hasher.hash_one(addr))
     }
 
-    fn secret_hash(&self, secret: &DdnetSecret) -> u64 {
-        self.hasher.hash_one(secret)
+    fn secret_hash(&self, secret: &DdnetSecret) -> Hash32 {
+        low32(self.hasher.hash_one(secret))
     }
 
     /// The records with these key hashes that `keep` accepts, each once.
     fn by_key_hashes<'a, F: Fn(&Record) -> bool>(
         &'a self,
-        mut hashes: Vec<u64>,
+        mut hashes: Vec<Hash32>,
         keep: F,
     ) -> impl Iterator<Item = &'a Arc<Record>> + use<'a, F> {
         // Two records whose key hashes collide are one entry each in an index, and both are
@@ -154,7 +188,11 @@ impl RecordTable {
         hashes.dedup();
         hashes
             .into_iter()
-            .flat_map(move |k| self.part(k).iter_hash(k).filter(move |s| s.hash == k))
+            .flat_map(move |k| {
+                self.part(k)
+                    .iter_hash(spread(k))
+                    .filter(move |s| s.hash == k)
+            })
             .map(|s| &s.rec)
             .filter(move |r| keep(r))
     }
@@ -184,7 +222,7 @@ impl RecordTable {
     ) -> impl Iterator<Item = &'a Arc<Record>> + use<'a, 's> {
         let keys = self.by_secret.keys_under(self.secret_hash(secret));
         self.by_key_hashes(keys, move |r| {
-            r.ddnet.as_ref().is_some_and(|d| d.secret == *secret)
+            r.ddnet().is_some_and(|d| d.secret == *secret)
         })
     }
 
@@ -199,14 +237,16 @@ impl RecordTable {
 
     pub(super) fn get(&self, key: &ServerKey) -> Option<&Arc<Record>> {
         let h = self.hash(key);
-        self.part(h).find(h, |s| s.rec.key == *key).map(|s| &s.rec)
+        self.part(h)
+            .find(spread(h), |s| s.rec.key == *key)
+            .map(|s| &s.rec)
     }
 
     /// The record under `key`, to change (its deadline through [`RecordTable::set_deadline_of`]).
     pub(super) fn get_mut(&mut self, key: &ServerKey) -> Option<&mut Arc<Record>> {
         let h = self.hash(key);
         self.part_mut(h)
-            .find_mut(h, |s| s.rec.key == *key)
+            .find_mut(spread(h), |s| s.rec.key == *key)
             .map(|s| &mut s.rec)
     }
 
@@ -214,8 +254,8 @@ impl RecordTable {
     #[cfg(test)]
     pub(super) fn set_deadline(&mut self, key: &ServerKey, deadline: Timestamp) {
         let h = self.hash(key);
-        if let Some(s) = self.part_mut(h).find_mut(h, |s| s.rec.key == *key) {
-            s.deadline = deadline;
+        if let Some(s) = self.part_mut(h).find_mut(spread(h), |s| s.rec.key == *key) {
+            s.deadline = deadline_secs(deadline);
         }
     }
 
@@ -227,8 +267,10 @@ impl RecordTable {
         deadline: impl FnOnce(&Record) -> Timestamp,
     ) -> Option<&Arc<Record>> {
         let h = self.hash(key);
-        let s = self.part_mut(h).find_mut(h, |s| s.rec.key == *key)?;
-        s.deadline = deadline(&s.rec);
+        let s = self
+            .part_mut(h)
+            .find_mut(spread(h), |s| s.rec.key == *key)?;
+        s.deadline = deadline_secs(deadline(&s.rec));
         Some(&s.rec)
     }
 
@@ -237,8 +279,11 @@ impl RecordTable {
     pub(super) fn deadline(&self, key: &ServerKey) -> Option<Timestamp> {
         let h = self.hash(key);
         self.part(h)
-            .find(h, |s| s.rec.key == *key)
-            .map(|s| s.deadline)
+            .find(spread(h), |s| s.rec.key == *key)
+            .map(|s| match s.deadline {
+                u32::MAX => Timestamp::NEVER,
+                d => Timestamp::from_secs(u64::from(d)),
+            })
     }
 
     /// The records of part `part` (below [`PARTS`]; none past it) whose deadline is at or
@@ -248,7 +293,7 @@ impl RecordTable {
             .get(part)
             .into_iter()
             .flat_map(HashTable::iter)
-            .filter(move |s| s.deadline <= now)
+            .filter(move |s| s.deadline != u32::MAX && s.deadline <= deadline_secs(now))
             .map(|s| &s.rec)
     }
 
@@ -258,15 +303,19 @@ impl RecordTable {
         let hasher = &self.hasher;
         let slot = Slot {
             hash: h,
-            deadline,
+            deadline: deadline_secs(deadline),
             rec,
         };
-        match part_mut(&mut self.parts, h).entry(h, |s| s.rec.key == slot.rec.key, |s| s.hash) {
+        match part_mut(&mut self.parts, spread(h)).entry(
+            spread(h),
+            |s| s.rec.key == slot.rec.key,
+            |s| spread(s.hash),
+        ) {
             hashbrown::hash_table::Entry::Occupied(mut e) => {
                 Some(std::mem::replace(e.get_mut(), slot).rec)
             }
             hashbrown::hash_table::Entry::Vacant(e) => {
-                let a = hasher.hash_one(&slot.rec.key.addr);
+                let a = low32(hasher.hash_one(&slot.rec.key.addr));
                 e.insert(slot);
                 self.by_addr.insert(a, h);
                 None
@@ -276,7 +325,10 @@ impl RecordTable {
 
     pub(super) fn remove(&mut self, key: &ServerKey) -> Option<Arc<Record>> {
         let h = self.hash(key);
-        let removed = match self.part_mut(h).find_entry(h, |s| s.rec.key == *key) {
+        let removed = match self
+            .part_mut(h)
+            .find_entry(spread(h), |s| s.rec.key == *key)
+        {
             Ok(e) => e.remove().0.rec,
             Err(_) => return None,
         };
@@ -330,9 +382,9 @@ mod tests {
         assert_eq!(t.insert(again, Timestamp::NEVER).map(|r| r.id), Some(1));
         assert_eq!(t.len(), 2);
         assert!(t.get(&k).is_some());
-        Arc::make_mut(t.get_mut(&k).unwrap()).poll_failures = 3;
-        assert_eq!(t.get(&k).unwrap().poll_failures, 3);
-        assert_eq!(t.remove(&k).map(|r| r.poll_failures), Some(3));
+        Arc::make_mut(t.get_mut(&k).unwrap()).set_poll_failures(3);
+        assert_eq!(t.get(&k).unwrap().poll_failures(), 3);
+        assert_eq!(t.remove(&k).map(|r| r.poll_failures()), Some(3));
         assert!(t.get(&k).is_none());
         assert_eq!(t.values().count(), 1);
         assert!(!t.is_empty());
@@ -360,14 +412,36 @@ mod tests {
         assert_eq!(due(&t, 20), [1]);
     }
 
+    #[test]
+    fn a_deadline_kept_in_seconds_is_due_early_within_its_second_never_late() {
+        let mut t = RecordTable::default();
+        t.insert(rec(1), Timestamp(10_500));
+        t.insert(rec(2), Timestamp::NEVER);
+        t.insert(rec(3), Timestamp(u64::from(u32::MAX) * 1000 + 5_000));
+        let due = |t: &RecordTable, ms| -> Vec<u64> {
+            let mut v: Vec<u64> = (0..PARTS)
+                .flat_map(|p| t.due_in(p, Timestamp(ms)))
+                .map(|r| r.id)
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(due(&t, 9_999), Vec::<u64>::new());
+        assert_eq!(due(&t, 10_000), [1], "looked at within its second");
+        assert_eq!(due(&t, 10_500), [1]);
+        assert_eq!(due(&t, u64::MAX - 1), [1], "never and past 2106: never due");
+        assert_eq!(t.deadline(&rec(2).key), Some(Timestamp::NEVER));
+        assert_eq!(size_of::<Slot>(), 16);
+    }
+
     fn with_ddnet(port: u16, secret: &str) -> Arc<Record> {
         let mut r = (*rec(port)).clone();
-        r.ddnet = Some(Arc::new(crate::registry::DdnetData {
+        r.set_ddnet(Some(Arc::new(crate::registry::DdnetData {
             secret: DdnetSecret::from(secret),
             serial: 0,
             info: crate::registry::DdnetInfo::from(&b"{}"[..]),
             streams: Box::default(),
-        }));
+        })));
         Arc::new(r)
     }
 

@@ -145,10 +145,10 @@ fn reverification_progress_lives_in_the_record() {
     let key = listed(&mut r, reg("serioussam", v4(1, 25600), Face::GameAgent), T0);
     assert_eq!(r.challenge_sent(&key, at(600)), Some(1));
     assert_eq!(r.challenge_sent(&key, at(610)), Some(2));
-    assert_eq!(r.get(&key).unwrap().last_challenge, at(610));
+    assert_eq!(r.get(&key).unwrap().last_challenge(), at(610));
     assert_eq!(r.verify(&key, at(611)), VerifyOutcome::AlreadyVerified);
     let rec = r.get(&key).unwrap();
-    assert_eq!((rec.challenges_unanswered, rec.last_proof), (0, at(611)));
+    assert_eq!((rec.challenges_unanswered(), rec.last_proof), (0, at(611)));
 }
 
 #[test]
@@ -402,7 +402,7 @@ fn a_ddnet_refresh_that_moves_only_times_says_so() {
         "written with the next periodic flush"
     );
     let key = dr().key;
-    let streams = &r.get(&key).unwrap().ddnet.as_ref().unwrap().streams;
+    let streams = &r.get(&key).unwrap().ddnet().unwrap().streams;
     assert_eq!(streams[0].last, t1);
     // A newer info, a new stream, another face: each a change to store before `success`.
     assert_eq!(
@@ -441,15 +441,7 @@ fn the_registry_keeps_ddnet_infos_in_its_file_and_frees_what_it_lets_go() {
     let dr = || reg("ddnet", v4(1, 8303), Face::DdnetHttp);
     let stats = |r: &Registry| r.info_file().unwrap().stats();
     r.ddnet_register(d(1, b"{\"n\":1}"), dr(), T0);
-    let info = |r: &Registry| {
-        r.get(&dr().key)
-            .unwrap()
-            .ddnet
-            .as_ref()
-            .unwrap()
-            .info
-            .clone()
-    };
+    let info = |r: &Registry| r.get(&dr().key).unwrap().ddnet().unwrap().info.clone();
     assert!(info(&r).is_kept());
     assert_eq!((stats(&r).infos, stats(&r).live), (1, 7));
     // A refresh with the same serial writes nothing; a newer serial frees the old slot.
@@ -462,9 +454,9 @@ fn the_registry_keeps_ddnet_infos_in_its_file_and_frees_what_it_lets_go() {
     assert_eq!(&info(&r).bytes().unwrap()[..], b"{\"n\":22}");
     // Another instance's copy of the same record: the same bytes keep the same slot.
     let mut remote = r.get(&dr().key).unwrap().clone();
-    let mut data = (**remote.ddnet.as_ref().unwrap()).clone();
+    let mut data = (**remote.ddnet().unwrap()).clone();
     data.info = bytes::Bytes::from_static(b"{\"n\":22}").into();
-    remote.ddnet = Some(Arc::new(data.clone()));
+    remote.set_ddnet(Some(Arc::new(data.clone())));
     remote.last_heartbeat = at(20);
     r.take_dirty();
     assert!(r.apply_remote(remote.clone()));
@@ -560,21 +552,11 @@ fn ddnet_info_is_per_secret_and_only_newer_serials_replace_it() {
     );
     let key4 = dr(a4).key;
     assert_eq!(
-        &r.get(&key4)
-            .unwrap()
-            .ddnet
-            .as_ref()
-            .unwrap()
-            .info
-            .bytes()
-            .unwrap()[..],
+        &r.get(&key4).unwrap().ddnet().unwrap().info.bytes().unwrap()[..],
         b"{\"n\":2}",
         "every address of the server shows the newest info"
     );
-    assert_eq!(
-        r.get(&key4).unwrap().ddnet.as_ref().unwrap().streams.len(),
-        2
-    );
+    assert_eq!(r.get(&key4).unwrap().ddnet().unwrap().streams.len(), 2);
     // Deleting streams: the record goes with its last one.
     assert_eq!(r.ddnet_delete("s", u6), Some(true));
     assert_eq!(r.ddnet_delete("s", u6), None);
@@ -598,7 +580,7 @@ fn ddnet_streams_expire_one_by_one() {
     r.ddnet_register(mk("tw-0.6+udp://10.0.0.1:8303"), dr.clone(), T0);
     r.ddnet_register(mk("tw-0.7+udp://10.0.0.1:8303"), dr.clone(), at(20));
     assert!(r.prune_before(at(30)).is_empty(), "refreshed at 20 s");
-    let d = r.get(&dr.key).unwrap().ddnet.clone().unwrap();
+    let d = r.get(&dr.key).unwrap().ddnet().cloned().unwrap();
     assert_eq!(d.streams.len(), 1, "the 0.6 stream expired");
     assert_eq!(r.prune_before(at(50)), vec![dr.key]);
 }
@@ -958,7 +940,7 @@ fn learned_records_carry_their_upstream_and_become_direct_when_proven() {
         r.learn(reg("ut", v4(1, 7778), Face::GameSpy), &b, at(5)),
         Outcome::Refreshed
     );
-    assert_eq!(r.get(&k).unwrap().sources.len(), 2);
+    assert_eq!(r.get(&k).unwrap().sources().len(), 2);
     // A heartbeat alone proves nothing new; a registration through the face does.
     r.heartbeat(&k, at(6));
     assert!(!r.get(&k).unwrap().is_direct());
@@ -968,7 +950,7 @@ fn learned_records_carry_their_upstream_and_become_direct_when_proven() {
     );
     let rec = r.get(&k).unwrap();
     assert!(rec.is_direct());
-    let origins: Vec<Option<&str>> = rec.sources.iter().map(|s| s.origin.upstream()).collect();
+    let origins: Vec<Option<&str>> = rec.sources().iter().map(|s| s.origin.upstream()).collect();
     assert_eq!(origins, [None, Some("a"), Some("b")], "direct first");
     // A direct record learned later keeps its face's data.
     let d = listed(
@@ -981,7 +963,7 @@ fn learned_records_carry_their_upstream_and_become_direct_when_proven() {
     assert_eq!(r.learn(other, &a, at(1)), Outcome::Refreshed);
     let rec = r.get(&d).unwrap();
     assert_eq!(
-        (rec.face, rec.query_addr.is_some()),
+        (rec.face, rec.query_addr().is_some()),
         (Face::Teeworlds07, true)
     );
     assert!(rec.is_direct() && rec.seen_by("a").is_some());
@@ -1131,9 +1113,45 @@ fn rules_drop_nuls_and_clip_to_the_limits() {
     assert_eq!(many.len(), MAX_POLL_RULES);
 }
 
+#[test]
+fn common_rule_keys_are_packed_as_codes_and_read_as_their_text() {
+    let q3 = Rules::new([
+        ("protocol", "68"),
+        ("gametype", "0"),
+        ("gamename", "Quake3Arena"),
+    ]);
+    assert_eq!(
+        q3.iter().collect::<Vec<_>>(),
+        [
+            ("protocol", "68"),
+            ("gametype", "0"),
+            ("gamename", "Quake3Arena")
+        ]
+    );
+    assert_eq!(q3.get("GameName"), Some("Quake3Arena"));
+    // Three bytes per key (its code and the NUL), the values as they are.
+    assert_eq!(q3.packed_len(), 3 * 3 + "68 0 Quake3Arena ".len());
+    // Keys that look like codes are kept as themselves.
+    let odd = Rules::new([
+        ("\u{1}A", "x"),
+        ("\u{1}\u{1}", "y"),
+        ("\u{1}", "z"),
+        ("protocols", "w"),
+    ]);
+    assert_eq!(
+        odd.iter().collect::<Vec<_>>(),
+        [
+            ("\u{1}A", "x"),
+            ("\u{1}\u{1}", "y"),
+            ("\u{1}", "z"),
+            ("protocols", "w")
+        ]
+    );
+}
+
 proptest! {
     #[test]
-    fn rules_give_back_what_they_were_given(pairs in proptest::collection::vec(("[^\0]{0,8}", "[^\0]{0,8}"), 0..12)) {
+    fn rules_give_back_what_they_were_given(pairs in proptest::collection::vec(("[^\0]{0,8}|protocol|gametype|hostport|\u{1}[A-F]?", "[^\0]{0,8}"), 0..12)) {
         let r = Rules::new(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let back: Vec<(String, String)> = r.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
         prop_assert_eq!(&back, &pairs);
@@ -1546,12 +1564,12 @@ fn the_newest_serial_of_a_secret_answers_whatever_the_order_its_records_came_in(
     let secret = DdnetSecret::from("4ae14cf1-eb35-4068-89eb-7967b754451e");
     let restored = |port: u16, serial: i64, body: &'static [u8]| {
         let mut rec = Record::new(0, reg("ddnet", v4(9, port), Face::DdnetHttp), at(1));
-        rec.ddnet = Some(Arc::new(DdnetData {
+        rec.set_ddnet(Some(Arc::new(DdnetData {
             secret: secret.clone(),
             serial,
             info: DdnetInfo::from(body),
             streams: Box::default(),
-        }));
+        })));
         rec
     };
     for order in [[0, 1], [1, 0]] {

@@ -222,11 +222,11 @@ impl From<&Source> for SourceRow {
 /// back the same; otherwise a JSON array of [`SourceRow`].
 #[must_use]
 pub fn sources_column(r: &crate::registry::Record) -> Option<String> {
-    let direct_only = r.sources.is_empty()
-        || matches!(&*r.sources, [s] if s.origin == Origin::Direct
+    let direct_only = r.sources().is_empty()
+        || matches!(r.sources(), [s] if s.origin == Origin::Direct
             && s.last_seen == r.last_heartbeat);
     (!direct_only).then(|| {
-        let rows: Vec<SourceRow> = r.sources.iter().map(SourceRow::from).collect();
+        let rows: Vec<SourceRow> = r.sources().iter().map(SourceRow::from).collect();
         serde_json::to_string(&rows).unwrap_or_default()
     })
 }

@@ -416,7 +416,7 @@ impl GameAgentFace {
             // Not due by the view's copy: not due by the registry's either (its proof is only
             // newer, and no challenge goes out before the proof is old).
             let fresh = !restart
-                && seen.challenges_unanswered == 0
+                && seen.challenges_unanswered() == 0
                 && cx.wall < seen.last_proof.plus(s.reverify_interval);
             if seen.face != Face::GameAgent || fresh {
                 continue;
@@ -430,15 +430,15 @@ impl GameAgentFace {
             if r.face != Face::GameAgent || !r.is_listed() {
                 continue;
             }
-            let Some(SocketAddr::V4(q)) = r.query_addr else {
+            let Some(SocketAddr::V4(q)) = r.query_addr() else {
                 continue;
             };
-            if r.challenges_unanswered == 0 {
+            if r.challenges_unanswered() == 0 {
                 if restart || cx.wall >= r.last_proof.plus(s.reverify_interval) {
                     due.push((r.key.clone(), q));
                 }
-            } else if cx.wall >= r.last_challenge.plus(s.reverify_timeout) {
-                if r.challenges_unanswered < s.reverify_tries {
+            } else if cx.wall >= r.last_challenge().plus(s.reverify_timeout) {
+                if r.challenges_unanswered() < s.reverify_tries {
                     due.push((r.key.clone(), q));
                 } else {
                     delist.push(r.key.clone());

@@ -60,7 +60,7 @@ fn join_challenge_echo_lists_the_game_port_and_keeps_nothing_before() {
         .registry
         .get(&key)
         .expect("listed under its product and game port");
-    assert_eq!(rec.query_addr, Some(from("192.0.2.1:25601")));
+    assert_eq!(rec.query_addr(), Some(from("192.0.2.1:25601")));
     assert_eq!(rec.info.as_ref().unwrap().num_players, 3);
     assert_eq!(e_list(&mut h, &mut f, 0), [0x73, 192, 0, 2, 1, 0x00, 0x64]);
 }
@@ -322,7 +322,7 @@ fn an_answered_reverification_keeps_the_server_listed() {
     let key = ServerKey::new("serioussam", GameAddr::Ip(from("192.0.2.1:25600")));
     let rec = h.registry.get(&key).unwrap();
     assert!(rec.is_listed());
-    assert_eq!(rec.challenges_unanswered, 0);
+    assert_eq!(rec.challenges_unanswered(), 0);
     for _ in 0..60 {
         h.advance(Duration::from_secs(1));
         assert!(sent(&h.timeout(&mut f)).is_empty());

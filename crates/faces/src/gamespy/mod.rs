@@ -285,7 +285,7 @@ pub fn list_of(view: &Snapshot, game: &str) -> Arc<Vec<SocketAddrV4>> {
                     && matches!(r.key.addr.ip(), Some(IpAddr::V4(_)))
                     && r.query_protocol == Some(Protocol::GameSpy1)
             })
-            .filter_map(|r| match r.query_addr {
+            .filter_map(|r| match r.query_addr() {
                 Some(SocketAddr::V4(a)) => Some(a),
                 _ => None,
             })
@@ -312,7 +312,7 @@ pub fn sync_lists(view: &Snapshot, learned: bool) -> Arc<Vec<(String, Vec<Socket
                             && r.query_protocol == Some(Protocol::GameSpy1)
                             && matches!(r.key.addr.ip(), Some(IpAddr::V4(_)))
                     })
-                    .filter_map(|r| match r.query_addr {
+                    .filter_map(|r| match r.query_addr() {
                         Some(SocketAddr::V4(a)) => Some(a),
                         _ => None,
                     })

@@ -55,7 +55,7 @@ async fn ut2003_list(State(handle): State<MasterHandle>, Path(file): Path<String
                     let IpAddr::V4(ip) = rec.key.addr.ip()? else {
                         return None;
                     };
-                    let SocketAddr::V4(q) = rec.query_addr? else {
+                    let SocketAddr::V4(q) = rec.query_addr()? else {
                         return None;
                     };
                     Some(Entry {

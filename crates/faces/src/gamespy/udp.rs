@@ -133,7 +133,7 @@ impl GameSpyFace {
                 .registry
                 .lock()
                 .get(&key)
-                .map_or((cx.wall, 0), |r| (r.last_proof, r.challenges_unanswered));
+                .map_or((cx.wall, 0), |r| (r.last_proof, r.challenges_unanswered()));
             if hb.state_changed() {
                 // §14: an immediate `\status\` poll; no answer de-lists. The poller does it;
                 // without one, this face checks a `\status\` game itself.

@@ -192,7 +192,7 @@ async fn a_server_with_the_right_challenge_registers_and_a_wrong_one_does_not() 
         .with_registry(|r| r.iter_shared().next().unwrap().clone());
     assert_eq!(r.face, Face::Valve);
     assert_eq!(r.key.game.as_str(), "valve");
-    assert_eq!(r.query_addr, Some(addr_of(&hl)));
+    assert_eq!(r.query_addr(), Some(addr_of(&hl)));
     let info = r.info.as_ref().unwrap();
     assert_eq!(
         (info.map(), info.num_players, info.max_players),

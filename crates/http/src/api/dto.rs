@@ -66,14 +66,14 @@ impl SourceDto {
     /// The sources of `r`, direct first.
     #[must_use]
     pub fn of(r: &Record) -> Vec<Self> {
-        if r.sources.is_empty() {
+        if r.sources().is_empty() {
             return vec![Self {
                 origin: "direct",
                 upstream: None,
                 last_seen: r.last_heartbeat.as_secs(),
             }];
         }
-        r.sources
+        r.sources()
             .iter()
             .map(|s| Self {
                 origin: match s.origin {
@@ -162,7 +162,10 @@ impl ServerSummary {
             address: r.shown_addr(),
             address_is_game: game.is_some(),
             registered_address: r.key.addr.to_string(),
-            query_address: r.query_addr.as_ref().map(muster_core::registry::addr_text),
+            query_address: r
+                .query_addr()
+                .as_ref()
+                .map(muster_core::registry::addr_text),
             game: r.key.game.clone(),
             game_name: muster_proto::games::display_name(&r.key.game)
                 .map_or_else(|| r.key.game.clone(), ShortText::from),
@@ -182,7 +185,7 @@ impl ServerSummary {
             first_seen: r.first_seen.as_secs(),
             last_heartbeat: r.last_heartbeat.as_secs(),
             last_poll: r.last_poll_ok().map(|t| t.as_secs()),
-            poll_failures: r.poll_failures,
+            poll_failures: r.poll_failures(),
             sources: SourceDto::of(r),
         }
     }

@@ -486,7 +486,7 @@ impl Unpolled {
 
     /// Whether the poller polls `r` (it has a query protocol and address).
     fn polled(&self, r: &Record) -> bool {
-        self.poller && r.query_protocol.is_some() && r.query_addr.is_some()
+        self.poller && r.query_protocol.is_some() && r.query_addr().is_some()
     }
 
     /// Whether a scan at `now` could write anything when nothing changed.

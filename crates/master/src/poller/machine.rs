@@ -39,7 +39,7 @@ impl PollTarget {
             return None;
         }
         let protocol = rec.query_protocol?;
-        let query_addr = rec.query_addr?;
+        let query_addr = rec.query_addr()?;
         if query_addr.port() == 0 || query_addr.ip().is_unspecified() {
             return None;
         }

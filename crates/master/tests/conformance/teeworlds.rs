@@ -47,7 +47,7 @@ fn listed(h: &MasterHandle, face: Face) -> Vec<SocketAddr> {
         .listed()
         .iter()
         .filter(|r| r.face == face)
-        .filter_map(|r| r.query_addr)
+        .filter_map(|r| r.query_addr())
         .collect()
 }
 
@@ -58,7 +58,10 @@ fn registry_state(h: &MasterHandle) -> String {
             .map(|rec| {
                 format!(
                     "{:?} {:?} {:?} query {:?}",
-                    rec.key, rec.face, rec.state, rec.query_addr
+                    rec.key,
+                    rec.face,
+                    rec.state,
+                    rec.query_addr()
                 )
             })
             .collect::<Vec<_>>()

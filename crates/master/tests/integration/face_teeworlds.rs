@@ -647,7 +647,7 @@ async fn ddnet_register_flow_with_challenge_delete_and_servers_json() {
     let (stats, kept) = h.with_registry(|r| {
         let info = r
             .iter()
-            .find_map(|rec| rec.ddnet.clone())
+            .find_map(|rec| rec.ddnet().cloned())
             .unwrap()
             .info
             .clone();

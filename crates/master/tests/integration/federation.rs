@@ -172,11 +172,15 @@ pub(crate) fn listing(h: &MasterHandle) -> BTreeSet<String> {
         r.iter()
             .filter(|rec| rec.is_listed())
             .map(|rec| {
-                let sources: Vec<String> = rec
-                    .sources
+                // A record registered here alone keeps no source list: it reads as direct.
+                let mut sources: Vec<String> = rec
+                    .sources()
                     .iter()
                     .map(|s| s.origin.upstream().unwrap_or("direct").to_owned())
                     .collect();
+                if sources.is_empty() {
+                    sources.push("direct".to_owned());
+                }
                 format!("{}@{} ({})", rec.key.game, rec.key.addr, sources.join(","))
             })
             .collect()

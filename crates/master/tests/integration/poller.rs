@@ -296,7 +296,7 @@ async fn poller_fills_info_delists_the_silent_and_stops_promptly() {
         state_of(&h, &tw_key) == Some(Verification::Delisted)
     })
     .await;
-    let failures = h.with_registry(|r| r.get(&tw_key).unwrap().poll_failures);
+    let failures = h.with_registry(|r| r.get(&tw_key).unwrap().poll_failures());
     assert_eq!(failures, 3, "de-listed at the third failure in a row");
     assert_eq!(h.metrics().drops("unreachable"), 1);
     h.publish();
@@ -430,7 +430,7 @@ async fn changed_records_are_polled_at_once_and_delisted_after_one_miss() {
     })
     .await;
     assert_eq!(
-        h.with_registry(|r| r.get(&gs_key).unwrap().poll_failures),
+        h.with_registry(|r| r.get(&gs_key).unwrap().poll_failures()),
         1
     );
     assert_eq!(gs.requests.load(Ordering::Relaxed) - asked, 2, "two tries");
@@ -550,7 +550,7 @@ async fn poller_reads_real_teeworlds_and_ddnet_servers() {
     assert!(di.name().starts_with("DDNet Lab Ünïcödé ★"), "{di:?}");
     assert_eq!((di.map(), di.num_players), ("Tutorial", 0));
     assert_eq!(
-        h.with_registry(|r| r.get(&tw_key).unwrap().poll_failures),
+        h.with_registry(|r| r.get(&tw_key).unwrap().poll_failures()),
         0
     );
     stop_tx.cancel();

@@ -367,7 +367,7 @@ async fn ddnet_registrations_survive_a_restart_as_they_were_listed() {
     );
     // The restored info went back into the registry's info file, out of the heap.
     let (stats, in_file) = r.handle.with_registry(|reg| {
-        let d = reg.iter().find_map(|rec| rec.ddnet.clone()).unwrap();
+        let d = reg.iter().find_map(|rec| rec.ddnet().cloned()).unwrap();
         (reg.info_file().map(|f| f.stats()), d.info.is_kept())
     });
     let stats = stats.expect("the daemon keeps DDNet infos in a file");

@@ -289,7 +289,7 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
         |r: &&Arc<muster_core::registry::Record>| TEEWORLDS_GAMES.contains(&r.key.game.as_str());
     for (i, r) in s.listed().iter().filter(teeworlds).enumerate() {
         muster_core::bulk::pace(i);
-        let (GameAddr::Ip(addr), Some(d)) = (&r.key.addr, &r.ddnet) else {
+        let (GameAddr::Ip(addr), Some(d)) = (&r.key.addr, r.ddnet()) else {
             continue;
         };
         if d.streams.is_empty() {
@@ -319,7 +319,7 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
         let GameAddr::Ip(addr) = r.key.addr else {
             continue;
         };
-        if r.ddnet.is_some() || (!LISTED_BY_07.contains(&r.face) && r.face != Face::Teeworlds06) {
+        if r.ddnet().is_some() || (!LISTED_BY_07.contains(&r.face) && r.face != Face::Teeworlds06) {
             continue;
         }
         let Some(info) = &r.info else { continue };

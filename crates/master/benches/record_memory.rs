@@ -1,0 +1,265 @@
+//! Live heap per Quake III server, counted by the allocator: N servers register through the
+//! Quake III face's own path (`heartbeat` → `getinfo` → `infoResponse`) into a
+//! [`MasterHandle`] with a store that keeps nothing, the snapshot is published and a list is
+//! served, as `muster-bench quake3` does with the daemon; then every server refreshes once
+//! (heartbeat and answer again). After each phase it prints the bytes still allocated per
+//! server: as requested, and rounded up to mimalloc's size classes (what the daemon's allocator
+//! hands out for them), and the blocks. Unlike a resident-set reading this does not move with
+//! the machine: the same build gives the same figures.
+//!
+//! `cargo bench -p muster-master --bench record_memory -- 100000` (the default size).
+
+// A report: its figures go to standard output.
+#![allow(clippy::print_stdout)]
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use muster_master::MasterHandle;
+use muster_master::faces::quake3::{Quake3Face, Quake3Settings};
+use muster_master::registry::{PollInfo, Record, RegistryConfig, ServerKey, Timestamp};
+use muster_master::runtime::udp::{Cx, Datagrams, Outbox, UdpMachine};
+use muster_master::store::{Loaded, Store, StoreError};
+use muster_proto::limit::BucketConfig;
+use tracking_allocator::{
+    AllocationGroupId, AllocationRegistry, AllocationTracker, Allocator as Tracking,
+};
+
+#[global_allocator]
+static GLOBAL: Tracking<std::alloc::System> = Tracking::system();
+
+/// Bytes requested and not freed.
+static LIVE: AtomicI64 = AtomicI64::new(0);
+/// The same blocks in mimalloc's size classes.
+static LIVE_CLASS: AtomicI64 = AtomicI64::new(0);
+/// Blocks not freed.
+static BLOCKS: AtomicI64 = AtomicI64::new(0);
+
+/// The size mimalloc gives a request of `size` bytes: whole words up to 64 bytes, then four
+/// classes per power of two (80, 96, 112, 128, 160, …); past 128 KiB, what was asked.
+fn mi_class(size: usize) -> usize {
+    let words = size.div_ceil(8).max(1);
+    if words <= 8 || words > 16 * 1024 {
+        return words * 8;
+    }
+    let w = words - 1;
+    let top = usize::BITS - 1 - w.leading_zeros();
+    let step = 1usize << (top - 2);
+    ((w >> (top - 2)) + 1) * step * 8
+}
+
+struct Counter;
+
+impl AllocationTracker for Counter {
+    fn allocated(&self, _: usize, size: usize, _: usize, _: AllocationGroupId) {
+        LIVE.fetch_add(i64::try_from(size).unwrap_or(0), Relaxed);
+        LIVE_CLASS.fetch_add(i64::try_from(mi_class(size)).unwrap_or(0), Relaxed);
+        BLOCKS.fetch_add(1, Relaxed);
+    }
+
+    fn deallocated(
+        &self,
+        _: usize,
+        size: usize,
+        _: usize,
+        _: AllocationGroupId,
+        _: AllocationGroupId,
+    ) {
+        LIVE.fetch_sub(i64::try_from(size).unwrap_or(0), Relaxed);
+        LIVE_CLASS.fetch_sub(i64::try_from(mi_class(size)).unwrap_or(0), Relaxed);
+        BLOCKS.fetch_sub(1, Relaxed);
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Reading {
+    live: i64,
+    class: i64,
+    blocks: i64,
+}
+
+fn read() -> Reading {
+    Reading {
+        live: LIVE.load(Relaxed),
+        class: LIVE_CLASS.load(Relaxed),
+        blocks: BLOCKS.load(Relaxed),
+    }
+}
+
+/// Storage that keeps nothing: the store's own memory is not the registry's.
+#[derive(Debug)]
+struct Null;
+
+impl Store for Null {
+    fn load(&mut self) -> Result<Loaded, StoreError> {
+        Ok(Loaded::default())
+    }
+    fn write(&mut self, _: &[Arc<Record>], _: &[ServerKey]) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn location(&self) -> String {
+        "null".into()
+    }
+}
+
+/// The address of server `i`: 100 per `127.x.y.z`, ports from 20000, as `muster-bench quake3`.
+fn server(i: usize) -> SocketAddr {
+    let a = u32::try_from(i / 100).unwrap_or(0) + 1;
+    let ip = Ipv4Addr::from(0x7f00_0000 | a);
+    SocketAddr::from((ip, 20000 + u16::try_from(i % 100).unwrap_or(0)))
+}
+
+fn dgram(text: &str) -> Vec<u8> {
+    let mut d = vec![0xFF; 4];
+    d.extend_from_slice(text.as_bytes());
+    d
+}
+
+/// The `infoResponse` `muster-bench quake3` sends for server `i`.
+fn info_response(i: usize, challenge: &str) -> Vec<u8> {
+    dgram(&format!(
+        "infoResponse\n\\gamename\\BenchGame\\modname\\data\\gameversion\\20000\\sv_maxclients\\16\
+         \\clients\\4\\bots\\0\\mapname\\stormkeep\\hostname\\Bench server {i}\\protocol\\3\
+         \\challenge\\{challenge}"
+    ))
+}
+
+struct Bench {
+    handle: MasterHandle,
+    face: Quake3Face,
+    now: Instant,
+    wall: Timestamp,
+}
+
+impl Bench {
+    fn datagram(&mut self, from: SocketAddr, data: &[u8]) -> Outbox {
+        let view = self.handle.snapshot();
+        let mut out = Outbox::default();
+        let mut w = self.handle.lazy_writer();
+        let mut cx = Cx {
+            now: self.now,
+            wall: self.wall,
+            view: &view,
+            registry: &mut w,
+            out: &mut out,
+        };
+        self.face.on_datagram(&mut cx, 0, from, data);
+        out
+    }
+
+    /// One server's heartbeat and answer; whether it was registered or refreshed.
+    fn register(&mut self, i: usize) -> bool {
+        let from = server(i);
+        let out = self.datagram(from, &dgram("heartbeat DarkPlaces\n"));
+        let Some(Datagrams::One(getinfo)) = out.replies.first().map(|r| &r.datagrams) else {
+            return false;
+        };
+        let challenge = String::from_utf8_lossy(getinfo.get(12..).unwrap_or_default()).into_owned();
+        let out = self.datagram(from, &info_response(i, &challenge));
+        out.drops.is_empty()
+    }
+
+    fn timeout(&mut self) {
+        let view = self.handle.snapshot();
+        let mut out = Outbox::default();
+        let mut w = self.handle.lazy_writer();
+        let mut cx = Cx {
+            now: self.now,
+            wall: self.wall,
+            view: &view,
+            registry: &mut w,
+            out: &mut out,
+        };
+        self.face.on_timeout(&mut cx);
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.wall = self.wall.plus(d);
+    }
+
+    /// All `n` servers register (or refresh), published every 1,000 and stored every 40,000
+    /// as the daemon's publisher (every few ms) and persister (every second) do at ~40,000
+    /// registrations a second; then the burst settles: published, stored, the face's sweep
+    /// after its challenges' timeout, and one `getservers` list served from the snapshot.
+    fn phase(&mut self, n: usize) -> usize {
+        let mut ok = 0;
+        for i in 0..n {
+            ok += usize::from(self.register(i));
+            if i % 1_000 == 999 {
+                self.advance(Duration::from_millis(25));
+                self.handle.publish();
+                self.timeout();
+            }
+            if i % 40_000 == 39_999 {
+                self.handle.flush().ok();
+            }
+        }
+        self.handle.publish();
+        self.handle.flush().ok();
+        self.advance(Duration::from_secs(3));
+        self.timeout();
+        let out = self.datagram(
+            SocketAddr::from(([127, 255, 0, 1], 5000)),
+            &dgram("getservers BenchGame 3"),
+        );
+        assert!(!out.replies.is_empty(), "no list");
+        ok
+    }
+}
+
+fn report(what: &str, before: Reading, after: Reading, n: usize) {
+    let per = |a: i64, b: i64| (a - b) as f64 / n as f64;
+    println!(
+        "{what:<34} {:>8.1} B requested  {:>8.1} B in size classes  {:>5.2} blocks  per server",
+        per(after.live, before.live),
+        per(after.class, before.class),
+        per(after.blocks, before.blocks),
+    );
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(100_000);
+    AllocationRegistry::set_global_tracker(Counter).expect("one tracker");
+    AllocationRegistry::enable_tracking();
+
+    let t0 = Timestamp::from_secs(1_700_000_000);
+    let (handle, _) =
+        MasterHandle::open(RegistryConfig::default(), Box::new(Null), t0).expect("open");
+    let settings = Quake3Settings {
+        allow_loopback: true,
+        heartbeats: BucketConfig::one_every(1_000_000, Duration::from_micros(1)),
+        max_per_source: n,
+        max_servers: n.saturating_mul(2),
+        ..Quake3Settings::default()
+    };
+    let now = Instant::now();
+    let mut b = Bench {
+        handle,
+        face: Quake3Face::new(settings, 7, now),
+        now,
+        wall: t0,
+    };
+    let empty = read();
+    let registered = b.phase(n);
+    assert_eq!(registered, n, "every server registers");
+    assert_eq!(b.handle.snapshot().len(), n, "every server listed");
+    let after_register = read();
+    let refreshed = b.phase(n);
+    assert_eq!(refreshed, n, "every server refreshes");
+    let after_refresh = read();
+
+    println!(
+        "{n} Quake III servers; size_of Record {} B, PollInfo {} B",
+        size_of::<Record>(),
+        size_of::<PollInfo>()
+    );
+    report("registered, published, listed", empty, after_register, n);
+    report("after one refresh of each", empty, after_refresh, n);
+    AllocationRegistry::disable_tracking();
+}
