@@ -25,10 +25,23 @@ impl Drop for Emulated {
 /// A Source-style server with two players and a bot, INFO behind the challenge, and 150 rules
 /// (about 5 KB: RULES comes in parts).
 fn lab_server(style: &str) -> (Emulated, SocketAddr) {
+    emulated(style, &["--players", "3", "--bots", "1", "--rules", "150"])
+}
+
+/// `muster emulate -p a2s` in `style` named "Lab A2S", INFO behind the challenge, with `extra`
+/// flags.
+fn emulated(style: &str, extra: &[&str]) -> (Emulated, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
         .args(["emulate", "-p", "a2s", "--port", "0", "--style", style])
-        .args(["--name", "Lab A2S", "--map", "de_dust2", "--players", "3"])
-        .args(["--bots", "1", "--max-players", "20", "--rules", "150"])
+        .args([
+            "--name",
+            "Lab A2S",
+            "--map",
+            "de_dust2",
+            "--max-players",
+            "20",
+        ])
+        .args(extra)
         .arg("--require-challenge")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -159,4 +172,46 @@ fn a2s_python_a2s_reads_info_players_and_split_rules() {
         assert_eq!(v["rules"].as_object().unwrap().len(), 150, "{v}");
         assert_eq!(v["rules"]["rule_150"], "value-00000000000150", "{v}");
     }
+}
+
+/// Sends `request` to `addr` from `socket` and returns the first datagram back.
+fn exchange(socket: &std::net::UdpSocket, addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    socket.send_to(request, addr).expect("send");
+    let mut buf = vec![0u8; 65_536];
+    let (n, _) = socket.recv_from(&mut buf).expect("a reply");
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn a2s_muster_reads_bzip2_compressed_split_replies() {
+    // 120 players and 150 rules: PLAYER and RULES both exceed one datagram.
+    let (_server, addr) = emulated(
+        "source",
+        &["--players", "120", "--rules", "150", "--compress"],
+    );
+    // On the wire: RULES comes as split parts whose id has the compressed bit, part 0
+    // carrying the decompressed size, the CRC32 and the bzip2 stream.
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let challenge = exchange(&socket, addr, b"\xff\xff\xff\xffV\xff\xff\xff\xff");
+    assert_eq!(challenge[..5], *b"\xff\xff\xff\xffA", "{challenge:?}");
+    let mut rules = b"\xff\xff\xff\xffV".to_vec();
+    rules.extend_from_slice(&challenge[5..9]);
+    let part = exchange(&socket, addr, &rules);
+    assert_eq!(part[..4], [0xFE, 0xFF, 0xFF, 0xFF]);
+    assert_ne!(part[7] & 0x80, 0, "compressed bit");
+    assert_eq!(part[9], 0, "part 0 first");
+    assert_eq!(&part[20..23], b"BZh");
+    // Muster reads both lists whole.
+    let run = muster(&["query", "-p", "a2s", &addr.to_string(), "-f", "json"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let v = &run.json()[0];
+    assert_eq!(v["name"], "Lab A2S", "{v}");
+    assert_eq!(v["players"].as_array().unwrap().len(), 120, "{v}");
+    assert_eq!(v["rules"].as_object().unwrap().len(), 150, "{v}");
+    assert_eq!(v["rules"]["rule_150"], "value-00000000000150", "{v}");
+    assert_eq!(v["partial"], false, "{v}");
 }
