@@ -1,5 +1,5 @@
 //! The A2S side of the Valve family against real clients, on loopback: qstat (`-a2s`),
-//! gamedig (`css`, its valve protocol), opengsq (`source`) and python-a2s read
+//! gamedig (`css`, its valve protocol), opengsq (`source`), python-a2s and a2squery read
 //! `muster emulate -p a2s`
 //! with INFO behind the challenge round and RULES split over several datagrams; and
 //! `muster query -p a2s` reads the same server as they do.
@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 
-use muster_testkit::{Gamedig, Opengsq, PythonA2s, Qstat};
+use muster_testkit::{A2squery, Gamedig, Opengsq, PythonA2s, Qstat};
 
 use crate::common::muster;
 
@@ -171,6 +171,47 @@ fn a2s_python_a2s_reads_info_players_and_split_rules() {
         assert_eq!(scores, [1, 2, 3], "{v}");
         assert_eq!(v["rules"].as_object().unwrap().len(), 150, "{v}");
         assert_eq!(v["rules"]["rule_150"], "value-00000000000150", "{v}");
+    }
+}
+
+#[test]
+fn a2s_a2squery_reads_every_style_through_the_challenge() {
+    let Some(client) = A2squery::require() else {
+        return;
+    };
+    for (style, folder, protocol, app_id) in [
+        ("source", "cstrike", 17, 240),
+        ("goldsrc", "valve", 48, 10),
+        ("ship", "ship", 17, 2400),
+    ] {
+        let (_server, addr) = lab_server(style);
+        let v = client
+            .query(addr)
+            .unwrap_or_else(|out| panic!("a2squery failed on {style}: {out}"));
+        assert_eq!(v["name"], "Lab A2S", "{style}: {v}");
+        assert_eq!(v["map"], "de_dust2", "{style}: {v}");
+        assert_eq!(v["folder"], folder, "{style}: {v}");
+        assert_eq!(v["protocol"], protocol, "{style}: {v}");
+        assert_eq!(v["app_id"], app_id, "{style}: {v}");
+        assert_eq!(v["players"], 3, "{style}: {v}");
+        assert_eq!(v["max_players"], 20, "{style}: {v}");
+        assert_eq!(v["bots"], 1, "{style}: {v}");
+        let list = v["player_list"].as_array().unwrap();
+        let names: Vec<&str> = list.iter().map(|p| p["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["Player 1", "Player 2", "Bot 1"], "{style}: {v}");
+        // The Ship's players carry deaths and money; the others none.
+        let ship = style == "ship";
+        assert_eq!(list[0]["money"].is_null(), !ship, "{style}: {v}");
+        if ship {
+            assert_eq!(v["witnesses"], 2, "{v}");
+            assert_eq!(list[0]["money"], 500, "{v}");
+        }
+        // RULES split over several datagrams (GoldSrc layout for goldsrc), all 150 read.
+        assert_eq!(v["rules"].as_object().unwrap().len(), 150, "{style}: {v}");
+        assert_eq!(
+            v["rules"]["rule_150"], "value-00000000000150",
+            "{style}: {v}"
+        );
     }
 }
 
