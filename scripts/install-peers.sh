@@ -6,7 +6,7 @@
 #                    openarena-server (a real ioquake3 server, ~400 MiB with its game data), and the
 #                    Perl modules 333networks' Perl master needs
 #   npm              gamedig, pinned in scripts/peers/package.json + package-lock.json -> .peers/node/
-#   PyPI             opengsq and python-a2s, pinned in scripts/peers/requirements.txt -> .peers/venv/
+#   PyPI             opengsq, python-a2s and a2squery, pinned in scripts/peers/requirements.txt -> .peers/venv/
 #   sources          DDNet's master server (ddnet/ddnet src/mastersrv), 333networks'
 #                    Masterserver-Perl and dpmaster 2.2, unmodified, each pinned to one upstream
 #                    commit                                                             -> .peers/src/<name>/
@@ -148,7 +148,7 @@ fi
 GAMEDIG_BIN="$NODE_DIR/node_modules/.bin/gamedig"
 [ -x "$GAMEDIG_BIN" ] || die "gamedig installed but $GAMEDIG_BIN is missing"
 
-# --- opengsq (PyPI, project-local venv) --------------------------------------------------------------
+# --- opengsq, python-a2s, a2squery (PyPI, project-local venv) ----------------------------------------
 PYTHON="${PYTHON:-python3}"
 command -v "$PYTHON" >/dev/null || die "$PYTHON is not on PATH (opengsq needs Python >= 3.8)"
 want_opengsq="$(sed -n 's/^opengsq==\([^ ;]*\).*/\1/p' "$PINS/requirements.txt" | head -n1)"

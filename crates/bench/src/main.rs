@@ -1,9 +1,9 @@
 //! `muster-bench`: measured comparisons.
 //!
-//! * `muster-bench scan`: starts a loopback farm of GameSpy v1 (or, with `--protocol quake3`,
-//!   Quake III) servers with the release `muster` binary (`muster emulate`), then times Muster,
-//!   qstat and GameDig on it, one after another, and Muster's datagrams per second against the
-//!   loopback limit of this machine.
+//! * `muster-bench scan`: starts a loopback farm of GameSpy v1 (or, with `--protocol quake3` or
+//!   `a2s`, Quake III or A2S) servers with the release `muster` binary (`muster emulate`), then
+//!   times Muster, qstat and GameDig on it, one after another, and Muster's datagrams per second
+//!   against the loopback limit of this machine.
 //! * `muster-bench master`: runs the master in a child process and measures registrations, list
 //!   requests served per second, the API under load and memory per registered server.
 //! * `muster-bench events`: the master's live event streams while its servers change.
@@ -45,7 +45,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Time Muster, qstat and GameDig on one farm of emulated GameSpy v1 or Quake III servers.
+    /// Time Muster, qstat and GameDig on one farm of emulated GameSpy v1, Quake III or A2S
+    /// servers.
     Scan(scan::ScanArgs),
     /// Measure the master: registrations, list requests per second, API latency under load,
     /// memory per server; optionally side by side with DDNet's mastersrv + nginx.

@@ -10,6 +10,14 @@
 //! itself, Windows-1252 text), each with K players whose Latin-1 names are 16 characters long
 //! (one `statusResponse` datagram each), the same `loss`; qstat asks them as `q3s`, GameDig as
 //! `q3a`, Muster with `-p quake3`.
+//!
+//! The A2S farm (`--protocol a2s`): N Source-style servers (Counter-Strike: Source, query on
+//! the game port), every other one requiring the challenge round for INFO too (PLAYER and
+//! RULES always do), each with K players (30 by default, one PLAYER datagram) and
+//! [`A2S_RULES`] rules whose RULES reply is exactly three split datagrams (checked against the
+//! farm's own responders before it starts), half of the split replies sent in reverse order,
+//! the same `loss`. Every tool must read INFO, PLAYER and RULES: qstat asks `a2s` with `-P -R`,
+//! GameDig `css` with `requestRules`, Muster `-p a2s` (which always asks all three).
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader};
@@ -20,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use muster_proto::gamespy1::respond::{GameSpyResponder, Profile};
-use muster_proto::respond::{PlayerState, ServerState};
+use muster_proto::respond::{PlayerState, Responder, ServerState};
 
 use crate::procs::{self, Finished, KillOnDrop};
 use crate::table;
@@ -43,6 +51,8 @@ pub(crate) enum ScanProtocol {
     Gamespy1,
     /// Quake III (ioquake3), one-datagram replies.
     Quake3,
+    /// Valve A2S (Source), INFO + PLAYER + RULES, RULES split in three datagrams.
+    A2s,
 }
 
 impl ScanProtocol {
@@ -50,7 +60,7 @@ impl ScanProtocol {
     fn ports(self) -> u32 {
         match self {
             Self::Gamespy1 => 2,
-            Self::Quake3 => 1,
+            Self::Quake3 | Self::A2s => 1,
         }
     }
 
@@ -59,6 +69,7 @@ impl ScanProtocol {
         match self {
             Self::Gamespy1 => "gamespy1",
             Self::Quake3 => "quake3",
+            Self::A2s => "a2s",
         }
     }
 
@@ -67,6 +78,7 @@ impl ScanProtocol {
         match self {
             Self::Gamespy1 => "gps",
             Self::Quake3 => "q3s",
+            Self::A2s => "a2s",
         }
     }
 
@@ -75,6 +87,7 @@ impl ScanProtocol {
         match self {
             Self::Gamespy1 => "unrealtournament",
             Self::Quake3 => "q3a",
+            Self::A2s => "css",
         }
     }
 
@@ -82,10 +95,37 @@ impl ScanProtocol {
     fn query_offset(self) -> u32 {
         match self {
             Self::Gamespy1 => 1,
-            Self::Quake3 => 0,
+            Self::Quake3 | Self::A2s => 0,
+        }
+    }
+
+    /// Players per server unless `--players` says otherwise.
+    fn default_players(self) -> usize {
+        match self {
+            Self::Gamespy1 | Self::Quake3 => 16,
+            Self::A2s => 30,
+        }
+    }
+
+    /// Rules every server of the farm carries (and every tool must read).
+    fn rules(self) -> usize {
+        match self {
+            Self::Gamespy1 | Self::Quake3 => 0,
+            Self::A2s => A2S_RULES,
         }
     }
 }
+
+/// Player-name length (before the two-digit slot) of the A2S farm: 30 players in one PLAYER
+/// datagram.
+const A2S_NAME_CHARS: usize = 12;
+
+/// Rules of every A2S server: 96 rules of 32 bytes make a RULES reply of about 3 KB, three
+/// split parts of [`muster_proto::a2s::respond::SPLIT_PAYLOAD`] bytes.
+const A2S_RULES: usize = 96;
+
+/// Split datagrams the RULES reply of every A2S server must take.
+const A2S_RULES_PARTS: usize = 3;
 
 /// Player-name length (before the two-digit slot) of the Quake III farm.
 const QUAKE3_NAME_CHARS: usize = 16;
@@ -102,9 +142,9 @@ pub(crate) struct ScanArgs {
     /// Share of requests each server ignores (0–1).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
-    /// Players on every server.
-    #[arg(long, default_value_t = 16)]
-    players: usize,
+    /// Players on every server; default 16 (30 with `--protocol a2s`).
+    #[arg(long)]
+    players: Option<usize>,
     /// Tools to time, comma-separated: muster, qstat, gamedig.
     #[arg(long, value_delimiter = ',', default_value = "muster,qstat,gamedig")]
     peers: Vec<String>,
@@ -134,6 +174,19 @@ pub(crate) struct ScanArgs {
     /// anything: to run the same farm by hand, e.g. under a profiler.
     #[arg(long, value_name = "DIR")]
     write_farm: Option<std::path::PathBuf>,
+}
+
+impl ScanArgs {
+    /// Players on every server.
+    fn players(&self) -> usize {
+        self.players
+            .unwrap_or_else(|| self.protocol.default_players())
+    }
+
+    /// Whether an answer with `players` players and `rules` of the farm's rules is complete.
+    fn complete(&self, players: usize, rules: usize) -> bool {
+        players == self.players() && rules == self.protocol.rules()
+    }
 }
 
 /// What one tool achieved.
@@ -206,6 +259,7 @@ fn server_state(
     let (map, game_type, version, game) = match protocol {
         ScanProtocol::Gamespy1 => ("DM-Deck16][", "DeathMatchPlus", "451", "ut"),
         ScanProtocol::Quake3 => ("q3dm17", "0", "ioq3 1.36 linux-x86_64", "Quake3Arena"),
+        ScanProtocol::A2s => ("de_dust2", "Counter-Strike: Source", "1.0.0.71", "cstrike"),
     };
     ServerState {
         name: format!("Bénch Sérvér {index:05}"),
@@ -229,8 +283,26 @@ fn server_state(
                 bot: false,
             })
             .collect(),
-        rules: Vec::new(),
+        // Fixed width: 32 bytes per rule on the A2S wire (key, value, two NULs).
+        rules: (0..protocol.rules())
+            .map(|r| {
+                (
+                    format!("{A2S_RULE_PREFIX}{r:03}"),
+                    format!("value-{index:05}-{r:04}"),
+                )
+            })
+            .collect(),
     }
+}
+
+/// The prefix of every rule the A2S farm sets (qstat adds rules of its own from INFO).
+const A2S_RULE_PREFIX: &str = "bench_rule_";
+
+/// The farm's rules in a tool's JSON object of rules.
+fn farm_rules(rules: &serde_json::Value) -> usize {
+    rules.as_object().map_or(0, |o| {
+        o.keys().filter(|k| k.starts_with(A2S_RULE_PREFIX)).count()
+    })
 }
 
 fn datagrams(state: &ServerState) -> usize {
@@ -260,13 +332,115 @@ fn pick_name_len(base: u16, servers: usize, players: usize) -> anyhow::Result<us
     )
 }
 
+/// What one A2S server sends a client that asks INFO, PLAYER and RULES in turn, each as a
+/// fresh client does (no challenge first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct A2sShape {
+    /// INFO came back as a challenge first.
+    info_challenged: bool,
+    /// Datagrams of the PLAYER reply, and the players in it.
+    player_datagrams: usize,
+    players: usize,
+    /// Datagrams of the RULES reply, and the rules in it.
+    rules_datagrams: usize,
+    rules: usize,
+}
+
+/// Asks `responder` (serving `state`) as a client would and describes its replies.
+fn a2s_shape(responder: &mut dyn Responder, state: &ServerState) -> anyhow::Result<A2sShape> {
+    use muster_proto::a2s::{NO_CHALLENGE, Packet, Reassembler};
+    let from: std::net::SocketAddr = "127.0.0.1:40000".parse()?;
+    let mut ask = |p: &Packet| -> anyhow::Result<(usize, Packet)> {
+        let mut request = Vec::new();
+        p.encode(&mut request);
+        let mut replies = Vec::new();
+        let now = Instant::now();
+        responder.handle_datagram(now, from, &request, state, &mut replies);
+        let mut re = Reassembler::new(Duration::from_secs(1));
+        let mut whole = None;
+        for r in &replies {
+            if Reassembler::is_split(&r.bytes) {
+                if let Some(w) = re.push(now, &r.bytes)? {
+                    whole = Some(w);
+                }
+            } else {
+                whole = Some(r.bytes.clone());
+            }
+        }
+        let whole = whole.with_context(|| format!("no whole reply to {p:?}"))?;
+        Ok((replies.len(), Packet::decode(&whole)?))
+    };
+    let (info_challenged, challenge) = match ask(&Packet::InfoRequest { challenge: None })? {
+        (_, Packet::Info(_)) => (false, None),
+        (_, Packet::Challenge(c)) => {
+            let (_, again) = ask(&Packet::InfoRequest { challenge: Some(c) })?;
+            if !matches!(again, Packet::Info(_)) {
+                bail!("INFO with the challenge: {again:?}");
+            }
+            (true, Some(c))
+        }
+        (_, other) => bail!("INFO: {other:?}"),
+    };
+    let challenge = match challenge {
+        Some(c) => c,
+        None => match ask(&Packet::PlayerRequest {
+            challenge: NO_CHALLENGE,
+        })? {
+            (_, Packet::Challenge(c)) => c,
+            (_, other) => bail!("PLAYER without a challenge: {other:?}"),
+        },
+    };
+    let (player_datagrams, players) = match ask(&Packet::PlayerRequest { challenge })? {
+        (n, Packet::Players(p)) => (n, p.players.len()),
+        (_, other) => bail!("PLAYER: {other:?}"),
+    };
+    let (rules_datagrams, rules) = match ask(&Packet::RulesRequest { challenge })? {
+        (n, Packet::Rules(r)) => (n, r.rules.len()),
+        (_, other) => bail!("RULES: {other:?}"),
+    };
+    Ok(A2sShape {
+        info_challenged,
+        player_datagrams,
+        players,
+        rules_datagrams,
+        rules,
+    })
+}
+
+/// Checks every server of an A2S farm file with the responder the farm gives it: INFO behind
+/// the challenge on even servers only, every player in one PLAYER datagram, every rule in a
+/// RULES reply of exactly [`A2S_RULES_PARTS`] split datagrams.
+fn check_a2s_farm(toml: &str, players: usize) -> anyhow::Result<()> {
+    let farm = muster_server::farm::FarmSpec::from_toml(toml)?;
+    for (i, server) in farm.expand()?.iter().enumerate() {
+        let mut endpoint =
+            muster_server::endpoints::endpoint(server).map_err(|e| anyhow::anyhow!(e))?;
+        let shape = a2s_shape(endpoint.responder.as_mut(), &server.state)
+            .with_context(|| format!("A2S server {i}"))?;
+        let want = A2sShape {
+            info_challenged: i % 2 == 0,
+            player_datagrams: 1,
+            players,
+            rules_datagrams: A2S_RULES_PARTS,
+            rules: A2S_RULES,
+        };
+        if shape != want {
+            bail!(
+                "A2S server {i} answers {shape:?}, the bench wants {want:?}; try fewer --players"
+            );
+        }
+    }
+    Ok(())
+}
+
 fn farm_toml(args: &ScanArgs, chars: usize) -> String {
-    let (servers, players, loss, seed) = (args.servers, args.players, args.loss, args.seed);
+    let (servers, players, loss, seed) = (args.servers, args.players(), args.loss, args.seed);
     let mut out = format!("seed = {seed}\nbind = \"127.0.0.1\"\n");
-    // The GameSpy farm names its style; the Quake III farm is ioquake3, the default style.
+    // The GameSpy farm names its style; the Quake III farm is ioquake3 and the A2S farm
+    // Source, the default styles.
     let style = match args.protocol {
         ScanProtocol::Gamespy1 => "style = \"ut99\"\n",
-        ScanProtocol::Quake3 => "",
+        ScanProtocol::Quake3 | ScanProtocol::A2s => "",
     };
     let protocol = args.protocol.name();
     for i in 0..servers {
@@ -274,10 +448,22 @@ fn farm_toml(args: &ScanArgs, chars: usize) -> String {
         let _ = write!(
             out,
             "\n[[server]]\nprotocol = \"{protocol}\"\n{style}port = {}\nname = \"{}\"\n\
-             map = \"{}\"\ngame_type = \"{}\"\nmax_players = {}\nloss = {loss}\nreorder = 0.5\n\
-             players = [\n",
+             map = \"{}\"\ngame_type = \"{}\"\nmax_players = {}\nloss = {loss}\nreorder = 0.5\n",
             s.game_port, s.name, s.map, s.game_type, s.max_players
         );
+        if args.protocol == ScanProtocol::A2s {
+            // Every other server wants the challenge for INFO as well.
+            let _ = writeln!(out, "require_challenge = {}", i % 2 == 0);
+        }
+        if !s.rules.is_empty() {
+            out.push_str("rules = { ");
+            for (n, (k, v)) in s.rules.iter().enumerate() {
+                let sep = if n == 0 { "" } else { ", " };
+                let _ = write!(out, "{sep}{k} = \"{v}\"");
+            }
+            out.push_str(" }\n");
+        }
+        out.push_str("players = [\n");
         for p in &s.players {
             let _ = writeln!(
                 out,
@@ -384,7 +570,7 @@ fn run_muster(
         if v["status"] == "ok" {
             answered += 1;
             let players = v["players"].as_array().map_or(0, Vec::len);
-            if players == args.players && v["partial"] != true {
+            if args.complete(players, farm_rules(&v["rules"])) && v["partial"] != true {
                 full += 1;
             }
         }
@@ -422,9 +608,11 @@ fn run_qstat(
         "0.2",
         "-json",
         "-P",
-        "-f",
-    ])
-    .arg(&file);
+    ]);
+    if args.protocol.rules() > 0 {
+        cmd.arg("-R");
+    }
+    cmd.arg("-f").arg(&file);
     let f = procs::run_bounded(cmd, dir, "qstat", TOOL_LIMIT)?;
     let (mut answered, mut full) = (0, 0);
     let text = String::from_utf8_lossy(&f.stdout);
@@ -436,7 +624,7 @@ fn run_qstat(
                 if s["status"] == "online" {
                     answered += 1;
                     let players = s["players"].as_array().map_or(0, Vec::len);
-                    if players == args.players {
+                    if args.complete(players, farm_rules(&s["rules"])) {
                         full += 1;
                     }
                 }
@@ -470,6 +658,10 @@ fn run_gamedig(
         .arg(gamedig)
         .arg(&file)
         .arg(args.protocol.gamedig_type());
+    if args.protocol.rules() > 0 {
+        // GameDig asks RULES only when told to (players it asks by default).
+        cmd.arg(r#"{"requestRules":true}"#);
+    }
     let f = procs::run_bounded(cmd, dir, "gamedig", TOOL_LIMIT)?;
     let (mut answered, mut full) = (0, 0);
     for line in String::from_utf8_lossy(&f.stdout).lines() {
@@ -478,7 +670,8 @@ fn run_gamedig(
         };
         if v["ok"] == true {
             answered += 1;
-            if v["players"].as_u64() == u64::try_from(args.players).ok() {
+            let count = |k: &str| usize::try_from(v[k].as_u64().unwrap_or(0)).unwrap_or(0);
+            if args.complete(count("players"), count("rules")) {
                 full += 1;
             }
         }
@@ -542,13 +735,18 @@ struct FarmFiles {
 
 fn write_farm(args: &ScanArgs, dir: &Path) -> anyhow::Result<FarmFiles> {
     let chars = match args.protocol {
-        ScanProtocol::Gamespy1 => pick_name_len(args.base_port, args.servers, args.players)?,
+        ScanProtocol::Gamespy1 => pick_name_len(args.base_port, args.servers, args.players())?,
         ScanProtocol::Quake3 => QUAKE3_NAME_CHARS,
+        ScanProtocol::A2s => A2S_NAME_CHARS,
     };
     let base = u32::from(args.base_port);
     let (stride, offset) = (args.protocol.ports(), args.protocol.query_offset());
     let config = dir.join("farm.toml");
-    std::fs::write(&config, farm_toml(args, chars))?;
+    let toml = farm_toml(args, chars);
+    if args.protocol == ScanProtocol::A2s {
+        check_a2s_farm(&toml, args.players())?;
+    }
+    std::fs::write(&config, toml)?;
     let game_addrs: Vec<String> = (0..args.servers)
         .map(|i| format!("127.0.0.1:{}", base + stride * i as u32))
         .collect();
@@ -583,15 +781,19 @@ fn run_in(args: &ScanArgs, muster: &Path, root: &Path, dir: &Path) -> anyhow::Re
     let kind = match args.protocol {
         ScanProtocol::Gamespy1 => "GameSpy v1 servers (ut99)",
         ScanProtocol::Quake3 => "Quake III servers (ioquake3)",
+        ScanProtocol::A2s => "A2S servers (Source, INFO challenge on every other one)",
     };
     let replies = match args.protocol {
-        ScanProtocol::Gamespy1 => "2 datagrams per reply, reorder 0.5",
-        ScanProtocol::Quake3 => "1 datagram per reply",
+        ScanProtocol::Gamespy1 => "2 datagrams per reply, reorder 0.5".to_owned(),
+        ScanProtocol::Quake3 => "1 datagram per reply".to_owned(),
+        ScanProtocol::A2s => format!(
+            "PLAYER in 1 datagram, {A2S_RULES} rules in {A2S_RULES_PARTS} split datagrams, reorder 0.5"
+        ),
     };
     eprintln!(
         "farm: {} {kind}, {} players with {}-character Latin-1 names, {replies}, loss {}",
         args.servers,
-        args.players,
+        args.players(),
         chars + 2,
         args.loss
     );
@@ -719,7 +921,11 @@ fn print_table(args: &ScanArgs, summaries: &[Summary], limit: Option<f64>) {
         "fastest-slowest",
         "per server",
         "answered",
-        "with all players",
+        if args.protocol.rules() > 0 {
+            "with all players and rules"
+        } else {
+            "with all players"
+        },
         "time vs muster",
         "full lists vs muster",
         "datagrams/s (vs loopback limit)",
@@ -775,14 +981,18 @@ fn print_table(args: &ScanArgs, summaries: &[Summary], limit: Option<f64>) {
             .unwrap_or_default(),
     );
     let reorder = match args.protocol {
-        ScanProtocol::Gamespy1 => ", reorder 50 %",
+        ScanProtocol::Gamespy1 | ScanProtocol::A2s => ", reorder 50 %",
         ScanProtocol::Quake3 => "",
     };
+    let rules = match args.protocol.rules() {
+        0 => String::new(),
+        n => format!(" and {n} rules"),
+    };
     println!(
-        "scan: {} {} servers, {} players each, loss {:.0} %{reorder}; {flags}",
+        "scan: {} {} servers, {} players{rules} each, loss {:.0} %{reorder}; {flags}",
         args.servers,
         args.protocol.name(),
-        args.players,
+        args.players(),
         args.loss * 100.0
     );
     print!("{}", table::render(&header, &rows));
@@ -824,7 +1034,7 @@ mod tests {
             protocol: ScanProtocol::Gamespy1,
             servers: 3,
             loss: 0.1,
-            players: 4,
+            players: Some(4),
             peers: Vec::new(),
             muster_timeout: None,
             muster_retries: None,
@@ -851,7 +1061,7 @@ mod tests {
             protocol: ScanProtocol::Quake3,
             servers: 3,
             loss: 0.1,
-            players: 16,
+            players: Some(16),
             peers: Vec::new(),
             muster_timeout: None,
             muster_retries: None,
@@ -886,5 +1096,75 @@ mod tests {
             panic!("not a statusResponse");
         };
         assert_eq!(players.len(), 16);
+    }
+
+    fn a2s_args(servers: usize) -> ScanArgs {
+        ScanArgs {
+            protocol: ScanProtocol::A2s,
+            servers,
+            loss: 0.1,
+            players: None,
+            peers: Vec::new(),
+            muster_timeout: None,
+            muster_retries: None,
+            muster_rate: "0".to_owned(),
+            base_port: 10_000,
+            seed: 1,
+            runs: 1,
+            write_farm: None,
+        }
+    }
+
+    #[test]
+    fn a2s_farm_splits_rules_in_three_and_challenges_every_other_info() {
+        let args = a2s_args(4);
+        let text = farm_toml(&args, A2S_NAME_CHARS);
+        let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
+        let servers = farm.expand().unwrap();
+        assert_eq!(servers.len(), 4);
+        for (i, server) in servers.iter().enumerate() {
+            assert_eq!(server.state.game_port, 10_000 + i as u16);
+            assert_eq!(server.require_challenge, i % 2 == 0);
+            assert_eq!(server.impairment.loss, 0.1);
+            // Asked through the responder the farm itself builds for this server.
+            let mut endpoint = muster_server::endpoints::endpoint(server).unwrap();
+            assert_eq!(endpoint.port, server.state.game_port);
+            let shape = a2s_shape(endpoint.responder.as_mut(), &server.state).unwrap();
+            assert_eq!(
+                shape,
+                A2sShape {
+                    info_challenged: i % 2 == 0,
+                    player_datagrams: 1,
+                    players: 30,
+                    rules_datagrams: 3,
+                    rules: 96,
+                },
+                "server {i}"
+            );
+        }
+        check_a2s_farm(&text, 30).unwrap();
+    }
+
+    #[test]
+    fn a2s_farm_check_refuses_a_farm_whose_players_need_a_split() {
+        // 60 players no longer fit one PLAYER datagram: the bench must refuse to start.
+        let mut args = a2s_args(2);
+        args.players = Some(60);
+        let err = check_a2s_farm(&farm_toml(&args, A2S_NAME_CHARS), 60).unwrap_err();
+        assert!(err.to_string().contains("player_datagrams: 2"), "{err}");
+    }
+
+    #[test]
+    fn a2s_answers_count_only_when_every_player_and_rule_came() {
+        let args = a2s_args(1);
+        let rules: serde_json::Map<String, serde_json::Value> = (0..A2S_RULES)
+            .map(|r| (format!("{A2S_RULE_PREFIX}{r:03}"), "v".into()))
+            .chain([("gamedir".to_owned(), "cstrike".into())])
+            .collect();
+        let rules = serde_json::Value::Object(rules);
+        assert_eq!(farm_rules(&rules), A2S_RULES);
+        assert!(args.complete(30, farm_rules(&rules)));
+        assert!(!args.complete(30, A2S_RULES - 1));
+        assert!(!args.complete(29, A2S_RULES));
     }
 }

@@ -40,10 +40,11 @@ An a2s server answers A2S_INFO, A2S_PLAYER and A2S_RULES as a Source server does
 goldsrc: Half-Life's protocol 48 and the GoldSrc split layout; --style ship: The Ship's extra
 fields). PLAYER and RULES always go through the challenge round; --require-challenge makes INFO
 do so too, as servers have since 2020. --rules N adds N rules; replies over 1,400 bytes are
-split. With --master valve:HOST:PORT it registers with a Half-Life / Xash3D master (xash3d-master,
-muster serve --valve): it asks a challenge (`q ff`), heartbeats with it (game directory, map,
-players, protocol 48, engine version 0.21), refreshes every 2 minutes and when it becomes empty
-or full, and says goodbye (`b`) on shutdown.";
+split (--compress: bzip2-compressed, source and ship styles). With --master valve:HOST:PORT
+it registers with a Half-Life / Xash3D master (xash3d-master, muster serve --valve): it asks a
+challenge (`q ff`), heartbeats with it (game directory, map, players, protocol 48, engine
+version 0.21), refreshes every 2 minutes and when it becomes empty or full, and says goodbye
+(`b`) on shutdown.";
 
 /// Flags of `muster emulate`.
 #[derive(Debug, clap::Args)]
@@ -91,6 +92,9 @@ pub(crate) struct EmulateArgs {
     /// a2s: INFO too needs the challenge round (PLAYER and RULES always do).
     #[arg(long)]
     pub require_challenge: bool,
+    /// a2s (source, ship): send split replies bzip2-compressed, as 2006-era Source servers.
+    #[arg(long)]
+    pub compress: bool,
     /// Add N rules (`rule_001` … with 20-character values), to make RULES replies that
     /// split.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -154,6 +158,7 @@ fn farm_from_flags(args: &EmulateArgs) -> anyhow::Result<FarmSpec> {
             delay: None,
             gamespy_offset: args.gamespy_offset,
             require_challenge: args.require_challenge,
+            compress: args.compress,
         }],
         generate: Vec::new(),
     })

@@ -6,7 +6,7 @@
 //! | `gamespy1` | game + 1; + 10 with style `ut2003` or `ut2003demo`; + `gamespy_offset` when set | UT2003's format (default), `ut2003`, `ut2003demo`, `ut99`, `unreal`, `serioussam` | `gamespy:host:port` |
 //! | `unreal2` | game + 1, and GameSpy v1 at + `gamespy_offset` when set | `ut2004` (default), `ut2003` | `gamespy:host:port` (needs `gamespy_offset`) |
 //! | `teeworlds` | game port | one: 0.6, DDNet extended and 0.7 on one port | `teeworlds07:host:port`, `ddnet:URL` |
-//! | `a2s` | game port | `source` (default), `goldsrc`, `ship`; `require_challenge` | `valve:host:port` (Half-Life / Xash3D master, default port 27010) |
+//! | `a2s` | game port | `source` (default), `goldsrc`, `ship`; `require_challenge`, `compress` | `valve:host:port` (Half-Life / Xash3D master, default port 27010) |
 //! | `quake3` | game port | `ioquake3` (default: `heartbeat QuakeArena-1`, Windows-1252), `darkplaces` (`heartbeat DarkPlaces`, UTF-8, `qcstatus`) | `quake3:host:port` (dpmaster, default port 27950) |
 //!
 //! Any server may also name `mgmt:host:port`: it then stays registered with that management
@@ -212,11 +212,14 @@ fn protocol_endpoint(server: &FarmServer, masters: &[&MasterTarget]) -> Result<E
                 .ok_or_else(|| unknown_style(server.protocol, style.unwrap_or("")))?;
             registrars = valve_registrars(server, masters)?;
             Ok(Endpoint {
-                responder: Box::new(muster_proto::a2s::respond::A2sResponder::new(
-                    a2s,
-                    server.require_challenge,
-                    rand::random(),
-                )),
+                responder: Box::new(
+                    muster_proto::a2s::respond::A2sResponder::new(
+                        a2s,
+                        server.require_challenge,
+                        rand::random(),
+                    )
+                    .with_compression(server.compress),
+                ),
                 registrars,
                 port: game_port,
                 mgmt: Vec::new(),

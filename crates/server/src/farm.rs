@@ -32,7 +32,8 @@
 //! Styles: gamespy1 `ut2003` (its format is the default), `ut2003demo`, `ut99`, `unreal`,
 //! `serioussam`; unreal2 `ut2004` (default), `ut2003`; gameagent `seed` (default), `x86`,
 //! `arm`; teeworlds has one; quake3 `ioquake3` (default), `darkplaces`; a2s `source` (default),
-//! `goldsrc`, `ship`, and `require_challenge = true` makes INFO need the challenge round too. Impairments (`loss`,
+//! `goldsrc`, `ship`, and `require_challenge = true` makes INFO need the challenge round too
+//! (`compress = true`: split replies bzip2-compressed, Source layout). Impairments (`loss`,
 //! `reorder`, `delay`) apply to requests and replies of that server, for testing clients.
 //!
 //! `gamespy_offset = N` puts GameSpy v1 at game port + N, as UT2003 and UT2004 servers do
@@ -249,6 +250,9 @@ pub struct ServerSpec {
     /// a2s: INFO too needs the challenge round (PLAYER and RULES always do).
     #[serde(default)]
     pub require_challenge: bool,
+    /// a2s (Source layout): send split replies bzip2-compressed.
+    #[serde(default)]
+    pub compress: bool,
 }
 
 fn default_name() -> String {
@@ -296,6 +300,9 @@ pub struct GenerateSpec {
     /// a2s: INFO too needs the challenge round.
     #[serde(default)]
     pub require_challenge: bool,
+    /// a2s (Source layout): send split replies bzip2-compressed.
+    #[serde(default)]
+    pub compress: bool,
 }
 
 fn default_players() -> String {
@@ -353,6 +360,8 @@ pub struct FarmServer {
     pub gamespy_offset: Option<u16>,
     /// a2s: INFO too needs the challenge round.
     pub require_challenge: bool,
+    /// a2s (Source layout): split replies bzip2-compressed.
+    pub compress: bool,
 }
 
 /// Checks `offset` for `protocol` (see [`FarmServer::gamespy_offset`]).
@@ -641,6 +650,7 @@ impl FarmSpec {
                         .or_else(|| default_gamespy_offset(s.protocol, style)),
                 )?,
                 require_challenge: s.require_challenge,
+                compress: s.compress,
             });
         }
         for g in &self.generate {
@@ -689,6 +699,7 @@ impl FarmSpec {
                     },
                     gamespy_offset: offset,
                     require_challenge: g.require_challenge,
+                    compress: g.compress,
                 });
             }
         }

@@ -283,3 +283,72 @@ impl PythonA2s {
         serde_json::from_slice(&out.stdout).map_err(|_| out)
     }
 }
+
+/// a2squery (PyPI `a2squery`) in `<repo>/.peers/venv/`.
+#[derive(Debug, Clone)]
+pub struct A2squery {
+    /// The venv's Python.
+    pub python: PathBuf,
+}
+
+/// What the a2squery script prints: INFO, PLAYER and RULES as one JSON object.
+const A2SQUERY_SCRIPT: &str = r#"
+import json, sys
+from a2squery import A2SQuery
+with A2SQuery(sys.argv[1], int(sys.argv[2]), timeout=2) as q:
+    info = q.info()
+    players = q.players()
+    rules = q.rules()
+print(json.dumps({
+    "name": info.name, "map": info.map, "folder": info.folder, "protocol": info.protocol,
+    "players": info.players, "max_players": info.max_players, "bots": info.bots,
+    "app_id": getattr(info, "app_id", None), "witnesses": getattr(info, "witnesses", None),
+    "player_list": [{"name": p.name, "score": p.score, "deaths": p.deaths, "money": p.money}
+                    for p in players],
+    "rules": rules,
+}))
+"#;
+
+impl A2squery {
+    /// Looks for `.peers/venv/bin/python` with the `a2squery` module.
+    pub fn find() -> Result<Self, Missing> {
+        let python = peers_dir().join("venv/bin/python");
+        if !python.is_file() {
+            return Err(Missing {
+                peer: "a2squery",
+                detail: format!("no {}", python.display()),
+            });
+        }
+        let mut cmd = Command::new(&python);
+        cmd.args(["-c", "import a2squery"]);
+        let out = run_bounded(cmd, "python -c 'import a2squery'".into(), CLIENT_TIMEOUT);
+        if out.success() {
+            Ok(Self { python })
+        } else {
+            Err(Missing {
+                peer: "a2squery",
+                detail: format!("{} cannot import a2squery", python.display()),
+            })
+        }
+    }
+
+    /// [`find`](Self::find) with the skip-or-fail rule applied.
+    #[track_caller]
+    pub fn require() -> Option<Self> {
+        require(Self::find())
+    }
+
+    /// `info()`, `players()` and `rules()` of `addr` (2 s timeout each): the JSON the script
+    /// prints, or the whole run when it failed.
+    pub fn query(&self, addr: SocketAddr) -> Result<serde_json::Value, Output> {
+        let host = addr.ip().to_string();
+        let port = addr.port().to_string();
+        let mut cmd = Command::new(&self.python);
+        cmd.args(["-c", A2SQUERY_SCRIPT, &host, &port]);
+        let out = run_bounded(cmd, "a2squery query".into(), CLIENT_TIMEOUT);
+        if !out.success() {
+            return Err(out);
+        }
+        serde_json::from_slice(&out.stdout).map_err(|_| out)
+    }
+}

@@ -40,7 +40,7 @@ use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-pub use clients::{Gamedig, Opengsq, PythonA2s, Qstat};
+pub use clients::{A2squery, Gamedig, Opengsq, PythonA2s, Qstat};
 pub use mastersrv::{HttpResponse, Mastersrv, MastersrvGuard, http_post};
 pub use net::{Capture, free_udp_port};
 pub use perl_master::{PerlMaster, PerlMasterConfig, PerlMasterGuard};

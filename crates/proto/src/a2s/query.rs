@@ -1,11 +1,12 @@
-//! Sans-IO A2S query of one game server: INFO, then PLAYER and RULES, each through its
-//! challenge, split replies reassembled (spec §8).
+//! Sans-IO A2S query of one game server: INFO, PLAYER and RULES, pipelined behind one
+//! challenge, split replies reassembled (spec §8, §9).
 //!
 //! The machine follows [`crate::query::QueryMachine`]; it reads no clock and opens no socket.
 //! It does not know which [`Protocol`] value names A2S in the neutral model (the shared enum
 //! has no such variant yet): the caller passes the tag to put in [`ServerInfo::protocol`].
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -21,15 +22,12 @@ use crate::wire::DecodeError;
 /// The conventional query port of Source servers (the game port).
 pub const DEFAULT_PORT: u16 = 27015;
 
-/// Challenge rounds allowed for A2S_INFO: servers that want one ask once; a second request
-/// for a challenge means the server does not accept ours.
-pub const MAX_INFO_CHALLENGES: u32 = 1;
+/// Distinct challenges one query accepts. Servers keep one challenge per client address, so
+/// INFO and the first PLAYER request (sent together) get the same one; a server that replaces
+/// it may do so twice more, the third replacement means it accepts none of ours.
+pub const MAX_CHALLENGES: u32 = 3;
 
-/// Challenge rounds allowed for A2S_PLAYER and A2S_RULES: the first request reuses the
-/// challenge the server gave for INFO (if any), which it may replace once more.
-pub const MAX_LIST_CHALLENGES: u32 = 2;
-
-/// What to ask after INFO.
+/// What to ask besides INFO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
     /// Ask A2S_PLAYER.
@@ -51,19 +49,21 @@ impl Request {
     };
 }
 
+/// The request a reply answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
+enum Kind {
     Info,
-    Players,
+    Player,
     Rules,
 }
 
-impl Stage {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Info => "INFO",
-            Self::Players => "PLAYER",
-            Self::Rules => "RULES",
+impl Kind {
+    fn of(p: &Packet) -> Option<Self> {
+        match p {
+            Packet::InfoRequest { .. } => Some(Self::Info),
+            Packet::PlayerRequest { .. } => Some(Self::Player),
+            Packet::RulesRequest { .. } => Some(Self::Rules),
+            _ => None,
         }
     }
 }
@@ -74,13 +74,24 @@ enum InfoReply {
     GoldSrc(Box<GoldSrcInfo>),
 }
 
-/// Asks one server INFO (then PLAYER and RULES as requested) and maps the answers into a
+/// Asks one server INFO (and PLAYER and RULES as requested) and maps the answers into a
 /// [`ServerInfo`].
 ///
+/// * Requests go out in rounds, everything still unanswered at once: first INFO and, to learn
+///   the challenge, PLAYER (or RULES) with -1; once a challenge is known, INFO (if the server
+///   wanted it), PLAYER and RULES with it. A server that answers INFO at once and one that
+///   wants the challenge for INFO both take two round trips.
+/// * A server answers the requests of a round in the order they came, so an answer to a later
+///   request of the round while an earlier one is still unanswered means that the earlier
+///   request (or its reply) was lost: it is re-sent at once, once per round, without waiting
+///   for the timer (as TCP's fast retransmit does on later data being acknowledged).
+/// * A new challenge starts a new round at once. The round is re-sent on the shared
+///   [`RetrySchedule`] while nothing comes back; any new answer (a challenge, INFO, PLAYER or
+///   RULES) restarts the count for what is still unanswered, so the query gives up after
+///   `retries` re-sends in a row that brought nothing back: a silent server ends as quickly
+///   as with one request, and a server that answers is not given up for a few lost requests.
 /// * Datagrams from other addresses are ignored; split replies are reassembled (expiry one
 ///   attempt timeout after their first part).
-/// * Each request is re-sent on the shared [`RetrySchedule`]; a challenge reply starts a
-///   fresh schedule for the repeated request.
 /// * INFO failing fails the query; PLAYER or RULES failing (or a reply cut short) leaves a
 ///   result marked partial.
 /// * `ping` is the time from the latest INFO request to the INFO reply.
@@ -90,11 +101,16 @@ pub struct ServerQuery {
     tag: Protocol,
     request: Request,
     config: QueryConfig,
-    stage: Stage,
     challenge: Option<u32>,
     challenges: u32,
     retry: RetrySchedule,
     send: bool,
+    queue: VecDeque<Packet>,
+    /// What the current round asked, in order (for spotting a lost request early).
+    asked: Vec<Kind>,
+    /// Requests of this round already re-sent early.
+    resent: Vec<Kind>,
+    info_sent: Option<Instant>,
     split: Reassembler,
     info: Option<InfoReply>,
     players: Option<Players>,
@@ -117,11 +133,14 @@ impl ServerQuery {
             tag,
             request,
             config,
-            stage: Stage::Info,
             challenge: None,
             challenges: 0,
             retry: RetrySchedule::new(config),
             send: true,
+            queue: VecDeque::new(),
+            asked: Vec::new(),
+            resent: Vec::new(),
+            info_sent: None,
             split: Reassembler::new(config.attempt_timeout),
             info: None,
             players: None,
@@ -142,101 +161,184 @@ impl ServerQuery {
         }
     }
 
-    /// Send the current stage's request again from a fresh schedule.
-    fn restart_stage(&mut self) {
+    fn players_missing(&self) -> bool {
+        self.request.players && self.players.is_none()
+    }
+
+    fn rules_missing(&self) -> bool {
+        self.request.rules && self.rules.is_none()
+    }
+
+    /// The replies still missing, by name.
+    fn missing(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.info.is_none() {
+            out.push("INFO");
+        }
+        if self.players_missing() {
+            out.push("PLAYER");
+        }
+        if self.rules_missing() {
+            out.push("RULES");
+        }
+        out
+    }
+
+    /// The requests of one round: everything unanswered, with the challenge when known; INFO
+    /// first (a challenge that comes before its reply then shows INFO lost, or wanting it).
+    fn round(&self) -> Vec<Packet> {
+        let mut out = Vec::with_capacity(3);
+        if self.info.is_none() {
+            out.push(Packet::InfoRequest {
+                challenge: self.challenge,
+            });
+        }
+        match self.challenge {
+            Some(challenge) => {
+                if self.players_missing() {
+                    out.push(Packet::PlayerRequest { challenge });
+                }
+                if self.rules_missing() {
+                    out.push(Packet::RulesRequest { challenge });
+                }
+            }
+            // One list request with -1 fetches the challenge for both.
+            None => {
+                if self.players_missing() {
+                    out.push(Packet::PlayerRequest {
+                        challenge: NO_CHALLENGE,
+                    });
+                } else if self.rules_missing() {
+                    out.push(Packet::RulesRequest {
+                        challenge: NO_CHALLENGE,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the request `kind` of the current round is still unanswered (a list request
+    /// sent with -1 is answered by any challenge, and a new challenge starts a new round).
+    fn unanswered(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Info => self.info.is_none(),
+            Kind::Player => self.players_missing(),
+            Kind::Rules => self.rules_missing(),
+        }
+    }
+
+    /// `kind` was answered: re-send at once the requests asked before it in this round that
+    /// are still unanswered (each once per round).
+    fn resend_earlier(&mut self, kind: Kind) {
+        let Some(pos) = self.asked.iter().position(|k| *k == kind) else {
+            return;
+        };
+        let lost: Vec<Kind> = self
+            .asked
+            .iter()
+            .take(pos)
+            .copied()
+            .filter(|k| self.unanswered(*k) && !self.resent.contains(k))
+            .collect();
+        if lost.is_empty() || self.send {
+            return;
+        }
+        let round = self.round();
+        for p in round {
+            if Kind::of(&p).is_some_and(|k| lost.contains(&k)) {
+                self.queue.push_back(p);
+            }
+        }
+        self.resent.extend(lost);
+    }
+
+    /// Send a new round now, from a fresh schedule.
+    fn new_round(&mut self) {
         self.retry = RetrySchedule::new(self.config);
+        self.queue.clear();
         self.send = true;
+    }
+
+    /// Something new came back: what is still unanswered gets its re-sends afresh, its timer
+    /// still running from the last send; requests of the round asked before `kind` and not
+    /// answered are re-sent at once.
+    fn answered(&mut self, kind: Kind) {
+        self.progress();
+        if !self.done {
+            self.resend_earlier(kind);
+        }
+    }
+
+    /// Something new came back: restart the count of re-sends (see [`Self::answered`]).
+    fn progress(&mut self) {
+        if self.missing().is_empty() {
+            self.finish_done();
+            return;
+        }
+        let last = self.retry.last_sent();
+        self.retry = RetrySchedule::new(self.config);
+        if let Some(at) = last {
+            self.retry.on_send(at);
+        }
     }
 
     fn on_challenge(&mut self, c: u32) {
         if self.challenge == Some(c) {
-            // The answer to a re-sent request: the same challenge again.
+            // The same challenge again: the answer to a request sent with -1 alongside, or
+            // to a re-sent one.
             return;
         }
-        let limit = match self.stage {
-            Stage::Info => MAX_INFO_CHALLENGES,
-            Stage::Players | Stage::Rules => MAX_LIST_CHALLENGES,
-        };
-        if self.challenges >= limit {
-            if self.stage == Stage::Info {
+        if self.challenges >= MAX_CHALLENGES {
+            if self.info.is_none() {
                 self.finish(Event::Failed(QueryError::Rejected(
-                    "the server asked for a challenge again",
+                    "the server kept changing its challenge",
                 )));
             } else {
-                self.notes.push(format!(
-                    "the server kept changing its {} challenge",
-                    self.stage.name()
-                ));
-                self.advance();
+                self.notes
+                    .push("the server kept changing its challenge".to_owned());
+                self.finish_done();
             }
             return;
         }
         self.challenges += 1;
         self.challenge = Some(c);
-        self.restart_stage();
+        self.new_round();
     }
 
     fn on_packet(&mut self, now: Instant, packet: Packet) {
-        match (self.stage, packet) {
-            (_, Packet::Challenge(c)) => self.on_challenge(c),
-            (Stage::Info, Packet::Info(i)) => self.on_info(now, InfoReply::Source(i)),
-            (Stage::Info, Packet::GoldSrcInfo(i)) => self.on_info(now, InfoReply::GoldSrc(i)),
-            (Stage::Players, Packet::Players(p)) => {
+        match packet {
+            Packet::Challenge(c) => self.on_challenge(c),
+            Packet::Info(i) if self.info.is_none() => self.on_info(now, InfoReply::Source(i)),
+            Packet::GoldSrcInfo(i) if self.info.is_none() => {
+                self.on_info(now, InfoReply::GoldSrc(i));
+            }
+            Packet::Players(p) if self.players_missing() => {
                 if p.truncated {
                     self.notes.push("the PLAYER reply was cut short".to_owned());
                 }
                 self.players = Some(p);
-                self.advance();
+                self.answered(Kind::Player);
             }
-            (Stage::Rules, Packet::Rules(r)) => {
+            Packet::Rules(r) if self.rules_missing() => {
                 if r.truncated {
                     self.notes.push("the RULES reply was cut short".to_owned());
                 }
                 self.rules = Some(r);
-                self.advance();
+                self.answered(Kind::Rules);
             }
-            // A late reply to an earlier stage, a second INFO, or a request: not ours now.
+            // A duplicate reply (to a re-sent request), one not asked for, or a request.
             _ => {}
         }
     }
 
     fn on_info(&mut self, now: Instant, info: InfoReply) {
-        self.ping = self
-            .retry
-            .last_sent()
-            .map(|t| now.saturating_duration_since(t));
+        self.ping = self.info_sent.map(|t| now.saturating_duration_since(t));
         self.info = Some(info);
-        self.advance();
-    }
-
-    /// Move to the next stage the request wants, or finish.
-    fn advance(&mut self) {
-        self.retry.stop();
-        self.send = false;
-        self.split_note = None;
-        let next = match self.stage {
-            Stage::Info if self.request.players => Some(Stage::Players),
-            Stage::Info | Stage::Players if self.request.rules => Some(Stage::Rules),
-            _ => None,
-        };
-        match next {
-            Some(stage) => {
-                self.stage = stage;
-                // The INFO challenge is usually the client's challenge for every query.
-                self.challenges = 0;
-                self.restart_stage();
-            }
-            None => self.finish_done(),
-        }
+        self.answered(Kind::Info);
     }
 
     fn give_up(&mut self) {
-        let mut reason = format!("no {} reply", self.stage.name());
-        if let Some(note) = self.split_note.take() {
-            reason.push_str(" (");
-            reason.push_str(&note);
-            reason.push(')');
-        }
         if self.info.is_none() {
             let err = self
                 .last_error
@@ -245,8 +347,13 @@ impl ServerQuery {
             self.finish(Event::Failed(err));
             return;
         }
-        self.notes.push(reason);
-        self.advance();
+        for name in self.missing() {
+            self.notes.push(format!("no {name} reply"));
+        }
+        if let Some(note) = self.split_note.take() {
+            self.notes.push(note);
+        }
+        self.finish_done();
     }
 
     fn finish_done(&mut self) {
@@ -267,6 +374,7 @@ impl ServerQuery {
     fn finish(&mut self, ev: QueryEvent) {
         self.done = true;
         self.send = false;
+        self.queue.clear();
         self.retry.stop();
         self.event = Some(ev);
     }
@@ -316,23 +424,26 @@ impl QueryMachine for ServerQuery {
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if !self.send || self.done {
+        if self.done {
             return None;
         }
-        self.send = false;
-        let packet = match self.stage {
-            Stage::Info => Packet::InfoRequest {
-                challenge: self.challenge,
-            },
-            Stage::Players => Packet::PlayerRequest {
-                challenge: self.challenge.unwrap_or(NO_CHALLENGE),
-            },
-            Stage::Rules => Packet::RulesRequest {
-                challenge: self.challenge.unwrap_or(NO_CHALLENGE),
-            },
-        };
+        if self.send {
+            self.send = false;
+            let round = self.round();
+            self.asked = round.iter().filter_map(Kind::of).collect();
+            self.resent.clear();
+            self.queue = round.into();
+            if !self.queue.is_empty() {
+                // One timer for the whole round, started with its first datagram. (Early
+                // re-sends leave it running.)
+                self.retry.on_send(now);
+            }
+        }
+        let packet = self.queue.pop_front()?;
+        if matches!(packet, Packet::InfoRequest { .. }) {
+            self.info_sent = Some(now);
+        }
         packet.encode(buf);
-        self.retry.on_send(now);
         Some(Transmit {
             destination: self.target,
         })
@@ -362,8 +473,14 @@ impl QueryMachine for ServerQuery {
             return;
         }
         if self.info.is_some() {
+            let missing = self.missing().join(" and ");
+            let noun = if missing.contains(" and ") {
+                "replies"
+            } else {
+                "reply"
+            };
             self.notes
-                .push(format!("aborted before the {} reply", self.stage.name()));
+                .push(format!("aborted before the {missing} {noun}"));
             self.finish_done();
         } else {
             let err = self

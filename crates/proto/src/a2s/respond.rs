@@ -11,7 +11,10 @@
 //! again with it), as every server has since 2020; INFO does too when the responder is made
 //! with `require_challenge`. The challenge is stateless: a keyed hash of the client's address,
 //! so a forged source gets only the 9-byte challenge back. A reply longer than
-//! [`MAX_SINGLE_REPLY`] is split into parts in the style's layout.
+//! [`MAX_SINGLE_REPLY`] is split into parts in the style's layout;
+//! [`A2sResponder::with_compression`] makes a Source or Ship responder compress such replies, as
+//! 2006-era Source engines did: bzip2, the split id's top bit set, part 0 starting with the
+//! decompressed size and its CRC32.
 
 use std::hash::{Hash as _, Hasher as _};
 use std::net::SocketAddr;
@@ -21,7 +24,7 @@ use super::NO_CHALLENGE;
 use super::packet::{
     EDF_GAME_ID, EDF_PORT, Info, Packet, PlayerEntry, Players, Rules, ShipPlayer, TheShip,
 };
-use super::split::{Layout, encode_parts};
+use super::split::{COMPRESSED_BIT, Layout, encode_parts};
 use crate::respond::{Reply, Responder, ServerState};
 
 /// The longest reply sent in one datagram; longer ones are split (Source servers cut at about
@@ -87,6 +90,7 @@ impl Style {
 pub struct A2sResponder {
     style: Style,
     require_challenge: bool,
+    compress: bool,
     key: u64,
     next_split_id: u32,
 }
@@ -98,9 +102,18 @@ impl A2sResponder {
         Self {
             style,
             require_challenge,
+            compress: false,
             key,
             next_split_id: 1,
         }
+    }
+
+    /// Send replies that need splitting bzip2-compressed (Source layout only: the GoldSrc
+    /// layout has no compressed form, so a `goldsrc` responder ignores this).
+    #[must_use]
+    pub fn with_compression(mut self, compress: bool) -> Self {
+        self.compress = compress;
+        self
     }
 
     /// The challenge `from` must send back.
@@ -209,12 +222,33 @@ impl A2sResponder {
             out.push(Reply { to, bytes });
             return;
         }
-        let id = self.next_split_id & 0x7FFF_FFFF;
+        let id = self.next_split_id & !COMPRESSED_BIT;
         self.next_split_id = self.next_split_id.wrapping_add(1);
-        for part in encode_parts(self.style.layout(), id, &bytes, SPLIT_PAYLOAD) {
+        let layout = self.style.layout();
+        let compressed = (self.compress && matches!(layout, Layout::Source { .. }))
+            .then(|| compressed_body(&bytes))
+            .flatten();
+        let (id, body) = match &compressed {
+            Some(body) => (id | COMPRESSED_BIT, body.as_slice()),
+            None => (id, bytes.as_slice()),
+        };
+        for part in encode_parts(layout, id, body, SPLIT_PAYLOAD) {
             out.push(Reply { to, bytes: part });
         }
     }
+}
+
+/// What part 0 onwards of a compressed split reply carry: the reply's length and CRC32, then
+/// its bzip2 stream. `None` if the reply is too long for its length field or bzip2 fails.
+fn compressed_body(reply: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Write as _;
+    let size = u32::try_from(reply.len()).ok()?;
+    let mut body = Vec::with_capacity(reply.len() / 2 + 16);
+    body.extend_from_slice(&size.to_le_bytes());
+    body.extend_from_slice(&crc32fast::hash(reply).to_le_bytes());
+    let mut encoder = bzip2::write::BzEncoder::new(body, bzip2::Compression::best());
+    encoder.write_all(reply).ok()?;
+    encoder.finish().ok()
 }
 
 impl Responder for A2sResponder {
@@ -363,5 +397,43 @@ mod tests {
             &Packet::InfoRequest { challenge: None },
         );
         assert!(matches!(Packet::decode(&info[0]), Ok(Packet::Info(i)) if i.protocol == 48));
+    }
+
+    #[test]
+    fn compressed_rules_are_bzip2_splits_with_size_and_crc() {
+        let from: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let mut plain = A2sResponder::new(Style::Source, false, 42);
+        let mut packed = A2sResponder::new(Style::Source, false, 42).with_compression(true);
+        let c = plain.challenge_for(from);
+        let request = Packet::RulesRequest { challenge: c };
+        let plain_parts = ask(&mut plain, from, &request);
+        let parts = ask(&mut packed, from, &request);
+        // 200 alike rules shrink to one part, flagged compressed, in the Source layout.
+        assert!(plain_parts.len() >= 4, "{}", plain_parts.len());
+        assert_eq!(parts.len(), 1);
+        let id = u32::from_le_bytes(parts[0][4..8].try_into().unwrap());
+        assert_ne!(id & COMPRESSED_BIT, 0);
+        // total 1, number 0, split size, then the decompressed size, the CRC32 and "BZh".
+        assert_eq!(parts[0][8..10], [1, 0]);
+        let mut whole = Vec::new();
+        for p in &plain_parts {
+            whole.extend_from_slice(&p[12..]);
+        }
+        let size = u32::from_le_bytes(parts[0][12..16].try_into().unwrap());
+        let crc = u32::from_le_bytes(parts[0][16..20].try_into().unwrap());
+        assert_eq!(size as usize, whole.len());
+        assert_eq!(crc, crc32fast::hash(&whole));
+        assert_eq!(&parts[0][20..23], b"BZh");
+        let mut re = Reassembler::new(Duration::from_secs(1));
+        let reply = re.push(Instant::now(), &parts[0]).unwrap().unwrap();
+        assert_eq!(reply, whole);
+        // GoldSrc has no compressed layout: the same flag changes nothing there.
+        let mut goldsrc = A2sResponder::new(Style::GoldSrc, false, 42).with_compression(true);
+        let parts = ask(&mut goldsrc, from, &request);
+        assert!(parts.len() >= 4);
+        assert!(parts.iter().all(|p| p[4..8] != [0; 4] && p[7] & 0x80 == 0));
+        // Short replies are never split, so never compressed.
+        let info = ask(&mut packed, from, &Packet::InfoRequest { challenge: None });
+        assert!(matches!(Packet::decode(&info[0]), Ok(Packet::Info(_))));
     }
 }

@@ -96,8 +96,17 @@ fn rules(n: usize) -> Rules {
 fn a2s_query_goes_through_every_challenge_and_a_split_reply() {
     let t0 = Instant::now();
     let mut q = ServerQuery::new(target(), ME, Request::ALL, config());
-    assert_eq!(sent(&mut q, t0), [Packet::InfoRequest { challenge: None }]);
-    // The server wants a challenge for INFO.
+    // INFO, and PLAYER with -1 to learn the challenge, in one round.
+    assert_eq!(
+        sent(&mut q, t0),
+        [
+            Packet::InfoRequest { challenge: None },
+            Packet::PlayerRequest {
+                challenge: NO_CHALLENGE
+            }
+        ]
+    );
+    // The server wants a challenge for INFO; both requests get the same one.
     q.handle_datagram(
         t0 + ms(5),
         target(),
@@ -105,26 +114,38 @@ fn a2s_query_goes_through_every_challenge_and_a_split_reply() {
     );
     assert_eq!(
         sent(&mut q, t0 + ms(5)),
-        [Packet::InfoRequest {
-            challenge: Some(0xAABB_CCDD)
-        }]
+        [
+            Packet::InfoRequest {
+                challenge: Some(0xAABB_CCDD)
+            },
+            Packet::PlayerRequest {
+                challenge: 0xAABB_CCDD
+            },
+            Packet::RulesRequest {
+                challenge: 0xAABB_CCDD
+            }
+        ]
     );
+    q.handle_datagram(
+        t0 + ms(5),
+        target(),
+        &bytes(&Packet::Challenge(0xAABB_CCDD)),
+    );
+    assert!(sent(&mut q, t0 + ms(5)).is_empty());
     q.handle_datagram(
         t0 + ms(25),
         target(),
         &bytes(&Packet::Info(Box::new(info(440)))),
     );
-    // PLAYER reuses the challenge; the server replaces it once.
-    assert_eq!(
-        sent(&mut q, t0 + ms(25)),
-        [Packet::PlayerRequest {
-            challenge: 0xAABB_CCDD
-        }]
-    );
+    assert!(sent(&mut q, t0 + ms(25)).is_empty());
+    // The server replaces the challenge: PLAYER and RULES again with the new one.
     q.handle_datagram(t0 + ms(30), target(), &bytes(&Packet::Challenge(7)));
     assert_eq!(
         sent(&mut q, t0 + ms(30)),
-        [Packet::PlayerRequest { challenge: 7 }]
+        [
+            Packet::PlayerRequest { challenge: 7 },
+            Packet::RulesRequest { challenge: 7 }
+        ]
     );
     // 300 players in a split reply, parts reversed.
     let reply = bytes(&Packet::Players(players(300)));
@@ -135,10 +156,7 @@ fn a2s_query_goes_through_every_challenge_and_a_split_reply() {
         assert!(q.poll_event().is_none());
         q.handle_datagram(t0 + ms(40), target(), p);
     }
-    assert_eq!(
-        sent(&mut q, t0 + ms(40)),
-        [Packet::RulesRequest { challenge: 7 }]
-    );
+    assert!(sent(&mut q, t0 + ms(40)).is_empty());
     q.handle_datagram(t0 + ms(50), target(), &bytes(&Packet::Rules(rules(5))));
     assert!(sent(&mut q, t0 + ms(50)).is_empty());
     let Some(Event::Done(s)) = q.poll_event() else {
@@ -196,22 +214,32 @@ fn a2s_query_info_only_without_challenge() {
 }
 
 #[test]
-fn a2s_query_refuses_a_second_info_challenge() {
+fn a2s_query_refuses_a_server_that_keeps_changing_its_challenge() {
     let t0 = Instant::now();
     let mut q = ServerQuery::new(target(), ME, Request::ALL, config());
     let _ = sent(&mut q, t0);
     q.handle_datagram(t0, target(), &bytes(&Packet::Challenge(1)));
-    assert_eq!(sent(&mut q, t0).len(), 1);
+    assert_eq!(sent(&mut q, t0).len(), 3);
     // The same challenge again (answer to a re-sent request) changes nothing.
     q.handle_datagram(t0, target(), &bytes(&Packet::Challenge(1)));
     assert!(q.poll_event().is_none());
-    q.handle_datagram(t0, target(), &bytes(&Packet::Challenge(2)));
+    assert!(sent(&mut q, t0).is_empty());
+    // Two replacements are followed, a third refuses the server.
+    for c in [2, 3] {
+        q.handle_datagram(t0, target(), &bytes(&Packet::Challenge(c)));
+        assert_eq!(
+            sent(&mut q, t0)[0],
+            Packet::InfoRequest { challenge: Some(c) }
+        );
+    }
+    q.handle_datagram(t0, target(), &bytes(&Packet::Challenge(4)));
     assert_eq!(
         q.poll_event(),
         Some(Event::Failed(QueryError::Rejected(
-            "the server asked for a challenge again"
+            "the server kept changing its challenge"
         )))
     );
+    assert_eq!(q.poll_timeout(), None);
 }
 
 #[test]
@@ -225,7 +253,8 @@ fn a2s_query_retries_on_the_shared_schedule_then_times_out() {
         q.handle_timeout(now);
         sends += sent(&mut q, now).len();
     }
-    assert_eq!(sends, 3);
+    // Three rounds of INFO and PLAYER with -1, as for a single request.
+    assert_eq!(sends, 6);
     assert_eq!(now, t0 + ms(300));
     assert_eq!(q.poll_event(), Some(Event::Failed(QueryError::Timeout)));
 }
@@ -236,7 +265,9 @@ fn a2s_query_missing_players_and_split_parts_leave_a_partial_result() {
     let mut q = ServerQuery::new(target(), ME, Request::ALL, config());
     let _ = sent(&mut q, t0);
     q.handle_datagram(t0, target(), &bytes(&Packet::Info(Box::new(info(440)))));
-    assert_eq!(sent(&mut q, t0).len(), 1);
+    assert!(sent(&mut q, t0).is_empty());
+    q.handle_datagram(t0, target(), &bytes(&Packet::Challenge(9)));
+    assert_eq!(sent(&mut q, t0).len(), 2);
     // Only the first part of a split PLAYER reply ever comes.
     let reply = bytes(&Packet::Players(players(200)));
     let parts = encode_parts(Layout::Source { size_field: true }, 5, &reply, 1248);
@@ -325,12 +356,8 @@ fn a2s_query_goldsrc_info_and_abort() {
         bots: 0,
     };
     q.handle_datagram(t0, target(), &bytes(&Packet::GoldSrcInfo(Box::new(g))));
-    assert_eq!(
-        sent(&mut q, t0),
-        [Packet::PlayerRequest {
-            challenge: NO_CHALLENGE
-        }]
-    );
+    // PLAYER with -1 went out with INFO: nothing new to send until its challenge comes.
+    assert!(sent(&mut q, t0).is_empty());
     q.abort(t0 + ms(50));
     let Some(Event::Done(s)) = q.poll_event() else {
         panic!("not done");
@@ -341,7 +368,10 @@ fn a2s_query_goldsrc_info_and_abort() {
         s.raw_field("address"),
         Some(&RawValue::Text(decode_text(b"127.0.0.1:27015")))
     );
-    assert_eq!(s.partial.unwrap().reason, "aborted before the PLAYER reply");
+    assert_eq!(
+        s.partial.unwrap().reason,
+        "aborted before the PLAYER and RULES replies"
+    );
     // Aborting before INFO fails.
     let mut q = ServerQuery::new(target(), ME, Request::ALL, config());
     let _ = sent(&mut q, t0);
@@ -396,12 +426,8 @@ fn a2s_query_reassembles_a_goldsrc_split_info_and_a_bzip2_player_list() {
     assert_eq!(parts.len(), 2);
     q.handle_datagram(t0 + ms(4), target(), &parts[1]);
     q.handle_datagram(t0 + ms(5), target(), &parts[0]);
-    assert_eq!(
-        sent(&mut q, t0 + ms(5)),
-        [Packet::PlayerRequest {
-            challenge: NO_CHALLENGE
-        }]
-    );
+    assert!(sent(&mut q, t0 + ms(5)).is_empty());
+    // An old server answers PLAYER with -1 with its list, no challenge asked.
     let list = bytes(&Packet::Players(players(150)));
     let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
     e.write_all(&list).unwrap();
@@ -425,4 +451,114 @@ fn a2s_query_reassembles_a_goldsrc_split_info_and_a_bzip2_player_list() {
     assert_eq!(s.ping, Some(ms(5)));
     assert_eq!(s.players.len(), 150);
     assert_eq!(s.partial, None);
+}
+
+#[test]
+fn a2s_query_of_a_server_without_info_challenge_takes_two_round_trips() {
+    let t0 = Instant::now();
+    let mut q = ServerQuery::new(target(), ME, Request::ALL, config());
+    assert_eq!(sent(&mut q, t0).len(), 2);
+    q.handle_datagram(
+        t0 + ms(2),
+        target(),
+        &bytes(&Packet::Info(Box::new(info(240)))),
+    );
+    q.handle_datagram(t0 + ms(2), target(), &bytes(&Packet::Challenge(5)));
+    assert_eq!(
+        sent(&mut q, t0 + ms(2)),
+        [
+            Packet::PlayerRequest { challenge: 5 },
+            Packet::RulesRequest { challenge: 5 }
+        ]
+    );
+    // RULES, then PLAYER: either order completes the query.
+    q.handle_datagram(t0 + ms(4), target(), &bytes(&Packet::Rules(rules(3))));
+    assert!(q.poll_event().is_none());
+    q.handle_datagram(t0 + ms(4), target(), &bytes(&Packet::Players(players(2))));
+    let Some(Event::Done(s)) = q.poll_event() else {
+        panic!("not done");
+    };
+    assert_eq!((s.players.len(), s.rules.len()), (2, 3));
+    assert_eq!(s.ping, Some(ms(2)));
+    assert_eq!(s.partial, None);
+}
+
+#[test]
+fn a2s_query_keeps_asking_while_the_server_answers_something() {
+    // retries = 2: a request alone is sent three times; here PLAYER is lost three times in a
+    // row, but RULES came back meanwhile, so PLAYER gets its fourth send and the list.
+    let t0 = Instant::now();
+    let mut q = ServerQuery::new(target(), ME, Request::ALL, config());
+    let _ = sent(&mut q, t0);
+    q.handle_datagram(t0, target(), &bytes(&Packet::Info(Box::new(info(240)))));
+    q.handle_datagram(t0, target(), &bytes(&Packet::Challenge(5)));
+    assert_eq!(sent(&mut q, t0).len(), 2);
+    let mut player_sends = 1;
+    let mut now = t0;
+    let event = loop {
+        if let Some(ev) = q.poll_event() {
+            break ev;
+        }
+        now = q.poll_timeout().expect("a timer while the query runs");
+        q.handle_timeout(now);
+        for p in sent(&mut q, now) {
+            match p {
+                Packet::RulesRequest { challenge: 5 } => {
+                    q.handle_datagram(now, target(), &bytes(&Packet::Rules(rules(1))));
+                }
+                Packet::PlayerRequest { challenge: 5 } => {
+                    player_sends += 1;
+                    if player_sends == 4 {
+                        q.handle_datagram(now, target(), &bytes(&Packet::Players(players(4))));
+                    }
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(now < t0 + Duration::from_secs(5));
+    };
+    assert_eq!(player_sends, 4);
+    assert_eq!(now, t0 + ms(300));
+    let Event::Done(s) = event else {
+        panic!("not done");
+    };
+    assert_eq!((s.players.len(), s.rules.len()), (4, 1));
+    assert_eq!(s.partial, None);
+}
+
+#[test]
+fn a2s_query_resends_at_once_a_request_whose_successor_was_answered() {
+    let t0 = Instant::now();
+    let mut q = ServerQuery::new(target(), ME, Request::ALL, config());
+    let _ = sent(&mut q, t0);
+    q.handle_datagram(t0 + ms(1), target(), &bytes(&Packet::Challenge(5)));
+    assert_eq!(sent(&mut q, t0 + ms(1)).len(), 3);
+    let deadline = q.poll_timeout();
+    // RULES came back, INFO and PLAYER (asked before it) did not: both are lost, and go
+    // again now rather than a timeout later; the round's timer keeps running.
+    q.handle_datagram(t0 + ms(3), target(), &bytes(&Packet::Rules(rules(2))));
+    assert_eq!(
+        sent(&mut q, t0 + ms(3)),
+        [
+            Packet::InfoRequest { challenge: Some(5) },
+            Packet::PlayerRequest { challenge: 5 }
+        ]
+    );
+    assert_eq!(q.poll_timeout(), deadline);
+    // Once per round: PLAYER answered, INFO still missing, nothing more goes early.
+    q.handle_datagram(t0 + ms(4), target(), &bytes(&Packet::Players(players(1))));
+    assert!(sent(&mut q, t0 + ms(4)).is_empty());
+    // The timer re-sends what is still missing.
+    let at = q.poll_timeout().unwrap();
+    q.handle_timeout(at);
+    assert_eq!(
+        sent(&mut q, at),
+        [Packet::InfoRequest { challenge: Some(5) }]
+    );
+    q.handle_datagram(at, target(), &bytes(&Packet::Info(Box::new(info(240)))));
+    let Some(Event::Done(s)) = q.poll_event() else {
+        panic!("not done");
+    };
+    assert_eq!((s.players.len(), s.rules.len()), (1, 2));
+    assert_eq!(s.ping, Some(Duration::ZERO));
 }
