@@ -417,8 +417,14 @@ async fn a_ddnet_delete_is_acknowledged_once_stored() {
         !listed_addresses(http).await.contains(&url),
         "gone from the lists"
     );
+    // Its retry is answered as the store stands: still not stored (503), or stored by a
+    // later write that found room in the log the failed one left (a delete adds no rows) —
+    // never "could not find registered server".
     let (status, answer) = leaving.delete(http).await;
-    assert_eq!(status, 503, "its retry, still not stored: {answer}");
+    assert!(
+        status == 503 || (status, answer.as_str()) == (200, SUCCESS),
+        "its retry: {status} {answer}"
+    );
 
     std::fs::remove_file(&filler).unwrap();
     let (status, answer) = leaving.delete(http).await;
