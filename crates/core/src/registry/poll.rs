@@ -568,7 +568,7 @@ fn push_packed(packed: &mut String, text: &str) {
 }
 
 /// Rules as a [`Rules`] or a [`PollInfo`] keeps them, borrowed: `key NUL value NUL …`, a key
-/// of [`KNOWN_KEYS`] as its code.
+/// of the common ones (`protocol`, `gametype`, `gamename`, …) as its two-byte code.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct RulesView<'a>(&'a str);
 
