@@ -42,7 +42,7 @@ use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
 use muster_core::config::{HumanDuration, LimitsConfig};
 use muster_core::drops::DropReason;
 use muster_core::registry::{
-    Face, GameAddr, PollFields, PollInfo, Record, Registration, Rules, ServerKey, short,
+    Face, GameAddr, PollFields, PollInfo, Registration, Rules, ServerKey, short,
 };
 use muster_core::views::Snapshot;
 
@@ -180,49 +180,12 @@ impl Facts {
     }
 }
 
-/// One listed server as the lists see it: its record (for the texts the filters read,
-/// borrowed when a list is asked) and the heartbeat's facts, copied (a few bytes).
+/// One listed server as the lists see it.
 #[derive(Debug)]
 struct Entry {
     addr: SocketAddr,
-    facts: Facts,
-    record: Arc<Record>,
-}
-
-/// Longest text of a [`Version`] (`255.255.255`).
-const VERSION_TEXT: usize = 11;
-
-impl Entry {
-    /// What the filters look at, its texts borrowed from the record; `version` is a buffer
-    /// for the version's text.
-    fn server_facts<'a>(&'a self, version: &'a mut [u8; VERSION_TEXT]) -> ServerFacts<'a> {
-        let f = &self.facts;
-        let info = self.record.info.as_deref();
-        let text = |t: Option<&'a str>| t.map_or(&[][..], str::as_bytes);
-        let mut w = &mut version[..];
-        let written = std::io::Write::write_fmt(&mut w, format_args!("{}", f.version))
-            .map(|()| VERSION_TEXT - w.len())
-            .unwrap_or(0);
-        ServerFacts {
-            addr: Some(self.addr),
-            dedicated: f.server_type == b'd',
-            secure: f.secure,
-            password: f.password,
-            linux: f.os == b'l',
-            proxy: f.server_type == b'p',
-            nat: f.nat,
-            lan: f.lan,
-            players: info.map_or(0, |i| i.num_players),
-            max_players: info.map_or(0, |i| i.max_players),
-            bots: u32::from(f.bots),
-            gamedir: self.record.key.game.as_bytes(),
-            map: text(info.map(PollInfo::map)),
-            protocol: Some(u32::from(f.protocol)),
-            app_id: None,
-            name: text(info.map(PollInfo::name)),
-            version: version.get(..written).unwrap_or_default(),
-        }
-    }
+    region: Region,
+    facts: ServerFacts,
 }
 
 /// The Half-Life / Xash3D master face. See the module docs.
@@ -290,14 +253,41 @@ fn entries(view: &Snapshot, facts: &HashMap<SocketAddr, Facts>, ipv6: bool) -> A
                 if addr.is_ipv6() != ipv6 {
                     return None;
                 }
-                let facts = facts
+                let info = r.info.as_deref();
+                let f = facts
                     .get(&addr)
                     .cloned()
-                    .unwrap_or_else(|| Facts::unknown(r.info.as_deref()));
+                    .unwrap_or_else(|| Facts::unknown(info));
+                let f = &f;
+                let players = info.map_or(0, |i| i.num_players);
+                let name = info
+                    .map(|i| i.name().as_bytes().to_vec())
+                    .unwrap_or_default();
+                let map = info
+                    .map(|i| i.map().as_bytes().to_vec())
+                    .unwrap_or_default();
                 Some(Entry {
                     addr,
-                    facts,
-                    record: Arc::clone(r),
+                    region: f.region,
+                    facts: ServerFacts {
+                        addr: Some(addr),
+                        dedicated: f.server_type == b'd',
+                        secure: f.secure,
+                        password: f.password,
+                        linux: f.os == b'l',
+                        proxy: f.server_type == b'p',
+                        nat: f.nat,
+                        lan: f.lan,
+                        players,
+                        max_players: info.map_or(0, |i| i.max_players),
+                        bots: u32::from(f.bots),
+                        gamedir: r.key.game.as_bytes().to_vec(),
+                        map,
+                        protocol: Some(u32::from(f.protocol)),
+                        app_id: None,
+                        name,
+                        version: f.version.to_string().into_bytes(),
+                    },
                 })
             })
             .collect();
@@ -460,12 +450,11 @@ impl ValveFace {
         let old_client = clver.flatten().is_some_and(|v| v < Version::new(0, 20));
         let ipv6 = from.is_ipv6();
         let all = entries(cx.view, &self.facts, ipv6);
-        let mut version = [0u8; VERSION_TEXT];
         let chosen: Vec<SocketAddr> = all
             .iter()
-            .filter(|e| e.facts.region == req.region)
-            .filter(|e| !old_client || e.facts.protocol == 48)
-            .filter(|e| filter.matches(&e.server_facts(&mut version), Semantics::Xash))
+            .filter(|e| e.region == req.region)
+            .filter(|e| !old_client || e.facts.protocol == Some(48))
+            .filter(|e| filter.matches(&e.facts, Semantics::Xash))
             .map(|e| e.addr)
             .collect();
         let datagrams: Vec<Bytes> = if clver.is_some() {
