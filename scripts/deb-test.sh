@@ -72,7 +72,7 @@ getent passwd "$user" >/dev/null || fail "postinst made no user $user"
 # Loopback only: HTTP on a free port, the other faces off.
 conf=/etc/muster/muster.toml
 sed -i -e '/^\[listen\]/,/^\[/{s|^http = .*|http = "127.0.0.1:0"|' \
-    -e 's/^\(gameagent\|gamespy_udp\|gamespy_tcp\|teeworlds07\|teeworlds06\|mgmt\|quake3\) = .*/\1 = "off"/}' \
+    -e 's/^\(gameagent\|gamespy_udp\|gamespy_tcp\|teeworlds07\|teeworlds06\|mgmt\|quake3\|valve\) = .*/\1 = "off"/}' \
     "$conf"
 
 say "starting as $user: $exec_start"
