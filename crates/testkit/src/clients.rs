@@ -1,7 +1,7 @@
 //! The client peers: qstat (`quakestat`), gamedig and opengsq, each run with a bounded timeout.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -223,6 +223,48 @@ pub struct PythonA2s {
     pub python: PathBuf,
 }
 
+/// The peers venv's Python (`.peers/venv/bin/python`), once it imports `module`; `peer` names
+/// what is missing otherwise.
+fn venv_python_with(peer: &'static str, module: &str) -> Result<PathBuf, Missing> {
+    let python = peers_dir().join("venv/bin/python");
+    if !python.is_file() {
+        return Err(Missing {
+            peer,
+            detail: format!("no {}", python.display()),
+        });
+    }
+    let mut cmd = Command::new(&python);
+    cmd.args(["-c", &format!("import {module}")]);
+    let out = run_bounded(cmd, format!("python -c 'import {module}'"), CLIENT_TIMEOUT);
+    if out.success() {
+        Ok(python)
+    } else {
+        Err(Missing {
+            peer,
+            detail: format!("{} cannot import {module}", python.display()),
+        })
+    }
+}
+
+/// Runs `script` with `addr`'s host and port as its arguments: the JSON it prints, or the
+/// whole run when it failed (`label` names it in a timeout).
+fn run_json_script(
+    python: &Path,
+    script: &str,
+    addr: SocketAddr,
+    label: &str,
+) -> Result<serde_json::Value, Output> {
+    let host = addr.ip().to_string();
+    let port = addr.port().to_string();
+    let mut cmd = Command::new(python);
+    cmd.args(["-c", script, &host, &port]);
+    let out = run_bounded(cmd, label.into(), CLIENT_TIMEOUT);
+    if !out.success() {
+        return Err(out);
+    }
+    serde_json::from_slice(&out.stdout).map_err(|_| out)
+}
+
 /// What the query script prints: INFO, PLAYER and RULES as one JSON object.
 const PYTHON_A2S_SCRIPT: &str = r#"
 import json, sys
@@ -243,24 +285,7 @@ print(json.dumps({
 impl PythonA2s {
     /// Looks for `.peers/venv/bin/python` with the `a2s` module.
     pub fn find() -> Result<Self, Missing> {
-        let python = peers_dir().join("venv/bin/python");
-        if !python.is_file() {
-            return Err(Missing {
-                peer: "python-a2s",
-                detail: format!("no {}", python.display()),
-            });
-        }
-        let mut cmd = Command::new(&python);
-        cmd.args(["-c", "import a2s"]);
-        let out = run_bounded(cmd, "python -c 'import a2s'".into(), CLIENT_TIMEOUT);
-        if out.success() {
-            Ok(Self { python })
-        } else {
-            Err(Missing {
-                peer: "python-a2s",
-                detail: format!("{} cannot import a2s", python.display()),
-            })
-        }
+        venv_python_with("python-a2s", "a2s").map(|python| Self { python })
     }
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.
@@ -272,15 +297,7 @@ impl PythonA2s {
     /// `a2s.info`, `a2s.players` and `a2s.rules` of `addr` (2 s each): the JSON the script
     /// prints, or the whole run when it failed.
     pub fn query(&self, addr: SocketAddr) -> Result<serde_json::Value, Output> {
-        let host = addr.ip().to_string();
-        let port = addr.port().to_string();
-        let mut cmd = Command::new(&self.python);
-        cmd.args(["-c", PYTHON_A2S_SCRIPT, &host, &port]);
-        let out = run_bounded(cmd, "python-a2s query".into(), CLIENT_TIMEOUT);
-        if !out.success() {
-            return Err(out);
-        }
-        serde_json::from_slice(&out.stdout).map_err(|_| out)
+        run_json_script(&self.python, PYTHON_A2S_SCRIPT, addr, "python-a2s query")
     }
 }
 
@@ -312,24 +329,7 @@ print(json.dumps({
 impl A2squery {
     /// Looks for `.peers/venv/bin/python` with the `a2squery` module.
     pub fn find() -> Result<Self, Missing> {
-        let python = peers_dir().join("venv/bin/python");
-        if !python.is_file() {
-            return Err(Missing {
-                peer: "a2squery",
-                detail: format!("no {}", python.display()),
-            });
-        }
-        let mut cmd = Command::new(&python);
-        cmd.args(["-c", "import a2squery"]);
-        let out = run_bounded(cmd, "python -c 'import a2squery'".into(), CLIENT_TIMEOUT);
-        if out.success() {
-            Ok(Self { python })
-        } else {
-            Err(Missing {
-                peer: "a2squery",
-                detail: format!("{} cannot import a2squery", python.display()),
-            })
-        }
+        venv_python_with("a2squery", "a2squery").map(|python| Self { python })
     }
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.
@@ -341,14 +341,6 @@ impl A2squery {
     /// `info()`, `players()` and `rules()` of `addr` (2 s timeout each): the JSON the script
     /// prints, or the whole run when it failed.
     pub fn query(&self, addr: SocketAddr) -> Result<serde_json::Value, Output> {
-        let host = addr.ip().to_string();
-        let port = addr.port().to_string();
-        let mut cmd = Command::new(&self.python);
-        cmd.args(["-c", A2SQUERY_SCRIPT, &host, &port]);
-        let out = run_bounded(cmd, "a2squery query".into(), CLIENT_TIMEOUT);
-        if !out.success() {
-            return Err(out);
-        }
-        serde_json::from_slice(&out.stdout).map_err(|_| out)
+        run_json_script(&self.python, A2SQUERY_SCRIPT, addr, "a2squery query")
     }
 }

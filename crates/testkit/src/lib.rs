@@ -116,6 +116,23 @@ pub fn peers_dir() -> PathBuf {
     std::env::var_os("MUSTER_PEERS_DIR").map_or_else(|| repo_root().join(".peers"), PathBuf::from)
 }
 
+/// `<peers>/bin/NAME`, a peer `scripts/install-peers.sh` builds from `source`; `peer` names it
+/// when it is missing.
+pub(crate) fn built_peer(peer: &'static str, name: &str, source: &str) -> Result<PathBuf, Missing> {
+    let bin = peers_dir().join("bin").join(name);
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(Missing {
+            peer,
+            detail: format!(
+                "no {}; install-peers.sh builds it from the {source} source",
+                bin.display()
+            ),
+        })
+    }
+}
+
 /// The path of a fixture under `crates/proto/tests/fixtures/`.
 pub fn fixture_path(rel: &str) -> PathBuf {
     repo_root().join("crates/proto/tests/fixtures").join(rel)

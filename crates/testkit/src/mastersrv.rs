@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::net::{free_udp_port, loopback};
 use super::process::{ChildGuard, ScratchDir};
-use super::{Missing, peers_dir, require};
+use super::{Missing, built_peer, require};
 
 /// How long one HTTP exchange with the master may take.
 pub const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -138,18 +138,7 @@ pub struct Mastersrv {
 impl Mastersrv {
     /// Looks for `<peers>/bin/mastersrv`.
     pub fn find() -> Result<Self, Missing> {
-        let bin = peers_dir().join("bin/mastersrv");
-        if bin.is_file() {
-            Ok(Self { bin })
-        } else {
-            Err(Missing {
-                peer: "mastersrv (DDNet)",
-                detail: format!(
-                    "no {}; install-peers.sh builds it from the ddnet-mastersrv source",
-                    bin.display()
-                ),
-            })
-        }
+        built_peer("mastersrv (DDNet)", "mastersrv", "ddnet-mastersrv").map(|bin| Self { bin })
     }
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.

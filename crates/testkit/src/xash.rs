@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::net::{free_udp_port, loopback};
 use super::process::{ChildGuard, ScratchDir};
-use super::{Missing, peers_dir, require};
+use super::{Missing, built_peer, require};
 
 /// How long the master may take to start answering.
 pub const START_LIMIT: Duration = Duration::from_secs(15);
@@ -25,18 +25,7 @@ pub struct XashMaster {
 impl XashMaster {
     /// Looks for `<peers>/bin/xash3d-master`.
     pub fn find() -> Result<Self, Missing> {
-        let bin = peers_dir().join("bin/xash3d-master");
-        if bin.is_file() {
-            Ok(Self { bin })
-        } else {
-            Err(Missing {
-                peer: "xash3d-master",
-                detail: format!(
-                    "no {}; install-peers.sh builds it from the xash3d-master source",
-                    bin.display()
-                ),
-            })
-        }
+        built_peer("xash3d-master", "xash3d-master", "xash3d-master").map(|bin| Self { bin })
     }
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.
@@ -131,18 +120,7 @@ pub struct XashQuery {
 impl XashQuery {
     /// Looks for `<peers>/bin/xash3d-query`.
     pub fn find() -> Result<Self, Missing> {
-        let bin = peers_dir().join("bin/xash3d-query");
-        if bin.is_file() {
-            Ok(Self { bin })
-        } else {
-            Err(Missing {
-                peer: "xash3d-query",
-                detail: format!(
-                    "no {}; install-peers.sh builds it from the xash3d-master source",
-                    bin.display()
-                ),
-            })
-        }
+        built_peer("xash3d-query", "xash3d-query", "xash3d-master").map(|bin| Self { bin })
     }
 
     /// [`find`](Self::find) with the skip-or-fail rule applied.
