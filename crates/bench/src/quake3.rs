@@ -14,14 +14,13 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use muster_proto::quake3::{InfoString, Packet, Word};
 use tokio::net::UdpSocket;
 
-use crate::procs::KillOnDrop;
 use crate::side::{self, Ask, BoxFuture, Family, ListRead, SideArgs, Started};
 
 /// The game every emulated server plays and every client asks for.
@@ -193,20 +192,13 @@ async fn start_dpmaster(
     let _ = std::fs::create_dir_all("/var/empty");
     let port = side::free_udp_port()?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let child = Command::new(bin)
-        .args(["-l", "127.0.0.1", "-p"])
+    let mut cmd = Command::new(bin);
+    cmd.args(["-l", "127.0.0.1", "-p"])
         .arg(port.to_string())
         .arg("-n")
         .arg(max.max(1).to_string())
-        .args(["-N", "0", "--allow-loopback", "-v", "1"])
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(dir.join(format!("{tag}.stdout")))?)
-        .stderr(std::fs::File::create(dir.join(format!("{tag}.stderr")))?)
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let mut proc = KillOnDrop(child);
-    side::wait_answering(family, &mut proc, addr, dir, tag).await?;
-    Ok((proc, addr))
+        .args(["-N", "0", "--allow-loopback", "-v", "1"]);
+    side::spawn_peer(family, cmd, addr, dir, tag).await
 }
 
 impl Family for Quake3 {

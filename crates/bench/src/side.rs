@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use tokio::net::UdpSocket;
 
 use crate::master::stats::{Client, Phase, Rate, Request, Spent, measure, rss_kib};
@@ -199,6 +199,26 @@ pub(crate) async fn wait_answering<F: Family + ?Sized>(
             bail!("{} did not answer on {addr} within 10 s", family.peer());
         }
     }
+}
+
+/// Starts the peer as `cmd` (its program and arguments set), its output into `dir` as
+/// `TAG.stdout` and `TAG.stderr`, and waits until it answers on `addr`.
+pub(crate) async fn spawn_peer<F: Family + ?Sized>(
+    family: &F,
+    mut cmd: std::process::Command,
+    addr: SocketAddr,
+    dir: &Path,
+    tag: &str,
+) -> anyhow::Result<Started> {
+    let child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(dir.join(format!("{tag}.stdout")))?)
+        .stderr(std::fs::File::create(dir.join(format!("{tag}.stderr")))?)
+        .spawn()
+        .with_context(|| format!("starting {}", cmd.get_program().to_string_lossy()))?;
+    let mut proc = KillOnDrop(child);
+    wait_answering(family, &mut proc, addr, dir, tag).await?;
+    Ok((proc, addr))
 }
 
 /// A list client for [`measure`]: one request, the whole list read, its size checked.

@@ -17,16 +17,15 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use muster_proto::valve_master::{
     ChallengeReply, ChallengeRequest, Heartbeat, ListReply, ListRequest, Region, ServerPacket,
 };
 use tokio::net::UdpSocket;
 
-use crate::procs::KillOnDrop;
 use crate::side::{self, Ask, BoxFuture, Family, ListRead, SideArgs, Started};
 
 /// The game directory every emulated server runs and every client asks for.
@@ -179,19 +178,12 @@ async fn start_xash(
             per_address.clamp(1, usize::from(u16::MAX))
         ),
     )?;
-    let child = Command::new(bin)
-        .args(["-i", "127.0.0.1", "-p"])
+    let mut cmd = Command::new(bin);
+    cmd.args(["-i", "127.0.0.1", "-p"])
         .arg(port.to_string())
         .args(["-l", "error", "-c"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(dir.join(format!("{tag}.stdout")))?)
-        .stderr(std::fs::File::create(dir.join(format!("{tag}.stderr")))?)
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let mut proc = KillOnDrop(child);
-    side::wait_answering(family, &mut proc, addr, dir, tag).await?;
-    Ok((proc, addr))
+        .arg(&config);
+    side::spawn_peer(family, cmd, addr, dir, tag).await
 }
 
 impl Family for Valve {
