@@ -590,6 +590,20 @@ impl Registry {
         self.register_changed(reg, now).0
     }
 
+    /// [`Registry::register`] for a face where one address is one server: the face's records
+    /// at the same address under another key (another game) are removed first.
+    pub fn register_replacing(&mut self, reg: Registration, now: Timestamp) -> Outcome {
+        let stale: Vec<ServerKey> = self
+            .at_addr(&reg.key.addr)
+            .filter(|r| r.face == reg.face && r.key != reg.key)
+            .map(|r| r.key.clone())
+            .collect();
+        for k in stale {
+            self.remove(&k);
+        }
+        self.register(reg, now)
+    }
+
     /// [`Registry::register`], and whether it changed anything beyond the record's times
     /// (always for an added or relisted record).
     fn register_changed(&mut self, reg: Registration, now: Timestamp) -> (Outcome, bool) {

@@ -105,6 +105,23 @@ fn register_lists_at_once_and_counts() {
 }
 
 #[test]
+fn register_replacing_keeps_one_record_per_address_and_face() {
+    let mut r = Registry::new(RegistryConfig::default());
+    let addr = v4(1, 27015);
+    let other_face = reg("q3", addr, Face::Quake3);
+    assert_eq!(r.register(other_face.clone(), T0), Outcome::Added);
+    let hl = reg("valve", addr, Face::Valve);
+    assert_eq!(r.register_replacing(hl.clone(), T0), Outcome::Added);
+    // The same address under another game replaces the face's record, not the other face's.
+    let cs = reg("cstrike", addr, Face::Valve);
+    assert_eq!(r.register_replacing(cs.clone(), at(1)), Outcome::Added);
+    assert!(r.get(&hl.key).is_none());
+    assert!(r.get(&cs.key).is_some());
+    assert!(r.get(&other_face.key).is_some());
+    assert_eq!(r.register_replacing(cs, at(2)), Outcome::Refreshed);
+}
+
+#[test]
 fn game_names_are_lower_cased_in_keys() {
     let k = ServerKey::new("UT2", GameAddr::Ip(v4(1, 7777)));
     assert_eq!(k.game, "ut2");

@@ -550,17 +550,7 @@ impl Quake3Face {
         }
         let key = ServerKey::new(&game, GameAddr::Ip(from));
         // One server is one record: the same address under another game is replaced.
-        let stale: Vec<ServerKey> = cx
-            .registry
-            .lock()
-            .at_addr(&key.addr)
-            .filter(|r| r.face == Face::Quake3 && r.key != key)
-            .map(|r| r.key.clone())
-            .collect();
-        for k in stale {
-            cx.registry.lock().remove(&k);
-        }
-        let out = cx.registry.lock().register(
+        let out = cx.registry.lock().register_replacing(
             Registration {
                 key: key.clone(),
                 face: Face::Quake3,
