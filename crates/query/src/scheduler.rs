@@ -35,8 +35,10 @@
 //! With `adaptive` on, each attempt's timeout is an RTO (see [`crate::rto`]): the server's own
 //! estimate once it has answered, otherwise the population's, which also applies to attempts
 //! already on their way (those of servers not heard from wait in send order in one queue, so
-//! a new estimate applies at once). Each retransmission doubles it; `attempt_timeout` caps it
-//! and is used until anything is known.
+//! a new estimate applies at once). A server's own estimate gives way to a shorter population
+//! estimate, down to a quarter more than its own smoothed round trip: its first sample may
+//! have been taken while the first burst queued. Each retransmission doubles it;
+//! `attempt_timeout` caps it and is used until anything is known.
 //!
 //! # Backlog
 //!
@@ -392,9 +394,16 @@ where
         if !t.adaptive {
             return t.max;
         }
-        let base = match own {
-            Some(e) => e.rto(),
-            None => self.population.rto().unwrap_or(t.max),
+        let population = self.population.rto();
+        let base = match (own, population) {
+            // A server's first sample is often taken while a scan's first burst queues at the
+            // servers, and its RTO (three times that sample) would hold every later attempt of
+            // that server long after the queue drained. Once the population's estimate is
+            // shorter, it applies, but never below a quarter more than the server's own
+            // smoothed round trip: a server slower than the rest is not re-sent to early.
+            (Some(e), Some(p)) => e.rto().min(p.max(e.srtt.saturating_mul(5) / 4)),
+            (Some(e), None) => e.rto(),
+            (None, p) => p.unwrap_or(t.max),
         };
         backed_off(base.clamp(t.min, t.max), backoff, t.max)
     }
