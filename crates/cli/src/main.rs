@@ -14,6 +14,7 @@ mod scan;
 mod serve;
 mod signal;
 mod stdout;
+mod steam_web;
 mod target;
 mod timing;
 mod verbosity;

@@ -10,5 +10,6 @@ mod pacing;
 mod packaging;
 mod postgres;
 mod quake3;
+mod steam_web;
 mod ux;
 mod watch;
