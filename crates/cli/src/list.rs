@@ -15,6 +15,7 @@ use crate::exit;
 use crate::output::{Column, Filter, Filterable, Format, Table, note, plural};
 use crate::protocols::ProtocolArg;
 use crate::query::UsageError;
+use crate::resume;
 use crate::steam_web;
 use crate::timing::TimingArgs;
 use crate::verbosity::Verbosity;
@@ -438,6 +439,187 @@ async fn fetch_web(args: &ListArgs, key: &str) -> anyhow::Result<(Vec<Listed>, O
     }
 }
 
+/// What the page hook of a paged Valve list shares with the command.
+#[derive(Debug, Default)]
+struct Paging {
+    /// Where the list stands.
+    progress: Option<muster_query::lists::ValveProgress>,
+    /// Every server of the pages read, in order, once.
+    servers: Vec<SocketAddr>,
+    seen: std::collections::HashSet<SocketAddr>,
+    /// The resume file could not be written.
+    save_error: Option<std::io::Error>,
+}
+
+/// `-p valve` with `--resume FILE` and/or `--max-pages N`: the paged list from FILE's resume
+/// point (or the start), FILE rewritten after every page. Ctrl-C ends the run with the servers
+/// read so far printed and FILE holding where they end.
+async fn fetch_paged(
+    args: &ListArgs,
+    source: &str,
+) -> anyhow::Result<(Vec<Listed>, Option<String>)> {
+    use muster_proto::valve_master::packet::SEED;
+    let ask = ListAsk {
+        game: args.game.as_deref(),
+        protocol_version: args.protocol_version,
+        master_filter: args.master_filter.as_deref(),
+    };
+    let MasterSource::Valve(addr, list_ask) = master_source(MasterKind::Valve, source, ask).await?
+    else {
+        unreachable!("a valve source");
+    };
+    let filter = String::from_utf8_lossy(&list_ask.filter).into_owned();
+    let region = list_ask.region.0;
+    let file = args.resume.clone();
+    let previous = file.as_deref().map(resume::load).transpose()?.flatten();
+    let (from, pages_before) = match (&previous, &file) {
+        (Some(state), Some(path)) => {
+            if state.filter != filter || state.region != region {
+                return Err(UsageError(format!(
+                    "--resume {}: it holds another query (filter {:?}, region {}), not this \
+                     one (filter {filter:?}, region {region}); remove it or name another file",
+                    path.display(),
+                    state.filter,
+                    state.region
+                ))
+                .into());
+            }
+            if state.complete {
+                note(&format!(
+                    "muster: {}: the list was complete; asking it again from {SEED}",
+                    path.display()
+                ));
+                (SEED, 0)
+            } else {
+                if state.master != addr.to_string() {
+                    note(&format!(
+                        "muster: {}: recorded at master {}, going on at {addr}",
+                        path.display(),
+                        state.master
+                    ));
+                }
+                note(&format!(
+                    "muster: resuming the list after {} ({} read before, from {})",
+                    state.last,
+                    plural(state.pages as usize, "page"),
+                    path.display()
+                ));
+                (state.last, state.pages)
+            }
+        }
+        _ => (SEED, 0),
+    };
+    let shared = std::sync::Arc::new(std::sync::Mutex::new(Paging::default()));
+    let hook = {
+        let shared = shared.clone();
+        let file = file.clone();
+        let master = addr.to_string();
+        let filter = filter.clone();
+        Box::new(
+            move |p: &muster_query::lists::ValveProgress, servers: &[SocketAddr]| {
+                let Ok(mut paging) = shared.lock() else {
+                    return;
+                };
+                paging.progress = Some(*p);
+                for s in servers {
+                    if paging.seen.insert(*s) {
+                        paging.servers.push(*s);
+                    }
+                }
+                let Some(path) = &file else {
+                    return;
+                };
+                let state = resume::ResumeState {
+                    format: resume::FORMAT.to_owned(),
+                    master: master.clone(),
+                    region,
+                    filter: filter.clone(),
+                    last: p.last,
+                    pages: pages_before.saturating_add(u64::from(p.pages)),
+                    complete: p.complete,
+                };
+                if let Err(e) = resume::save(path, &state) {
+                    tracing::error!("cannot write {}: {e}", path.display());
+                    paging.save_error.get_or_insert(e);
+                }
+            },
+        )
+    };
+    tracing::info!("asking the valve master {source} for its list, a page every 2 s");
+    let options = args.timing.options();
+    let run =
+        muster_query::lists::valve_list_from(addr, list_ask, from, args.max_pages, hook, &options);
+    let (result, interrupted) = tokio::select! {
+        r = run => (Some(r), false),
+        () = crate::signal::shutdown() => (None, true),
+    };
+    let (servers, progress, save_error) = {
+        let mut paging = shared
+            .lock()
+            .map_err(|_| anyhow::anyhow!("page hook panicked"))?;
+        (
+            std::mem::take(&mut paging.servers),
+            paging.progress,
+            paging.save_error.take(),
+        )
+    };
+    if let Some(e) = save_error {
+        let path = file.as_deref().unwrap_or_else(|| std::path::Path::new("?"));
+        anyhow::bail!("cannot write the resume file {}: {e}", path.display());
+    }
+    let listed = match result {
+        Some(Ok(entries)) => {
+            let mut out = Vec::with_capacity(entries.len());
+            for e in entries {
+                out.push(Listed::of(e, MasterKind::Valve, args.game.as_deref()).await);
+            }
+            out
+        }
+        Some(Err(f)) => return Ok((Vec::new(), Some(format!("{addr}: {f}")))),
+        // Interrupted: what the pages brought so far.
+        None => {
+            let mut out = Vec::with_capacity(servers.len());
+            for e in muster_query::lists::valve_entries(&servers) {
+                out.push(Listed::of(e, MasterKind::Valve, args.game.as_deref()).await);
+            }
+            out
+        }
+    };
+    let Some(p) = progress else {
+        return Ok((listed, None));
+    };
+    let go_on = match &file {
+        Some(path) => format!(
+            "{} holds {}: run again with --resume {} to go on",
+            path.display(),
+            p.last,
+            path.display()
+        ),
+        None => format!("the next page starts after {}", p.last),
+    };
+    let pages = plural(p.pages as usize, "page");
+    if p.complete {
+        tracing::info!("{addr}: the list is complete after {pages}");
+        return Ok((listed, None));
+    }
+    if interrupted {
+        return Ok((listed, Some(format!("interrupted after {pages}; {go_on}"))));
+    }
+    if args.max_pages.is_some_and(|m| p.pages >= m) {
+        note(&format!(
+            "muster: stopped after {pages} (--max-pages); {go_on}"
+        ));
+        return Ok((listed, None));
+    }
+    Ok((
+        listed,
+        Some(format!(
+            "{addr}: the list ended after {pages}, before its last page (the master \
+             stopped answering, or --deadline passed); {go_on}"
+        )),
+    ))
+}
+
 /// Fetch one master's list. `Ok((list, Some(error)))` when the master (or a list URL) did
 /// not answer or answered no list; an error when the input is wrong (exit code 2: a bad
 /// address, an unreadable file or one that is not a list). `list` and `scan` say what they ask
@@ -525,10 +707,22 @@ pub(crate) async fn run(args: ListArgs, verbosity: Verbosity) -> anyhow::Result<
             }
             fetch_web(&args, key).await?
         }
-        _ => {
+        (MasterKind::Valve, None) if args.resume.is_some() || args.max_pages.is_some() => {
             let Some(source) = args.source.as_deref() else {
                 return Err(UsageError("MASTER is required (the master to ask)".into()).into());
             };
+            fetch_paged(&args, source).await?
+        }
+        (kind, _) => {
+            let Some(source) = args.source.as_deref() else {
+                return Err(UsageError("MASTER is required (the master to ask)".into()).into());
+            };
+            if kind != MasterKind::Valve && (args.resume.is_some() || args.max_pages.is_some()) {
+                return Err(UsageError(
+                    "--resume and --max-pages are for the Valve master query (-p valve)".into(),
+                )
+                .into());
+            }
             fetch(
                 args.protocol,
                 source,

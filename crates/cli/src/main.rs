@@ -10,6 +10,7 @@ mod list;
 mod output;
 mod protocols;
 mod query;
+mod resume;
 mod scan;
 mod serve;
 mod signal;

@@ -12,4 +12,5 @@ mod postgres;
 mod quake3;
 mod steam_web;
 mod ux;
+mod valve_resume;
 mod watch;
