@@ -269,5 +269,14 @@ fn steam_web_api_flags_are_checked_and_documented() {
     let out = muster(&["list", "--help"], Some(KEY));
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--steam-key") && help.contains("MUSTER_STEAM_KEY"));
+    // The Valve paragraph says how paging, resuming and the Web API work.
+    for words in [
+        "Valve masters (-p valve",
+        "--resume FILE keeps the",
+        "--max-pages N stops",
+        "IGameServersService/GetServerList",
+    ] {
+        assert!(help.contains(words), "{words:?} in {help}");
+    }
     assert!(!help.contains(KEY), "{help}");
 }
