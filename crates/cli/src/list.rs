@@ -128,7 +128,8 @@ pub(crate) struct ListArgs {
     #[arg(long, value_name = "URL", default_value = steam_web::DEFAULT_BASE)]
     pub steam_api: String,
     /// valve with --steam-key: ask for at most N servers.
-    #[arg(long, value_name = "N", default_value_t = steam_web::DEFAULT_LIMIT)]
+    #[arg(long, value_name = "N", default_value_t = steam_web::DEFAULT_LIMIT,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
     /// valve (UDP): keep the paging position in FILE, written after every page; a later run
     /// with the same FILE, filter and region continues after the last address it holds.
@@ -704,6 +705,11 @@ pub(crate) async fn run(args: ListArgs, verbosity: Verbosity) -> anyhow::Result<
                         .into(),
                 )
                 .into());
+            }
+            if let Some(master) = &args.source {
+                note(&format!(
+                    "muster: --steam-key given: reading Steam's Web API, not the master {master}"
+                ));
             }
             fetch_web(&args, key).await?
         }

@@ -193,6 +193,8 @@ fn steam_web_api_list_asks_with_key_filter_and_limit_and_prints_its_facts() {
     );
     assert!(stdout.contains("Dust all day"), "{stdout}");
     assert!(!stdout.contains("Second"), "filtered out: {stdout}");
+    // MASTER is not asked (hl2master.invalid would not even resolve), and stderr says so.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not the master hl2master.invalid"));
 }
 
 /// Runs a list against an API answering `answer`: exit code 1, the key nowhere, and stderr
@@ -208,6 +210,8 @@ fn fails_naming(answer: Answer, cause: &str) {
             KEY,
             "--steam-api",
             &base,
+            // Every log line, the HTTP client's included: the key shows in none.
+            "-vvv",
         ],
         None,
     );
