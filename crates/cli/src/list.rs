@@ -467,7 +467,7 @@ async fn fetch_paged(
     };
     let MasterSource::Valve(addr, list_ask) = master_source(MasterKind::Valve, source, ask).await?
     else {
-        unreachable!("a valve source");
+        anyhow::bail!("a valve master source was expected");
     };
     let filter = String::from_utf8_lossy(&list_ask.filter).into_owned();
     let region = list_ask.region.0;
