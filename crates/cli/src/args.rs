@@ -57,7 +57,17 @@ Quake III / DarkPlaces masters (dpmaster, -p quake3, port 27950): without --game
 `getservers <N> empty full` (IPv4 servers of the games that send no name: Quake III Arena,
 OpenArena, RtCW, ET); with --game NAME (Quake3Arena, Xonotic, q3urt43, …) it asks
 `getserversExt NAME <N> empty full`, which lists IPv6 servers too. N is --protocol-version
-(default 68). The list comes in several datagrams until the master's EOT mark.";
+(default 68). The list comes in several datagrams until the master's EOT mark.
+
+Valve masters (-p valve, port 27010): the list comes a page per request, each asked after the
+previous page's last address, one every 2 s (the masters answer about 30 requests a minute).
+--game NAME asks for \\gamedir\\NAME, --master-filter adds conditions. --resume FILE keeps the
+place in FILE after every page; a later run with the same FILE and filter goes on after the
+last address read (a file of another query is refused, a complete list starts over), and
+--max-pages N stops a run after N pages. With --steam-key KEY (or MUSTER_STEAM_KEY) the list
+comes instead from Steam's Web API (IGameServersService/GetServerList, same filter, at most
+--limit servers, base URL --steam-api) in one reply, with names, maps and players; the key is
+never printed.";
 
 const SCAN_HELP: &str = concat!(
     "\

@@ -15,6 +15,8 @@ use crate::exit;
 use crate::output::{Column, Filter, Filterable, Format, Table, note, plural};
 use crate::protocols::ProtocolArg;
 use crate::query::UsageError;
+use crate::resume;
+use crate::steam_web;
 use crate::timing::TimingArgs;
 use crate::verbosity::Verbosity;
 
@@ -112,11 +114,36 @@ pub(crate) struct ListArgs {
     /// `players>0`, `name~text`, `full=false`, `lobby=open` (management server).
     #[arg(long = "filter", value_name = "EXPR", value_parser = Filter::parse)]
     pub filters: Vec<Filter>,
+    /// valve: read Steam's Web API server list (`IGameServersService/GetServerList`) with
+    /// this Web API key instead of asking MASTER over UDP; same filter (without the automatic
+    /// `\clver\`). The key is never printed.
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "MUSTER_STEAM_KEY",
+        hide_env_values = true
+    )]
+    pub steam_key: Option<String>,
+    /// valve with --steam-key: the Web API's base URL.
+    #[arg(long, value_name = "URL", default_value = steam_web::DEFAULT_BASE)]
+    pub steam_api: String,
+    /// valve with --steam-key: ask for at most N servers.
+    #[arg(long, value_name = "N", default_value_t = steam_web::DEFAULT_LIMIT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+    /// valve (UDP): keep the paging position in FILE, written after every page; a later run
+    /// with the same FILE, filter and region continues after the last address it holds.
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<std::path::PathBuf>,
+    /// valve (UDP): stop after N pages (with --resume, the next run goes on from there).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_pages: Option<u32>,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// The master: host:port (UDP/TCP masters), an http(s) URL or a file (ddnet, ut2003-text).
-    #[arg(value_name = "MASTER")]
-    pub source: String,
+    /// Not needed with -p valve --steam-key.
+    #[arg(value_name = "MASTER", required_unless_present = "steam_key")]
+    pub source: Option<String>,
 }
 
 /// One listed server, in the address model of the master's API: `address` is what a player
@@ -141,12 +168,18 @@ pub(crate) struct Listed {
     /// The name, when the list carries one (DDNet, management server).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The map, when the list carries it (Steam's Web API).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map: Option<String>,
     /// Players, when the list carries them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub num_players: Option<u32>,
     /// Slots, when the list carries them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_players: Option<u32>,
+    /// What Steam's Web API says besides (steamid, appid, gamedir, bots, …).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub steam: Option<steam_web::SteamFacts>,
     /// A management server's lobby state.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lobby: Option<LobbyResult>,
@@ -227,8 +260,10 @@ impl Listed {
             resolved_address,
             master_protocol: kind.name(),
             name: entry.name,
+            map: None,
             num_players: entry.num_players,
             max_players: entry.max_players,
+            steam: None,
             lobby: entry.lobby.map(LobbyResult::of),
             game_key,
             game_name,
@@ -243,7 +278,7 @@ impl Filterable for Listed {
         self.name.as_deref()
     }
     fn map(&self) -> Option<&str> {
-        None
+        self.map.as_deref()
     }
     fn num_players(&self) -> Option<u32> {
         self.num_players
@@ -313,19 +348,7 @@ async fn master_source(
             MasterSource::Quake3(addr().await?, request)
         }
         MasterKind::Valve => {
-            let mut filter = String::new();
-            if let Some(g) = game {
-                filter.push_str("\\gamedir\\");
-                filter.push_str(g);
-            }
-            if let Some(f) = ask.master_filter {
-                filter.push_str(f);
-            }
-            if !filter.contains("\\clver\\") {
-                filter.push_str("\\clver\\0.21");
-            }
-            muster_proto::valve_master::Filter::parse(filter.as_bytes())
-                .map_err(|e| UsageError(format!("bad master filter {filter:?}: {e}")))?;
+            let filter = valve_filter(ask, true)?;
             let addr = addr().await?;
             // A Xash3D master asked over IPv6 answers with 18-byte IPv6 entries.
             let mut list = muster_proto::valve_master::query::ListAsk::new(filter.as_bytes());
@@ -335,6 +358,267 @@ async fn master_source(
         MasterKind::Ddnet => MasterSource::Ddnet(Document::parse(source)),
         MasterKind::Ut2003Text => MasterSource::Ut2003Text(Document::parse(source)),
     })
+}
+
+/// The Valve filter string of `ask`: `\\gamedir\\GAME` for --game, then --master-filter, then
+/// (for the UDP masters, `clver`) `\\clver\\0.21` unless the filter names a version.
+fn valve_filter(ask: ListAsk<'_>, clver: bool) -> Result<String, UsageError> {
+    let mut filter = String::new();
+    if let Some(g) = ask.game {
+        filter.push_str("\\gamedir\\");
+        filter.push_str(g);
+    }
+    if let Some(f) = ask.master_filter {
+        filter.push_str(f);
+    }
+    if clver && !filter.contains("\\clver\\") {
+        filter.push_str("\\clver\\0.21");
+    }
+    muster_proto::valve_master::Filter::parse(filter.as_bytes())
+        .map_err(|e| UsageError(format!("bad master filter {filter:?}: {e}")))?;
+    Ok(filter)
+}
+
+/// How long the Web API may take without --deadline.
+const WEB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Steam's Web API list for `-p valve --steam-key`: the rows, or the error that left none.
+async fn fetch_web(args: &ListArgs, key: &str) -> anyhow::Result<(Vec<Listed>, Option<String>)> {
+    let ask = ListAsk {
+        game: args.game.as_deref(),
+        protocol_version: args.protocol_version,
+        master_filter: args.master_filter.as_deref(),
+    };
+    let web = steam_web::WebAsk {
+        base: args.steam_api.clone(),
+        key: key.to_owned(),
+        filter: valve_filter(ask, false)?,
+        limit: args.limit,
+    };
+    let base = web.base.trim_end_matches('/');
+    tracing::info!(
+        "asking Steam's Web API at {base} for its server list (filter {:?}, at most {})",
+        web.filter,
+        plural(web.limit as usize, "server")
+    );
+    match steam_web::list(&web, args.timing.deadline.unwrap_or(WEB_TIMEOUT)).await {
+        Ok(entries) => {
+            let game_key = args
+                .game
+                .as_deref()
+                .and_then(muster_proto::games::normalize);
+            let game_name = game_key
+                .as_deref()
+                .and_then(muster_proto::games::display_name);
+            let out: Vec<Listed> = entries
+                .into_iter()
+                .map(|e| Listed {
+                    address: e.game.to_string(),
+                    address_is_game: true,
+                    query_address: Some(show_addr(e.query)),
+                    resolved_address: Resolved::NotApplicable,
+                    master_protocol: MasterKind::Valve.name(),
+                    name: e.name,
+                    map: e.map,
+                    num_players: e.players,
+                    max_players: e.max_players,
+                    steam: Some(e.facts),
+                    lobby: None,
+                    game_key: game_key.clone(),
+                    game_name,
+                    game: Some(e.game),
+                    query: Some(e.query),
+                })
+                .collect();
+            tracing::info!("Steam's Web API listed {}", plural(out.len(), "server"));
+            Ok((out, None))
+        }
+        Err(steam_web::WebError::BadBase(b)) => {
+            Err(UsageError(format!("--steam-api {b:?} is not an http(s) URL")).into())
+        }
+        Err(e) => Ok((Vec::new(), Some(e.to_string()))),
+    }
+}
+
+/// What the page hook of a paged Valve list shares with the command.
+#[derive(Debug, Default)]
+struct Paging {
+    /// Where the list stands.
+    progress: Option<muster_query::lists::ValveProgress>,
+    /// Every server of the pages read, in order, once.
+    servers: Vec<SocketAddr>,
+    seen: std::collections::HashSet<SocketAddr>,
+    /// The resume file could not be written.
+    save_error: Option<std::io::Error>,
+}
+
+/// `-p valve` with `--resume FILE` and/or `--max-pages N`: the paged list from FILE's resume
+/// point (or the start), FILE rewritten after every page. Ctrl-C ends the run with the servers
+/// read so far printed and FILE holding where they end.
+async fn fetch_paged(
+    args: &ListArgs,
+    source: &str,
+) -> anyhow::Result<(Vec<Listed>, Option<String>)> {
+    use muster_proto::valve_master::packet::SEED;
+    let ask = ListAsk {
+        game: args.game.as_deref(),
+        protocol_version: args.protocol_version,
+        master_filter: args.master_filter.as_deref(),
+    };
+    let MasterSource::Valve(addr, list_ask) = master_source(MasterKind::Valve, source, ask).await?
+    else {
+        anyhow::bail!("a valve master source was expected");
+    };
+    let filter = String::from_utf8_lossy(&list_ask.filter).into_owned();
+    let region = list_ask.region.0;
+    let file = args.resume.clone();
+    let previous = file.as_deref().map(resume::load).transpose()?.flatten();
+    let (from, pages_before) = match (&previous, &file) {
+        (Some(state), Some(path)) => {
+            if state.filter != filter || state.region != region {
+                return Err(UsageError(format!(
+                    "--resume {}: it holds another query (filter {:?}, region {}), not this \
+                     one (filter {filter:?}, region {region}); remove it or name another file",
+                    path.display(),
+                    state.filter,
+                    state.region
+                ))
+                .into());
+            }
+            if state.complete {
+                note(&format!(
+                    "muster: {}: the list was complete; asking it again from {SEED}",
+                    path.display()
+                ));
+                (SEED, 0)
+            } else {
+                if state.master != addr.to_string() {
+                    note(&format!(
+                        "muster: {}: recorded at master {}, going on at {addr}",
+                        path.display(),
+                        state.master
+                    ));
+                }
+                note(&format!(
+                    "muster: resuming the list after {} ({} read before, from {})",
+                    state.last,
+                    plural(state.pages as usize, "page"),
+                    path.display()
+                ));
+                (state.last, state.pages)
+            }
+        }
+        _ => (SEED, 0),
+    };
+    let shared = std::sync::Arc::new(std::sync::Mutex::new(Paging::default()));
+    let hook = {
+        let shared = shared.clone();
+        let file = file.clone();
+        let master = addr.to_string();
+        let filter = filter.clone();
+        Box::new(
+            move |p: &muster_query::lists::ValveProgress, servers: &[SocketAddr]| {
+                let Ok(mut paging) = shared.lock() else {
+                    return;
+                };
+                paging.progress = Some(*p);
+                for s in servers {
+                    if paging.seen.insert(*s) {
+                        paging.servers.push(*s);
+                    }
+                }
+                let Some(path) = &file else {
+                    return;
+                };
+                let state = resume::ResumeState {
+                    format: resume::FORMAT.to_owned(),
+                    master: master.clone(),
+                    region,
+                    filter: filter.clone(),
+                    last: p.last,
+                    pages: pages_before.saturating_add(u64::from(p.pages)),
+                    complete: p.complete,
+                };
+                if let Err(e) = resume::save(path, &state) {
+                    tracing::error!("cannot write {}: {e}", path.display());
+                    paging.save_error.get_or_insert(e);
+                }
+            },
+        )
+    };
+    tracing::info!("asking the valve master {source} for its list, a page every 2 s");
+    let options = args.timing.options();
+    let run =
+        muster_query::lists::valve_list_from(addr, list_ask, from, args.max_pages, hook, &options);
+    let (result, interrupted) = tokio::select! {
+        r = run => (Some(r), false),
+        () = crate::signal::shutdown() => (None, true),
+    };
+    let (servers, progress, save_error) = {
+        let mut paging = shared
+            .lock()
+            .map_err(|_| anyhow::anyhow!("page hook panicked"))?;
+        (
+            std::mem::take(&mut paging.servers),
+            paging.progress,
+            paging.save_error.take(),
+        )
+    };
+    if let Some(e) = save_error {
+        let path = file.as_deref().unwrap_or_else(|| std::path::Path::new("?"));
+        anyhow::bail!("cannot write the resume file {}: {e}", path.display());
+    }
+    let listed = match result {
+        Some(Ok(entries)) => {
+            let mut out = Vec::with_capacity(entries.len());
+            for e in entries {
+                out.push(Listed::of(e, MasterKind::Valve, args.game.as_deref()).await);
+            }
+            out
+        }
+        Some(Err(f)) => return Ok((Vec::new(), Some(format!("{addr}: {f}")))),
+        // Interrupted: what the pages brought so far.
+        None => {
+            let mut out = Vec::with_capacity(servers.len());
+            for e in muster_query::lists::valve_entries(&servers) {
+                out.push(Listed::of(e, MasterKind::Valve, args.game.as_deref()).await);
+            }
+            out
+        }
+    };
+    let Some(p) = progress else {
+        return Ok((listed, None));
+    };
+    let go_on = match &file {
+        Some(path) => format!(
+            "{} holds {}: run again with --resume {} to go on",
+            path.display(),
+            p.last,
+            path.display()
+        ),
+        None => format!("the next page starts after {}", p.last),
+    };
+    let pages = plural(p.pages as usize, "page");
+    if p.complete {
+        tracing::info!("{addr}: the list is complete after {pages}");
+        return Ok((listed, None));
+    }
+    if interrupted {
+        return Ok((listed, Some(format!("interrupted after {pages}; {go_on}"))));
+    }
+    if args.max_pages.is_some_and(|m| p.pages >= m) {
+        note(&format!(
+            "muster: stopped after {pages} (--max-pages); {go_on}"
+        ));
+        return Ok((listed, None));
+    }
+    Ok((
+        listed,
+        Some(format!(
+            "{addr}: the list ended after {pages}, before its last page (the master \
+             stopped answering, or --deadline passed); {go_on}"
+        )),
+    ))
 }
 
 /// Fetch one master's list. `Ok((list, Some(error)))` when the master (or a list URL) did
@@ -411,18 +695,54 @@ fn doc_kind(kind: MasterKind) -> &'static str {
 
 pub(crate) async fn run(args: ListArgs, verbosity: Verbosity) -> anyhow::Result<u8> {
     let started = std::time::Instant::now();
-    let (listed, error) = fetch(
-        args.protocol,
-        &args.source,
-        ListAsk {
-            game: args.game.as_deref(),
-            protocol_version: args.protocol_version,
-            master_filter: args.master_filter.as_deref(),
-        },
-        &args.timing,
-        tracing::Level::INFO,
-    )
-    .await?;
+    let key = args.steam_key.as_deref().filter(|k| !k.is_empty());
+    let (listed, error) = match (args.protocol, key) {
+        (MasterKind::Valve, Some(key)) => {
+            if args.resume.is_some() || args.max_pages.is_some() {
+                return Err(UsageError(
+                    "--resume and --max-pages page the UDP master query; Steam's Web API \
+                     (--steam-key) answers in one reply"
+                        .into(),
+                )
+                .into());
+            }
+            if let Some(master) = &args.source {
+                note(&format!(
+                    "muster: --steam-key given: reading Steam's Web API, not the master {master}"
+                ));
+            }
+            fetch_web(&args, key).await?
+        }
+        (MasterKind::Valve, None) if args.resume.is_some() || args.max_pages.is_some() => {
+            let Some(source) = args.source.as_deref() else {
+                return Err(UsageError("MASTER is required (the master to ask)".into()).into());
+            };
+            fetch_paged(&args, source).await?
+        }
+        (kind, _) => {
+            let Some(source) = args.source.as_deref() else {
+                return Err(UsageError("MASTER is required (the master to ask)".into()).into());
+            };
+            if kind != MasterKind::Valve && (args.resume.is_some() || args.max_pages.is_some()) {
+                return Err(UsageError(
+                    "--resume and --max-pages are for the Valve master query (-p valve)".into(),
+                )
+                .into());
+            }
+            fetch(
+                args.protocol,
+                source,
+                ListAsk {
+                    game: args.game.as_deref(),
+                    protocol_version: args.protocol_version,
+                    master_filter: args.master_filter.as_deref(),
+                },
+                &args.timing,
+                tracing::Level::INFO,
+            )
+            .await?
+        }
+    };
     let total = listed.len();
     let listed: Vec<Listed> = listed
         .into_iter()
@@ -473,6 +793,7 @@ fn table(listed: &[Listed]) -> Table {
         Column::right("PLAYERS", 9),
         Column::left("LOBBY", 6),
         Column::left("MODE", 12),
+        Column::left("MAP", 24),
         Column::left("NAME", 48),
     ]);
     for l in listed {
@@ -498,6 +819,7 @@ fn table(listed: &[Listed]) -> Table {
                 .as_ref()
                 .map(|l| l.mode.to_owned())
                 .unwrap_or_default(),
+            l.map.clone().unwrap_or_default(),
             l.name.clone().unwrap_or_default(),
         ]);
     }

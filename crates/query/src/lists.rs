@@ -373,6 +373,181 @@ pub async fn list_one(
     }
 }
 
+/// Where a paged Valve list stands after a page (what `--resume` keeps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValveProgress {
+    /// Pages (reply datagrams) received in this run.
+    pub pages: u32,
+    /// The last address received so far: the seed the next page is asked with, and where a
+    /// later run resumes. The run's start seed until a page brings an address.
+    pub last: SocketAddr,
+    /// Whether a page ended with the zero address: the list is complete.
+    pub complete: bool,
+}
+
+/// Told every page of a resumable Valve list, as soon as the page is read: where the list
+/// stands, and the page's servers (zero-port entries left out). It runs inside the engine's
+/// task: keep it short (writing a small file is fine).
+pub type OnValvePage = Box<dyn FnMut(&ValveProgress, &[SocketAddr]) + Send>;
+
+/// A Valve master's list, paged like [`MasterSource::Valve`] (the master's pace, one page
+/// every [`muster_proto::valve_master::query::PAGE_INTERVAL`]) but resumable: the first
+/// request carries `from` instead of the zero seed (a resume point a previous run recorded),
+/// `on_page` hears after every page where the list stands, and with `max_pages` the run stops
+/// after that many pages (its list then partial, the progress saying where to go on).
+///
+/// # Errors
+///
+/// As [`list_one`]: [`Failure`] when no page came.
+pub async fn valve_list_from(
+    master: SocketAddr,
+    ask: muster_proto::valve_master::query::ListAsk,
+    from: SocketAddr,
+    max_pages: Option<u32>,
+    on_page: OnValvePage,
+    options: &Options,
+) -> Result<Vec<MasterEntry>, Failure> {
+    let list = udp_lists(
+        vec![move |cfg| ResumedValveList::new(master, ask, from, max_pages, on_page, cfg)],
+        options.clone(),
+    )
+    .await?;
+    Ok(entries(&list))
+}
+
+/// The entries of servers a Valve list's pages gave (what [`OnValvePage`] heard), for a run
+/// that ended before [`valve_list_from`] returned.
+#[must_use]
+pub fn valve_entries(servers: &[SocketAddr]) -> Vec<MasterEntry> {
+    servers
+        .iter()
+        .map(|a| MasterEntry::listed(*a, None))
+        .collect()
+}
+
+/// The Valve list machine with a start seed, a page cap and a page hook around it. The inner
+/// machine keeps the paging, pacing and retries; this one reads each page it is fed (to
+/// report progress) and, until the first page, rewrites the seed of the requests it sends.
+struct ResumedValveList {
+    inner: muster_proto::valve_master::query::ListQuery,
+    master: SocketAddr,
+    ipv6: bool,
+    with_key: bool,
+    from: SocketAddr,
+    max_pages: Option<u32>,
+    progress: ValveProgress,
+    stopped: bool,
+    on_page: OnValvePage,
+}
+
+impl std::fmt::Debug for ResumedValveList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResumedValveList")
+            .field("inner", &self.inner)
+            .field("from", &self.from)
+            .field("max_pages", &self.max_pages)
+            .field("progress", &self.progress)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResumedValveList {
+    fn new(
+        master: SocketAddr,
+        ask: muster_proto::valve_master::query::ListAsk,
+        from: SocketAddr,
+        max_pages: Option<u32>,
+        on_page: OnValvePage,
+        config: QueryConfig,
+    ) -> Self {
+        let with_key =
+            muster_proto::valve_master::Filter::parse(&ask.filter).is_ok_and(|f| f.key.is_some());
+        let ipv6 = ask.ipv6;
+        Self {
+            inner: muster_proto::valve_master::query::ListQuery::new(master, ask, config),
+            master,
+            ipv6,
+            with_key,
+            from,
+            max_pages,
+            progress: ValveProgress {
+                pages: 0,
+                last: from,
+                complete: false,
+            },
+            stopped: false,
+            on_page,
+        }
+    }
+}
+
+impl QueryMachine for ResumedValveList {
+    type Output = ServerList;
+
+    fn handle_datagram(&mut self, now: std::time::Instant, from: SocketAddr, datagram: &[u8]) {
+        if self.stopped || from != self.master {
+            return;
+        }
+        let page =
+            muster_proto::valve_master::ListReply::decode(datagram, self.ipv6, self.with_key);
+        self.inner.handle_datagram(now, from, datagram);
+        let Ok(page) = page else {
+            return;
+        };
+        self.progress.pages = self.progress.pages.saturating_add(1);
+        if let Some(last) = page.servers.iter().rev().find(|a| a.port() != 0) {
+            self.progress.last = *last;
+        }
+        self.progress.complete |= page.complete;
+        let servers: Vec<SocketAddr> = page.servers.into_iter().filter(|a| a.port() != 0).collect();
+        (self.on_page)(&self.progress, &servers);
+        if !self.progress.complete && self.max_pages.is_some_and(|m| self.progress.pages >= m) {
+            self.stopped = true;
+            self.inner.abort(now);
+        }
+    }
+
+    fn handle_timeout(&mut self, now: std::time::Instant) {
+        self.inner.handle_timeout(now);
+    }
+
+    fn poll_transmit(
+        &mut self,
+        now: std::time::Instant,
+        buf: &mut Vec<u8>,
+    ) -> Option<muster_proto::query::Transmit> {
+        let start = buf.len();
+        let transmit = self.inner.poll_transmit(now, buf)?;
+        // Until a page comes the inner machine asks from the zero seed; ask from `from`.
+        if self.progress.pages == 0 && self.from != muster_proto::valve_master::packet::SEED {
+            if let Ok(mut request) =
+                muster_proto::valve_master::ListRequest::decode(buf.get(start..)?)
+            {
+                request.last = self.from;
+                buf.truncate(start);
+                buf.extend_from_slice(&request.encode());
+            }
+        }
+        Some(transmit)
+    }
+
+    fn poll_timeout(&self) -> Option<std::time::Instant> {
+        self.inner.poll_timeout()
+    }
+
+    fn poll_event(&mut self) -> Option<Event<ServerList>> {
+        self.inner.poll_event()
+    }
+
+    fn set_attempt_timeout(&mut self, timeout: Duration) {
+        self.inner.set_attempt_timeout(timeout);
+    }
+
+    fn abort(&mut self, now: std::time::Instant) {
+        self.inner.abort(now);
+    }
+}
+
 /// Ask every master of `sources` at once; each result comes as soon as that master is done,
 /// with its index in `sources`. The stream yields exactly one item per source, then ends.
 /// Must be called within a tokio runtime; dropping the stream stops nothing already asked.
@@ -606,6 +781,130 @@ mod tests {
         };
         assert_eq!(a.to_string(), "Bomber.Example.:40000");
         assert_eq!(a.ip(), None);
+    }
+
+    mod resumed {
+        use std::sync::{Arc, Mutex};
+        use std::time::Instant;
+
+        use muster_proto::valve_master::packet::SEED;
+        use muster_proto::valve_master::query::{ListAsk, PAGE_INTERVAL};
+        use muster_proto::valve_master::{ListReply, ListRequest};
+
+        use super::*;
+
+        const MASTER: &str = "127.0.0.1:27010";
+
+        fn page(servers: &[&str], complete: bool) -> Vec<u8> {
+            ListReply {
+                key: None,
+                servers: servers.iter().map(|s| s.parse().unwrap()).collect(),
+                complete,
+            }
+            .encode()
+        }
+
+        fn machine(
+            from: &str,
+            max_pages: Option<u32>,
+        ) -> (ResumedValveList, Arc<Mutex<Vec<ValveProgress>>>) {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let hook = seen.clone();
+            let m = ResumedValveList::new(
+                MASTER.parse().unwrap(),
+                ListAsk::new(b"\\gamedir\\valve"),
+                from.parse().unwrap(),
+                max_pages,
+                Box::new(move |p, _| hook.lock().unwrap().push(*p)),
+                QueryConfig {
+                    attempt_timeout: Duration::from_millis(500),
+                    retries: 2,
+                },
+            );
+            (m, seen)
+        }
+
+        fn sent(m: &mut ResumedValveList, now: Instant) -> Option<ListRequest> {
+            let mut buf = Vec::new();
+            m.poll_transmit(now, &mut buf)?;
+            Some(ListRequest::decode(&buf).unwrap())
+        }
+
+        #[test]
+        fn a_resumed_list_asks_from_its_seed_then_follows_the_pages_at_the_pace() {
+            let (mut m, seen) = machine("192.0.2.6:27015", None);
+            let master: SocketAddr = MASTER.parse().unwrap();
+            let t0 = Instant::now();
+            let first = sent(&mut m, t0).unwrap();
+            assert_eq!(first.last, "192.0.2.6:27015".parse().unwrap());
+            assert_eq!(first.filter, b"\\gamedir\\valve");
+            // A re-send before any page keeps the resume seed.
+            let retry_at = m.poll_timeout().unwrap();
+            m.handle_timeout(retry_at);
+            assert_eq!(sent(&mut m, retry_at).unwrap().last, first.last);
+            m.handle_datagram(
+                retry_at,
+                master,
+                &page(&["192.0.2.7:1", "192.0.2.8:1"], false),
+            );
+            assert!(sent(&mut m, retry_at).is_none(), "the next page waits");
+            // The master's pace holds after a resume: the next request PAGE_INTERVAL later,
+            // seeded with the page's last address.
+            assert_eq!(m.poll_timeout(), Some(retry_at + PAGE_INTERVAL));
+            let t1 = retry_at + PAGE_INTERVAL;
+            m.handle_timeout(t1);
+            assert_eq!(
+                sent(&mut m, t1).unwrap().last,
+                "192.0.2.8:1".parse().unwrap()
+            );
+            m.handle_datagram(t1, master, &page(&["192.0.2.9:1"], true));
+            let seen = seen.lock().unwrap().clone();
+            assert_eq!(
+                seen,
+                [
+                    ValveProgress {
+                        pages: 1,
+                        last: "192.0.2.8:1".parse().unwrap(),
+                        complete: false
+                    },
+                    ValveProgress {
+                        pages: 2,
+                        last: "192.0.2.9:1".parse().unwrap(),
+                        complete: true
+                    },
+                ]
+            );
+        }
+
+        #[test]
+        fn a_page_cap_ends_the_run_with_a_partial_list_and_its_progress() {
+            let (mut m, seen) = machine("0.0.0.0:0", Some(2));
+            let master: SocketAddr = MASTER.parse().unwrap();
+            let t0 = Instant::now();
+            assert_eq!(sent(&mut m, t0).unwrap().last, SEED);
+            m.handle_datagram(t0, master, &page(&["192.0.2.1:1", "192.0.2.2:1"], false));
+            let t1 = t0 + PAGE_INTERVAL;
+            m.handle_timeout(t1);
+            assert_eq!(
+                sent(&mut m, t1).unwrap().last,
+                "192.0.2.2:1".parse().unwrap()
+            );
+            m.handle_datagram(t1, master, &page(&["192.0.2.3:1", "192.0.2.4:1"], false));
+            assert!(m.poll_timeout().is_none(), "no third page is asked");
+            assert!(sent(&mut m, t1 + PAGE_INTERVAL).is_none());
+            let Some(Event::Done(list)) = m.poll_event() else {
+                panic!("a list");
+            };
+            assert_eq!(list.servers.len(), 4);
+            assert!(list.partial.is_some());
+            let last = *seen.lock().unwrap().last().unwrap();
+            assert_eq!(last.pages, 2);
+            assert_eq!(last.last, "192.0.2.4:1".parse().unwrap());
+            assert!(!last.complete);
+            // Later datagrams change nothing.
+            m.handle_datagram(t1, master, &page(&["192.0.2.5:1"], true));
+            assert_eq!(seen.lock().unwrap().len(), 2);
+        }
     }
 
     #[tokio::test]

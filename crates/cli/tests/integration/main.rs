@@ -10,5 +10,7 @@ mod pacing;
 mod packaging;
 mod postgres;
 mod quake3;
+mod steam_web;
 mod ux;
+mod valve_resume;
 mod watch;
