@@ -36,8 +36,7 @@
 //! estimate once it has answered, otherwise the population's, which also applies to attempts
 //! already on their way (those of servers not heard from wait in send order in one queue, so
 //! a new estimate applies at once). A server's own estimate gives way to a shorter population
-//! estimate, down to a quarter more than its own smoothed round trip: its first sample may
-//! have been taken while the first burst queued. Each retransmission doubles it;
+//! estimate: its first sample may have been taken while the first burst queued. Each retransmission doubles it;
 //! `attempt_timeout` caps it and is used until anything is known.
 //!
 //! # Backlog
@@ -399,9 +398,10 @@ where
             // A server's first sample is often taken while a scan's first burst queues at the
             // servers, and its RTO (three times that sample) would hold every later attempt of
             // that server long after the queue drained. Once the population's estimate is
-            // shorter, it applies, but never below a quarter more than the server's own
-            // smoothed round trip: a server slower than the rest is not re-sent to early.
-            (Some(e), Some(p)) => e.rto().min(p.max(e.srtt.saturating_mul(5) / 4)),
+            // shorter, it applies: it is at least half again the slowest of the latest
+            // replies, so a server as slow as those is not re-sent to early, and one slower
+            // still costs a spurious re-send, not its answer.
+            (Some(e), Some(p)) => e.rto().min(p),
             (Some(e), None) => e.rto(),
             (None, p) => p.unwrap_or(t.max),
         };
