@@ -170,14 +170,15 @@ const FAMILIES: [Emulated; 6] = [
     },
 ];
 
-/// A farm of one server per family on free loopback ports (12 ports apart): the process and
+/// A farm of one server per family on free loopback ports (13 apart: an
+/// unreal2 probe also tries GameSpy at + 10 and + 12): the process and
 /// each server's game address.
 fn farm(dir: &std::path::Path) -> (Proc, Vec<SocketAddr>) {
-    let base = free_ports(12 * FAMILIES.len() as u16);
+    let base = free_ports(13 * FAMILIES.len() as u16);
     let mut toml = String::from("bind = \"127.0.0.1\"\n");
     let mut addrs = Vec::new();
     for (i, f) in FAMILIES.iter().enumerate() {
-        let port = base + 12 * i as u16;
+        let port = base + 13 * i as u16;
         addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
         toml.push_str(&format!(
             "[[server]]\nprotocol = \"{}\"\nport = {port}\nname = \"{}\"\nmap = \"map{i}\"\nmax_players = 20\n",
@@ -209,8 +210,7 @@ fn farm(dir: &std::path::Path) -> (Proc, Vec<SocketAddr>) {
         .stderr(Stdio::null())
         .spawn()
         .expect("start muster emulate");
-    // Serving once the first line is out is not promised for all; wait for stdout's lines to
-    // stop and then probe with retries below.
+    // Its `listening` lines are drained; readiness is seen by probing until a server is up.
     let stdout = child.stdout.take().expect("stdout");
     std::thread::spawn(move || for _ in BufReader::new(stdout).lines() {});
     (Proc(child), addrs)
@@ -458,4 +458,39 @@ fn serve_probes_a_masters_list_and_every_listed_server() {
     let s = probe(http, &format!("master=gameagent:{dead}"));
     assert_eq!(sample(&s, "muster_master_success", &[]), Some(0.0));
     assert_eq!(sample(&s, "muster_probe_success", &[]), None);
+}
+
+#[test]
+fn exporter_exit_codes_bad_flags_2_address_in_use_3() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_muster"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run muster")
+    };
+    let o = run(&[
+        "exporter",
+        "--listen",
+        "127.0.0.1:0",
+        "--max-concurrent",
+        "0",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--max-concurrent"));
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let o = run(&["exporter", "--listen", &addr]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&addr));
 }
