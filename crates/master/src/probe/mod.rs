@@ -27,6 +27,10 @@ pub use route::{ProbeSettings, router, serve};
 /// `muster_master_servers_omitted`.
 pub const MAX_MASTER_SERIES: usize = 1000;
 
+/// Packets per second a `?master=` probe sends to the listed servers (the CLI's default
+/// `--rate`): a thousand servers take a second to ask, not one burst.
+pub const MASTER_PROBE_RATE: u32 = 1000;
+
 /// Time a probe takes when Prometheus does not say its scrape timeout.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -107,9 +111,15 @@ pub async fn run(request: &ProbeRequest, timeout: Duration) -> Probed {
                 Some(protocol) => {
                     let targets: Vec<Target> = kept
                         .iter()
-                        .filter_map(|e| listed_target(master.kind, protocol, e))
+                        .filter_map(|e| {
+                            listed_target(master.kind, protocol, &e.address, e.query_address)
+                        })
                         .collect();
-                    let mut done = query_many(targets, options(left.max(MIN_PROBE_TIMEOUT)));
+                    let options = Options {
+                        rate: Some(MASTER_PROBE_RATE),
+                        ..options(left.max(MIN_PROBE_TIMEOUT))
+                    };
+                    let mut done = query_many(targets, options);
                     while let Some(outcome) = done.next().await {
                         let server = outcome.tag.address.to_string();
                         let info = outcome.outcome.as_ref().ok().map(|a| &a.info);
@@ -125,8 +135,13 @@ pub async fn run(request: &ProbeRequest, timeout: Duration) -> Probed {
 
 /// The target that asks a server `kind`'s master listed (`None` for a host name: the list
 /// is exported as listed, and host names are not resolved for a scrape).
-fn listed_target(kind: MasterKind, protocol: QueryProtocol, e: &MasterEntry) -> Option<Target> {
-    let ListedAddress::Ip(address) = e.address else {
+fn listed_target(
+    kind: MasterKind,
+    protocol: QueryProtocol,
+    listed: &ListedAddress,
+    query_address: Option<std::net::SocketAddr>,
+) -> Option<Target> {
+    let ListedAddress::Ip(address) = *listed else {
         return None;
     };
     let mut t = Target::new(address, protocol);
@@ -134,7 +149,7 @@ fn listed_target(kind: MasterKind, protocol: QueryProtocol, e: &MasterEntry) -> 
         // GameSpy lists give the query address itself.
         MasterKind::Gamespy => t = t.given_port_only(),
         // The UT2003 list says where GameSpy answers.
-        MasterKind::Ut2003Text => t.gamespy_address = e.query_address,
+        MasterKind::Ut2003Text => t.gamespy_address = query_address,
         _ => {}
     }
     Some(t)
@@ -159,6 +174,41 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    fn ip(a: &str) -> ListedAddress {
+        ListedAddress::Ip(a.parse().unwrap())
+    }
+
+    #[test]
+    fn listed_servers_are_asked_where_their_list_says() {
+        let gs = ip("127.0.0.1:7788");
+        let q = Some("127.0.0.1:7788".parse().unwrap());
+        let t = listed_target(MasterKind::Gamespy, QueryProtocol::Gamespy1, &gs, q).unwrap();
+        assert!(
+            t.given_port_only,
+            "GameSpy lists give the query port itself"
+        );
+        assert_eq!(t.query_address(), "127.0.0.1:7788".parse().unwrap());
+        let ut = ip("127.0.0.1:7777");
+        let q = Some("127.0.0.1:7787".parse().unwrap());
+        let t = listed_target(MasterKind::Ut2003Text, QueryProtocol::Unreal2, &ut, q).unwrap();
+        assert_eq!(t.gamespy_address, Some("127.0.0.1:7787".parse().unwrap()));
+        assert_eq!(t.query_address(), "127.0.0.1:7778".parse().unwrap());
+        let q3 = ip("127.0.0.1:27960");
+        let t = listed_target(MasterKind::Quake3, QueryProtocol::Quake3, &q3, None).unwrap();
+        assert_eq!(
+            t,
+            Target::new("127.0.0.1:27960".parse().unwrap(), QueryProtocol::Quake3)
+        );
+        let host = ListedAddress::Host {
+            host: "example.invalid".into(),
+            port: 1,
+        };
+        assert_eq!(
+            listed_target(MasterKind::Quake3, QueryProtocol::Quake3, &host, None),
+            None
+        );
     }
 
     #[test]
