@@ -494,3 +494,82 @@ fn exporter_exit_codes_bad_flags_2_address_in_use_3() {
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains(&addr));
 }
+
+/// One management-server frame: the length (with the newline), the JSON, a newline.
+fn mgmt_frame(json: &str) -> Vec<u8> {
+    format!("{}{json}\n", json.len() + 1).into_bytes()
+}
+
+#[test]
+fn a_management_servers_list_is_exported_as_listed() {
+    let dir = temp_dir("mgmt");
+    let data = dir.to_string_lossy().to_string();
+    let (_serve, bound) = start(
+        &[
+            "serve",
+            "--data-dir",
+            &data,
+            "--gameagent",
+            "off",
+            "--gamespy-udp",
+            "off",
+            "--gamespy-tcp",
+            "off",
+            "--teeworlds07",
+            "off",
+            "--teeworlds06",
+            "off",
+            "--quake3",
+            "off",
+            "--valve",
+            "off",
+            "--mgmt",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        2,
+    );
+    let faces: HashMap<String, SocketAddr> = bound.into_iter().collect();
+    let (http, mgmt) = (faces["http"], faces["mgmt"]);
+    // A game server registered under a host name, for as long as its connection lives.
+    let mut game = TcpStream::connect(mgmt).unwrap();
+    game.write_all(&mgmt_frame(
+        r#"{"command":"msRegisterGameServer","content":{"serverName":"Feuerland","serverAddress":"localhost","serverPort":40000}}"#,
+    ))
+    .unwrap();
+    game.write_all(&mgmt_frame(
+        r#"{"command":"msUpdateGameServerStats","content":{"players":{"current":3,"max":4},"isLobbyOpen":true,"gameplayMode":2}}"#,
+    ))
+    .unwrap();
+    let query = format!("master=mgmt:{mgmt}");
+    let server = [("server", "localhost:40000")];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let s = loop {
+        let s = probe(http, &query);
+        if sample(&s, "muster_server_players", &server).is_some() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "not listed: {s:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(sample(&s, "muster_master_servers", &[]), Some(1.0), "{s:?}");
+    assert_eq!(
+        sample(&s, "muster_probe_success", &server),
+        Some(1.0),
+        "{s:?}"
+    );
+    assert_eq!(
+        sample(&s, "muster_server_players", &server),
+        Some(3.0),
+        "{s:?}"
+    );
+    assert_eq!(
+        sample(&s, "muster_server_max_players", &server),
+        Some(4.0),
+        "{s:?}"
+    );
+    let named = [("server", "localhost:40000"), ("name", "Feuerland")];
+    assert_eq!(sample(&s, "muster_server_info", &named), Some(1.0), "{s:?}");
+    drop(game);
+}
