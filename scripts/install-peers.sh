@@ -126,6 +126,23 @@ if [ "${#missing[@]}" -gt 0 ]; then
     done
 fi
 
+# --- Prometheus (Debian package): scrapes `muster exporter` in crates/cli/tests/conformance/exporter.rs --
+# Only the server binary is used (no recommends: the node exporter is not needed); the test runs
+# its own instance on loopback with a temporary storage directory.
+if ! deb_installed prometheus; then
+    say "installing Debian package: prometheus"
+    PROM_SUDO=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || die "need root (or sudo) to apt-get install prometheus"
+        PROM_SUDO=(sudo)
+    fi
+    DEBIAN_FRONTEND=noninteractive "${PROM_SUDO[@]}" apt-get update -qq || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive "${PROM_SUDO[@]}" apt-get install -y -qq --no-install-recommends \
+        prometheus >/dev/null || die "apt-get install prometheus failed"
+    deb_installed prometheus || die "Debian package prometheus is still not installed after apt-get install"
+fi
+command -v prometheus >/dev/null || die "prometheus is installed but not on PATH"
+
 # --- gamedig (npm, project-local) --------------------------------------------------------------------
 command -v node >/dev/null || die "node is not on PATH (gamedig needs Node.js >= 16)"
 command -v npm >/dev/null || die "npm is not on PATH"

@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::{emulate, generate, list, query, scan, serve, watch};
+use crate::{emulate, exporter, generate, list, query, scan, serve, watch};
 
 /// How addresses are read, for the commands that take game addresses.
 macro_rules! addresses_help {
@@ -117,6 +117,9 @@ pub(crate) enum Command {
     /// Poll servers at an interval and report what changes: servers up and down, players,
     /// friends, maps, names, full servers.
     Watch(watch::WatchArgs),
+    /// Serve Prometheus probes (GET /probe?target=…&protocol=…, or ?master=…): each scrape
+    /// asks the game server, or a master's whole list, once.
+    Exporter(exporter::ExporterArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(generate::CompletionsArgs),
     /// Print the manual page (roff), or write one per command into a directory.

@@ -5,6 +5,7 @@ mod args;
 mod dto;
 mod emulate;
 mod exit;
+mod exporter;
 mod generate;
 mod list;
 mod output;
@@ -113,6 +114,7 @@ fn main() -> ExitCode {
             Command::Emulate(args) => emulate::run(args).await,
             Command::Serve(args) => serve::run(args, verbosity).await,
             Command::Watch(args) => watch::run(args).await,
+            Command::Exporter(args) => exporter::run(args).await,
             Command::Completions(_) | Command::Man(_) => Ok(exit::OK),
         }
     });

@@ -47,6 +47,7 @@
 pub mod config;
 pub mod config_error;
 pub mod poller;
+pub mod probe;
 pub mod upstream;
 
 pub use muster_core::{
@@ -486,6 +487,9 @@ impl Master {
                 .merge(web::router(history.clone(), handle.clone()))
                 .merge(faces::gamespy::router(handle.clone()))
                 .merge(ddnet_routes)
+                .merge(probe::router(probe::ProbeSettings::within(
+                    http_limits.request_timeout,
+                )))
                 .layer(axum::middleware::from_fn_with_state(
                     Arc::clone(&list_limit),
                     http_limit::limit,

@@ -3,6 +3,7 @@
 
 mod a2s;
 mod common;
+mod exporter;
 mod list;
 mod mastersrv;
 mod quake3;

@@ -4,6 +4,7 @@ mod a2s;
 mod addresses;
 mod cli;
 mod e2e;
+mod exporter;
 mod faults;
 mod game_key;
 mod pacing;
