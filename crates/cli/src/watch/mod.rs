@@ -7,7 +7,9 @@
 
 mod driver;
 mod machine;
+mod notify;
 mod sinks;
+mod when;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -103,6 +105,25 @@ pub(crate) struct WatchArgs {
     /// POST each event's JSON to this http(s) URL, retrying failures.
     #[arg(long, value_name = "URL", value_parser = webhook_url)]
     pub webhook: Option<reqwest::Url>,
+    /// Report only events matching EXPR (repeatable: any may match): an event kind
+    /// (`server_down`, `friend_online`, `map_changed`, …) or a threshold on the server's
+    /// count at that event (`players>=8`, `players<2`, `free_slots>0`, `max_players==16`),
+    /// combined with `and`, `or`, `not` and parentheses.
+    #[arg(long = "when", value_name = "EXPR", value_parser = when::parse)]
+    pub when: Vec<when::When>,
+    /// Send each event to a chat service, as KIND:URL (repeatable): `discord:WEBHOOK-URL`,
+    /// `slack:WEBHOOK-URL`, `telegram:https://api.telegram.org/bot<TOKEN>?chat_id=<ID>`,
+    /// `ntfy:https://ntfy.sh/<TOPIC>`, `json:URL` (the event's JSON, as --webhook).
+    #[arg(long = "notify", value_name = "KIND:URL", value_parser = notify::parse)]
+    pub notify: Vec<notify::Notifier>,
+    /// Keep one message per server, edited in place as it changes (a live status board),
+    /// instead of one message per event: Discord and Telegram notifiers.
+    #[arg(long)]
+    pub status_message: bool,
+    /// Where --status-message keeps the ids of its messages (JSON), so that a restart edits
+    /// them instead of posting new ones.
+    #[arg(long, value_name = "FILE", requires = "status_message")]
+    pub state_file: Option<PathBuf>,
     /// Output format: one JSON object or one readable line per event.
     #[arg(long, short, value_enum, default_value = "text")]
     pub format: sinks::EventFormat,

@@ -16,6 +16,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use super::machine::Event;
+use super::notify::{self, Notifier, StateFile};
+use super::when::{self, When};
 use crate::output::printable;
 
 /// `--exec` commands running at once.
@@ -213,7 +215,21 @@ pub(crate) struct Sinks {
     address_width: usize,
     exec: Option<Arc<DropOldest<Delivery>>>,
     webhook: Option<Arc<DropOldest<Delivery>>>,
+    /// `--notify` queues, and how many events each dropped.
+    notify: Vec<NotifyQueue>,
+    /// `--when`: the events reported (any may hold; all pass when empty).
+    when: Vec<When>,
     workers: JoinSet<()>,
+}
+
+/// One `--notify` destination's queue.
+#[derive(Debug)]
+struct NotifyQueue {
+    name: &'static str,
+    queue: Arc<DropOldest<Event>>,
+    /// `--status-message`: every event, whatever `--when` says (the board stays true).
+    status: bool,
+    dropped: u64,
 }
 
 impl Sinks {
@@ -264,8 +280,34 @@ impl Sinks {
             address_width: ADDRESS_COLUMN,
             exec,
             webhook,
+            notify: Vec::new(),
+            when: Vec::new(),
             workers,
         })
+    }
+
+    /// Report only the events that pass one of `when` (every sink but status messages).
+    pub(crate) fn set_when(&mut self, when: Vec<When>) {
+        self.when = when;
+    }
+
+    /// Also deliver every event to `n` (`--notify`), as a status board when `status`.
+    pub(crate) fn add_notifier(
+        &mut self,
+        n: Notifier,
+        status: bool,
+        state: Option<Arc<StateFile>>,
+    ) -> anyhow::Result<()> {
+        let name = n.kind.name();
+        let status = status && n.kind.edits();
+        let queue = notify::spawn(n, status, state, &mut self.workers)?;
+        self.notify.push(NotifyQueue {
+            name,
+            queue,
+            status,
+            dropped: 0,
+        });
+        Ok(())
     }
 
     /// Print `events` to `out` (flushed) and hand them to the command and the webhook.
@@ -274,6 +316,22 @@ impl Sinks {
             return Ok(());
         }
         for e in events {
+            let passes = when::any(&self.when, e);
+            for n in self.notify.iter_mut().filter(|n| n.status || passes) {
+                if let Some(old) = n.queue.push(e.clone()) {
+                    n.dropped += 1;
+                    tracing::warn!(
+                        "--notify {}: queue full, dropped the oldest waiting event ({} at {}; {} dropped so far)",
+                        n.name,
+                        old.kind.name(),
+                        old.address,
+                        n.dropped
+                    );
+                }
+            }
+            if !passes {
+                continue;
+            }
             let json: Option<Arc<str>> = (self.format == EventFormat::Ndjson
                 || self.exec.is_some()
                 || self.webhook.is_some())
@@ -313,6 +371,9 @@ impl Sinks {
         for q in [&self.exec, &self.webhook].into_iter().flatten() {
             q.close();
         }
+        for n in &self.notify {
+            n.queue.close();
+        }
         let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
             while self.workers.join_next().await.is_some() {}
         })
@@ -322,7 +383,8 @@ impl Sinks {
                 .into_iter()
                 .flatten()
                 .map(|q| q.len())
-                .sum();
+                .sum::<usize>()
+                + self.notify.iter().map(|n| n.queue.len()).sum::<usize>();
             tracing::warn!("stopping: deliveries still running abandoned, {left} never started");
             self.workers.shutdown().await;
         }
