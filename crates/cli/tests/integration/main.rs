@@ -12,3 +12,4 @@ mod postgres;
 mod quake3;
 mod ux;
 mod watch;
+mod watch_notify;
