@@ -5,6 +5,7 @@
 //! - [`driver`]: the polling loop over the query engine, master lists re-fetched each round.
 //! - [`sinks`]: stdout, `--exec` and `--webhook`, none of which may hold up polling.
 
+mod config;
 mod driver;
 mod machine;
 mod notify;
@@ -18,7 +19,41 @@ use crate::output::Filter;
 use crate::protocols::ProtocolArg;
 use crate::timing::{TimingArgs, duration};
 
-pub(crate) use driver::run;
+/// `muster watch`: the watch the flags describe, or every watch of `--config`.
+pub(crate) async fn run(args: WatchArgs) -> anyhow::Result<u8> {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::Poll;
+
+    let Some(path) = &args.config else {
+        return driver::run(args).await;
+    };
+    let watches = config::load(path).map_err(|e| crate::query::UsageError(e.to_string()))?;
+    type Run = Pin<Box<dyn Future<Output = anyhow::Result<u8>>>>;
+    let mut runs: Vec<Run> = watches
+        .into_iter()
+        .map(|a| Box::pin(driver::run(a)) as Run)
+        .collect();
+    // Side by side on this task; the first that fails ends them all.
+    std::future::poll_fn(|cx| {
+        let mut i = 0;
+        while let Some(r) = runs.get_mut(i) {
+            match r.as_mut().poll(cx) {
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(_)) => {
+                    drop(runs.swap_remove(i));
+                }
+                Poll::Pending => i += 1,
+            }
+        }
+        if runs.is_empty() {
+            Poll::Ready(Ok(crate::exit::OK))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
 
 const AFTER_HELP: &str = "\
 Events (`event` in JSON; every event also has `address`, as given or as the master listed
@@ -61,6 +96,14 @@ Examples:
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct WatchArgs {
+    /// Run the watches of this TOML file (`[[watch]]` tables: servers, masters, protocol,
+    /// interval, friends, filters, when, notify, status_message, …) instead of one from
+    /// the flags.
+    #[arg(long, value_name = "FILE", conflicts_with_all = [
+        "addresses", "servers_file", "masters", "notify", "when", "status_message",
+        "state_file", "exec", "webhook", "friends", "filters",
+    ])]
+    pub config: Option<PathBuf>,
     /// Game addresses to watch: host:port, a.b.c.d:port or `[v6]:port`.
     #[arg(value_name = "HOST:PORT")]
     pub addresses: Vec<String>,

@@ -763,3 +763,113 @@ fn when_filters_what_is_reported_and_bad_flags_say_where() {
         assert!(err.contains(needle), "{flag} {value}: {err}");
     }
 }
+
+/// `muster watch --config FILE`: two watches side by side, each with its servers, its
+/// conditions and its notifier; a wrong value is a usage error naming line, column and key.
+#[test]
+fn a_config_file_runs_several_watches_with_their_own_notifiers() {
+    let first_hook = Service::start(|_, _| Reply::Answer(200, vec![], String::new()));
+    let second_hook = Service::start(|_, _| Reply::Answer(200, vec![], String::new()));
+    let first = GameServer::start(state("First", "Map1", 8, &[]));
+    let second = GameServer::start(state("Second", "Map1", 8, &[]));
+    let scratch = ScratchDir::new("watch-config");
+    let config = scratch.path().join("watch.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[watch]]
+servers = ["{first}"]
+protocol = "gameagent"
+given_port_only = true
+interval = "150ms"
+timeout = "300ms"
+retries = 2
+rate = 0
+notify = ["json:{first_hook}/hook"]
+
+[[watch]]
+servers = ["{second}"]
+protocol = "gameagent"
+given_port_only = true
+interval = "150ms"
+timeout = "300ms"
+retries = 2
+rate = 0
+when = ["not player_joined"]
+notify = ["json:{second_hook}/hook"]
+format = "ndjson"
+"#,
+            first = first.addr,
+            second = second.addr,
+            first_hook = first_hook.base,
+            second_hook = second_hook.base,
+        ),
+    )
+    .unwrap();
+    let path = config.display().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["watch", "--config", &path])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("both watches' server_up", || {
+        !first_hook.requests().is_empty() && !second_hook.requests().is_empty()
+    });
+    first.change(|s| s.map = "Map2".into());
+    // The join is filtered out of the second watch; the map change is not.
+    second.change(|s| s.players.push(player("Ann")));
+    std::thread::sleep(Duration::from_millis(500));
+    second.change(|s| s.map = "Map2".into());
+    wait_for("both map changes", || {
+        first_hook.requests().len() >= 2 && second_hook.requests().len() >= 2
+    });
+    let kinds = |s: &Service| -> Vec<(Value, Value)> {
+        s.requests()
+            .iter()
+            .map(|r| (r.body["event"].clone(), r.body["address"].clone()))
+            .collect()
+    };
+    let a = json!(first.addr.to_string());
+    let b = json!(second.addr.to_string());
+    assert_eq!(
+        kinds(&first_hook),
+        [(json!("server_up"), a.clone()), (json!("map_changed"), a)]
+    );
+    assert_eq!(
+        kinds(&second_hook),
+        [(json!("server_up"), b.clone()), (json!("map_changed"), b)]
+    );
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+
+    std::fs::write(
+        &config,
+        "[[watch]]\nservers = [\"127.0.0.1:1\"]\nwhen = [\"players >= 8 and\"]\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["watch", "--config", &path])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{path}:3:9: watch[0].when: at column 17: expected"
+        )),
+        "{err}"
+    );
+    // --config stands alone.
+    let o = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["watch", "--config", &path, "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
