@@ -187,6 +187,11 @@ impl<T> DropOldest<T> {
         }
     }
 
+    /// The oldest entry, if one waits.
+    pub(crate) fn try_pop(&self) -> Option<T> {
+        self.lock().items.pop_front()
+    }
+
     /// No more pushes: `pop` drains what is left, then returns `None`.
     pub(crate) fn close(&self) {
         self.lock().closed = true;

@@ -613,15 +613,26 @@ fn status_messages_are_edited_in_place_and_across_restarts() {
     watch.expect(&["map_changed"]);
     server.change(|s| s.players.push(player("Ben")));
     watch.expect(&["player_joined"]);
-    wait_for("three updates each", || {
-        discord.requests().len() >= 3 && telegram.requests().len() >= 3
+    // Changes that wait together (Telegram: one message a second per chat) make one edit:
+    // wait for the board showing both changes.
+    let shows_all = |s: &Service| {
+        s.requests().last().is_some_and(|r| {
+            let body = r.body.to_string();
+            body.contains("Map2") && body.contains("2/8")
+        })
+    };
+    wait_for("both boards up to date", || {
+        shows_all(&discord) && shows_all(&telegram)
     });
+    // Posted once, then edited.
     let methods: Vec<String> = discord
         .requests()
         .iter()
         .map(|r| r.method.clone())
         .collect();
-    assert_eq!(methods, ["POST", "PATCH", "PATCH"]);
+    assert!(methods.len() >= 2, "{methods:?}");
+    assert_eq!(methods[0], "POST");
+    assert!(methods[1..].iter().all(|m| m == "PATCH"), "{methods:?}");
     let last = discord.requests().pop().unwrap();
     let fields = last.body["embeds"][0]["fields"].as_array().unwrap().clone();
     assert!(
@@ -637,13 +648,11 @@ fn status_messages_are_edited_in_place_and_across_restarts() {
         .iter()
         .map(|r| r.target.clone())
         .collect();
-    assert_eq!(
-        paths,
-        [
-            "/bot1:T/sendMessage",
-            "/bot1:T/editMessageText",
-            "/bot1:T/editMessageText"
-        ]
+    assert!(paths.len() >= 2, "{paths:?}");
+    assert_eq!(paths[0], "/bot1:T/sendMessage");
+    assert!(
+        paths[1..].iter().all(|p| p == "/bot1:T/editMessageText"),
+        "{paths:?}"
     );
     let text = telegram.requests().pop().unwrap().body["text"]
         .as_str()
@@ -656,13 +665,17 @@ fn status_messages_are_edited_in_place_and_across_restarts() {
     watch.terminate();
 
     // Again, with the ids kept: the first update is an edit.
+    let (d_before, t_before) = (discord.requests().len(), telegram.requests().len());
     let watch = Watch::start(&args);
     watch.expect(&["server_up"]);
     wait_for("the restart's update", || {
-        discord.requests().len() >= 4 && telegram.requests().len() >= 4
+        discord.requests().len() > d_before && telegram.requests().len() > t_before
     });
-    assert_eq!(discord.requests()[3].method, "PATCH");
-    assert_eq!(telegram.requests()[3].target, "/bot1:T/editMessageText");
+    assert_eq!(discord.requests()[d_before].method, "PATCH");
+    assert_eq!(
+        telegram.requests()[t_before].target,
+        "/bot1:T/editMessageText"
+    );
     watch.terminate();
     let kept = std::fs::read_to_string(&state_file).unwrap();
     assert!(

@@ -129,6 +129,9 @@ pub(crate) struct Courier {
     windows: Vec<Window>,
     current: Option<Current>,
     boards: HashMap<std::sync::Arc<str>, Board>,
+    /// Servers whose board changed since its message was last sent, oldest change first
+    /// (each once: several changes waiting make one edit).
+    pending: VecDeque<std::sync::Arc<str>>,
     /// Status message ids by server address.
     ids: HashMap<String, String>,
     ids_changed: bool,
@@ -147,6 +150,7 @@ impl Courier {
             status,
             current: None,
             boards: HashMap::new(),
+            pending: VecDeque::new(),
             ids,
             ids_changed: false,
             delivered: 0,
@@ -163,33 +167,63 @@ impl Courier {
         std::mem::take(&mut self.ids_changed).then_some(&self.ids)
     }
 
-    /// Start on `e`. Call only when [`Courier::poll`] said [`Step::Idle`].
+    /// Whether events may be taken at any time ([`Courier::take`]): status boards only
+    /// note the change; a message of its own per event waits for [`Step::Idle`].
+    pub(crate) fn takes_any_time(&self) -> bool {
+        self.status
+    }
+
+    /// Take `e`: start on its message (only when [`Courier::poll`] said [`Step::Idle`]),
+    /// or, for status messages, note the change on its server's board.
     pub(crate) fn take(&mut self, now: Instant, e: &Event) {
-        let request = if self.status {
-            let board = self
-                .boards
+        if self.status {
+            self.boards
                 .entry(e.address.clone())
-                .or_insert_with(|| Board::new(&e.address));
-            board.apply(e);
-            let board = board.clone();
-            match self.status_request(&e.address, &board) {
-                Some(r) => r,
-                None => return,
+                .or_insert_with(|| Board::new(&e.address))
+                .apply(e);
+            if !self.pending.contains(&e.address) {
+                self.pending.push_back(e.address.clone());
             }
-        } else {
-            (format::event_request(&self.notifier, e), None)
-        };
+            return;
+        }
+        let request = format::event_request(&self.notifier, e);
+        self.start(now, e.address.clone(), e.kind.name(), request, None);
+    }
+
+    fn start(
+        &mut self,
+        now: Instant,
+        address: std::sync::Arc<str>,
+        kind: &'static str,
+        request: Request,
+        editing: Option<String>,
+    ) {
         self.current = Some(Current {
-            address: e.address.clone(),
-            kind: e.kind.name(),
-            request: request.0,
-            editing: request.1,
+            address,
+            kind,
+            request,
+            editing,
             failures: 0,
             limited: 0,
             backoff: BACKOFF,
             not_before: now,
             in_flight: false,
         });
+    }
+
+    /// The next server's board to send, if one changed.
+    fn next_board(&mut self, now: Instant) {
+        while self.current.is_none() {
+            let Some(address) = self.pending.pop_front() else {
+                return;
+            };
+            let Some(board) = self.boards.get(&address).cloned() else {
+                continue;
+            };
+            if let Some((request, editing)) = self.status_request(&address, &board) {
+                self.start(now, address, "status", request, editing);
+            }
+        }
     }
 
     /// The post or edit that shows `board`, and the id it edits.
@@ -205,6 +239,7 @@ impl Courier {
 
     /// What to do at `now`.
     pub(crate) fn poll(&mut self, now: Instant) -> Step {
+        self.next_board(now);
         let Some(c) = &mut self.current else {
             return Step::Idle;
         };
@@ -506,6 +541,48 @@ mod tests {
         let ids = c.ids_if_changed().unwrap();
         assert_eq!(ids.get("a:1").map(String::as_str), Some("902"));
         assert_eq!(ids.get("b:1").map(String::as_str), Some("901"));
+    }
+
+    #[test]
+    fn status_changes_waiting_together_make_one_edit() {
+        let t0 = Instant::now();
+        let mut c = courier("telegram:http://127.0.0.1:9/bot1:T?chat_id=5", true);
+        assert!(c.takes_any_time());
+        c.take(t0, &event(EventKind::ServerUp, "a:1"));
+        let Step::Send(post) = c.poll(t0) else {
+            panic!("no post")
+        };
+        assert!(post.url.path().ends_with("/sendMessage"));
+        // Three changes while the post is answered and the chat's second runs out.
+        let mut map = event(EventKind::MapChanged, "a:1");
+        map.map = Some("dm9".into());
+        map.players = Some(2);
+        let mut joined = event(EventKind::PlayerJoined, "a:1");
+        joined.players = Some(2);
+        c.take(t0, &joined);
+        c.take(t0, &map);
+        c.take(t0, &event(EventKind::ServerUp, "b:1"));
+        c.answered(t0, ok(r#"{"ok":true,"result":{"message_id":5}}"#));
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(c.poll(t0), Step::Wait(t1));
+        let Step::Send(edit) = c.poll(t1) else {
+            panic!("no edit")
+        };
+        assert!(edit.url.path().ends_with("/editMessageText"));
+        let text = edit.body["text"].as_str().unwrap();
+        assert!(
+            text.contains("Map: dm9") && text.contains("Players: 2/8"),
+            "{text}"
+        );
+        c.answered(t1, ok(r#"{"ok":true,"result":{"message_id":5}}"#));
+        let t2 = t1 + Duration::from_secs(1);
+        let Step::Send(other) = c.poll(t2) else {
+            panic!("no post for b")
+        };
+        assert!(other.url.path().ends_with("/sendMessage"));
+        c.answered(t2, ok(r#"{"ok":true,"result":{"message_id":6}}"#));
+        assert_eq!(c.poll(t2), Step::Idle);
+        assert_eq!(c.delivered, 3);
     }
 
     #[test]

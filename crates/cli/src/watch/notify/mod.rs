@@ -140,6 +140,12 @@ async fn run(
     state: Option<Arc<StateFile>>,
 ) {
     loop {
+        if c.takes_any_time() {
+            // Every change that came meanwhile, on its board: one edit shows them all.
+            while let Some(e) = queue.try_pop() {
+                c.take(Instant::now(), &e);
+            }
+        }
         match c.poll(Instant::now()) {
             Step::Send(r) => {
                 let answer = send(&client, &r).await;
