@@ -87,9 +87,19 @@ then 4 s; 256 events may wait, then the oldest is dropped (logged). On SIGINT or
 watching stops, deliveries get 2 s to finish, and the exit code is 0 (2: bad command line).
 The timing flags apply to each poll (--deadline bounds one poll of every server).
 
+--notify KIND:URL sends each event to discord, slack, telegram, ntfy or json (one worker
+each: in order, within the service's rate limits, a 429's wait honoured, failures retried
+0.5, 1, 2, 4 s; 256 may wait, then the oldest is dropped). --status-message keeps one
+message per server edited in place (discord, telegram); --state-file keeps their ids across
+restarts. --when EXPR reports only matching events (`players>=8`, `server_down or
+friend_online`, `not player_left`). --config FILE runs the [[watch]] tables of a TOML file.
+See docs/watch.md.
+
 Examples:
   muster watch -p teeworlds 127.0.0.1:8303 --friend '~nameless' --interval 10s -f text
   muster watch --master teeworlds:master.example:8300 --filter players>0 -f ndjson
+  muster watch -p gameagent 10.0.0.5:7777 --when 'players>=8 or server_down' \\
+    --notify 'telegram:https://api.telegram.org/bot<TOKEN>?chat_id=<ID>' --status-message
   muster watch --servers list.txt --exec 'notify-send \"$MUSTER_EVENT\" \"$MUSTER_ADDRESS\"'";
 
 /// Flags of `muster watch`.

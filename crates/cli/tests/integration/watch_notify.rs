@@ -886,3 +886,28 @@ format = "ndjson"
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn help_explains_notifiers_status_messages_conditions_and_config() {
+    let o = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["watch", "--help"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "--notify",
+        "discord",
+        "slack",
+        "telegram",
+        "ntfy",
+        "chat_id",
+        "--status-message",
+        "--state-file",
+        "--when",
+        "--config",
+        "players>=8",
+    ] {
+        assert!(text.contains(needle), "help lacks {needle}:\n{text}");
+    }
+}
