@@ -364,7 +364,8 @@ fn headline_word(kind: &str) -> &'static str {
 /// Every event kind, to Discord, Slack, Telegram, ntfy and json at once: each gets every
 /// event once, in order, in its format; the first request of Discord, Slack and Telegram is
 /// answered 429 (each with its own way of saying how long to wait), and the same message
-/// comes again no sooner than asked.
+/// comes again no sooner than asked; Discord's empty bucket (`X-RateLimit-Remaining: 0`)
+/// holds the next request until its reset.
 #[test]
 fn every_service_gets_every_event_once_in_order_and_429s_are_honoured() {
     let discord = Service::start(|r, n| {
@@ -378,6 +379,17 @@ fn every_service_gets_every_event_once_in_order_and_429s_are_honoured() {
                     ("Content-Type", "application/json".into()),
                 ],
                 json!({"message": "You are being rate limited.", "retry_after": 1.0, "global": false}).to_string(),
+            );
+        }
+        if n == 1 {
+            // The bucket is empty now, and refills in a second.
+            return Reply::Answer(
+                204,
+                vec![
+                    ("X-RateLimit-Remaining", "0".into()),
+                    ("X-RateLimit-Reset-After", "1.000".into()),
+                ],
+                String::new(),
             );
         }
         Reply::Answer(204, vec![], String::new())
@@ -471,6 +483,11 @@ fn every_service_gets_every_event_once_in_order_and_429s_are_honoured() {
         d[1].at.duration_since(d[0].at) >= Duration::from_millis(950),
         "{:?}",
         d[1].at - d[0].at
+    );
+    assert!(
+        d[2].at.duration_since(d[1].at) >= Duration::from_millis(950),
+        "an empty bucket waits for its reset: {:?}",
+        d[2].at - d[1].at
     );
     for (r, e) in d[1..].iter().zip(&events) {
         assert_eq!(r.content_type, "application/json");

@@ -135,6 +135,8 @@ pub(crate) struct Courier {
     /// Status message ids by server address.
     ids: HashMap<String, String>,
     ids_changed: bool,
+    /// Nothing is sent before this: the service said its bucket is empty.
+    blocked_until: Option<Instant>,
     /// Messages delivered, and given up.
     pub delivered: u64,
     pub given_up: u64,
@@ -153,6 +155,7 @@ impl Courier {
             pending: VecDeque::new(),
             ids,
             ids_changed: false,
+            blocked_until: None,
             delivered: 0,
             given_up: 0,
         }
@@ -248,6 +251,9 @@ impl Courier {
             return Step::Wait(now + Duration::from_secs(3600));
         }
         let mut at = c.not_before.max(now);
+        if let Some(until) = self.blocked_until {
+            at = at.max(until);
+        }
         for w in &mut self.windows {
             at = at.max(w.ready_at(now));
         }
@@ -259,6 +265,23 @@ impl Courier {
         }
         c.in_flight = true;
         Step::Send(c.request.clone())
+    }
+
+    /// What an answer's rate-limit headers say (Discord's `X-RateLimit-Remaining` and
+    /// `X-RateLimit-Reset-After`, in seconds): with nothing left in the bucket, nothing is
+    /// sent until it refills, so the next request is not answered 429.
+    pub(crate) fn rate_headers(
+        &mut self,
+        now: Instant,
+        remaining: Option<&str>,
+        reset_after: Option<&str>,
+    ) {
+        if remaining.map(str::trim) != Some("0") {
+            return;
+        }
+        if let Some(wait) = reset_after.and_then(format::retry_after_header) {
+            self.blocked_until = Some(now + wait);
+        }
     }
 
     /// The answer to the request [`Courier::poll`] gave, at `now`.
@@ -408,6 +431,29 @@ mod tests {
         );
         assert!(matches!(c.poll(t0 + Duration::from_secs(2)), Step::Send(_)));
         assert_eq!(c.delivered, 5);
+    }
+
+    #[test]
+    fn an_empty_discord_bucket_waits_for_its_reset() {
+        let t0 = Instant::now();
+        let mut c = courier("discord:http://127.0.0.1:9/api/webhooks/1/t", false);
+        send_now(&mut c, t0, &event(EventKind::ServerUp, "a:1"));
+        c.rate_headers(t0, Some("0"), Some("1.5"));
+        c.answered(t0, Ok((204, None, vec![])));
+        c.take(t0, &event(EventKind::ServerDown, "a:1"));
+        assert_eq!(c.poll(t0), Step::Wait(t0 + Duration::from_millis(1500)));
+        assert!(matches!(
+            c.poll(t0 + Duration::from_millis(1500)),
+            Step::Send(_)
+        ));
+        // Requests left: no wait.
+        c.rate_headers(t0, Some("3"), Some("9"));
+        c.answered(t0, Ok((204, None, vec![])));
+        c.take(t0, &event(EventKind::ServerUp, "a:1"));
+        assert!(matches!(
+            c.poll(t0 + Duration::from_millis(1500)),
+            Step::Send(_)
+        ));
     }
 
     #[test]

@@ -148,8 +148,10 @@ async fn run(
         }
         match c.poll(Instant::now()) {
             Step::Send(r) => {
-                let answer = send(&client, &r).await;
-                c.answered(Instant::now(), answer);
+                let (answer, remaining, reset_after) = send(&client, &r).await;
+                let now = Instant::now();
+                c.rate_headers(now, remaining.as_deref(), reset_after.as_deref());
+                c.answered(now, answer);
                 if let (Some(state), Some(ids)) = (&state, c.ids_if_changed()) {
                     let ids = ids.clone();
                     state.put(c.notifier(), &ids);
@@ -164,25 +166,34 @@ async fn run(
     }
 }
 
-/// Send one request; its status, `Retry-After` and (the start of) its body.
-async fn send(client: &reqwest::Client, r: &Request) -> Answer {
+/// Send one request: its status, `Retry-After` and (the start of) its body, and the
+/// rate-limit headers `X-RateLimit-Remaining` and `X-RateLimit-Reset-After`.
+async fn send(client: &reqwest::Client, r: &Request) -> (Answer, Option<String>, Option<String>) {
     let method = match r.method {
         Method::Post => reqwest::Method::POST,
         Method::Patch => reqwest::Method::PATCH,
     };
-    let mut response = client
+    let sent = client
         .request(method, r.url.clone())
         .header(reqwest::header::CONTENT_TYPE, r.content_type)
         .body(r.body.to_string())
         .send()
-        .await
-        .map_err(|e| muster_proto::errors::error_chain(&e))?;
+        .await;
+    let mut response = match sent {
+        Ok(r) => r,
+        Err(e) => return (Err(muster_proto::errors::error_chain(&e)), None, None),
+    };
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let retry_after = header("retry-after");
+    let remaining = header("x-ratelimit-remaining");
+    let reset_after = header("x-ratelimit-reset-after");
     let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
     let mut body = Vec::new();
     while body.len() < ANSWER_MAX {
         match response.chunk().await {
@@ -193,7 +204,7 @@ async fn send(client: &reqwest::Client, r: &Request) -> Answer {
         }
     }
     body.truncate(ANSWER_MAX);
-    Ok((status, retry_after, body))
+    (Ok((status, retry_after, body)), remaining, reset_after)
 }
 
 #[cfg(test)]
