@@ -759,6 +759,50 @@ mod tests {
         assert_eq!(waiter.await.unwrap(), (Some("x"), None));
     }
 
+    #[tokio::test]
+    async fn a_full_notifier_queue_drops_its_oldest_and_counts_them() {
+        // On this one-thread runtime the worker cannot run while `emit` pushes.
+        let mut sinks = Sinks::new(EventFormat::Ndjson, None, None).unwrap();
+        let n = Notifier::parse("json:http://127.0.0.1:1/hook").unwrap();
+        sinks.add_notifier(n, false, None).unwrap();
+        let events: Vec<Event> = (0..300)
+            .map(|i| {
+                let mut e = event(EventKind::PlayerJoined);
+                e.players = Some(i);
+                e
+            })
+            .collect();
+        sinks.emit(&mut Vec::new(), &events).unwrap();
+        let q = &sinks.notify[0];
+        assert_eq!(q.dropped, 300 - notify::QUEUE as u64);
+        assert_eq!(q.queue.len(), notify::QUEUE);
+        assert_eq!(
+            q.queue.try_pop().unwrap().players,
+            Some(44),
+            "the oldest went"
+        );
+    }
+
+    #[tokio::test]
+    async fn when_filters_every_sink_but_status_boards() {
+        let mut sinks = Sinks::new(EventFormat::Ndjson, None, None).unwrap();
+        sinks.set_when(vec![When::parse("server_down").unwrap()]);
+        let board = Notifier::parse("discord:http://127.0.0.1:1/api/webhooks/1/t").unwrap();
+        let plain = Notifier::parse("json:http://127.0.0.1:1/hook").unwrap();
+        sinks.add_notifier(board, true, None).unwrap();
+        sinks.add_notifier(plain, true, None).unwrap();
+        let mut out = Vec::new();
+        let events = [event(EventKind::ServerUp), event(EventKind::ServerDown)];
+        sinks.emit(&mut out, &events).unwrap();
+        let printed = String::from_utf8(out).unwrap();
+        assert_eq!(printed.lines().count(), 1, "{printed}");
+        assert!(printed.contains("server_down"));
+        // Discord keeps a board: both events. json cannot edit: filtered like stdout.
+        assert!(sinks.notify[0].status && !sinks.notify[1].status);
+        assert_eq!(sinks.notify[0].queue.len(), 2);
+        assert_eq!(sinks.notify[1].queue.len(), 1);
+    }
+
     #[test]
     fn retry_only_what_may_succeed_later() {
         use reqwest::StatusCode;
