@@ -111,7 +111,8 @@ pub(crate) struct WatchArgs {
     /// the flags.
     #[arg(long, value_name = "FILE", conflicts_with_all = [
         "addresses", "servers_file", "masters", "notify", "when", "status_message",
-        "state_file", "exec", "webhook", "friends", "filters",
+        "state_file", "exec", "webhook", "friends", "filters", "protocol", "interval",
+        "given_port_only", "format", "timeout", "retries", "rate", "deadline",
     ])]
     pub config: Option<PathBuf>,
     /// Game addresses to watch: host:port, a.b.c.d:port or `[v6]:port`.
