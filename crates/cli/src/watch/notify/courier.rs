@@ -20,42 +20,102 @@ pub(crate) const BACKOFF: Duration = Duration::from_millis(500);
 /// 429 answers one message may get before it is given up.
 pub(crate) const LIMITED_MAX: u32 = 10;
 
-/// At most `n` requests in any `span`: a sliding window over the last sends.
+/// One rate limit.
 #[derive(Debug, Clone)]
-pub(crate) struct Window {
-    n: usize,
-    span: Duration,
-    sent: VecDeque<Instant>,
+pub(crate) enum Window {
+    /// At most `n` requests in any `span`: a sliding window over the last sends.
+    Sliding {
+        n: usize,
+        span: Duration,
+        sent: VecDeque<Instant>,
+    },
+    /// A token bucket: `burst` requests at once, then one more every `every`.
+    Bucket {
+        burst: u32,
+        every: Duration,
+        /// Tokens at `at`.
+        tokens: f64,
+        at: Option<Instant>,
+    },
 }
 
 impl Window {
     pub(crate) fn new(n: usize, span: Duration) -> Self {
-        Self {
+        Self::Sliding {
             n: n.max(1),
             span,
             sent: VecDeque::new(),
         }
     }
 
+    pub(crate) fn bucket(burst: u32, every: Duration) -> Self {
+        let burst = burst.max(1);
+        Self::Bucket {
+            burst,
+            every,
+            tokens: f64::from(burst),
+            at: None,
+        }
+    }
+
     /// The earliest time from `now` on when one more request fits.
     fn ready_at(&mut self, now: Instant) -> Instant {
-        while self
-            .sent
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) >= self.span)
-        {
-            self.sent.pop_front();
+        self.refill(now);
+        match self {
+            Self::Sliding { n, span, sent } => Self::sliding_ready_at(*n, *span, sent, now),
+            Self::Bucket { every, tokens, .. } if *tokens < 1.0 => {
+                now + every.mul_f64(1.0 - *tokens)
+            }
+            Self::Bucket { .. } => now,
         }
-        if self.sent.len() < self.n {
+    }
+
+    /// A bucket's tokens brought up to `now`.
+    fn refill(&mut self, now: Instant) {
+        if let Self::Bucket {
+            burst,
+            every,
+            tokens,
+            at,
+        } = self
+        {
+            if let Some(then) = *at {
+                let gained = now.saturating_duration_since(then).as_secs_f64()
+                    / every.as_secs_f64().max(f64::MIN_POSITIVE);
+                *tokens = (*tokens + gained).min(f64::from(*burst));
+            }
+            *at = Some(now);
+        }
+    }
+
+    fn sliding_ready_at(
+        n: usize,
+        span: Duration,
+        sent: &mut VecDeque<Instant>,
+        now: Instant,
+    ) -> Instant {
+        while sent
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= span)
+        {
+            sent.pop_front();
+        }
+        if sent.len() < n {
             return now;
         }
-        self.sent.front().map_or(now, |t| *t + self.span)
+        sent.front().map_or(now, |t| *t + span)
     }
 
     fn record(&mut self, now: Instant) {
-        self.sent.push_back(now);
-        while self.sent.len() > self.n {
-            self.sent.pop_front();
+        self.refill(now);
+        match self {
+            Self::Sliding { n, sent, .. } => {
+                sent.push_back(now);
+                while sent.len() > *n {
+                    sent.pop_front();
+                }
+            }
+            Self::Bucket { tokens, .. } => *tokens = (*tokens - 1.0).max(0.0),
         }
     }
 }
@@ -66,8 +126,8 @@ impl Window {
 /// - Slack: incoming webhooks, 1 message per second (short bursts tolerated);
 /// - Telegram: 1 message per second in one chat, and 20 per minute in a group or channel
 ///   (a chat id that is negative or an `@name`);
-/// - ntfy: ntfy.sh's default for one visitor, a burst of 60 then 1 every 5 seconds (here
-///   60 per 5 minutes);
+/// - ntfy: the server's default bucket for one visitor: 60 requests at once, then one
+///   every 5 seconds;
 /// - json: none documented; 10 per second keeps a runaway loop from flooding a receiver.
 pub(crate) fn limits(n: &Notifier) -> Vec<Window> {
     let s = Duration::from_secs;
@@ -85,7 +145,7 @@ pub(crate) fn limits(n: &Notifier) -> Vec<Window> {
             }
             w
         }
-        Kind::Ntfy => vec![Window::new(60, s(300))],
+        Kind::Ntfy => vec![Window::bucket(60, s(5))],
         Kind::Json => vec![Window::new(10, s(1))],
     }
 }
@@ -454,6 +514,34 @@ mod tests {
             c.poll(t0 + Duration::from_millis(1500)),
             Step::Send(_)
         ));
+    }
+
+    #[test]
+    fn ntfy_sends_sixty_at_once_then_one_every_five_seconds() {
+        let t0 = Instant::now();
+        let mut c = courier("ntfy:http://127.0.0.1:9/alerts", false);
+        for _ in 0..60 {
+            send_now(&mut c, t0, &event(EventKind::ServerUp, "a:1"));
+            c.answered(t0, ok("{}"));
+        }
+        c.take(t0, &event(EventKind::ServerUp, "a:1"));
+        let t5 = t0 + Duration::from_secs(5);
+        assert_eq!(c.poll(t0), Step::Wait(t5));
+        assert_eq!(c.poll(t0 + Duration::from_secs(2)), Step::Wait(t5));
+        assert!(matches!(c.poll(t5), Step::Send(_)));
+        c.answered(t5, ok("{}"));
+        c.take(t5, &event(EventKind::ServerUp, "a:1"));
+        assert_eq!(c.poll(t5), Step::Wait(t5 + Duration::from_secs(5)));
+        // A long quiet refills the whole burst, no more.
+        let later = t5 + Duration::from_secs(3600);
+        assert!(matches!(c.poll(later), Step::Send(_)));
+        c.answered(later, ok("{}"));
+        for _ in 0..59 {
+            send_now(&mut c, later, &event(EventKind::ServerUp, "a:1"));
+            c.answered(later, ok("{}"));
+        }
+        c.take(later, &event(EventKind::ServerUp, "a:1"));
+        assert!(matches!(c.poll(later), Step::Wait(_)));
     }
 
     #[test]
