@@ -449,7 +449,12 @@ impl Board {
         if e.map.is_some() {
             self.map.clone_from(&e.map);
         }
-        if e.players.is_some() {
+        if e.kind == EventKind::ServerUp {
+            self.up = true;
+        }
+        // What comes after a server_down (its friends' friend_offline) still carries the
+        // last count; a down server shows none.
+        if e.players.is_some() && self.up {
             self.players = e.players;
         }
         if e.max_players.is_some() {
@@ -917,6 +922,7 @@ mod tests {
         e.kind = EventKind::FriendOffline;
         b.apply(&e);
         assert!(b.friends.is_empty());
+        assert_eq!(b.players, None, "still down");
     }
 
     #[test]
