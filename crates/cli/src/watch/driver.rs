@@ -11,6 +11,7 @@ use muster_query::{Answer, Completed, Failure, Job};
 
 use super::WatchArgs;
 use super::machine::{Poll, SeenPlayer, ServerKey, Snapshot, Watcher};
+use super::notify::StateFile;
 use super::sinks::Sinks;
 use crate::dto::{Field, ServerResult};
 use crate::exit;
@@ -83,6 +84,14 @@ pub(crate) async fn run(args: WatchArgs) -> anyhow::Result<u8> {
     }
     let fixed = fixed_servers(&args).await?;
     let mut sinks = Sinks::new(args.format, args.exec.clone(), args.webhook.clone())?;
+    let state = match &args.state_file {
+        Some(path) => Some(std::sync::Arc::new(StateFile::open(path.clone())?)),
+        None => None,
+    };
+    sinks.set_when(args.when.clone());
+    for n in &args.notify {
+        sinks.add_notifier(n.clone(), args.status_message, state.clone())?;
+    }
     let mut watcher = Watcher::new(&args.friends);
     let poller = Poller {
         timing: &args.timing,

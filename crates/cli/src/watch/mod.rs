@@ -5,9 +5,12 @@
 //! - [`driver`]: the polling loop over the query engine, master lists re-fetched each round.
 //! - [`sinks`]: stdout, `--exec` and `--webhook`, none of which may hold up polling.
 
+mod config;
 mod driver;
 mod machine;
+mod notify;
 mod sinks;
+mod when;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,7 +19,41 @@ use crate::output::Filter;
 use crate::protocols::ProtocolArg;
 use crate::timing::{TimingArgs, duration};
 
-pub(crate) use driver::run;
+/// `muster watch`: the watch the flags describe, or every watch of `--config`.
+pub(crate) async fn run(args: WatchArgs) -> anyhow::Result<u8> {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::Poll;
+
+    let Some(path) = &args.config else {
+        return driver::run(args).await;
+    };
+    let watches = config::load(path).map_err(|e| crate::query::UsageError(e.to_string()))?;
+    type Run = Pin<Box<dyn Future<Output = anyhow::Result<u8>>>>;
+    let mut runs: Vec<Run> = watches
+        .into_iter()
+        .map(|a| Box::pin(driver::run(a)) as Run)
+        .collect();
+    // Side by side on this task; the first that fails ends them all.
+    std::future::poll_fn(|cx| {
+        let mut i = 0;
+        while let Some(r) = runs.get_mut(i) {
+            match r.as_mut().poll(cx) {
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(_)) => {
+                    drop(runs.swap_remove(i));
+                }
+                Poll::Pending => i += 1,
+            }
+        }
+        if runs.is_empty() {
+            Poll::Ready(Ok(crate::exit::OK))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
 
 const AFTER_HELP: &str = "\
 Events (`event` in JSON; every event also has `address`, as given or as the master listed
@@ -50,15 +87,34 @@ then 4 s; 256 events may wait, then the oldest is dropped (logged). On SIGINT or
 watching stops, deliveries get 2 s to finish, and the exit code is 0 (2: bad command line).
 The timing flags apply to each poll (--deadline bounds one poll of every server).
 
+--notify KIND:URL sends each event to discord, slack, telegram, ntfy or json (one worker
+each: in order, within the service's rate limits, a 429's wait honoured, failures retried
+0.5, 1, 2, 4 s; 256 may wait, then the oldest is dropped). --status-message keeps one
+message per server edited in place (discord, telegram); --state-file keeps their ids across
+restarts. --when EXPR reports only matching events (`players>=8`, `server_down or
+friend_online`, `not player_left`). --config FILE runs the [[watch]] tables of a TOML file.
+See docs/watch.md.
+
 Examples:
   muster watch -p teeworlds 127.0.0.1:8303 --friend '~nameless' --interval 10s -f text
   muster watch --master teeworlds:master.example:8300 --filter players>0 -f ndjson
+  muster watch -p gameagent 10.0.0.5:7777 --when 'players>=8 or server_down' \\
+    --notify 'telegram:https://api.telegram.org/bot<TOKEN>?chat_id=<ID>' --status-message
   muster watch --servers list.txt --exec 'notify-send \"$MUSTER_EVENT\" \"$MUSTER_ADDRESS\"'";
 
 /// Flags of `muster watch`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct WatchArgs {
+    /// Run the watches of this TOML file (`[[watch]]` tables: servers, masters, protocol,
+    /// interval, friends, filters, when, notify, status_message, …) instead of one from
+    /// the flags.
+    #[arg(long, value_name = "FILE", conflicts_with_all = [
+        "addresses", "servers_file", "masters", "notify", "when", "status_message",
+        "state_file", "exec", "webhook", "friends", "filters", "protocol", "interval",
+        "given_port_only", "format", "timeout", "retries", "rate", "deadline",
+    ])]
+    pub config: Option<PathBuf>,
     /// Game addresses to watch: host:port, a.b.c.d:port or `[v6]:port`.
     #[arg(value_name = "HOST:PORT")]
     pub addresses: Vec<String>,
@@ -103,6 +159,25 @@ pub(crate) struct WatchArgs {
     /// POST each event's JSON to this http(s) URL, retrying failures.
     #[arg(long, value_name = "URL", value_parser = webhook_url)]
     pub webhook: Option<reqwest::Url>,
+    /// Report only events matching EXPR (repeatable: any may match): an event kind
+    /// (`server_down`, `friend_online`, `map_changed`, …) or a threshold on the server's
+    /// count at that event (`players>=8`, `players<2`, `free_slots>0`, `max_players==16`),
+    /// combined with `and`, `or`, `not` and parentheses.
+    #[arg(long = "when", value_name = "EXPR", value_parser = when::parse)]
+    pub when: Vec<when::When>,
+    /// Send each event to a chat service, as KIND:URL (repeatable): `discord:WEBHOOK-URL`,
+    /// `slack:WEBHOOK-URL`, `telegram:https://api.telegram.org/bot<TOKEN>?chat_id=<ID>`,
+    /// `ntfy:https://ntfy.sh/<TOPIC>`, `json:URL` (the event's JSON, as --webhook).
+    #[arg(long = "notify", value_name = "KIND:URL", value_parser = notify::parse)]
+    pub notify: Vec<notify::Notifier>,
+    /// Keep one message per server, edited in place as it changes (a live status board),
+    /// instead of one message per event: Discord and Telegram notifiers.
+    #[arg(long)]
+    pub status_message: bool,
+    /// Where --status-message keeps the ids of its messages (JSON), so that a restart edits
+    /// them instead of posting new ones.
+    #[arg(long, value_name = "FILE", requires = "status_message")]
+    pub state_file: Option<PathBuf>,
     /// Output format: one JSON object or one readable line per event.
     #[arg(long, short, value_enum, default_value = "text")]
     pub format: sinks::EventFormat,

@@ -16,6 +16,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use super::machine::Event;
+use super::notify::{self, Notifier, StateFile};
+use super::when::{self, When};
 use crate::output::printable;
 
 /// `--exec` commands running at once.
@@ -185,6 +187,11 @@ impl<T> DropOldest<T> {
         }
     }
 
+    /// The oldest entry, if one waits.
+    pub(crate) fn try_pop(&self) -> Option<T> {
+        self.lock().items.pop_front()
+    }
+
     /// No more pushes: `pop` drains what is left, then returns `None`.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
@@ -213,7 +220,21 @@ pub(crate) struct Sinks {
     address_width: usize,
     exec: Option<Arc<DropOldest<Delivery>>>,
     webhook: Option<Arc<DropOldest<Delivery>>>,
+    /// `--notify` queues, and how many events each dropped.
+    notify: Vec<NotifyQueue>,
+    /// `--when`: the events reported (any may hold; all pass when empty).
+    when: Vec<When>,
     workers: JoinSet<()>,
+}
+
+/// One `--notify` destination's queue.
+#[derive(Debug)]
+struct NotifyQueue {
+    name: &'static str,
+    queue: Arc<DropOldest<Event>>,
+    /// `--status-message`: every event, whatever `--when` says (the board stays true).
+    status: bool,
+    dropped: u64,
 }
 
 impl Sinks {
@@ -264,8 +285,34 @@ impl Sinks {
             address_width: ADDRESS_COLUMN,
             exec,
             webhook,
+            notify: Vec::new(),
+            when: Vec::new(),
             workers,
         })
+    }
+
+    /// Report only the events that pass one of `when` (every sink but status messages).
+    pub(crate) fn set_when(&mut self, when: Vec<When>) {
+        self.when = when;
+    }
+
+    /// Also deliver every event to `n` (`--notify`), as a status board when `status`.
+    pub(crate) fn add_notifier(
+        &mut self,
+        n: Notifier,
+        status: bool,
+        state: Option<Arc<StateFile>>,
+    ) -> anyhow::Result<()> {
+        let name = n.kind.name();
+        let status = status && n.kind.edits();
+        let queue = notify::spawn(n, status, state, &mut self.workers)?;
+        self.notify.push(NotifyQueue {
+            name,
+            queue,
+            status,
+            dropped: 0,
+        });
+        Ok(())
     }
 
     /// Print `events` to `out` (flushed) and hand them to the command and the webhook.
@@ -274,6 +321,22 @@ impl Sinks {
             return Ok(());
         }
         for e in events {
+            let passes = when::any(&self.when, e);
+            for n in self.notify.iter_mut().filter(|n| n.status || passes) {
+                if let Some(old) = n.queue.push(e.clone()) {
+                    n.dropped += 1;
+                    tracing::warn!(
+                        "--notify {}: queue full, dropped the oldest waiting event ({} at {}; {} dropped so far)",
+                        n.name,
+                        old.kind.name(),
+                        old.address,
+                        n.dropped
+                    );
+                }
+            }
+            if !passes {
+                continue;
+            }
             let json: Option<Arc<str>> = (self.format == EventFormat::Ndjson
                 || self.exec.is_some()
                 || self.webhook.is_some())
@@ -313,6 +376,9 @@ impl Sinks {
         for q in [&self.exec, &self.webhook].into_iter().flatten() {
             q.close();
         }
+        for n in &self.notify {
+            n.queue.close();
+        }
         let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
             while self.workers.join_next().await.is_some() {}
         })
@@ -322,7 +388,8 @@ impl Sinks {
                 .into_iter()
                 .flatten()
                 .map(|q| q.len())
-                .sum();
+                .sum::<usize>()
+                + self.notify.iter().map(|n| n.queue.len()).sum::<usize>();
             tracing::warn!("stopping: deliveries still running abandoned, {left} never started");
             self.workers.shutdown().await;
         }
@@ -690,6 +757,50 @@ mod tests {
         tokio::task::yield_now().await;
         q.close();
         assert_eq!(waiter.await.unwrap(), (Some("x"), None));
+    }
+
+    #[tokio::test]
+    async fn a_full_notifier_queue_drops_its_oldest_and_counts_them() {
+        // On this one-thread runtime the worker cannot run while `emit` pushes.
+        let mut sinks = Sinks::new(EventFormat::Ndjson, None, None).unwrap();
+        let n = Notifier::parse("json:http://127.0.0.1:1/hook").unwrap();
+        sinks.add_notifier(n, false, None).unwrap();
+        let events: Vec<Event> = (0..300)
+            .map(|i| {
+                let mut e = event(EventKind::PlayerJoined);
+                e.players = Some(i);
+                e
+            })
+            .collect();
+        sinks.emit(&mut Vec::new(), &events).unwrap();
+        let q = &sinks.notify[0];
+        assert_eq!(q.dropped, 300 - notify::QUEUE as u64);
+        assert_eq!(q.queue.len(), notify::QUEUE);
+        assert_eq!(
+            q.queue.try_pop().unwrap().players,
+            Some(44),
+            "the oldest went"
+        );
+    }
+
+    #[tokio::test]
+    async fn when_filters_every_sink_but_status_boards() {
+        let mut sinks = Sinks::new(EventFormat::Ndjson, None, None).unwrap();
+        sinks.set_when(vec![When::parse("server_down").unwrap()]);
+        let board = Notifier::parse("discord:http://127.0.0.1:1/api/webhooks/1/t").unwrap();
+        let plain = Notifier::parse("json:http://127.0.0.1:1/hook").unwrap();
+        sinks.add_notifier(board, true, None).unwrap();
+        sinks.add_notifier(plain, true, None).unwrap();
+        let mut out = Vec::new();
+        let events = [event(EventKind::ServerUp), event(EventKind::ServerDown)];
+        sinks.emit(&mut out, &events).unwrap();
+        let printed = String::from_utf8(out).unwrap();
+        assert_eq!(printed.lines().count(), 1, "{printed}");
+        assert!(printed.contains("server_down"));
+        // Discord keeps a board: both events. json cannot edit: filtered like stdout.
+        assert!(sinks.notify[0].status && !sinks.notify[1].status);
+        assert_eq!(sinks.notify[0].queue.len(), 2);
+        assert_eq!(sinks.notify[1].queue.len(), 1);
     }
 
     #[test]

@@ -15,3 +15,4 @@ mod steam_web;
 mod ux;
 mod valve_resume;
 mod watch;
+mod watch_notify;
