@@ -36,6 +36,11 @@ pub struct HttpConfig {
     /// Most per-server series (`muster_server_players`, `muster_server_up`, one each per
     /// listed server) `/metrics` shows; the rest are left out (0: none).
     pub server_metrics_max: usize,
+    /// Networks whose clients may use `/probe` (a query of any game server they name, see
+    /// the exporter's documentation), as addresses or CIDR prefixes. Loopback only by default:
+    /// an open probe would let anyone make the master query addresses of their choice. Empty:
+    /// no `/probe` route at all.
+    pub probe_from: Vec<String>,
 }
 
 impl Default for HttpConfig {
@@ -44,6 +49,7 @@ impl Default for HttpConfig {
             cors_origins: Vec::new(),
             compression: true,
             server_metrics_max: DEFAULT_SERVER_METRICS_MAX,
+            probe_from: vec!["127.0.0.0/8".to_owned(), "::1/128".to_owned()],
         }
     }
 }

@@ -688,6 +688,14 @@ impl Config {
                 format!("`{bad}` is not an address or a network such as 10.0.0.0/8"),
             ));
         }
+        if let Some(bad) = (self.http.probe_from.iter())
+            .find(|n| crate::upstream::settings::Net::parse(n).is_err())
+        {
+            return Err(out_of_range(
+                "http.probe_from".to_owned(),
+                format!("`{bad}` is not an address or a network such as 10.0.0.0/8"),
+            ));
+        }
         let header = l.connecting_ip_header.trim();
         if !header.is_empty() && axum::http::HeaderName::from_bytes(header.as_bytes()).is_err() {
             return Err(out_of_range(

@@ -476,6 +476,19 @@ impl Master {
             &limits.connecting_ip_header,
             limits.trusted_proxy_nets().unwrap_or_default(),
         ));
+        // `/probe` only for the networks `[http] probe_from` names (checked when the file was
+        // read), and not at all when it names none.
+        let probe_from: Vec<_> = (self.config.http.probe_from.iter())
+            .filter_map(|n| muster_core::config::Net::parse(n).ok())
+            .collect();
+        let probe_router = if probe_from.is_empty() {
+            axum::Router::new()
+        } else {
+            probe::router(probe::ProbeSettings {
+                allowed: Some(probe_from),
+                ..probe::ProbeSettings::within(http_limits.request_timeout)
+            })
+        };
         for l in listeners.http {
             let (ddnet_routes, ddnet_files) = faces::teeworlds::ddnet::router_and_files(
                 handle.clone(),
@@ -487,9 +500,7 @@ impl Master {
                 .merge(web::router(history.clone(), handle.clone()))
                 .merge(faces::gamespy::router(handle.clone()))
                 .merge(ddnet_routes)
-                .merge(probe::router(probe::ProbeSettings::within(
-                    http_limits.request_timeout,
-                )))
+                .merge(probe_router.clone())
                 .layer(axum::middleware::from_fn_with_state(
                     Arc::clone(&list_limit),
                     http_limit::limit,

@@ -460,6 +460,75 @@ fn serve_probes_a_masters_list_and_every_listed_server() {
     assert_eq!(sample(&s, "muster_probe_success", &[]), None);
 }
 
+/// `muster serve` answers `/probe` only to the networks of `[http] probe_from`: a client outside
+/// them gets 403 and no query is sent; `[]` removes the route; a bad network is refused with
+/// its key when the file is read.
+#[test]
+fn serve_answers_probes_only_to_the_networks_of_probe_from() {
+    let dir = temp_dir("probe-from");
+    let data = dir.to_string_lossy().to_string();
+    let serve = |probe_from: &str| {
+        let config = dir.join("muster.toml");
+        std::fs::write(&config, format!("[http]\nprobe_from = {probe_from}\n")).unwrap();
+        let config = config.to_string_lossy().to_string();
+        let mut args = vec!["serve", "--config", &config, "--data-dir", &data];
+        for face in [
+            "--gameagent",
+            "--gamespy-udp",
+            "--gamespy-tcp",
+            "--teeworlds07",
+            "--teeworlds06",
+            "--quake3",
+            "--valve",
+            "--mgmt",
+        ] {
+            args.extend([face, "off"]);
+        }
+        args.extend(["--http", "127.0.0.1:0"]);
+        let (p, bound) = start(&args, 1);
+        (p, bound[0].1)
+    };
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = silent.local_addr().unwrap();
+    let path = format!("/probe?target={target}&protocol=gameagent");
+    {
+        let (_p, http) = serve(r#"["10.0.0.0/8"]"#);
+        let (status, body) = get(http, &path, Some("2"));
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("probe_from"), "{body}");
+    }
+    {
+        let (_p, http) = serve("[]");
+        let (status, _) = get(http, &path, Some("2"));
+        assert_eq!(status, 404);
+    }
+    silent.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    assert!(
+        silent.recv_from(&mut buf).is_err(),
+        "a refused probe sent a query"
+    );
+    {
+        let (_p, http) = serve(r#"["127.0.0.1"]"#);
+        let (status, body) = get(http, &path, Some("2"));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            sample(&parse(&body), "muster_probe_success", &[]),
+            Some(0.0)
+        );
+    }
+    let config = dir.join("bad.toml");
+    std::fs::write(&config, "[http]\nprobe_from = [\"not a net\"]\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["serve", "--print-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("http.probe_from"), "{err}");
+}
+
 #[test]
 fn exporter_exit_codes_bad_flags_2_address_in_use_3() {
     let run = |args: &[&str]| {

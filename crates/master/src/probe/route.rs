@@ -2,14 +2,16 @@
 //! API. Probes run at most [`ProbeSettings::max_concurrent`] at once; one more is answered
 //! 503 at once rather than queued, so a flood of scrapes costs no more sockets.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::get;
+use muster_core::config::Net;
 use muster_core::drops::DropReason;
 use muster_faces::runtime::http::{ClientIp, HttpLimits};
 use muster_faces::runtime::tcp::MetricsSink;
@@ -29,12 +31,15 @@ pub const DEFAULT_MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const PROBE_PATH: &str = "/probe";
 
 /// How the route runs probes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ProbeSettings {
     /// Probes at once; more are answered 503.
     pub max_concurrent: usize,
     /// The longest one probe may take.
     pub max_timeout: Duration,
+    /// The networks whose clients may probe (`None`: anyone, as `muster exporter` on the
+    /// address its operator chose); others are answered 403.
+    pub allowed: Option<Vec<Net>>,
 }
 
 impl ProbeSettings {
@@ -54,6 +59,7 @@ impl Default for ProbeSettings {
         Self {
             max_concurrent: DEFAULT_MAX_CONCURRENT_PROBES,
             max_timeout: DEFAULT_MAX_PROBE_TIMEOUT,
+            allowed: None,
         }
     }
 }
@@ -62,6 +68,7 @@ impl Default for ProbeSettings {
 struct ProbeState {
     permits: Semaphore,
     max_timeout: Duration,
+    allowed: Option<Vec<Net>>,
 }
 
 /// The `/probe` route with its own concurrency cap.
@@ -69,6 +76,7 @@ pub fn router(settings: ProbeSettings) -> Router {
     let state = Arc::new(ProbeState {
         permits: Semaphore::new(settings.max_concurrent),
         max_timeout: settings.max_timeout,
+        allowed: settings.allowed,
     });
     Router::new()
         .route(PROBE_PATH, get(probe))
@@ -86,9 +94,19 @@ fn text(status: StatusCode, body: String) -> Response {
 
 async fn probe(
     State(state): State<Arc<ProbeState>>,
+    extensions: axum::http::Extensions,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
+    if let Some(allowed) = &state.allowed {
+        let ip = (extensions.get::<ConnectInfo<SocketAddr>>()).map(|ConnectInfo(p)| p.ip());
+        if !ip.is_some_and(|ip| allowed.iter().any(|n| n.contains(ip))) {
+            return text(
+                StatusCode::FORBIDDEN,
+                "probes are answered only to the networks of [http] probe_from\n".to_owned(),
+            );
+        }
+    }
     let Ok(_permit) = state.permits.try_acquire() else {
         return text(
             StatusCode::SERVICE_UNAVAILABLE,
