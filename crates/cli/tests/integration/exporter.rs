@@ -519,7 +519,7 @@ fn serve_answers_probes_only_to_the_networks_of_probe_from() {
     }
     let config = dir.join("bad.toml");
     std::fs::write(&config, "[http]\nprobe_from = [\"not a net\"]\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
+    let out = Command::new(env!("CARGO_BIN_EXE_muster"))
         .args(["serve", "--print-config", "--config"])
         .arg(&config)
         .output()
