@@ -57,6 +57,10 @@ use muster_proto::query::{Event, QueryConfig, QueryError, QueryMachine, Transmit
 use crate::error::Failure;
 use crate::rto::{Population, RttEstimate, backed_off};
 
+/// Timers are brought forward at most this often when the round-trip estimate falls (a pass
+/// over every query in flight).
+pub const REARM_SPACING: Duration = Duration::from_millis(5);
+
 /// How the scheduler paces and bounds a batch of queries.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -291,6 +295,12 @@ pub struct Scheduler<T, M: QueryMachine, I> {
     draining: Option<usize>,
     results: VecDeque<Completed<T, M::Output>>,
     population: Population,
+    /// The highest population RTO since timers were last brought forward, and when that was
+    /// (see [`Self::bring_timers_forward`]).
+    rto_high: Duration,
+    brought_forward: Option<Instant>,
+    /// When timers are next brought forward (the estimate fell).
+    bring_forward_at: Option<Instant>,
     /// The latest send instant of a burst that was answered (a sample was taken from it): the
     /// path worked for what was sent until then.
     answered_through: Option<Instant>,
@@ -331,6 +341,9 @@ where
             draining: None,
             results: VecDeque::new(),
             population: Population::default(),
+            rto_high: Duration::ZERO,
+            brought_forward: None,
+            bring_forward_at: None,
             answered_through: None,
             bucket: options.rate.map(|r| Bucket::new(r, now)),
             backlog: Backlog::None,
@@ -406,6 +419,53 @@ where
             (None, p) => p.unwrap_or(t.max),
         };
         backed_off(base.clamp(t.min, t.max), backoff, t.max)
+    }
+
+    /// After a sample: once the population's RTO has fallen to two thirds of the highest it
+    /// was since timers were last brought forward, they are brought forward at the next
+    /// [`Self::handle_timeout`] (at most every [`REARM_SPACING`], so replies arriving together
+    /// make one pass).
+    fn note_estimate(&mut self, now: Instant) {
+        if !self.timing.adaptive || self.bring_forward_at.is_some() {
+            return;
+        }
+        let Some(rto) = self.population.rto() else {
+            return;
+        };
+        self.rto_high = self.rto_high.max(rto);
+        if rto.saturating_mul(3) <= self.rto_high.saturating_mul(2) {
+            let spaced = self.brought_forward.map_or(now, |t| t + REARM_SPACING);
+            self.bring_forward_at = Some(now.max(spaced));
+        }
+    }
+
+    /// The timers of servers heard from, armed with a longer estimate, are armed again with
+    /// the current one where that is sooner. (Servers not heard from wait in `unheard`, which
+    /// always reads the current estimate.) A scan's first burst queues at the servers and its
+    /// replies make the estimate long; without this, a request sent then and lost would wait
+    /// that long after the queue drained.
+    fn bring_timers_forward(&mut self, now: Instant) {
+        self.bring_forward_at = None;
+        self.brought_forward = Some(now);
+        self.rto_high = self.population.rto().unwrap_or(self.timing.max);
+        for idx in 0..self.slots.len() {
+            let (own, backoff) = match self.slots.get(idx) {
+                Some(Some(s)) if s.heard && !s.queued && s.timer.is_some() => (s.own, s.backoff),
+                _ => continue,
+            };
+            let timeout = self.rto_for(own, backoff);
+            let Some(Some(slot)) = self.slots.get_mut(idx) else {
+                continue;
+            };
+            slot.machine.set_attempt_timeout(timeout);
+            let Some(at) = slot.machine.poll_timeout() else {
+                continue;
+            };
+            if slot.timer.is_some_and(|t| at < t) {
+                slot.timer = Some(at);
+                self.timers.push(Reverse((at, idx, slot.generation)));
+            }
+        }
     }
 
     /// The population's first-attempt timeout now (clamped), for servers not heard from.
@@ -712,6 +772,9 @@ where
             }
         }
         self.after_event(idx, now);
+        if sample.is_some() {
+            self.note_estimate(now);
+        }
     }
 
     /// After a datagram or timer: finished → report; otherwise the machine may want to send.
@@ -797,6 +860,9 @@ where
         if let Some(Reverse((t, _, _))) = self.timers.peek() {
             at(*t);
         }
+        if let Some(t) = self.bring_forward_at {
+            at(t);
+        }
         if let Some(&(sent, _, _)) = self.unheard.front() {
             let rto = self.unheard_rto();
             at(sent + rto);
@@ -817,6 +883,9 @@ where
             // Replies keep coming faster than we read: timers fire again while reading goes on,
             // so a flooding source cannot stop every other query.
             self.backlog = Backlog::Expired;
+        }
+        if self.bring_forward_at.is_some_and(|t| t <= now) {
+            self.bring_timers_forward(now);
         }
         while let Some(Reverse((at, idx, generation))) = self.timers.peek().copied() {
             if at > now {

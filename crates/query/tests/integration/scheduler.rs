@@ -88,6 +88,11 @@ fn simulate(servers: &[Server], options: &Options, seed: u64) -> Run {
     simulate_with_pause(servers, options, seed, None)
 }
 
+/// As [`simulate`], each query `rounds` exchanges one after the other.
+fn simulate_rounds(servers: &[Server], options: &Options, seed: u64, rounds: u32) -> Run {
+    simulate_full(servers, options, seed, None, rounds)
+}
+
 /// As [`simulate`]; with `pause = (from, to)`, every reply due between those instants (from
 /// the start) arrives at `to`: the servers stall.
 fn simulate_with_pause(
@@ -96,12 +101,22 @@ fn simulate_with_pause(
     seed: u64,
     pause: Option<(Duration, Duration)>,
 ) -> Run {
+    simulate_full(servers, options, seed, pause, 1)
+}
+
+fn simulate_full(
+    servers: &[Server],
+    options: &Options,
+    seed: u64,
+    pause: Option<(Duration, Duration)>,
+    rounds: u32,
+) -> Run {
     let t0 = Instant::now();
     let jobs = (0..servers.len()).map(|i| {
         let n = u32::try_from(i).unwrap();
         Job {
             tag: n,
-            build: move |cfg| Echo::new(addr(i), n, cfg),
+            build: move |cfg| Echo::with_rounds(addr(i), n, cfg, rounds),
         }
     });
     let mut sched = Scheduler::new(jobs, options, t0);
@@ -230,6 +245,27 @@ fn loss_is_retried_after_the_population_rto() {
     // 20 ms samples leave RTTVAR near zero, so half again the 20 ms decides.
     assert_eq!(retry, ms(30));
     assert_eq!(run.end, retry + ms(20));
+}
+
+/// Every first reply is late (the first burst queued at the servers), every later one quick.
+/// A server whose second request is lost is re-sent to once the quick replies have brought
+/// the population's RTO down, not after its own RTO (three times its late first sample), nor
+/// after the population's RTO at the moment the request went out (half again the late
+/// samples): timers armed with a longer estimate are brought forward when it falls.
+#[test]
+fn a_lost_later_request_waits_the_fallen_population_rto() {
+    let mut server = Server::answering(ms(5));
+    server.first_late = ms(100);
+    let mut servers = vec![server; 300];
+    servers[7].ignore = vec![1];
+    let run = simulate_rounds(&servers, &options(), 1, 2);
+    assert_eq!(run.ok(), 300);
+    let sends = &run.sends[7];
+    assert_eq!(sends.len(), 3, "{sends:?}");
+    assert_eq!(sends[1], ms(105));
+    // The others' second replies came at 110 ms; the RTO then is a few milliseconds (at
+    // least the 10 ms floor). Without bringing the timer forward: 105 + 157 ms.
+    assert!(sends[2] < ms(130), "{sends:?}");
 }
 
 #[test]
