@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::{emulate, generate, list, query, scan, serve, watch};
+use crate::{browse, emulate, generate, list, query, scan, serve, watch};
 
 /// How addresses are read, for the commands that take game addresses.
 macro_rules! addresses_help {
@@ -107,6 +107,9 @@ pub(crate) enum Command {
     /// Poll servers at an interval and report what changes: servers up and down, players,
     /// friends, maps, names, full servers.
     Watch(watch::WatchArgs),
+    /// Browse game servers: the chosen games' masters, every listed server queried from this
+    /// machine, in a live table.
+    Browse(browse::BrowseArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(generate::CompletionsArgs),
     /// Print the manual page (roff), or write one per command into a directory.

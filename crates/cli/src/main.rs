@@ -2,6 +2,7 @@
 //! Nothing below this file knows that a flag exists.
 
 mod args;
+mod browse;
 mod dto;
 mod emulate;
 mod exit;
@@ -111,6 +112,7 @@ fn main() -> ExitCode {
             Command::Emulate(args) => emulate::run(args).await,
             Command::Serve(args) => serve::run(args, verbosity).await,
             Command::Watch(args) => watch::run(args).await,
+            Command::Browse(args) => browse::run(args).await,
             Command::Completions(_) | Command::Man(_) => Ok(exit::OK),
         }
     });
