@@ -398,11 +398,7 @@ impl App {
             parts.push(format!("{asking} asking"));
         }
         if !failed.is_empty() {
-            parts.push(format!(
-                "{} unreachable ({})",
-                failed.len(),
-                failed.join("; ")
-            ));
+            parts.push(format!("{} unreachable", failed.len()));
         }
         let friends: Vec<String> = self
             .model
@@ -412,6 +408,10 @@ impl App {
             .collect();
         if !friends.is_empty() {
             parts.push(format!("friends: {}", friends.join(", ")));
+        }
+        // Why masters failed comes last: it is the longest and the least urgent.
+        if !failed.is_empty() {
+            parts.push(format!("({})", failed.join("; ")));
         }
         printable(&parts.join("  "))
     }

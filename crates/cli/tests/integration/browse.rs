@@ -1,0 +1,501 @@
+//! `muster browse --tui` in a real terminal: tmux runs the binary, the test types keys with
+//! `send-keys` and reads the screen with `capture-pane`. The masters and servers are the
+//! test's own on loopback: a DDNet HTTP master (a `servers.json` served over HTTP) listing
+//! Teeworlds servers answered by Muster's responders, a `--servers` file naming a GameAgent
+//! server, and a Teeworlds UDP master that is not there. Every wait is bounded by
+//! [`WAIT_LIMIT`] and checks what the screen shows, never how long it took.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use muster_proto::gameagent::respond::{GameAgentResponder, ResponderConfig};
+use muster_proto::respond::{PlayerState, Responder, ServerState};
+use muster_proto::teeworlds::{ResponderConfig as TeeworldsConfig, TeeworldsResponder};
+use muster_testkit::Missing;
+use muster_testkit::process::ScratchDir;
+use unicode_width::UnicodeWidthStr as _;
+
+/// The longest the test waits for the screen to show something.
+const WAIT_LIMIT: Duration = Duration::from_secs(20);
+
+/// A fake game server answering from a state the test changes or silences. Stopped on drop.
+struct LiveServer {
+    addr: SocketAddr,
+    state: Arc<Mutex<ServerState>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl LiveServer {
+    fn start(mut responder: Box<dyn Responder + Send>, state: ServerState) -> Self {
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("bind fake server");
+        socket
+            .set_read_timeout(Some(Duration::from_millis(10)))
+            .expect("read timeout");
+        let addr = socket.local_addr().expect("local addr");
+        let state = Arc::new(Mutex::new(state));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, halt) = (state.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65_536];
+            let mut replies = Vec::new();
+            while !halt.load(Ordering::Relaxed) {
+                let Ok((n, from)) = socket.recv_from(&mut buf) else {
+                    continue;
+                };
+                let snapshot = st.lock().unwrap().clone();
+                replies.clear();
+                responder.handle_datagram(Instant::now(), from, &buf[..n], &snapshot, &mut replies);
+                for r in &replies {
+                    let _ = socket.send_to(&r.bytes, r.to);
+                }
+            }
+        });
+        Self {
+            addr,
+            state,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn change(&self, f: impl FnOnce(&mut ServerState)) {
+        f(&mut self.state.lock().unwrap());
+    }
+}
+
+impl Drop for LiveServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn state(name: &str, map: &str, max: u32, players: &[&str]) -> ServerState {
+    ServerState {
+        name: name.to_owned(),
+        map: map.to_owned(),
+        max_players: max,
+        players: players
+            .iter()
+            .map(|n| PlayerState {
+                name: (*n).to_owned(),
+                ..PlayerState::default()
+            })
+            .collect(),
+        ..ServerState::default()
+    }
+}
+
+fn teeworlds(s: ServerState) -> LiveServer {
+    LiveServer::start(
+        Box::new(TeeworldsResponder::new(TeeworldsConfig::default(), [7; 16])),
+        s,
+    )
+}
+
+/// A DDNet HTTP master on loopback: every request gets `body` as JSON. Stops on drop.
+struct HttpMaster {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HttpMaster {
+    fn start(body: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind http master");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes());
+            }
+        });
+        Self {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for HttpMaster {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A tmux server of the test's own (its own socket name), running one command in a window
+/// of a set size. Killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn find() -> Result<PathBuf, Missing> {
+        muster_testkit::which("tmux").ok_or(Missing {
+            peer: "tmux",
+            detail: "not on PATH".into(),
+        })
+    }
+
+    fn start(command: &str, width: u16, height: u16) -> Self {
+        let socket = format!("muster-browse-{}", std::process::id());
+        let t = Self { socket };
+        t.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "browse",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+            command,
+        ]);
+        t
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .env("TERM", "xterm-256color")
+            .output()
+            .expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let mut args = vec!["send-keys", "-t", "browse"];
+            // Single characters are sent literally (`-l`), names like Enter as keys.
+            if k.chars().count() == 1 {
+                args.push("-l");
+            }
+            args.push(k);
+            self.run(&args);
+        }
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "browse"]).stdout)
+            .into_owned()
+    }
+
+    fn alive(&self) -> bool {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(["has-session", "-t", "browse"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    /// Waits until the screen satisfies `ok`; panics with the last screen after
+    /// [`WAIT_LIMIT`].
+    #[track_caller]
+    fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let until = Instant::now() + WAIT_LIMIT;
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < until,
+                "waited for {what}; the screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+/// The line showing `name`.
+fn line_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
+    screen.lines().find(|l| l.contains(name))
+}
+
+/// The row index of the line showing `name`.
+fn row_of(screen: &str, name: &str) -> usize {
+    screen
+        .lines()
+        .position(|l| l.contains(name))
+        .unwrap_or_else(|| panic!("{name} is not on screen:\n{screen}"))
+}
+
+/// The display column where `needle` ends in `line`.
+fn end_column(line: &str, needle: &str) -> usize {
+    let at = line
+        .find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} not in {line:?}"));
+    line[..at + needle.len()].width()
+}
+
+/// Every row's PLAYERS cell ends in the column where the header's PLAYERS ends, and no line
+/// is wider than the terminal.
+#[track_caller]
+fn assert_aligned(screen: &str, width: usize, rows: &[(&str, &str)]) {
+    let header = line_of(screen, "PLAYERS").expect("table header");
+    let column = end_column(header, "PLAYERS");
+    for (name, players) in rows {
+        let line = line_of(screen, name).unwrap_or_else(|| panic!("{name}:\n{screen}"));
+        assert_eq!(
+            end_column(line, players),
+            column,
+            "{name}'s players are not under PLAYERS:\n{screen}"
+        );
+    }
+    for l in screen.lines() {
+        assert!(l.width() <= width, "wider than {width}: {l:?}");
+    }
+}
+
+#[test]
+fn the_terminal_browser_fills_its_table_and_every_key_acts() {
+    let Some(_tmux) = muster_testkit::require(Tmux::find()) else {
+        return;
+    };
+    let scratch = ScratchDir::new("browse-tui");
+    let alpha = teeworlds(state("Alpha Tee", "dm1", 16, &["ann"]));
+    // A full server with a name of double-width characters.
+    let bravo = teeworlds(state(
+        "Bravo 日本語のサーバー名前",
+        "ctf2",
+        2,
+        &["xi", "yu"],
+    ));
+    let charlie = teeworlds(state("Charlie", "dm9", 8, &[]));
+    let entries: Vec<serde_json::Value> = [&alpha, &bravo, &charlie]
+        .iter()
+        .map(|s| serde_json::json!({ "addresses": [format!("tw-0.6+udp://{}", s.addr)], "info": {} }))
+        .collect();
+    let master = HttpMaster::start(serde_json::json!({ "servers": entries }).to_string());
+    let delta = LiveServer::start(
+        Box::new(GameAgentResponder::new(ResponderConfig::default())),
+        state("Delta Sam", "Map1", 16, &[]),
+    );
+    let servers = scratch.path().join("servers.txt");
+    std::fs::write(
+        &servers,
+        format!("gameagent 127.0.0.1:{}\n", delta.addr.port() - 1),
+    )
+    .unwrap();
+    let nobody = muster_testkit::free_udp_port();
+    let profile = scratch.path().join("profile");
+
+    let command = format!(
+        "{} browse --tui --master ddnet:http://{}/servers.json --master teeworlds:127.0.0.1:{nobody} \
+         --servers {} --profile {} --friend Zoe --refresh 200ms --timeout 300ms --retries 1 --rate 0",
+        env!("CARGO_BIN_EXE_muster"),
+        master.addr,
+        servers.display(),
+        profile.display()
+    );
+    let tmux = Tmux::start(&command, 100, 30);
+
+    // The table fills from both sources; the missing master is reported, the others work.
+    let s = tmux.wait("every server answered", |s| {
+        [
+            "Alpha Tee",
+            "Bravo",
+            "Charlie",
+            "Delta Sam",
+            "2/2",
+            "1/16",
+            "0/8",
+            "0/16",
+        ]
+        .iter()
+        .all(|n| s.contains(n))
+            && s.contains("1 unreachable")
+    });
+    assert!(s.contains("4 servers, 4 shown"), "{s}");
+    assert_aligned(
+        &s,
+        100,
+        &[("Alpha Tee", "1/16"), ("Bravo", "2/2"), ("Charlie", "0/8")],
+    );
+    // Sorted by players, most first.
+    assert!(row_of(&s, "Bravo") < row_of(&s, "Alpha Tee"), "{s}");
+    assert!(row_of(&s, "Alpha Tee") < row_of(&s, "Charlie"), "{s}");
+
+    // s cycles the sort, r reverses it.
+    tmux.keys(&["s"]);
+    tmux.wait("sort by ping", |s| s.contains("sort: ping"));
+    tmux.keys(&["s"]);
+    let s = tmux.wait("sort by name", |s| {
+        s.contains("sort: name") && !s.contains("(reversed)")
+    });
+    assert!(row_of(&s, "Alpha Tee") < row_of(&s, "Delta Sam"), "{s}");
+    tmux.keys(&["r"]);
+    let s = tmux.wait("reversed", |s| s.contains("sort: name (reversed)"));
+    assert!(row_of(&s, "Delta Sam") < row_of(&s, "Alpha Tee"), "{s}");
+    tmux.keys(&["r", "s", "s", "s"]);
+    tmux.wait("back to players", |s| {
+        s.contains("sort: players") && !s.contains("(reversed)")
+    });
+
+    // e hides empty servers, u full ones.
+    tmux.keys(&["e"]);
+    let s = tmux.wait("empty hidden", |s| s.contains("2 shown"));
+    assert!(
+        !s.contains("Charlie") && !s.contains("Delta Sam") && s.contains("Bravo"),
+        "{s}"
+    );
+    tmux.keys(&["u"]);
+    let s = tmux.wait("full hidden too", |s| s.contains("1 shown"));
+    assert!(s.contains("Alpha Tee") && !s.contains("Bravo"), "{s}");
+    tmux.keys(&["e", "u"]);
+    tmux.wait("all again", |s| s.contains("4 shown"));
+
+    // / searches names and players.
+    tmux.keys(&["/", "a", "n", "n", "Enter"]);
+    let s = tmux.wait("search for a player", |s| {
+        s.contains("1 shown") && s.contains("search: ann") && !s.contains("search: ann▏")
+    });
+    assert!(s.contains("Alpha Tee"), "{s}");
+    tmux.keys(&["/", "Escape"]);
+    tmux.wait("search cleared", |s| s.contains("4 shown"));
+
+    // g chooses one game at a time, then all again.
+    tmux.keys(&["g"]);
+    tmux.wait("one game", |s| {
+        s.contains("game: ") && !s.contains("4 shown")
+    });
+    tmux.keys(&["g", "g"]);
+    tmux.wait("every game", |s| {
+        s.contains("4 shown") && !s.contains("game: ")
+    });
+
+    // f makes the top row (Bravo) a favourite; F shows favourites only.
+    tmux.keys(&["Home", "f"]);
+    let s = tmux.wait("favourite", |s| s.contains("is a favourite"));
+    assert!(line_of(&s, "Bravo").unwrap().starts_with('*'), "{s}");
+    tmux.keys(&["F"]);
+    let s = tmux.wait("favourites only", |s| s.contains("1 shown"));
+    assert!(s.contains("Bravo") && !s.contains("Alpha Tee"), "{s}");
+    tmux.keys(&["F"]);
+    tmux.wait("all again", |s| s.contains("4 shown"));
+
+    // c prints the join link of the selected server (the responder answers DDNet's
+    // extended info, so it is a DDNet server) with the console command beside it.
+    tmux.keys(&["c"]);
+    tmux.wait("join link", |s| {
+        s.contains(&format!(
+            "join: ddnet://{0}  (console: connect {0})",
+            bravo.addr
+        ))
+    });
+
+    // Enter shows the players; p makes the highlighted one a friend.
+    tmux.keys(&["Down", "Enter"]);
+    let s = tmux.wait("details", |s| s.contains("PLAYERS (p: friend)"));
+    assert!(s.contains("ann") && s.contains("Alpha Tee"), "{s}");
+    tmux.keys(&["p"]);
+    tmux.wait("friend saved", |s| s.contains("ann is a friend now"));
+    tmux.keys(&["Escape"]);
+    tmux.wait("friend shown in the table", |s| {
+        s.contains("ann @ Alpha Tee")
+            && s.contains("NAME")
+            && line_of(s, "Alpha Tee").is_some_and(|l| l.starts_with(" @"))
+    });
+
+    // A friend (--friend) who joins a server is shown there within a refresh.
+    charlie.change(|st| {
+        st.players.push(PlayerState {
+            name: "zoe".into(),
+            ..PlayerState::default()
+        })
+    });
+    tmux.wait("Zoe on Charlie", |s| {
+        s.contains("Zoe @ Charlie") && line_of(s, "Charlie").is_some_and(|l| l.starts_with(" @"))
+    });
+
+    // A server that stops is marked down.
+    drop(alpha);
+    let s = tmux.wait("Alpha down", |s| {
+        line_of(s, "Alpha Tee").is_some_and(|l| l.trim_end().ends_with("down"))
+    });
+    assert!(!s.contains("ann @ Alpha Tee"), "{s}");
+
+    // 80×24: the columns stay aligned.
+    tmux.run(&["resize-window", "-t", "browse", "-x", "80", "-y", "24"]);
+    let s = tmux.wait("80 columns", |s| {
+        s.lines().all(|l| l.width() <= 80) && s.contains("PLAYERS")
+    });
+    assert_aligned(
+        &s,
+        80,
+        &[("Bravo", "2/2"), ("Charlie", "1/8"), ("Delta Sam", "0/16")],
+    );
+
+    // q quits; the profile keeps the favourite and the friends.
+    tmux.keys(&["q"]);
+    let until = Instant::now() + WAIT_LIMIT;
+    while tmux.alive() {
+        assert!(Instant::now() < until, "q did not quit:\n{}", tmux.screen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(profile.join("profile.json")).unwrap()).unwrap();
+    assert_eq!(
+        saved["favourites"],
+        serde_json::json!([format!("teeworlds {}", bravo.addr)])
+    );
+    assert_eq!(saved["friends"], serde_json::json!(["Zoe", "ann"]));
+    assert_eq!(
+        saved["recent"],
+        serde_json::json!([format!("teeworlds {}", bravo.addr)])
+    );
+}
