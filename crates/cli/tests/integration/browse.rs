@@ -172,7 +172,10 @@ impl Tmux {
     }
 
     fn start(command: &str, width: u16, height: u16) -> Self {
-        let socket = format!("muster-browse-{}", std::process::id());
+        // One tmux server per test: tests run side by side in one process.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let socket = format!("muster-browse-{}-{n}", std::process::id());
         let t = Self { socket };
         t.run(&[
             "-f",
@@ -498,4 +501,229 @@ fn the_terminal_browser_fills_its_table_and_every_key_acts() {
         saved["recent"],
         serde_json::json!([format!("teeworlds {}", bravo.addr)])
     );
+}
+
+/// A child process killed when dropped.
+struct Proc(std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `muster <args>` and reads its `listening FACE PROTO ADDR` lines until every face of
+/// `want` is named.
+fn start_muster(
+    args: &[&str],
+    want: &[&str],
+) -> (Proc, std::collections::HashMap<String, SocketAddr>) {
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start muster");
+    let stdout = child.stdout.take().expect("stdout");
+    let proc = Proc(child);
+    let mut faces = std::collections::HashMap::new();
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    while !want.iter().all(|w| faces.contains_key(*w)) {
+        let line = lines.next().expect("a listening line").expect("utf-8");
+        let parts: Vec<&str> = line.split(' ').collect();
+        if let ["listening", face, _, addr] = parts[..] {
+            faces.insert(face.to_owned(), addr.parse().expect("address"));
+        }
+    }
+    // The rest of stdout is read and dropped, so the child never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (proc, faces)
+}
+
+/// A free loopback UDP port `p` (below 60000) with `p + gap` free too: a game port and its
+/// query port.
+fn free_pair(gap: u16) -> u16 {
+    for _ in 0..100 {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let p = a.local_addr().unwrap().port();
+        if p < 60000 && (gap == 0 || UdpSocket::bind(("127.0.0.1", p + gap)).is_ok()) {
+            return p;
+        }
+    }
+    panic!("no free ports");
+}
+
+/// Every family's master, played by `muster serve` on loopback, with `muster emulate`
+/// servers registered to each: the browser lists and queries them all, and names each game.
+#[test]
+fn the_terminal_browser_lists_every_family_from_its_masters() {
+    let Some(_tmux) = muster_testkit::require(Tmux::find()) else {
+        return;
+    };
+    let scratch = ScratchDir::new("browse-families");
+    let data = scratch.path().join("data");
+    let data = data.to_string_lossy();
+    // The Quake III and Valve faces refuse servers on the master's own machine unless told.
+    let config = scratch.path().join("muster.toml");
+    std::fs::write(
+        &config,
+        "[quake3]\nallow_loopback = true\n[valve]\nallow_loopback = true\n",
+    )
+    .unwrap();
+    let config = config.to_string_lossy();
+    let faces_wanted = [
+        "gameagent",
+        "gamespy-udp",
+        "gamespy-tcp",
+        "teeworlds07",
+        "http",
+        "quake3",
+        "valve",
+    ];
+    let (_serve, faces) = start_muster(
+        &[
+            "serve",
+            "--config",
+            &config,
+            "--data-dir",
+            &data,
+            "--gameagent",
+            "127.0.0.1:0",
+            "--gamespy-udp",
+            "127.0.0.1:0",
+            "--gamespy-tcp",
+            "127.0.0.1:0",
+            "--teeworlds07",
+            "127.0.0.1:0",
+            "--teeworlds06",
+            "off",
+            "--http",
+            "127.0.0.1:0",
+            "--mgmt",
+            "off",
+            "--quake3",
+            "127.0.0.1:0",
+            "--valve",
+            "127.0.0.1:0",
+        ],
+        &faces_wanted,
+    );
+    let servers: Vec<(&str, Vec<String>)> = vec![
+        (
+            "UT Classic",
+            vec![
+                "-p".into(),
+                "gamespy1".into(),
+                "--style".into(),
+                "ut99".into(),
+                "--port".into(),
+                free_pair(1).to_string(),
+                "--master".into(),
+                format!("gamespy:{}", faces["gamespy-udp"]),
+            ],
+        ),
+        (
+            "Sam Agent",
+            vec![
+                "-p".into(),
+                "gameagent".into(),
+                "--port".into(),
+                free_pair(1).to_string(),
+                "--master".into(),
+                format!("gameagent:{}", faces["gameagent"]),
+            ],
+        ),
+        (
+            "Tee Seven",
+            vec![
+                "-p".into(),
+                "teeworlds".into(),
+                "--port".into(),
+                free_pair(0).to_string(),
+                "--master".into(),
+                format!("teeworlds07:{}", faces["teeworlds07"]),
+            ],
+        ),
+        (
+            "Dd Http",
+            vec![
+                "-p".into(),
+                "teeworlds".into(),
+                "--port".into(),
+                free_pair(0).to_string(),
+                "--master".into(),
+                format!("ddnet:http://{}/ddnet/15/register", faces["http"]),
+            ],
+        ),
+        (
+            "Quake Three",
+            vec![
+                "-p".into(),
+                "quake3".into(),
+                "--port".into(),
+                free_pair(0).to_string(),
+                "--master".into(),
+                format!("quake3:{}", faces["quake3"]),
+            ],
+        ),
+        (
+            "Half Life",
+            vec![
+                "-p".into(),
+                "a2s".into(),
+                "--style".into(),
+                "goldsrc".into(),
+                "--port".into(),
+                free_pair(0).to_string(),
+                "--master".into(),
+                format!("valve:{}", faces["valve"]),
+            ],
+        ),
+    ];
+    let mut running = Vec::new();
+    for (name, args) in &servers {
+        let mut all: Vec<&str> = vec!["emulate", "--name", name, "--players", "1"];
+        all.extend(args.iter().map(String::as_str));
+        running.push(start_muster(
+            &all,
+            &["gamespy1", "gameagent", "teeworlds", "quake3", "a2s"][..0],
+        ));
+    }
+    let profile = scratch.path().join("profile");
+    let command = format!(
+        "{} browse --tui --game ut --master gamespy:{} --master gameagent:{} --master teeworlds:{} \
+         --master ddnet:http://{}/ddnet/15/servers.json --master quake3:{} --master valve:{} \
+         --profile {} --relist 2s --refresh 300ms --timeout 300ms --retries 1 --rate 0",
+        env!("CARGO_BIN_EXE_muster"),
+        faces["gamespy-tcp"],
+        faces["gameagent"],
+        faces["teeworlds07"],
+        faces["http"],
+        faces["quake3"],
+        faces["valve"],
+        profile.display()
+    );
+    let tmux = Tmux::start(&command, 120, 30);
+    let s = tmux.wait("every family listed and answering", |s| {
+        servers.iter().all(|(name, _)| {
+            line_of(s, name).is_some_and(|l| l.contains("1/") && !l.trim_end().ends_with('…'))
+        })
+    });
+    assert!(s.contains("masters: 6 ok"), "{s}");
+    assert!(!s.contains("unreachable"), "{s}");
+    assert!(
+        line_of(&s, "UT Classic")
+            .unwrap()
+            .contains("Unreal Tournament"),
+        "{s}"
+    );
+    assert!(
+        line_of(&s, "Quake Three")
+            .unwrap()
+            .contains("Quake III Arena"),
+        "{s}"
+    );
+    tmux.keys(&["q"]);
 }
