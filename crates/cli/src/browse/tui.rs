@@ -674,3 +674,194 @@ pub(crate) fn run(
     ratatui::restore();
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::net::SocketAddr;
+
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use unicode_width::UnicodeWidthStr as _;
+
+    use super::*;
+    use crate::browse::model::{Filters, PlayerLine, Summary};
+
+    fn key(port: u16) -> Key {
+        (SocketAddr::from(([127, 0, 0, 1], port)), "teeworlds")
+    }
+
+    fn summary(name: &str, players: &[&str], max: u32) -> Summary {
+        Summary {
+            name: name.into(),
+            map: "dm1".into(),
+            game: Some("ddnet".into()),
+            num_players: u32::try_from(players.len()).unwrap(),
+            max_players: max,
+            players: players
+                .iter()
+                .map(|p| PlayerLine {
+                    name: (*p).into(),
+                    ..PlayerLine::default()
+                })
+                .collect(),
+            ping_ms: Some(12),
+            ..Summary::default()
+        }
+    }
+
+    fn app() -> App {
+        let mut app = App::new(
+            Model::new(Filters::default(), BTreeSet::new(), &[]),
+            Profile::default(),
+            None,
+        );
+        app.apply(Update::Answered(
+            key(1),
+            Box::new(summary("Plain", &["ann"], 8)),
+            1,
+        ));
+        app.apply(Update::Answered(
+            key(2),
+            Box::new(summary(
+                "日本語のとても長いサーバー名前です本当に長い",
+                &["bo", "cy"],
+                8,
+            )),
+            1,
+        ));
+        app.apply(Update::Listed(vec![(
+            key(3),
+            None,
+            Some("Listed only".into()),
+        )]));
+        app
+    }
+
+    /// The screen as lines of text, a wide character once (its second cell skipped).
+    fn screen(app: &mut App, width: u16, height: u16) -> Vec<String> {
+        let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
+        t.draw(|f| app.draw(f)).unwrap();
+        let buf = t.backend().buffer().clone();
+        (0..height)
+            .map(|y| {
+                let mut line = String::new();
+                let mut skip = 0;
+                for x in 0..width {
+                    let s = buf[(x, y)].symbol();
+                    if skip > 0 {
+                        skip -= 1;
+                        continue;
+                    }
+                    line.push_str(s);
+                    skip = s.width().saturating_sub(1);
+                }
+                line
+            })
+            .collect()
+    }
+
+    fn press(app: &mut App, code: KeyCode) {
+        app.key(KeyEvent::new(code, KeyModifiers::NONE));
+    }
+
+    #[test]
+    fn columns_stay_aligned_with_wide_names_at_80_columns() {
+        let mut app = app();
+        let lines = screen(&mut app, 80, 24);
+        let header = lines.iter().find(|l| l.contains("PLAYERS")).unwrap();
+        let end = |l: &str, needle: &str| {
+            let at = l.find(needle).unwrap();
+            l[..at + needle.len()].width()
+        };
+        let column = end(header, "PLAYERS");
+        let wide = lines.iter().find(|l| l.contains("日本語")).unwrap();
+        assert_eq!(end(wide, "2/8"), column, "{lines:#?}");
+        assert_eq!(
+            end(lines.iter().find(|l| l.contains("Plain")).unwrap(), "1/8"),
+            column
+        );
+        for l in &lines {
+            assert_eq!(l.width(), 80, "{l:?}");
+        }
+        // A server listed but not answered yet waits for its answer.
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("Listed only") && l.trim_end().ends_with('…'))
+        );
+    }
+
+    #[test]
+    fn redraws_are_asked_for_only_when_something_changed() {
+        let mut app = app();
+        let v = app.version();
+        let _ = screen(&mut app, 80, 24);
+        assert_eq!(app.version(), v);
+        press(&mut app, KeyCode::Char('x'));
+        assert_eq!(app.version(), v, "an unbound key changes nothing");
+        press(&mut app, KeyCode::Char('s'));
+        assert_ne!(app.version(), v);
+    }
+
+    #[test]
+    fn c_copies_the_link_and_remembers_the_server() {
+        let mut app = app();
+        let _ = screen(&mut app, 80, 24);
+        press(&mut app, KeyCode::Home);
+        press(&mut app, KeyCode::Char('c'));
+        // The top row is the fullest server, key(2), a DDNet one.
+        assert_eq!(app.clipboard.as_deref(), Some("ddnet://127.0.0.1:2"));
+        assert!(app.message.starts_with("join: ddnet://127.0.0.1:2"));
+        assert_eq!(app.profile.recent, ["teeworlds 127.0.0.1:2"]);
+    }
+
+    #[test]
+    fn details_list_players_and_p_befriends_the_highlighted_one() {
+        let mut app = app();
+        let _ = screen(&mut app, 80, 24);
+        press(&mut app, KeyCode::Home);
+        press(&mut app, KeyCode::Enter);
+        assert_eq!(app.mode, Mode::Details(key(2)));
+        let lines = screen(&mut app, 80, 24);
+        assert!(lines.iter().any(|l| l.starts_with("bo ")), "{lines:#?}");
+        press(&mut app, KeyCode::Down);
+        press(&mut app, KeyCode::Char('p'));
+        assert_eq!(app.profile.friends, ["cy"]);
+        assert_eq!(app.model.friends_online().len(), 1);
+        press(&mut app, KeyCode::Esc);
+        assert_eq!(app.mode, Mode::Table);
+        assert_eq!(
+            app.on_screen,
+            vec![key(2)],
+            "details query only their server"
+        );
+        let _ = screen(&mut app, 80, 24);
+        assert_eq!(app.on_screen.len(), 3);
+    }
+
+    #[test]
+    fn twenty_thousand_servers_draw_only_the_rows_on_screen() {
+        let mut app = app();
+        let rows = (0..20_000u16)
+            .map(|i| {
+                (
+                    key(1000 + i),
+                    Some("ddnet".to_owned()),
+                    Some(format!("S{i}")),
+                )
+            })
+            .collect();
+        app.apply(Update::Listed(rows));
+        let lines = screen(&mut app, 80, 24);
+        assert!(lines[0].contains("20003 servers"), "{}", lines[0]);
+        // Header line, table header, 20 rows, status and keys.
+        assert_eq!(app.on_screen.len(), 20);
+        press(&mut app, KeyCode::End);
+        let _ = screen(&mut app, 80, 24);
+        assert_eq!(
+            app.on_screen.last(),
+            app.model.view().last().map(|r| &r.key)
+        );
+    }
+}
