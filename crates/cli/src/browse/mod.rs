@@ -111,6 +111,11 @@ pub(crate) async fn run(args: BrowseArgs) -> anyhow::Result<u8> {
     for f in &args.friends {
         prof.befriend(f);
     }
+    // The last game shown is kept only while the same masters are browsed: another choice
+    // may list none of that game, and the table would stay empty.
+    if !args.games.is_empty() || !args.masters.is_empty() {
+        prof.filters.game = None;
+    }
     let model = model::Model::new(prof.filters.clone(), prof.favourites.clone(), &prof.friends);
     let mut app = tui::App::new(model, prof, dir);
     app.message = notes.join("; ");

@@ -483,7 +483,9 @@ fn the_terminal_browser_fills_its_table_and_every_key_acts() {
         &[("Bravo", "2/2"), ("Charlie", "1/8"), ("Delta Sam", "0/16")],
     );
 
-    // q quits; the profile keeps the favourite and the friends.
+    // q quits; the profile keeps the favourite, the friends and the filters.
+    tmux.keys(&["e"]);
+    tmux.wait("empty hidden", |s| s.contains("no empty"));
     tmux.keys(&["q"]);
     let until = Instant::now() + WAIT_LIMIT;
     while tmux.alive() {
@@ -501,6 +503,16 @@ fn the_terminal_browser_fills_its_table_and_every_key_acts() {
         saved["recent"],
         serde_json::json!([format!("teeworlds {}", bravo.addr)])
     );
+    assert_eq!(saved["filters"]["hide_empty"], true);
+    drop(tmux);
+
+    // The next run starts with them: empty servers hidden, the favourite marked.
+    let tmux = Tmux::start(&command, 100, 30);
+    let s = tmux.wait("the last filters", |s| {
+        s.contains("no empty") && line_of(s, "Bravo").is_some_and(|l| l.starts_with('*'))
+    });
+    assert!(!s.contains("Delta Sam"), "{s}");
+    tmux.keys(&["q"]);
 }
 
 /// A child process killed when dropped.
@@ -726,4 +738,46 @@ fn the_terminal_browser_lists_every_family_from_its_masters() {
         "{s}"
     );
     tmux.keys(&["q"]);
+}
+
+fn browse(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_muster"))
+        .arg("browse")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run muster browse")
+}
+
+/// `--list-games` prints the directory; an unknown game and a missing terminal are the
+/// user's to fix (exit 2), said on stderr.
+#[test]
+fn list_games_prints_the_directory_and_mistakes_exit_2() {
+    let out = browse(&["--list-games"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let ddnet = text
+        .lines()
+        .find(|l| l.starts_with("ddnet "))
+        .expect("a ddnet line");
+    assert!(
+        ddnet.contains("ddnet:https://master1.ddnet.org/ddnet/15/servers.json"),
+        "{text}"
+    );
+    let ut = text
+        .lines()
+        .find(|l| l.starts_with("ut "))
+        .expect("a ut line");
+    assert!(
+        ut.contains("gamespy:master.333networks.com:28900"),
+        "{text}"
+    );
+
+    let out = browse(&["--game", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown game \"nope\""));
+
+    let out = browse(&["--master", "ddnet:/nonexistent/servers.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a terminal"));
 }
