@@ -310,7 +310,8 @@ impl Model {
         self.rows.len()
     }
 
-    fn shown(&self, row: &Row) -> bool {
+    /// `needle`: the search text, trimmed and lower-cased once per view.
+    fn shown(&self, row: &Row, needle: &str) -> bool {
         let f = &self.filters;
         if f.favourites_only && !self.favourites.contains(&row.id()) {
             return false;
@@ -329,49 +330,67 @@ impl Model {
         {
             return false;
         }
-        let needle = f.search.trim().to_lowercase();
         if needle.is_empty() {
             return true;
         }
-        if row.name().to_lowercase().contains(&needle) {
+        if row.name().to_lowercase().contains(needle) {
             return true;
         }
         row.info.as_ref().is_some_and(|i| {
-            i.map.to_lowercase().contains(&needle)
+            i.map.to_lowercase().contains(needle)
                 || i.players
                     .iter()
-                    .any(|p| p.name.to_lowercase().contains(&needle))
+                    .any(|p| p.name.to_lowercase().contains(needle))
         })
     }
 
     /// The rows shown, in the chosen order (ties by address, so the order is stable).
     pub(crate) fn view(&self) -> Vec<&Row> {
-        let mut rows: Vec<&Row> = self.rows.values().filter(|r| self.shown(r)).collect();
-        let sort = self.filters.sort;
-        rows.sort_by(|a, b| {
-            let primary = match sort {
-                Sort::Players => b.players().cmp(&a.players()),
-                Sort::Ping => {
-                    let p = |r: &Row| r.info.as_ref().and_then(|i| i.ping_ms).unwrap_or(u32::MAX);
-                    p(a).cmp(&p(b))
-                }
-                Sort::Name => a.name().to_lowercase().cmp(&b.name().to_lowercase()),
-                Sort::Game => a
-                    .game
-                    .cmp(&b.game)
-                    .then_with(|| b.players().cmp(&a.players())),
-                Sort::Map => {
-                    let m = |r: &Row| r.info.as_ref().map(|i| i.map.to_lowercase());
-                    m(a).cmp(&m(b))
-                }
-            };
-            let primary = if self.filters.reverse {
-                primary.reverse()
-            } else {
-                primary
-            };
-            primary.then_with(|| a.key.cmp(&b.key))
-        });
+        let needle = self.filters.search.trim().to_lowercase();
+        let mut rows: Vec<&Row> = self
+            .rows
+            .values()
+            .filter(|r| self.shown(r, &needle))
+            .collect();
+        let reverse = self.filters.reverse;
+        let order = |o: std::cmp::Ordering| if reverse { o.reverse() } else { o };
+        // Text orders compare keys made once per row, not once per comparison.
+        match self.filters.sort {
+            Sort::Players => rows.sort_by(|a, b| {
+                order(b.players().cmp(&a.players())).then_with(|| a.key.cmp(&b.key))
+            }),
+            Sort::Ping => {
+                let p = |r: &Row| r.info.as_ref().and_then(|i| i.ping_ms).unwrap_or(u32::MAX);
+                rows.sort_by(|a, b| order(p(a).cmp(&p(b))).then_with(|| a.key.cmp(&b.key)));
+            }
+            Sort::Game => rows.sort_by(|a, b| {
+                order(
+                    a.game
+                        .cmp(&b.game)
+                        .then_with(|| b.players().cmp(&a.players())),
+                )
+                .then_with(|| a.key.cmp(&b.key))
+            }),
+            Sort::Name | Sort::Map => {
+                let by_map = self.filters.sort == Sort::Map;
+                let mut keyed: Vec<(String, &Row)> = rows
+                    .into_iter()
+                    .map(|r| {
+                        let text = if by_map {
+                            r.info
+                                .as_ref()
+                                .map(|i| i.map.to_lowercase())
+                                .unwrap_or_default()
+                        } else {
+                            r.name().to_lowercase()
+                        };
+                        (text, r)
+                    })
+                    .collect();
+                keyed.sort_by(|(ta, a), (tb, b)| order(ta.cmp(tb)).then_with(|| a.key.cmp(&b.key)));
+                rows = keyed.into_iter().map(|(_, r)| r).collect();
+            }
+        }
         rows
     }
 

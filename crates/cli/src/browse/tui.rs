@@ -61,6 +61,8 @@ pub(crate) struct App {
     pub clipboard: Option<String>,
     /// What was on screen at the last draw.
     pub on_screen: Vec<Key>,
+    /// How many rows the filters let through, at the last draw of the table.
+    shown: usize,
 }
 
 impl App {
@@ -79,6 +81,7 @@ impl App {
             quit: false,
             clipboard: None,
             on_screen: Vec::new(),
+            shown: 0,
         }
     }
 
@@ -324,11 +327,12 @@ impl App {
         let header = Rect::new(area.x, area.y, area.width, 1);
         let status = Rect::new(area.x, area.y + area.height - 2, area.width, 1);
         let bottom = Rect::new(area.x, area.y + area.height - 1, area.width, 1);
-        frame.render_widget(Paragraph::new(self.header_line()), header);
+        // The table first: it counts the rows the header reports.
         match self.mode.clone() {
             Mode::Details(k) => self.draw_details(frame, body, k),
             Mode::Table | Mode::Search => self.draw_table(frame, body),
         }
+        frame.render_widget(Paragraph::new(self.header_line()), header);
         frame.render_widget(
             Paragraph::new(fit(&self.status_line(), status.width.into())),
             status,
@@ -350,7 +354,7 @@ impl App {
 
     fn header_line(&self) -> String {
         let f = &self.model.filters;
-        let view = self.model.view().len();
+        let view = self.shown;
         let mut parts = vec![format!(
             "muster browse: {} servers, {view} shown",
             self.model.len()
@@ -419,6 +423,7 @@ impl App {
     fn draw_table(&mut self, frame: &mut Frame<'_>, area: Rect) {
         let cols = Columns::for_width(area.width.into());
         let view = self.model.view();
+        self.shown = view.len();
         let rows_fit = usize::from(area.height).saturating_sub(1);
         let selected = self.current(&view);
         let at = selected

@@ -781,3 +781,53 @@ fn list_games_prints_the_directory_and_mistakes_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a terminal"));
 }
+
+/// A master listing 20,000 servers (a DDNet list of loopback addresses nothing answers on)
+/// does not hold the interface: the table shows them all while they are being queried, and
+/// keys act at once.
+#[test]
+fn twenty_thousand_listed_servers_leave_the_keys_working() {
+    let Some(_tmux) = muster_testkit::require(Tmux::find()) else {
+        return;
+    };
+    let scratch = ScratchDir::new("browse-20k");
+    // A port nothing listens on, at 20,000 loopback addresses outside 127.0.0.1.
+    let port = muster_testkit::free_udp_port();
+    let entries: Vec<serde_json::Value> = (0..20_000u32)
+        .map(|i| {
+            let addr = format!("127.77.{}.{}:{port}", i / 200, i % 200 + 1);
+            serde_json::json!({
+                "addresses": [format!("tw-0.6+udp://{addr}")],
+                "info": {
+                    "name": format!("Far {i}"), "map": { "name": "dm1" }, "game_type": "DM",
+                    "version": "0.6.4", "passworded": false, "max_clients": 8,
+                    "max_players": 8, "clients": []
+                }
+            })
+        })
+        .collect();
+    let json = scratch.path().join("servers.json");
+    std::fs::write(&json, serde_json::json!({ "servers": entries }).to_string()).unwrap();
+    let command = format!(
+        "{} browse --tui --master ddnet:{} --profile {} --timeout 300ms --retries 1",
+        env!("CARGO_BIN_EXE_muster"),
+        json.display(),
+        scratch.path().join("profile").display()
+    );
+    let tmux = Tmux::start(&command, 100, 30);
+    tmux.wait("20,000 servers", |s| {
+        s.contains("20000 servers, 20000 shown")
+    });
+    // Keys act while the servers are queried (at the default rate that takes a while).
+    tmux.keys(&["s"]);
+    tmux.wait("sort by ping", |s| s.contains("sort: ping"));
+    tmux.keys(&["/", "F", "a", "r", " ", "1", "9", "9", "9", "9", "Enter"]);
+    let s = tmux.wait("search", |s| s.contains("20000 servers, 1 shown"));
+    assert!(s.contains("Far 19999"), "{s}");
+    tmux.keys(&["q"]);
+    let until = Instant::now() + WAIT_LIMIT;
+    while tmux.alive() {
+        assert!(Instant::now() < until, "q did not quit:\n{}", tmux.screen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
