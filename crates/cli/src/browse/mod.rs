@@ -111,10 +111,10 @@ pub(crate) async fn run(args: BrowseArgs) -> anyhow::Result<u8> {
     for f in &args.friends {
         prof.befriend(f);
     }
-    // The last game shown is kept only while the same masters are browsed: another choice
-    // may list none of that game, and the table would stay empty.
+    // The last games shown are kept only while the same masters are browsed: another choice
+    // may list none of them, and the table would stay empty.
     if !args.games.is_empty() || !args.masters.is_empty() {
-        prof.filters.game = None;
+        prof.filters.games.clear();
     }
     let model = model::Model::new(prof.filters.clone(), prof.favourites.clone(), &prof.friends);
     let mut app = tui::App::new(model, prof, dir);

@@ -176,8 +176,8 @@ pub(crate) struct Filters {
     pub favourites_only: bool,
     pub hide_empty: bool,
     pub hide_full: bool,
-    /// The game key shown (`None`: every game).
-    pub game: Option<String>,
+    /// The game keys shown (empty: every game).
+    pub games: BTreeSet<String>,
 }
 
 /// A master's last list.
@@ -322,12 +322,7 @@ impl Model {
         if f.hide_full && row.full() {
             return false;
         }
-        if let Some(g) = &f.game
-            && !row
-                .game
-                .as_deref()
-                .is_some_and(|k| k.eq_ignore_ascii_case(g))
-        {
+        if !f.games.is_empty() && !row.game.as_ref().is_some_and(|k| f.games.contains(k)) {
             return false;
         }
         if needle.is_empty() {
@@ -430,17 +425,17 @@ impl Model {
         set.into_iter().collect()
     }
 
-    /// Every game, then each game alone in turn, then every game again.
-    pub(crate) fn cycle_game(&mut self) {
-        let games = self.games();
-        self.filters.game = match &self.filters.game {
-            None => games.first().cloned(),
-            Some(g) => games
-                .iter()
-                .position(|x| x == g)
-                .and_then(|i| games.get(i + 1))
-                .cloned(),
-        };
+    /// Shows `game` too, or no longer (when no game is chosen, every game is shown).
+    pub(crate) fn toggle_game(&mut self, game: &str) {
+        if !self.filters.games.remove(game) {
+            self.filters.games.insert(game.to_owned());
+        }
+        self.changed();
+    }
+
+    /// Every game shown again.
+    pub(crate) fn all_games(&mut self) {
+        self.filters.games.clear();
         self.changed();
     }
 
@@ -610,17 +605,19 @@ mod tests {
     }
 
     #[test]
-    fn games_cycle_through_what_is_listed() {
+    fn games_are_chosen_from_what_is_listed() {
         let mut m = three();
         m.listed(key(4), Some("ut"), Some("Listed".into()));
-        assert_eq!(m.games(), ["ddnet", "ut"]);
-        m.cycle_game();
-        assert_eq!(m.view().len(), 3);
-        m.cycle_game();
+        m.listed(key(5), Some("tf"), Some("Other".into()));
+        assert_eq!(m.games(), ["ddnet", "tf", "ut"]);
+        m.toggle_game("ut");
         assert_eq!(names(&m), ["Listed"]);
-        m.cycle_game();
-        assert_eq!(m.filters.game, None);
-        assert_eq!(m.view().len(), 4);
+        m.toggle_game("tf");
+        assert_eq!(m.view().len(), 2);
+        m.toggle_game("ut");
+        assert_eq!(names(&m), ["Other"]);
+        m.all_games();
+        assert_eq!(m.view().len(), 5);
     }
 
     #[test]

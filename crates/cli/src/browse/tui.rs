@@ -35,6 +35,8 @@ pub(crate) enum Mode {
     Search,
     /// One server's players and rules.
     Details(Key),
+    /// Choosing the games shown: the highlighted line.
+    Games(usize),
 }
 
 /// The interface's state.
@@ -158,6 +160,7 @@ impl App {
         match self.mode.clone() {
             Mode::Search => self.search_key(key),
             Mode::Details(k) => self.details_key(key, k),
+            Mode::Games(at) => self.games_key(key, at),
             Mode::Table => self.table_key(key),
         }
     }
@@ -215,8 +218,8 @@ impl App {
                 self.save();
             }
             KeyCode::Char('g') => {
-                self.model.cycle_game();
-                self.save();
+                self.mode = Mode::Games(0);
+                self.ui_generation += 1;
             }
             KeyCode::Char('f') => self.favourite(view_key),
             KeyCode::Char('c') => self.join(view_key),
@@ -236,6 +239,32 @@ impl App {
             KeyCode::End => self.move_by(isize::MAX / 2),
             _ => {}
         }
+    }
+
+    fn games_key(&mut self, key: KeyEvent, at: usize) {
+        let games = self.model.games();
+        match key.code {
+            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('g') => {
+                self.mode = Mode::Table;
+                self.save();
+            }
+            KeyCode::Char('q') => {
+                self.save();
+                self.quit = true;
+            }
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.mode = Mode::Games((at + 1).min(games.len().saturating_sub(1)));
+            }
+            KeyCode::Up | KeyCode::Char('k') => self.mode = Mode::Games(at.saturating_sub(1)),
+            KeyCode::Char(' ') => {
+                if let Some(g) = games.get(at) {
+                    self.model.toggle_game(g);
+                }
+            }
+            KeyCode::Char('a') => self.model.all_games(),
+            _ => {}
+        }
+        self.ui_generation += 1;
     }
 
     fn details_key(&mut self, key: KeyEvent, server: Key) {
@@ -330,6 +359,7 @@ impl App {
         // The table first: it counts the rows the header reports.
         match self.mode.clone() {
             Mode::Details(k) => self.draw_details(frame, body, k),
+            Mode::Games(at) => self.draw_games(frame, body, at),
             Mode::Table | Mode::Search => self.draw_table(frame, body),
         }
         frame.render_widget(Paragraph::new(self.header_line()), header);
@@ -341,6 +371,7 @@ impl App {
             Mode::Search => format!("search: {}▏  (Enter keeps, Esc clears)", self.model.filters.search),
             _ if !self.message.is_empty() => self.message.clone(),
             Mode::Details(_) => "↑↓ player  p friend  f favourite  c join  Esc back  q quit".into(),
+            Mode::Games(_) => "↑↓ game  Space show or not  a every game  Enter back".into(),
             Mode::Table => {
                 "/ search  s sort  r reverse  f fav  F favs  e empty  u full  g game  ⏎ details  c join  q quit".into()
             }
@@ -364,8 +395,9 @@ impl App {
             f.sort.name(),
             if f.reverse { " (reversed)" } else { "" }
         ));
-        if let Some(g) = &f.game {
-            parts.push(format!("game: {g}"));
+        if !f.games.is_empty() {
+            let games: Vec<&str> = f.games.iter().map(String::as_str).collect();
+            parts.push(format!("games: {}", games.join(", ")));
         }
         let mut flags = Vec::new();
         if f.favourites_only {
@@ -462,6 +494,36 @@ impl App {
         frame.render_widget(Paragraph::new(lines), area);
     }
 
+    fn draw_games(&mut self, frame: &mut Frame<'_>, area: Rect, at: usize) {
+        let w = usize::from(area.width);
+        let chosen = &self.model.filters.games;
+        let mut lines = vec![Line::styled(
+            fit(
+                if chosen.is_empty() {
+                    "GAMES (none chosen: every game is shown)"
+                } else {
+                    "GAMES"
+                },
+                w,
+            ),
+            Style::default().add_modifier(Modifier::BOLD),
+        )];
+        let games = self.model.games();
+        let room = usize::from(area.height).saturating_sub(1);
+        let first = at.saturating_sub(room.saturating_sub(1));
+        for (i, g) in games.iter().enumerate().skip(first).take(room) {
+            let mark = if chosen.contains(g) { "[x]" } else { "[ ]" };
+            let text = fit(&format!("{mark} {:<14} {}", g, game_name(g)), w);
+            let style = if i == at {
+                Style::default().add_modifier(Modifier::REVERSED)
+            } else {
+                Style::default()
+            };
+            lines.push(Line::styled(text, style));
+        }
+        frame.render_widget(Paragraph::new(lines), area);
+    }
+
     fn draw_details(&mut self, frame: &mut Frame<'_>, area: Rect, key: Key) {
         self.on_screen = vec![key];
         let Some(row) = self.model.row(&key) else {
@@ -553,6 +615,13 @@ impl App {
     }
 }
 
+/// The name of the game `key`: the protocol crate's, else the directory's, else the key.
+fn game_name(key: &str) -> &str {
+    muster_proto::games::display_name(key)
+        .or_else(|| super::directory::game(key).map(|g| g.name))
+        .unwrap_or(key)
+}
+
 /// The table's column widths for a terminal `width` columns wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Columns {
@@ -595,12 +664,7 @@ impl Columns {
             if favourite { '*' } else { ' ' },
             if r.friends.is_empty() { ' ' } else { '@' }
         );
-        let game = r
-            .game
-            .as_deref()
-            .map(|g| muster_proto::games::name_or_key(g).to_owned())
-            .or_else(|| super::directory::game(r.game.as_deref()?).map(|g| g.name.to_owned()))
-            .unwrap_or_default();
+        let game = r.game.as_deref().map(game_name).unwrap_or_default();
         let (map, players, ping) = match &r.info {
             Some(i) => (
                 i.map.clone(),
@@ -620,7 +684,7 @@ impl Columns {
             "{} {} {} {} {} {}",
             mark,
             fit(&printable(&r.name()), self.name),
-            fit(&printable(&game), self.game),
+            fit(&printable(game), self.game),
             fit(&printable(&map), self.map),
             fit_right(&players, PLAYERS),
             fit_right(&ping, PING)

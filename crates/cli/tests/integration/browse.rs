@@ -411,14 +411,22 @@ fn the_terminal_browser_fills_its_table_and_every_key_acts() {
     tmux.keys(&["/", "Escape"]);
     tmux.wait("search cleared", |s| s.contains("4 shown"));
 
-    // g chooses one game at a time, then all again.
+    // g chooses the games shown: Space on the first (DDNet, whose servers are the three
+    // Teeworlds ones), Enter back; then every game again.
     tmux.keys(&["g"]);
-    tmux.wait("one game", |s| {
-        s.contains("game: ") && !s.contains("4 shown")
+    tmux.wait("the game list", |s| {
+        s.contains("[ ] ddnet") && s.contains("Serious Sam")
     });
-    tmux.keys(&["g", "g"]);
+    tmux.keys(&[" "]);
+    tmux.wait("ddnet chosen", |s| s.contains("[x] ddnet"));
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait("one game", |s| {
+        s.contains("3 shown") && s.contains("games: ddnet")
+    });
+    assert!(!s.contains("Delta Sam"), "{s}");
+    tmux.keys(&["g", "a", "Enter"]);
     tmux.wait("every game", |s| {
-        s.contains("4 shown") && !s.contains("game: ")
+        s.contains("4 shown") && !s.contains("games: ")
     });
 
     // f makes the top row (Bravo) a favourite; F shows favourites only.
