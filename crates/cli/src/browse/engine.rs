@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::directory::Ask;
-use super::model::{Key, Summary};
+use super::model::{Key, Listing, Summary};
 use crate::list::{self, Listed};
 use crate::scan;
 use crate::target::Target;
@@ -26,8 +26,8 @@ pub(crate) enum Update {
     MasterAsking(String),
     /// A master's list: how many servers, or why none.
     MasterDone(String, Result<usize, String>),
-    /// Servers a list named: key, game key, the name the list gives.
-    Listed(Vec<(Key, Option<String>, Option<String>)>),
+    /// Servers a list named, with what it says of them.
+    Listed(Vec<Listing>),
     /// A server answered (unix ms).
     Answered(Key, Box<Summary>, u64),
     /// A server did not answer.
@@ -90,7 +90,7 @@ pub(crate) async fn run(
     let mut fixed_rows = Vec::new();
     for t in fixed {
         let key = (t.address, t.protocol.name());
-        fixed_rows.push((key, None, None));
+        fixed_rows.push(Listing::bare(key));
         pending.push(key);
         targets.insert(key, t);
     }
@@ -140,7 +140,13 @@ pub(crate) async fn run(
                     index += 1;
                     let key = (target.address, target.protocol.name());
                     let game = ask.game.map(str::to_owned).or_else(|| l.game_key.clone());
-                    rows.push((key, game, l.name.clone()));
+                    rows.push(Listing {
+                        key,
+                        game,
+                        name: l.name.clone(),
+                        num_players: l.num_players,
+                        max_players: l.max_players,
+                    });
                     pending.push(key);
                     targets.entry(key).or_insert(target);
                 }

@@ -87,9 +87,56 @@ pub(crate) struct Row {
     pub last_seen_ms: Option<u64>,
     /// The friends its last answer lists.
     pub friends: Vec<String>,
+    /// Players and slots the master's list gives, until the server answers.
+    pub listed_players: Option<(u32, u32)>,
+}
+
+/// What a master's list says of one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listing {
+    pub key: Key,
+    /// The game key, where the list or the ask tells.
+    pub game: Option<String>,
+    pub name: Option<String>,
+    pub num_players: Option<u32>,
+    pub max_players: Option<u32>,
+}
+
+impl Listing {
+    /// A listing that says nothing but the address.
+    pub(crate) fn bare(key: Key) -> Self {
+        Self {
+            key,
+            game: None,
+            name: None,
+            num_players: None,
+            max_players: None,
+        }
+    }
 }
 
 impl Row {
+    fn new(key: Key) -> Self {
+        Self {
+            key,
+            game: None,
+            listed_name: None,
+            info: None,
+            misses: 0,
+            last_seen_ms: None,
+            friends: Vec::new(),
+            listed_players: None,
+        }
+    }
+
+    /// Players and slots: the last answer's, else the list's.
+    pub(crate) fn counts(&self) -> Option<(u32, u32)> {
+        self.info
+            .as_ref()
+            .map(|i| (i.num_players, i.max_players))
+            .or(self.listed_players)
+    }
+
     /// The name to show.
     pub(crate) fn name(&self) -> String {
         self.info
@@ -105,13 +152,11 @@ impl Row {
     }
 
     fn players(&self) -> u32 {
-        self.info.as_ref().map_or(0, |i| i.num_players)
+        self.counts().map_or(0, |(n, _)| n)
     }
 
     fn full(&self) -> bool {
-        self.info
-            .as_ref()
-            .is_some_and(|i| i.max_players > 0 && i.num_players >= i.max_players)
+        self.counts().is_some_and(|(n, max)| max > 0 && n >= max)
     }
 
     /// The address as the profile and the favourites name it.
@@ -244,22 +289,18 @@ impl Model {
         self.masters.iter()
     }
 
-    /// A server a master listed (or `--servers` named): added if new.
-    pub(crate) fn listed(&mut self, key: Key, game: Option<&str>, name: Option<String>) {
-        let row = self.rows.entry(key).or_insert_with(|| Row {
-            key,
-            game: None,
-            listed_name: None,
-            info: None,
-            misses: 0,
-            last_seen_ms: None,
-            friends: Vec::new(),
-        });
+    /// A server a master listed (or `--servers` named): added if new; what the list says
+    /// of it is shown until the server answers.
+    pub(crate) fn listed(&mut self, l: Listing) {
+        let row = self.rows.entry(l.key).or_insert_with(|| Row::new(l.key));
         if row.game.is_none() {
-            row.game = game.map(str::to_owned);
+            row.game = l.game;
         }
-        if name.is_some() {
-            row.listed_name = name;
+        if l.name.is_some() {
+            row.listed_name = l.name;
+        }
+        if l.num_players.is_some() {
+            row.listed_players = l.num_players.map(|n| (n, l.max_players.unwrap_or(0)));
         }
         self.changed();
     }
@@ -271,15 +312,7 @@ impl Model {
             .iter()
             .filter_map(|p| self.friends.get(&p.name.to_lowercase()).cloned())
             .collect();
-        let row = self.rows.entry(key).or_insert_with(|| Row {
-            key,
-            game: None,
-            listed_name: None,
-            info: None,
-            misses: 0,
-            last_seen_ms: None,
-            friends: Vec::new(),
-        });
+        let row = self.rows.entry(key).or_insert_with(|| Row::new(key));
         if summary.game.is_some() {
             row.game.clone_from(&summary.game);
         }
@@ -607,8 +640,16 @@ mod tests {
     #[test]
     fn games_are_chosen_from_what_is_listed() {
         let mut m = three();
-        m.listed(key(4), Some("ut"), Some("Listed".into()));
-        m.listed(key(5), Some("tf"), Some("Other".into()));
+        m.listed(Listing {
+            game: Some("ut".into()),
+            name: Some("Listed".into()),
+            ..Listing::bare(key(4))
+        });
+        m.listed(Listing {
+            game: Some("tf".into()),
+            name: Some("Other".into()),
+            ..Listing::bare(key(5))
+        });
         assert_eq!(m.games(), ["ddnet", "tf", "ut"]);
         m.toggle_game("ut");
         assert_eq!(names(&m), ["Listed"]);
@@ -652,6 +693,26 @@ mod tests {
         // A friend added later is found on servers already answered.
         m.add_friend("ann");
         assert_eq!(m.friends_online().len(), 2);
+    }
+
+    #[test]
+    fn the_list_s_counts_stand_until_the_server_answers() {
+        let mut m = Model::default();
+        m.listed(Listing {
+            num_players: Some(3),
+            max_players: Some(3),
+            ..Listing::bare(key(1))
+        });
+        m.listed(Listing::bare(key(2)));
+        assert_eq!(m.row(&key(1)).unwrap().counts(), Some((3, 3)));
+        m.toggle_hide_full();
+        assert_eq!(m.view().len(), 1);
+        m.toggle_hide_full();
+        m.toggle_hide_empty();
+        assert_eq!(m.view().len(), 1);
+        m.answered(key(1), summary("One", &[], 3, 5), 1);
+        assert_eq!(m.row(&key(1)).unwrap().counts(), Some((0, 3)));
+        assert!(m.view().is_empty());
     }
 
     #[test]

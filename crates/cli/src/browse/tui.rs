@@ -98,8 +98,8 @@ impl App {
             Update::MasterAsking(label) => self.model.master_asking(&label),
             Update::MasterDone(label, r) => self.model.master_done(&label, r),
             Update::Listed(rows) => {
-                for (key, game, name) in rows {
-                    self.model.listed(key, game.as_deref(), name);
+                for l in rows {
+                    self.model.listed(l);
                 }
             }
             Update::Answered(key, summary, now) => self.model.answered(key, *summary, now),
@@ -153,7 +153,9 @@ impl App {
         if key.kind == KeyEventKind::Release {
             return;
         }
+        // In raw mode Ctrl-C is a key, not a signal: it quits as q does.
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            self.save();
             self.quit = true;
             return;
         }
@@ -665,14 +667,17 @@ impl Columns {
             if r.friends.is_empty() { ' ' } else { '@' }
         );
         let game = r.game.as_deref().map(game_name).unwrap_or_default();
-        let (map, players, ping) = match &r.info {
+        let (map, ping) = match &r.info {
             Some(i) => (
                 i.map.clone(),
-                format!("{}/{}", i.num_players, i.max_players),
                 i.ping_ms.map(|p| p.to_string()).unwrap_or_default(),
             ),
-            None => (String::new(), String::new(), String::new()),
+            None => (String::new(), String::new()),
         };
+        let players = r
+            .counts()
+            .map(|(n, max)| format!("{n}/{max}"))
+            .unwrap_or_default();
         let ping = if r.down() {
             "down".to_owned()
         } else if r.info.is_none() {
@@ -754,7 +759,7 @@ mod tests {
     use unicode_width::UnicodeWidthStr as _;
 
     use super::*;
-    use crate::browse::model::{Filters, PlayerLine, Summary};
+    use crate::browse::model::{Filters, Listing, PlayerLine, Summary};
 
     fn key(port: u16) -> Key {
         (SocketAddr::from(([127, 0, 0, 1], port)), "teeworlds")
@@ -799,11 +804,10 @@ mod tests {
             )),
             1,
         ));
-        app.apply(Update::Listed(vec![(
-            key(3),
-            None,
-            Some("Listed only".into()),
-        )]));
+        app.apply(Update::Listed(vec![Listing {
+            name: Some("Listed only".into()),
+            ..Listing::bare(key(3))
+        }]));
         app
     }
 
@@ -913,12 +917,10 @@ mod tests {
     fn twenty_thousand_servers_draw_only_the_rows_on_screen() {
         let mut app = app();
         let rows = (0..20_000u16)
-            .map(|i| {
-                (
-                    key(1000 + i),
-                    Some("ddnet".to_owned()),
-                    Some(format!("S{i}")),
-                )
+            .map(|i| Listing {
+                game: Some("ddnet".to_owned()),
+                name: Some(format!("S{i}")),
+                ..Listing::bare(key(1000 + i))
             })
             .collect();
         app.apply(Update::Listed(rows));
