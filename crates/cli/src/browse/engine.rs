@@ -44,6 +44,10 @@ pub(crate) struct Pace {
     pub timing: TimingArgs,
 }
 
+/// Servers queried per engine round: a long list is queried in rounds of this many, so the
+/// servers on screen, put first at every refresh, wait for one round at most.
+const ROUND_MAX: usize = 512;
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -105,8 +109,9 @@ pub(crate) async fn run(
     loop {
         if round.is_none() && !pending.is_empty() {
             let mut seen = HashSet::new();
+            let take = pending.len().min(ROUND_MAX);
             let jobs: Vec<_> = pending
-                .drain(..)
+                .drain(..take)
                 .filter(|k| seen.insert(*k))
                 .filter_map(|k| {
                     let t = targets.get(&k)?.library();
@@ -186,8 +191,12 @@ pub(crate) async fn run(
                     return;
                 }
             }
-            () = tokio::time::sleep_until(next_refresh), if round.is_none() => {
-                pending.extend(on_screen.borrow().iter().copied());
+            () = tokio::time::sleep_until(next_refresh) => {
+                // What is on screen goes first, ahead of a long list still being queried.
+                let screen: Vec<Key> = on_screen.borrow().clone();
+                let first: HashSet<Key> = screen.iter().copied().collect();
+                pending.retain(|k| !first.contains(k));
+                pending.splice(0..0, screen);
                 next_refresh = Instant::now() + pace.refresh;
             }
             () = tx.closed() => return,

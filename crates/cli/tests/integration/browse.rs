@@ -814,24 +814,53 @@ fn twenty_thousand_listed_servers_leave_the_keys_working() {
             })
         })
         .collect();
+    // One live server, listed last.
+    let live = teeworlds(state("Aaa Live", "dm1", 16, &["ann"]));
+    let mut entries = entries;
+    entries.push(serde_json::json!({
+        "addresses": [format!("tw-0.6+udp://{}", live.addr)],
+        "info": {
+            "name": "Aaa Live", "map": { "name": "dm1" }, "game_type": "DM",
+            "version": "0.6.4", "passworded": false, "max_clients": 16,
+            "max_players": 16, "clients": []
+        }
+    }));
     let json = scratch.path().join("servers.json");
     std::fs::write(&json, serde_json::json!({ "servers": entries }).to_string()).unwrap();
     let command = format!(
-        "{} browse --tui --master ddnet:{} --profile {} --timeout 300ms --retries 1",
+        "{} browse --tui --master ddnet:{} --profile {} --friend Zoe --refresh 300ms --timeout 300ms \
+         --retries 1",
         env!("CARGO_BIN_EXE_muster"),
         json.display(),
         scratch.path().join("profile").display()
     );
     let tmux = Tmux::start(&command, 100, 30);
-    tmux.wait("20,000 servers", |s| {
-        s.contains("20000 servers, 20000 shown")
+    tmux.wait("20,001 servers", |s| {
+        s.contains("20001 servers, 20001 shown")
     });
     // Keys act while the servers are queried (at the default rate that takes a while).
     tmux.keys(&["s"]);
     tmux.wait("sort by ping", |s| s.contains("sort: ping"));
     tmux.keys(&["/", "F", "a", "r", " ", "1", "9", "9", "9", "9", "Enter"]);
-    let s = tmux.wait("search", |s| s.contains("20000 servers, 1 shown"));
+    let s = tmux.wait("search", |s| s.contains("20001 servers, 1 shown"));
     assert!(s.contains("Far 19999"), "{s}");
+    // By name, the live server is on top: on screen, it is queried ahead of the thousands
+    // still waiting, and a friend joining it is seen within a refresh.
+    tmux.keys(&["/", "Escape"]);
+    // Escape alone: a key right after it would read as Alt and that key.
+    tmux.wait("search cleared", |s| s.contains("20001 shown"));
+    // The highlight stays on Far 19999 through the sort: Home goes to the top.
+    tmux.keys(&["s", "Home"]);
+    tmux.wait("the live server answered", |s| {
+        s.contains("sort: name") && line_of(s, "Aaa Live").is_some_and(|l| l.contains("1/16"))
+    });
+    live.change(|st| {
+        st.players.push(PlayerState {
+            name: "zoe".into(),
+            ..PlayerState::default()
+        })
+    });
+    tmux.wait("Zoe on the live server", |s| s.contains("Zoe @ Aaa Live"));
     tmux.keys(&["q"]);
     let until = Instant::now() + WAIT_LIMIT;
     while tmux.alive() {
