@@ -109,6 +109,7 @@ pub(crate) enum Command {
     Watch(watch::WatchArgs),
     /// Browse game servers: the chosen games' masters, every listed server queried from this
     /// machine, in a live table.
+    #[command(after_help = browse::HELP)]
     Browse(browse::BrowseArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(generate::CompletionsArgs),

@@ -22,6 +22,19 @@ use crate::query::UsageError;
 use crate::scan;
 use crate::timing::{TimingArgs, duration};
 
+/// What `muster browse --help` says after the flags.
+pub(crate) const HELP: &str = "\
+Exit codes:
+  0  quit with q
+  2  bad command line: an unknown --game, a bad --master, a GameSpy --master with no game to
+     ask for, an unreadable --servers file, no terminal
+  3  Muster itself failed (no terminal control, no socket)
+
+Keys: / search, s sort, r reverse, f favourite, F favourites only, e hide empty, u hide full,
+g choose games, Enter players and rules (p: friend), c join link or command, q quit.
+The profile (favourites, friends, recent servers, last filters) is kept in
+$XDG_STATE_HOME/muster (else ~/.local/state/muster) unless --profile says another directory.";
+
 /// Flags of `muster browse`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct BrowseArgs {
