@@ -174,11 +174,10 @@ pub(crate) async fn run(
                     Ok(info) => {
                         let Some(target) = targets.get(&tag) else { continue };
                         let answer = Answer::new(&target.library(), *info);
-                        Update::Answered(
-                            tag,
-                            Box::new(Summary::of(&answer.info, Some(elapsed))),
-                            now_ms(),
-                        )
+                        let mut summary = Summary::of(&answer.info, Some(elapsed));
+                        let game = target.game_address(&answer.info);
+                        summary.game_address = (game != tag.0).then_some(game);
+                        Update::Answered(tag, Box::new(summary), now_ms())
                     }
                     // The round's deadline came first: nothing was learnt.
                     Err(Failure::Unsent) => continue,

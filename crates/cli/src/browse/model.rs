@@ -30,6 +30,9 @@ pub(crate) struct Summary {
     pub players: Vec<PlayerLine>,
     pub rules: Vec<(String, String)>,
     pub ping_ms: Option<u32>,
+    /// Where a player connects, when the answer says another port than the listed one
+    /// (GameSpy lists give query ports; the answer's `hostport` the game port).
+    pub game_address: Option<SocketAddr>,
 }
 
 /// One player of an answer.
@@ -67,6 +70,7 @@ impl Summary {
                 .map(|r| (r.key.plain.clone(), r.value.plain.clone()))
                 .collect(),
             ping_ms: ping.map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX)),
+            game_address: None,
         }
     }
 }
@@ -157,6 +161,14 @@ impl Row {
 
     fn full(&self) -> bool {
         self.counts().is_some_and(|(n, max)| max > 0 && n >= max)
+    }
+
+    /// Where a player connects: the answer's game address, else the listed one.
+    pub(crate) fn join_address(&self) -> SocketAddr {
+        self.info
+            .as_ref()
+            .and_then(|i| i.game_address)
+            .unwrap_or(self.key.0)
     }
 
     /// The address as the profile and the favourites name it.

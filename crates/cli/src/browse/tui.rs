@@ -330,8 +330,10 @@ impl App {
 
     fn join(&mut self, key: Option<Key>) {
         let Some(k) = key else { return };
-        let game = self.model.row(&k).and_then(|r| r.game.clone());
-        let j = join::join(k.1, game.as_deref(), k.0);
+        let Some(row) = self.model.row(&k) else {
+            return;
+        };
+        let j = join::join(k.1, row.game.as_deref(), row.join_address());
         let best = j.best().to_owned();
         self.profile.used(&super::model::id(&k));
         self.save();
@@ -533,7 +535,7 @@ impl App {
             return;
         };
         let w = usize::from(area.width);
-        let j = join::join(key.1, row.game.as_deref(), key.0);
+        let j = join::join(key.1, row.game.as_deref(), row.join_address());
         let mut lines = vec![
             Line::styled(
                 fit(&printable(&row.name()), w),
@@ -887,6 +889,20 @@ mod tests {
         assert_eq!(app.clipboard.as_deref(), Some("ddnet://127.0.0.1:2"));
         assert!(app.message.starts_with("join: ddnet://127.0.0.1:2"));
         assert_eq!(app.profile.recent, ["teeworlds 127.0.0.1:2"]);
+    }
+
+    #[test]
+    fn c_joins_the_game_port_an_answer_reports() {
+        let mut app = app();
+        let query = (SocketAddr::from(([127, 0, 0, 1], 7778)), "gamespy1");
+        let mut s = summary("UT", &["a", "b", "c"], 8);
+        s.game = Some("ut".into());
+        s.game_address = Some(SocketAddr::from(([127, 0, 0, 1], 7777)));
+        app.apply(Update::Answered(query, Box::new(s), 1));
+        let _ = screen(&mut app, 80, 24);
+        press(&mut app, KeyCode::Home);
+        press(&mut app, KeyCode::Char('c'));
+        assert_eq!(app.clipboard.as_deref(), Some("unreal://127.0.0.1:7777"));
     }
 
     #[test]

@@ -630,6 +630,7 @@ fn the_terminal_browser_lists_every_family_from_its_masters() {
         ],
         &faces_wanted,
     );
+    let ut_port = free_pair(1);
     let servers: Vec<(&str, Vec<String>)> = vec![
         (
             "UT Classic",
@@ -639,7 +640,7 @@ fn the_terminal_browser_lists_every_family_from_its_masters() {
                 "--style".into(),
                 "ut99".into(),
                 "--port".into(),
-                free_pair(1).to_string(),
+                ut_port.to_string(),
                 "--master".into(),
                 format!("gamespy:{}", faces["gamespy-udp"]),
             ],
@@ -745,6 +746,18 @@ fn the_terminal_browser_lists_every_family_from_its_masters() {
             .contains("Quake III Arena"),
         "{s}"
     );
+    // The GameSpy list gives the UT server's query port; its answer gives the game port,
+    // which the join link names.
+    tmux.keys(&["/", "U", "T", " ", "C", "Enter"]);
+    tmux.wait("UT alone", |s| {
+        s.contains("1 shown") && s.contains("search: UT C")
+    });
+    tmux.keys(&["Home", "c"]);
+    tmux.wait("the UT join link", |s| {
+        s.contains(&format!(
+            "join: unreal://127.0.0.1:{ut_port}  (console: open 127.0.0.1:{ut_port})"
+        ))
+    });
     tmux.keys(&["q"]);
 }
 
