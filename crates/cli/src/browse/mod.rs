@@ -91,7 +91,12 @@ pub(crate) async fn run(args: BrowseArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|m| scan::parse_master(m))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let asks = directory::plan(&args.games, &masters).map_err(|e| UsageError(e.to_string()))?;
+    // A --servers file alone is browsed alone: the directory is for when nothing is given.
+    let asks = if args.games.is_empty() && args.masters.is_empty() && args.servers.is_some() {
+        Vec::new()
+    } else {
+        directory::plan(&args.games, &masters).map_err(|e| UsageError(e.to_string()))?
+    };
     let mut fixed = Vec::new();
     let mut notes = Vec::new();
     if let Some(path) = &args.servers {

@@ -372,12 +372,16 @@ impl App {
             status,
         );
         let last = match self.mode {
-            Mode::Search => format!("search: {}▏  (Enter keeps, Esc clears)", self.model.filters.search),
+            Mode::Search => format!(
+                "search: {}▏  (Enter keeps, Esc clears)",
+                self.model.filters.search
+            ),
             _ if !self.message.is_empty() => self.message.clone(),
             Mode::Details(_) => "↑↓ player  p friend  f favourite  c join  Esc back  q quit".into(),
             Mode::Games(_) => "↑↓ game  Space show or not  a every game  Enter back".into(),
             Mode::Table => {
-                "/ search  s sort  r reverse  f fav  F favs  e empty  u full  g game  ⏎ details  c join  q quit".into()
+                "/ search s sort r rev f fav F favs e empty u full g games ⏎ info c join q quit"
+                    .into()
             }
         };
         frame.render_widget(
@@ -859,6 +863,8 @@ mod tests {
         for l in &lines {
             assert_eq!(l.width(), 80, "{l:?}");
         }
+        // The keys' line fits whole.
+        assert!(lines[23].trim_end().ends_with("q quit"), "{}", lines[23]);
         // A server listed but not answered yet waits for its answer.
         assert!(
             lines

@@ -881,3 +881,31 @@ fn twenty_thousand_listed_servers_leave_the_keys_working() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A `--servers` file alone is browsed alone: no public master is asked.
+#[test]
+fn a_servers_file_alone_asks_no_master() {
+    let Some(_tmux) = muster_testkit::require(Tmux::find()) else {
+        return;
+    };
+    let scratch = ScratchDir::new("browse-file");
+    let server = teeworlds(state("Filed Tee", "dm1", 8, &["ann"]));
+    let servers = scratch.path().join("servers.txt");
+    std::fs::write(&servers, format!("teeworlds {}\n", server.addr)).unwrap();
+    let command = format!(
+        "{} browse --tui --servers {} --profile {} --timeout 300ms --retries 1",
+        env!("CARGO_BIN_EXE_muster"),
+        servers.display(),
+        scratch.path().join("profile").display()
+    );
+    let tmux = Tmux::start(&command, 80, 24);
+    let s = tmux.wait("the file's server", |s| {
+        line_of(s, "Filed Tee").is_some_and(|l| l.contains("1/8"))
+    });
+    assert!(s.contains("1 servers, 1 shown"), "{s}");
+    assert!(
+        s.contains("masters: 0 ok") && !s.contains("asking") && !s.contains("unreachable"),
+        "{s}"
+    );
+    tmux.keys(&["q"]);
+}
