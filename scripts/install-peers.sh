@@ -384,6 +384,18 @@ if [ ! -x "$DPMASTER_BIN" ] || [ "$have_dpmaster" != "$want_dpmaster" ]; then
 fi
 [ -x "$DPMASTER_BIN" ] || die "dpmaster built but $DPMASTER_BIN is missing"
 
+# --- tmux (Debian): the terminal that drives `muster browse --tui` in its tests -------------------
+if ! command -v tmux >/dev/null; then
+    say "installing Debian package: tmux"
+    TMUX_SUDO=()
+    [ "$(id -u)" -eq 0 ] || TMUX_SUDO=(sudo)
+    DEBIAN_FRONTEND=noninteractive "${TMUX_SUDO[@]}" apt-get install -y -qq --no-install-recommends tmux \
+        >/dev/null || { "${TMUX_SUDO[@]}" apt-get update -qq \
+        && DEBIAN_FRONTEND=noninteractive "${TMUX_SUDO[@]}" apt-get install -y -qq --no-install-recommends tmux \
+        >/dev/null; } || die "apt-get install tmux failed"
+fi
+command -v tmux >/dev/null || die "tmux is still not on PATH after installing it"
+
 # --- where everything is -----------------------------------------------------------------------------
 deb_version() { dpkg-query -W -f='${Version}' "$1"; }
 deb_path() { dpkg -L "$1" | grep -m1 "/$2\$" || die "package $1 has no file named $2"; }

@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::{emulate, exporter, generate, list, query, scan, serve, watch};
+use crate::{browse, emulate, exporter, generate, list, query, scan, serve, watch};
 
 /// How addresses are read, for the commands that take game addresses.
 macro_rules! addresses_help {
@@ -120,6 +120,10 @@ pub(crate) enum Command {
     /// Serve Prometheus probes (GET /probe?target=…&protocol=…, or ?master=…): each scrape
     /// asks the game server, or a master's whole list, once.
     Exporter(exporter::ExporterArgs),
+    /// Browse game servers: the chosen games' masters, every listed server queried from this
+    /// machine, in a live table.
+    #[command(after_help = browse::HELP)]
+    Browse(browse::BrowseArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(generate::CompletionsArgs),
     /// Print the manual page (roff), or write one per command into a directory.

@@ -2,6 +2,7 @@
 //! Nothing below this file knows that a flag exists.
 
 mod args;
+mod browse;
 mod dto;
 mod emulate;
 mod exit;
@@ -115,6 +116,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args, verbosity).await,
             Command::Watch(args) => watch::run(args).await,
             Command::Exporter(args) => exporter::run(args).await,
+            Command::Browse(args) => browse::run(args).await,
             Command::Completions(_) | Command::Man(_) => Ok(exit::OK),
         }
     });

@@ -2,6 +2,7 @@
 
 mod a2s;
 mod addresses;
+mod browse;
 mod cli;
 mod e2e;
 mod exporter;
