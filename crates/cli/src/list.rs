@@ -183,6 +183,9 @@ pub(crate) struct Listed {
     /// A management server's lobby state.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lobby: Option<LobbyResult>,
+    /// Where the server is, when the list says it (DDNet: `eu`, `eu:de`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
     /// The game key, where the list tells it: the game a GameSpy list was asked for
     /// (`-g`), `bomberman` for a management server's games. Other lists name no game.
     #[serde(rename = "game", skip_serializing_if = "Option::is_none")]
@@ -265,6 +268,7 @@ impl Listed {
             max_players: entry.max_players,
             steam: None,
             lobby: entry.lobby.map(LobbyResult::of),
+            location: entry.location,
             game_key,
             game_name,
             game,
@@ -424,6 +428,7 @@ async fn fetch_web(args: &ListArgs, key: &str) -> anyhow::Result<(Vec<Listed>, O
                     max_players: e.max_players,
                     steam: Some(e.facts),
                     lobby: None,
+                    location: None,
                     game_key: game_key.clone(),
                     game_name,
                     game: Some(e.game),

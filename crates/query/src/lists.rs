@@ -193,6 +193,9 @@ pub struct MasterEntry {
     pub max_players: Option<u32>,
     /// The lobby state (management server).
     pub lobby: Option<Lobby>,
+    /// Where the server is, when the list says it: DDNet's location, a continent code with
+    /// an optional ISO country code after a colon (`eu`, `eu:de`, `as:cn`), lowercase.
+    pub location: Option<String>,
 }
 
 impl MasterEntry {
@@ -205,6 +208,7 @@ impl MasterEntry {
             num_players: None,
             max_players: None,
             lobby: None,
+            location: None,
         }
     }
 }
@@ -330,6 +334,7 @@ pub async fn list_one(
                             open: s.stats.lobby_open,
                             mode: s.stats.mode,
                         }),
+                        location: None,
                     }
                 })
                 .collect())
@@ -356,6 +361,10 @@ pub async fn list_one(
                 e.name = info.as_ref().map(|i| i.name.plain.clone());
                 e.num_players = info.as_ref().map(|i| i.num_players);
                 e.max_players = info.as_ref().map(|i| i.max_players);
+                e.location = (entry.location.as_deref())
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && l.len() <= MAX_LOCATION_LEN)
+                    .map(str::to_ascii_lowercase);
                 out.push(e);
             }
             Ok(out)
@@ -372,6 +381,9 @@ pub async fn list_one(
         }
     }
 }
+
+/// The longest location a list entry keeps (DDNet's are `eu:de`-like, a few bytes).
+pub const MAX_LOCATION_LEN: usize = 16;
 
 /// Where a paged Valve list stands after a page (what `--resume` keeps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -151,6 +151,7 @@ pub(crate) async fn run(
                         name: l.name.clone(),
                         num_players: l.num_players,
                         max_players: l.max_players,
+                        location: l.location.clone(),
                     });
                     pending.push(key);
                     targets.entry(key).or_insert(target);

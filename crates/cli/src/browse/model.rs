@@ -93,6 +93,8 @@ pub(crate) struct Row {
     pub friends: Vec<String>,
     /// Players and slots the master's list gives, until the server answers.
     pub listed_players: Option<(u32, u32)>,
+    /// Where the server is, as its master listed it (DDNet: `eu:de`).
+    pub location: Option<String>,
 }
 
 /// What a master's list says of one server.
@@ -104,6 +106,8 @@ pub(crate) struct Listing {
     pub name: Option<String>,
     pub num_players: Option<u32>,
     pub max_players: Option<u32>,
+    /// Where the server is, when the list says it (DDNet: `eu:de`).
+    pub location: Option<String>,
 }
 
 impl Listing {
@@ -115,11 +119,20 @@ impl Listing {
             name: None,
             num_players: None,
             max_players: None,
+            location: None,
         }
     }
 }
 
 impl Row {
+    /// The location as the table shows it: the country code where the list gives one, else
+    /// the continent, in capitals (`eu:de` → `DE`, `eu` → `EU`).
+    pub(crate) fn country(&self) -> Option<String> {
+        let l = self.location.as_deref()?;
+        let shown = l.rsplit(':').next().unwrap_or(l);
+        (!shown.is_empty()).then(|| shown.to_ascii_uppercase())
+    }
+
     fn new(key: Key) -> Self {
         Self {
             key,
@@ -130,6 +143,7 @@ impl Row {
             last_seen_ms: None,
             friends: Vec::new(),
             listed_players: None,
+            location: None,
         }
     }
 
@@ -313,6 +327,9 @@ impl Model {
         }
         if l.num_players.is_some() {
             row.listed_players = l.num_players.map(|n| (n, l.max_players.unwrap_or(0)));
+        }
+        if l.location.is_some() {
+            row.location = l.location;
         }
         self.changed();
     }
@@ -705,6 +722,26 @@ mod tests {
         // A friend added later is found on servers already answered.
         m.add_friend("ann");
         assert_eq!(m.friends_online().len(), 2);
+    }
+
+    #[test]
+    fn the_country_is_the_list_s_country_code_else_its_continent() {
+        let mut m = Model::default();
+        m.listed(Listing {
+            location: Some("eu:de".into()),
+            ..Listing::bare(key(1))
+        });
+        m.listed(Listing {
+            location: Some("na".into()),
+            ..Listing::bare(key(2))
+        });
+        m.listed(Listing::bare(key(3)));
+        assert_eq!(m.row(&key(1)).unwrap().country().as_deref(), Some("DE"));
+        assert_eq!(m.row(&key(2)).unwrap().country().as_deref(), Some("NA"));
+        assert_eq!(m.row(&key(3)).unwrap().country(), None);
+        // A later list without a location keeps the one known.
+        m.listed(Listing::bare(key(1)));
+        assert_eq!(m.row(&key(1)).unwrap().country().as_deref(), Some("DE"));
     }
 
     #[test]

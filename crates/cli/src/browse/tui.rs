@@ -641,12 +641,14 @@ pub(crate) struct Columns {
 const MARK: usize = 2;
 const PLAYERS: usize = 7;
 const PING: usize = 6;
+/// The country (or continent) column: `DE`, `EU`.
+const COUNTRY: usize = 3;
 
 impl Columns {
     pub(crate) fn for_width(width: usize) -> Self {
         let game = if width >= 100 { 18 } else { 12 };
         let map = if width >= 100 { 18 } else { 14 };
-        let fixed = MARK + game + map + PLAYERS + PING + 5;
+        let fixed = MARK + game + map + COUNTRY + PLAYERS + PING + 6;
         Self {
             name: width.saturating_sub(fixed).max(8),
             game,
@@ -656,11 +658,12 @@ impl Columns {
 
     fn header(&self) -> String {
         format!(
-            "{} {} {} {} {} {}",
+            "{} {} {} {} {} {} {}",
             fit("", MARK),
             fit("NAME", self.name),
             fit("GAME", self.game),
             fit("MAP", self.map),
+            fit("CC", COUNTRY),
             fit_right("PLAYERS", PLAYERS),
             fit_right("PING", PING)
         )
@@ -692,11 +695,12 @@ impl Columns {
             ping
         };
         format!(
-            "{} {} {} {} {} {}",
+            "{} {} {} {} {} {} {}",
             mark,
             fit(&printable(&r.name()), self.name),
             fit(&printable(game), self.game),
             fit(&printable(&map), self.map),
+            fit(&printable(&r.country().unwrap_or_default()), COUNTRY),
             fit_right(&players, PLAYERS),
             fit_right(&ping, PING)
         )
@@ -812,6 +816,7 @@ mod tests {
         ));
         app.apply(Update::Listed(vec![Listing {
             name: Some("Listed only".into()),
+            location: Some("eu:de".into()),
             ..Listing::bare(key(3))
         }]));
         app
@@ -871,6 +876,10 @@ mod tests {
                 .iter()
                 .any(|l| l.contains("Listed only") && l.trim_end().ends_with('…'))
         );
+        // The country the list gave, in its column under the header's.
+        let cc = |l: &str, needle: &str| l[..l.find(needle).unwrap()].width();
+        let listed = lines.iter().find(|l| l.contains("Listed only")).unwrap();
+        assert_eq!(cc(listed, " DE "), cc(header, " CC "), "{lines:#?}");
     }
 
     #[test]

@@ -446,13 +446,20 @@ fn quake3_openarena_server_registers_with_muster_and_is_listed() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    assert_eq!(
-        listed(
+    // Asked again by name; a list read while the server heartbeats again (and is checked
+    // again) is read once more rather than taken for a wrong answer.
+    let mut by_name = Vec::new();
+    for _ in 0..5 {
+        by_name = listed(
             &master,
-            &["--game", "Quake3Arena", "--protocol-version", "71"]
-        ),
-        std::slice::from_ref(&addr)
-    );
+            &["--game", "Quake3Arena", "--protocol-version", "71"],
+        );
+        if by_name == [addr.clone()] {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(by_name, std::slice::from_ref(&addr), "{}", server.log());
     assert!(listed(&master, &["--protocol-version", "68"]).is_empty());
     // The API shows it as the server describes itself, colours removed.
     let mut conn = std::net::TcpStream::connect(&http).unwrap();
