@@ -335,8 +335,11 @@ impl ListAsk {
             return false;
         };
         let rules = info.rules();
+        // `protocol` is what `infoResponse` says; once the poller has read `statusResponse`,
+        // an ioquake3 server's rules say `com_protocol` instead (as `g_gametype` below).
         let protocol = rules
             .get("protocol")
+            .or_else(|| rules.get("com_protocol"))
             .and_then(|p| p.trim().parse::<i64>().ok());
         if protocol != Some(i64::from(self.protocol)) {
             return false;

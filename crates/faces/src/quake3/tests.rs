@@ -276,6 +276,49 @@ fn empty_full_and_gametype_filters() {
     );
 }
 
+/// Once the poller has read an ioquake3 server's `statusResponse`, its rules are that
+/// reply's: `com_protocol` and `g_gametype`, no `protocol`. It stays listed for its protocol.
+#[test]
+fn a_polled_ioquake3_server_stays_listed_for_its_protocol() {
+    let mut h = Harness::new();
+    let mut f = face(|_| {});
+    let from = "192.0.2.9:27960";
+    let extra = "\\protocol\\71\\gametype\\0";
+    assert!(register(&mut h, &mut f, from, "QuakeArena-1", extra).is_empty());
+    assert_eq!(
+        list(&mut h, &mut f, "getservers 71"),
+        Some(vec![addr(from)])
+    );
+    let key = (h.view.listed().iter())
+        .find(|r| r.key.addr == GameAddr::Ip(addr(from)))
+        .unwrap()
+        .key
+        .clone();
+    let status = PollInfo::from(PollFields {
+        name: "OA".into(),
+        num_players: 2,
+        max_players: 8,
+        rules: Rules::new([
+            ("com_protocol", Cow::Borrowed("71")),
+            ("g_gametype", Cow::Borrowed("0")),
+            ("gamename", Cow::Borrowed("baseoa")),
+        ]),
+        ..PollFields::default()
+    });
+    let wall = h.wall;
+    h.registry.update_poll(&key, Some(status), wall);
+    h.publish();
+    assert_eq!(
+        list(&mut h, &mut f, "getservers 71"),
+        Some(vec![addr(from)])
+    );
+    assert_eq!(
+        list(&mut h, &mut f, "getservers 71 gametype=0"),
+        Some(vec![addr(from)])
+    );
+    assert_eq!(list(&mut h, &mut f, "getservers 68"), Some(vec![]));
+}
+
 #[test]
 fn caps_count_challenges_in_flight_and_a_known_server_may_refresh() {
     let mut h = Harness::new();
