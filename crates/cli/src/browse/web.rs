@@ -338,6 +338,8 @@ async fn list(State(web): State<Arc<Web>>, Query(p): Query<ListParams>) -> Respo
         .take(per_page)
         .map(|r| summary(r, g.model.is_favourite(&r.key)))
         .collect();
+    // Serialised without the lock: the engine's updates wait only for the copy.
+    drop(g);
     axum::Json(ListDto {
         last_event_id: 0,
         total,
@@ -376,6 +378,7 @@ async fn server(
     let body = detail(row, g.model.is_favourite(&row.key));
     let key = row.key;
     g.opened.insert(key, Instant::now());
+    drop(g);
     axum::Json(body).into_response()
 }
 
