@@ -461,7 +461,13 @@ fn favourite(web: &Web, protocol: &str, address: &str, on: bool) -> Response {
     }
 }
 
-async fn index(State(web): State<Arc<Web>>, Query(q): Query<HashMap<String, String>>) -> Response {
+async fn index(
+    State(web): State<Arc<Web>>,
+    q: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    // The page's own state lives in the query too: a query that does not parse still gets
+    // the page, only no cookie.
+    let q = q.map(|Query(q)| q).unwrap_or_default();
     let mut res = (
         [(header::CACHE_CONTROL, "no-cache")],
         Html(muster_master::web::INDEX_HTML),
