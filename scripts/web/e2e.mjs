@@ -301,6 +301,7 @@ async function listPhase(browser) {
       { n: expect + 2, re: shownRe.source }, { timeout: TIMEOUT });
     const c = await counts(page);
     check(c.total >= expect && c.shown === c.total, `page lists all servers (${c.shown} of ${c.total})`);
+    check(!(await page.isVisible("#thead .c-ping")), "no Ping column: a master's list has no pings (muster browse's has)");
     const drawn = (await rows(page)).length;
     check(drawn > 0 && drawn < c.total, `rows are virtualised (${drawn} in the DOM for ${c.total})`);
 

@@ -10,6 +10,7 @@ mod join;
 mod model;
 mod profile;
 mod tui;
+mod web;
 mod width;
 
 use std::io::{IsTerminal as _, Write as _};
@@ -25,10 +26,13 @@ use crate::timing::{TimingArgs, duration};
 /// What `muster browse --help` says after the flags.
 pub(crate) const HELP: &str = "\
 Exit codes:
-  0  quit with q
+  0  quit with q (page mode: Ctrl-C or SIGTERM)
   2  bad command line: an unknown --game, a bad --master, a GameSpy --master with no game to
-     ask for, an unreadable --servers file, no terminal
+     ask for, an unreadable --servers file, --tui without a terminal
   3  Muster itself failed (no terminal control, no socket)
+
+Page mode (--web, the default without a terminal) prints the page's address, with a token
+that lets the page set favourites; only that page (and loopback) is answered.
 
 Keys: / search, s sort, r reverse, f favourite, F favourites only, e hide empty, u hide full,
 g choose games, Enter players and rules (p: friend), c join link or command, q quit.
@@ -61,8 +65,15 @@ pub(crate) struct BrowseArgs {
     #[arg(long, value_name = "DIR")]
     pub profile: Option<PathBuf>,
     /// Terminal mode: the live table (the default on a terminal).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "web")]
     pub tui: bool,
+    /// Page mode: serve the browser page on --listen and print its address (the default
+    /// without a terminal).
+    #[arg(long)]
+    pub web: bool,
+    /// Where page mode listens. Loopback by default; the port is chosen when 0.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: std::net::SocketAddr,
     /// How often the servers on screen are queried again.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration)]
     pub refresh: Duration,
@@ -106,9 +117,10 @@ pub(crate) async fn run(args: BrowseArgs) -> anyhow::Result<u8> {
         notes.extend(errors);
     }
     let terminal = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
-    if !terminal {
+    let web = args.web || (!args.tui && !terminal);
+    if !web && !terminal {
         return Err(UsageError(
-            "muster browse needs a terminal: run it in one (page mode is not built yet)".into(),
+            "muster browse --tui needs a terminal: run it in one, or use --web".into(),
         )
         .into());
     }
@@ -133,6 +145,34 @@ pub(crate) async fn run(args: BrowseArgs) -> anyhow::Result<u8> {
     // may list none of them, and the table would stay empty.
     if !args.games.is_empty() || !args.masters.is_empty() {
         prof.filters.games.clear();
+    }
+    if web {
+        // The page filters and sorts by itself: the model keeps every row, in no filter.
+        let model = model::Model::new(
+            model::Filters::default(),
+            prof.favourites.clone(),
+            &prof.friends,
+        );
+        let (tx, rx) = tokio::sync::mpsc::channel(8192);
+        let (screen_tx, screen_rx) = tokio::sync::watch::channel(Vec::new());
+        let pace = engine::Pace {
+            refresh: args.refresh,
+            relist: args.relist,
+            timing: args.timing.clone(),
+        };
+        let engine = tokio::spawn(engine::run(asks, fixed, pace, screen_rx, tx));
+        let setup = web::Setup {
+            model,
+            profile: prof,
+            dir,
+            note: notes.join("; "),
+            listen: args.listen,
+            refresh: args.refresh,
+        };
+        let result = web::run(setup, rx, screen_tx).await;
+        engine.abort();
+        result?;
+        return Ok(exit::OK);
     }
     let model = model::Model::new(prof.filters.clone(), prof.favourites.clone(), &prof.friends);
     let mut app = tui::App::new(model, prof, dir);

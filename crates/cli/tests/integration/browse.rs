@@ -25,15 +25,15 @@ use unicode_width::UnicodeWidthStr as _;
 const WAIT_LIMIT: Duration = Duration::from_secs(20);
 
 /// A fake game server answering from a state the test changes or silences. Stopped on drop.
-struct LiveServer {
-    addr: SocketAddr,
+pub(super) struct LiveServer {
+    pub(super) addr: SocketAddr,
     state: Arc<Mutex<ServerState>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl LiveServer {
-    fn start(mut responder: Box<dyn Responder + Send>, state: ServerState) -> Self {
+    pub(super) fn start(mut responder: Box<dyn Responder + Send>, state: ServerState) -> Self {
         let socket = UdpSocket::bind("127.0.0.1:0").expect("bind fake server");
         socket
             .set_read_timeout(Some(Duration::from_millis(10)))
@@ -79,7 +79,7 @@ impl Drop for LiveServer {
     }
 }
 
-fn state(name: &str, map: &str, max: u32, players: &[&str]) -> ServerState {
+pub(super) fn state(name: &str, map: &str, max: u32, players: &[&str]) -> ServerState {
     ServerState {
         name: name.to_owned(),
         map: map.to_owned(),
@@ -95,7 +95,7 @@ fn state(name: &str, map: &str, max: u32, players: &[&str]) -> ServerState {
     }
 }
 
-fn teeworlds(s: ServerState) -> LiveServer {
+pub(super) fn teeworlds(s: ServerState) -> LiveServer {
     LiveServer::start(
         Box::new(TeeworldsResponder::new(TeeworldsConfig::default(), [7; 16])),
         s,
@@ -103,14 +103,14 @@ fn teeworlds(s: ServerState) -> LiveServer {
 }
 
 /// A DDNet HTTP master on loopback: every request gets `body` as JSON. Stops on drop.
-struct HttpMaster {
-    addr: SocketAddr,
+pub(super) struct HttpMaster {
+    pub(super) addr: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl HttpMaster {
-    fn start(body: String) -> Self {
+    pub(super) fn start(body: String) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind http master");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().unwrap();
@@ -798,7 +798,7 @@ fn list_games_prints_the_directory_and_mistakes_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown game \"nope\""));
 
-    let out = browse(&["--master", "ddnet:/nonexistent/servers.json"]);
+    let out = browse(&["--tui", "--master", "ddnet:/nonexistent/servers.json"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a terminal"));
 }

@@ -3,6 +3,7 @@
 mod a2s;
 mod addresses;
 mod browse;
+mod browse_web;
 mod cli;
 mod e2e;
 mod exporter;

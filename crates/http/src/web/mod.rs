@@ -301,6 +301,28 @@ mod tests {
         assert!(!INDEX_HTML.contains("\"nonempty\""));
     }
 
+    /// `muster browse --web` serves this page: its list carries `ping_ms` and `favourite`.
+    /// The ping column is hidden until a server has a ping (this master's list has none) and
+    /// sorts; a star on such a list asks the server's favourites route instead of
+    /// `localStorage`; the join link the list gives is used.
+    #[test]
+    fn page_shows_pings_and_server_favourites_only_where_the_list_has_them() {
+        for part in [
+            "<body class=\"noping\">",
+            "data-sort=\"ping\"",
+            "body.noping .c-ping { display: none; }",
+            "toggle(\"noping\", !all.some((s) => typeof s.ping_ms === \"number\"",
+            "ping: (a, b) =>",
+            "\"players\", \"ping\", \"password\"",
+            "s.favourite !== undefined && info && info.favourites",
+            "method: on ? \"POST\" : \"DELETE\"",
+            "if (s.join_link) return s.join_link;",
+            "info.refresh_ms",
+        ] {
+            assert!(INDEX_HTML.contains(part), "{part}");
+        }
+    }
+
     #[test]
     fn page_has_its_parts() {
         for part in [
