@@ -130,6 +130,19 @@ elif [[ $rc != 0 ]]; then
 fi
 elapsed "$t"
 
+step "browse page e2e: muster browse --web in headless Chromium (scripts/web/browse.sh)"
+t=$SECONDS
+rc=0
+MUSTER_BIN=$PWD/target/debug/muster MUSTER_REQUIRE_PEERS=$require_peers MUSTER_WEB_SCREENSHOTS="" \
+    bash scripts/web/browse.sh || rc=$?
+if [[ $rc == 77 && $require_peers != 1 ]]; then
+    echo "warning: the browse page e2e test was skipped: chromium, node or playwright-core is missing" >&2
+elif [[ $rc != 0 ]]; then
+    echo "error: the browse page e2e test failed (exit $rc)" >&2
+    exit 1
+fi
+elapsed "$t"
+
 if [[ $fuzz_seconds != 0 ]]; then
     step "fuzz smoke (${fuzz_seconds}s per target)"
     t=$SECONDS
