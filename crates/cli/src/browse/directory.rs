@@ -53,6 +53,9 @@ const fn dpmaster(ask: Option<&'static str>, protocol: i32) -> Public {
 const NET333: &str = "master.333networks.com:28900";
 /// Valve's master for Source-era games (its legacy master query, paged).
 const STEAM: &str = "hl2master.steampowered.com:27011";
+/// The two masters the Xash3D FWGS engine asks by default (Half-Life and its mods on Xash3D).
+const XASH: &str = "ms.xash.su:27010";
+const XASH2: &str = "ms2.xash.su:27010";
 
 /// Every game with a public master.
 pub(crate) const DIRECTORY: &[Game] = &[
@@ -145,7 +148,19 @@ pub(crate) const DIRECTORY: &[Game] = &[
     Game {
         key: "cstrike",
         name: "Counter-Strike",
-        masters: &[public(MasterKind::Valve, STEAM, Some("cstrike"))],
+        masters: &[
+            public(MasterKind::Valve, STEAM, Some("cstrike")),
+            public(MasterKind::Valve, XASH, Some("cstrike")),
+            public(MasterKind::Valve, XASH2, Some("cstrike")),
+        ],
+    },
+    Game {
+        key: "valve",
+        name: "Half-Life",
+        masters: &[
+            public(MasterKind::Valve, XASH, Some("valve")),
+            public(MasterKind::Valve, XASH2, Some("valve")),
+        ],
     },
 ];
 
