@@ -234,8 +234,9 @@ pub struct SqliteHistory {
 }
 
 /// The page cache of the history's connection, KiB (SQLite's default is 2,000 KiB): appends
-/// touch the last pages of each server's rows; a range query reads one server's rows.
-pub const HISTORY_CACHE_KIB: i64 = 1024;
+/// touch the last leaf of each server's rows in two tables; a range query reads one server's
+/// rows, a few dozen pages. The operating system's cache holds the rest.
+pub const HISTORY_CACHE_KIB: i64 = 256;
 
 /// The tables. Every row table is `WITHOUT ROWID` keyed by (server or game, minute or hour
 /// number): one B-tree, the rows of one server stored together, no index beside it.
