@@ -305,3 +305,23 @@ async fn badges_are_well_formed_svg_with_the_name_escaped() {
     assert_eq!(get_raw(s.addr, "/badge/127.0.0.1:5.png").await.0, 400);
     assert_eq!(get_raw(s.addr, "/badge/x.svg").await.0, 400);
 }
+
+#[tokio::test]
+async fn the_overview_page_is_served_for_every_game_and_one() {
+    let s = serve().await;
+    for path in ["/games", "/games/ut2004"] {
+        let (status, head, body) = get_raw(s.addr, path).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(head.contains("content-type: text/html"), "{head}");
+        assert!(head.contains("cache-control: no-cache"), "{head}");
+        // The page reads the routes this crate serves.
+        for api in [
+            "/api/v1/games",
+            "/history?range=",
+            "/badge/",
+            "sort=players",
+        ] {
+            assert!(body.contains(api), "{path} uses {api}");
+        }
+    }
+}

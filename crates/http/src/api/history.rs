@@ -11,6 +11,7 @@
 //! GET /api/v1/games/{game}/history?range=48h|30d|1y  {game, name, range, step, points: [{at,
 //!                                                    servers, up_min, up_avg, up_max,
 //!                                                    players_min, players_avg, players_max}]}
+//! GET /games, /games/{game}                          the per-game overview page
 //! ```
 //!
 //! A range other than these three is refused `400`, naming them. [`router`] serves the game
@@ -228,13 +229,28 @@ impl HistoryApi {
     }
 }
 
-/// `/api/v1/games`, `/api/v1/games/{game}/history` and `/badge/{address}.svg`.
+/// The per-game overview page (`/games`: every game; `/games/{game}`: its counts, players
+/// over time and busiest servers), embedded in the binary.
+pub const GAMES_HTML: &str = include_str!("games.html");
+
+/// `/games`, `/games/{game}`, `/api/v1/games`, `/api/v1/games/{game}/history` and
+/// `/badge/{address}.svg`.
 pub fn router(history: History, handle: muster_core::MasterHandle) -> Router {
     Router::new()
+        .route("/games", get(games_page))
+        .route("/games/{game}", get(games_page))
         .route("/api/v1/games", get(games))
         .route("/api/v1/games/{game}/history", get(game_history))
         .route("/badge/{file}", get(super::badge::badge))
         .with_state(HistoryApi::new(history, handle))
+}
+
+async fn games_page() -> Response {
+    (
+        [(axum::http::header::CACHE_CONTROL, "no-cache")],
+        axum::response::Html(GAMES_HTML),
+    )
+        .into_response()
 }
 
 pub(crate) fn error(
