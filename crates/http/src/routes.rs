@@ -103,7 +103,10 @@ pub async fn not_found() -> Response {
         list_servers,
         server_detail,
         crate::api::sse::events,
-        crate::web::server_history,
+        crate::api::history::server_history,
+        crate::api::history::games,
+        crate::api::history::game_history,
+        crate::api::badge::badge,
         info_route
     ),
     components(schemas(
@@ -117,7 +120,12 @@ pub async fn not_found() -> Response {
         crate::api::dto::LobbyDto,
         InfoDto,
         crate::api::dto::FaceDto,
-        crate::web::HistoryPointDto
+        crate::web::HistoryPointDto,
+        crate::api::history::ServerSeriesDto,
+        crate::api::history::ServerPointDto,
+        crate::api::history::GameDto,
+        crate::api::history::GameSeriesDto,
+        crate::api::history::GamePointDto
     ))
 )]
 pub struct ApiDoc;
