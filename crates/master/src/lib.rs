@@ -498,6 +498,7 @@ impl Master {
             let app = http::router(handle.clone())
                 .merge(http::info_router(info.clone()))
                 .merge(web::router(history.clone(), handle.clone()))
+                .merge(api::history::router(history.clone(), handle.clone()))
                 .merge(faces::gamespy::router(handle.clone()))
                 .merge(ddnet_routes)
                 .merge(probe_router.clone())

@@ -27,16 +27,14 @@ use std::hash::{BuildHasher as _, Hasher as _};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, RawQuery, Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub use history::History;
-use muster_core::registry::{GameAddr, Timestamp};
 
 /// The page, embedded in the binary.
 pub const INDEX_HTML: &str = include_str!("index.html");
@@ -57,136 +55,18 @@ pub struct HistoryPointDto {
     pub ok: bool,
 }
 
-/// What the history route reads.
-#[derive(Debug, Clone)]
-pub(crate) struct HistoryState {
-    history: History,
-    handle: muster_core::MasterHandle,
-}
-
-/// The page and the history route over `history`; `handle` maps the address the list shows
-/// (a game address) to the record the samples are kept under.
+/// The page and the server history route over `history`; `handle` maps the address the list
+/// shows (a game address) to the record the points are kept under.
 pub fn router(history: History, handle: muster_core::MasterHandle) -> Router {
-    Router::new()
-        .route("/", get(index))
-        .route("/api/v1/servers/{address}/history", get(server_history))
-        .with_state(HistoryState { history, handle })
+    Router::new().route("/", get(index)).route(
+        "/api/v1/servers/{address}/history",
+        get(crate::api::history::server_history)
+            .with_state(crate::api::history::HistoryApi::new(history, handle)),
+    )
 }
 
 async fn index() -> Response {
     ([(header::CACHE_CONTROL, "no-cache")], Html(INDEX_HTML)).into_response()
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct HistoryParams {
-    game: Option<String>,
-}
-
-fn error(status: StatusCode, error: impl Into<std::borrow::Cow<'static, str>>) -> Response {
-    let body = crate::api::dto::ErrorDto {
-        error: error.into(),
-    };
-    (status, axum::Json(body)).into_response()
-}
-
-/// Where the samples of `wanted` are kept: the registered address of the listed record at
-/// that address (of `game`, when given). `Err` with the games when no game is given and
-/// several games are listed there, since their samples would be merged.
-fn history_record(
-    view: &muster_core::views::Snapshot,
-    wanted: &GameAddr,
-    game: Option<&str>,
-) -> Result<Option<String>, Vec<String>> {
-    let found = view.find_by_addr(wanted);
-    let mut hits = found
-        .iter()
-        .filter(|r| game.is_none_or(|g| g.eq_ignore_ascii_case(&r.key.game)));
-    let Some(first) = hits.next() else {
-        return Ok(None);
-    };
-    if game.is_none() {
-        let mut games: Vec<String> = found.iter().map(|r| r.key.game.to_string()).collect();
-        games.sort();
-        games.dedup();
-        if games.len() > 1 {
-            return Err(games);
-        }
-    }
-    Ok(Some(first.key.addr.to_string()))
-}
-
-/// Player counts of the last 24 hours (the retention), oldest first, from the poller's samples.
-#[utoipa::path(get, path = "/api/v1/servers/{address}/history",
-    params(
-        ("address" = String, Path, description = "The address the list shows (game address) or the registered address"),
-        ("game" = Option<String>, Query, description = "The game, when several are listed at one address")
-    ),
-    responses(
-        (status = 200, description = "Samples, oldest first", body = [HistoryPointDto]),
-        (status = 400, description = "Not an address, an unknown parameter, or several games listed at the address and no `game`", body = crate::api::dto::ErrorDto)
-    ))]
-pub(crate) async fn server_history(
-    State(st): State<HistoryState>,
-    Path(address): Path<String>,
-    RawQuery(raw): RawQuery,
-    params: Result<Query<HistoryParams>, QueryRejection>,
-) -> Response {
-    if let Err(e) = crate::params::check_params(raw.as_deref(), crate::params::SERVER_PARAMS) {
-        return error(StatusCode::BAD_REQUEST, e);
-    }
-    let Some(addr) = GameAddr::parse(&address) else {
-        return error(StatusCode::BAD_REQUEST, "address must be host:port");
-    };
-    let Ok(Query(HistoryParams { game })) = params else {
-        return error(StatusCode::BAD_REQUEST, "malformed query string");
-    };
-    let game = game
-        .filter(|g| !g.is_empty())
-        .map(|g| g.to_ascii_lowercase());
-    // Samples are kept under the registered address; the list shows the game address.
-    // The snapshot's address index is built once per snapshot, over every record: off the
-    // reactor.
-    let view = st.handle.snapshot();
-    let (wanted, g) = (addr.clone(), game.clone());
-    let registered = muster_core::bulk::spawn(move || history_record(&view, &wanted, g.as_deref()))
-        .await
-        .unwrap_or(Ok(None));
-    let registered = match registered {
-        Ok(r) => r,
-        Err(games) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "several games are listed at this address: add ?game= with one of {}",
-                    games.join(", ")
-                ),
-            );
-        }
-    };
-    let addr = registered.unwrap_or_else(|| addr.to_string());
-    let history = st.history;
-    let now = Timestamp::now();
-    let res = muster_core::bulk::spawn(move || history.recent(&addr, game.as_deref(), now)).await;
-    match res {
-        Ok(Ok(points)) => axum::Json(
-            points
-                .into_iter()
-                .map(|p| HistoryPointDto {
-                    at: p.at.as_secs(),
-                    num_players: p.num_players,
-                    max_players: p.max_players,
-                    ok: p.ok,
-                })
-                .collect::<Vec<_>>(),
-        )
-        .into_response(),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "history read failed");
-            error(StatusCode::INTERNAL_SERVER_ERROR, "history unavailable")
-        }
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "history unavailable"),
-    }
 }
 
 /// The ETag of `body`: a quoted 64-bit hash and the length. The hash is foldhash's with a fixed
