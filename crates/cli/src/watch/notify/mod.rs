@@ -1,6 +1,6 @@
 //! `--notify KIND:URL`: chat alerts to Discord, Slack, Telegram, ntfy or a JSON webhook.
 //!
-//! - [`format`]: what each service is sent and what its answers mean (pure).
+//! - [`format`](mod@format): what each service is sent and what its answers mean (pure).
 //! - [`courier`]: one notifier's deliveries: order, rate limits, retries (pure, time
 //!   passed in).
 //! - here: the worker that runs a courier over HTTP, fed by a queue the watch loop pushes
