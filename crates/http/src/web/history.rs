@@ -37,7 +37,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior, params};
 use tokio::sync::mpsc;
 
 use muster_core::poll::PollSample;
@@ -351,7 +351,9 @@ impl SqliteHistory {
             .map_err(db)?;
         conn.pragma_update(None, "cache_size", -HISTORY_CACHE_KIB)
             .map_err(db)?;
-        let tx = conn.transaction().map_err(db)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
         tx.execute_batch(SCHEMA).map_err(db)?;
         let old: bool = tx
             .query_row(
@@ -389,7 +391,9 @@ impl SqliteHistory {
         &mut self,
         rows: impl Iterator<Item = (String, String, i64, u32)>,
     ) -> Result<usize, StoreError> {
-        let tx = self.conn.transaction().map_err(db)?;
+        let tx = (self.conn)
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
         let mut n = 0;
         {
             let mut id = tx
@@ -425,7 +429,9 @@ impl SqliteHistory {
         &mut self,
         rows: impl Iterator<Item = (String, i64, u32, u32)>,
     ) -> Result<usize, StoreError> {
-        let tx = self.conn.transaction().map_err(db)?;
+        let tx = (self.conn)
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
         let mut n = 0;
         {
             let mut st = tx
@@ -462,7 +468,9 @@ impl HistoryStore for SqliteHistory {
         let Self {
             conn, addr, live, ..
         } = self;
-        let tx = conn.transaction().map_err(db)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
         {
             let mut find = tx
                 .prepare_cached("SELECT id FROM history_servers WHERE addr = ?1 AND game = ?2")
@@ -538,7 +546,9 @@ impl HistoryStore for SqliteHistory {
             return Ok(0);
         }
         let live_ms = u64::try_from(LIVE_FOR.as_millis()).unwrap_or(u64::MAX);
-        let tx = self.conn.transaction().map_err(db)?;
+        let tx = (self.conn)
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
         {
             let mut gm = tx
                 .prepare_cached(
@@ -593,7 +603,9 @@ impl HistoryStore for SqliteHistory {
     }
 
     fn prune(&mut self, minute: i64, hour: i64) -> Result<usize, StoreError> {
-        let tx = self.conn.transaction().map_err(db)?;
+        let tx = (self.conn)
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
         let mut n = 0;
         n += tx
             .execute("DELETE FROM history_minute WHERE minute < ?1", [minute])
