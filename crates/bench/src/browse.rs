@@ -351,7 +351,7 @@ fn start_master(muster: &Path, dir: &Path, tag: &str) -> anyhow::Result<(KillOnD
         .arg("-q")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(std::fs::File::create(data.join("stderr"))?)
         .spawn()
         .context("starting muster serve")?;
     let stdout = child.stdout.take().context("no stdout from muster serve")?;
@@ -367,9 +367,12 @@ fn start_master(muster: &Path, dir: &Path, tag: &str) -> anyhow::Result<(KillOnD
             }
         }
     });
-    let addr = rx
-        .recv_timeout(SETUP_LIMIT)
-        .map_err(|_| anyhow::anyhow!("muster serve ({tag}) did not report its Quake III face"))?;
+    let addr = rx.recv_timeout(SETUP_LIMIT).map_err(|_| {
+        anyhow::anyhow!(
+            "muster serve ({tag}) did not report its Quake III face (see {})",
+            data.join("stderr").display()
+        )
+    })?;
     Ok((guard, addr))
 }
 
@@ -401,13 +404,15 @@ fn farm_toml(servers: usize, base_port: u16, a: SocketAddr, b: SocketAddr) -> St
 
 /// Starts `muster emulate` and waits until every server is bound.
 fn start_farm(muster: &Path, config: &Path, servers: usize) -> anyhow::Result<KillOnDrop> {
+    // One log line per registration: kept in a file beside the farm.
+    let log = config.with_extension("stderr");
     let mut child = Command::new(muster)
         .arg("emulate")
         .arg("--config")
         .arg(config)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(std::fs::File::create(&log)?)
         .spawn()
         .context("starting muster emulate")?;
     let stdout = child
@@ -428,8 +433,12 @@ fn start_farm(muster: &Path, config: &Path, servers: usize) -> anyhow::Result<Ki
             }
         }
     });
-    rx.recv_timeout(SETUP_LIMIT)
-        .map_err(|_| anyhow::anyhow!("muster emulate did not bind every server"))?;
+    rx.recv_timeout(SETUP_LIMIT).map_err(|_| {
+        anyhow::anyhow!(
+            "muster emulate did not bind every server (see {})",
+            log.display()
+        )
+    })?;
     Ok(guard)
 }
 
@@ -470,6 +479,7 @@ fn wait_listed(muster: &Path, addr: SocketAddr, want: usize) -> anyhow::Result<D
 /// One timed run.
 #[derive(Debug)]
 struct Run {
+    first_frame: Duration,
     first_row: Duration,
     first_ping: Duration,
     full: Duration,
@@ -487,6 +497,8 @@ struct Run {
 /// What [`watch`] saw.
 #[derive(Debug)]
 struct Watched {
+    /// The browser's first frame: its header line.
+    first_frame: Option<Duration>,
     first_row: Option<Duration>,
     first_ping: Option<Duration>,
     done: Duration,
@@ -502,13 +514,16 @@ fn watch(
     poll: Duration,
     done: impl Fn(&Screen) -> bool,
 ) -> anyhow::Result<Watched> {
-    let (mut first_row, mut first_ping) = (None, None);
+    let (mut first_frame, mut first_row, mut first_ping) = (None, None, None);
     let mut stamps = Vec::new();
     loop {
         let text = tmux.capture()?;
         let at = start.elapsed();
         stamps.push(at);
         let s = Screen::parse(&text);
+        if first_frame.is_none() && s.total.is_some() {
+            first_frame = Some(at);
+        }
         if first_row.is_none() && s.has_row() {
             first_row = Some(at);
         }
@@ -517,6 +532,7 @@ fn watch(
         }
         if done(&s) {
             return Ok(Watched {
+                first_frame,
                 first_row,
                 first_ping,
                 done: at,
@@ -578,6 +594,7 @@ fn timed_run(
     };
     drop(tmux);
     Ok(Run {
+        first_frame: w.first_frame.unwrap_or(w.done),
         first_row: w.first_row.unwrap_or(w.done),
         first_ping: w.first_ping.unwrap_or(w.done),
         full: w.done,
@@ -666,8 +683,10 @@ fn memory_run(
     let start = Instant::now();
     let tmux = Tmux::start(args.runs + 1, &command, args.width, args.height)?;
     let pid = tmux.pane_pid()?;
+    // The list is in: every server counted and every master answered (the dead servers
+    // soon show `down`, so the screen is never "full" here).
     let list_in = watch(&tmux, start, Duration::from_millis(50), |s| {
-        s.full(all.len(), total)
+        s.total == Some(total) && s.masters_ok == Some(all.len()) && s.asking == 0
     })?
     .done;
     let (rss_list_in, _) = memory_of(pid).context("the browser's /proc status")?;
@@ -708,7 +727,11 @@ pub(crate) fn run(args: &BrowseArgs) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("muster-bench-browse-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let result = run_in(args, &muster, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
+    if result.is_ok() {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        eprintln!("the children's messages are kept in {}", dir.display());
+    }
     result
 }
 
@@ -737,9 +760,10 @@ fn run_in(args: &BrowseArgs, muster: &Path, dir: &Path) -> anyhow::Result<()> {
         let last = n + 1 == args.runs;
         let r = timed_run(args, n, muster, &masters, dir, last)?;
         println!(
-            "run {}: first row {:.0} ms, first ping {:.0} ms, full first screen {:.0} ms \
+            "run {}: first frame {:.0} ms, first row {:.0} ms, first ping {:.0} ms, full first screen {:.0} ms \
              ({} rows; {} captures, one every {:.1} ms)",
             n + 1,
+            r.first_frame.as_secs_f64() * 1000.0,
             r.first_row.as_secs_f64() * 1000.0,
             r.first_ping.as_secs_f64() * 1000.0,
             r.full.as_secs_f64() * 1000.0,
@@ -755,6 +779,10 @@ fn run_in(args: &BrowseArgs, muster: &Path, dir: &Path) -> anyhow::Result<()> {
         table::render(
             &["browse, {servers} servers, two masters", "median (min–max)"],
             &[
+                vec![
+                    "first frame (header line)".into(),
+                    spread(runs.iter().map(|r| r.first_frame).collect())
+                ],
                 vec![
                     "first server row".into(),
                     spread(runs.iter().map(|r| r.first_row).collect())
@@ -845,7 +873,7 @@ fn run_in(args: &BrowseArgs, muster: &Path, dir: &Path) -> anyhow::Result<()> {
         let per = |b: u64| b as f64 / m.total as f64;
         let mut rows = vec![
             vec![
-                format!("at full first screen ({:.1} s)", m.list_in.as_secs_f64()),
+                format!("list in ({:.1} s after start)", m.list_in.as_secs_f64()),
                 mib(m.rss_list_in),
                 format!("{:.0}", per(m.rss_list_in)),
             ],
