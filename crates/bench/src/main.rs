@@ -26,6 +26,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: muster_alloc::Allocator = muster_alloc::Allocator;
 
+mod browse;
 mod loopback;
 mod master;
 mod procs;
@@ -60,6 +61,9 @@ enum Command {
     /// Muster's Half-Life / Xash3D face and xash3d-master side by side: registrations/s,
     /// lists/s, memory per server.
     Valve(valve::ValveArgs),
+    /// `muster browse --tui` in tmux: time to a full first screen, ping against `muster
+    /// query`, memory with 20,000 servers listed.
+    Browse(browse::BrowseArgs),
     /// The master under test, driven by `master` over stdin/stdout (internal).
     #[command(hide = true)]
     MasterChild(master::ChildArgs),
@@ -97,6 +101,7 @@ fn main() -> anyhow::Result<()> {
                 .build()?;
             rt.block_on(valve::run(&args))
         }
+        Command::Browse(args) => browse::run(&args),
         Command::MasterChild(args) => master::run_child(&args),
     }
 }
