@@ -26,12 +26,12 @@ use serde_json::Value;
 
 /// The longest the test waits for anything (events, deliveries, the exit); a run that takes
 /// longer has hung.
-const WAIT_LIMIT: Duration = Duration::from_secs(20);
+pub(super) const WAIT_LIMIT: Duration = Duration::from_secs(20);
 
 /// Polling fast enough for a test. Every round starts a fresh engine, so each attempt waits
 /// the whole `--timeout`: a silent server is down after three attempts (0.9 s), and a busy
 /// machine would have to stall that long to fake a `server_down`.
-const FAST: [&str; 8] = [
+pub(super) const FAST: [&str; 8] = [
     "--interval",
     "150ms",
     "--timeout",
@@ -44,8 +44,8 @@ const FAST: [&str; 8] = [
 
 /// A fake game server: a thread answering on a loopback UDP socket with a real responder,
 /// from a state the test may change or silence at any time. Stopped on drop.
-struct LiveServer {
-    addr: SocketAddr,
+pub(super) struct LiveServer {
+    pub(super) addr: SocketAddr,
     state: Arc<Mutex<ServerState>>,
     answering: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
@@ -91,11 +91,11 @@ impl LiveServer {
         }
     }
 
-    fn change(&self, f: impl FnOnce(&mut ServerState)) {
+    pub(super) fn change(&self, f: impl FnOnce(&mut ServerState)) {
         f(&mut self.state.lock().unwrap());
     }
 
-    fn answer(&self, on: bool) {
+    pub(super) fn answer(&self, on: bool) {
         self.answering.store(on, Ordering::Relaxed);
     }
 }
@@ -109,14 +109,14 @@ impl Drop for LiveServer {
     }
 }
 
-fn player(name: &str) -> PlayerState {
+pub(super) fn player(name: &str) -> PlayerState {
     PlayerState {
         name: name.to_owned(),
         ..PlayerState::default()
     }
 }
 
-fn state(name: &str, map: &str, max: u32, players: &[&str]) -> ServerState {
+pub(super) fn state(name: &str, map: &str, max: u32, players: &[&str]) -> ServerState {
     ServerState {
         name: name.to_owned(),
         map: map.to_owned(),
@@ -126,7 +126,7 @@ fn state(name: &str, map: &str, max: u32, players: &[&str]) -> ServerState {
     }
 }
 
-fn gameagent(s: ServerState) -> LiveServer {
+pub(super) fn gameagent(s: ServerState) -> LiveServer {
     LiveServer::start(
         Box::new(GameAgentResponder::new(ResponderConfig::default())),
         s,
@@ -270,7 +270,7 @@ impl Drop for Watch {
 }
 
 /// Wait until `ready()` holds (bounded by [`WAIT_LIMIT`]); `what` names it for the failure.
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+pub(super) fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT_LIMIT;
     while !ready() {
         assert!(Instant::now() < deadline, "never happened: {what}");

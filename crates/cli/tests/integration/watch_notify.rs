@@ -7,111 +7,16 @@
 //! asserted are lower bounds a service asked for (a 429's wait).
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use muster_proto::gameagent::respond::{GameAgentResponder, ResponderConfig};
-use muster_proto::respond::{PlayerState, Responder, ServerState};
 use muster_testkit::process::ScratchDir;
 use serde_json::{Value, json};
 
-const WAIT_LIMIT: Duration = Duration::from_secs(20);
-
-/// Polling fast enough for a test (as in the watch tests).
-const FAST: [&str; 8] = [
-    "--interval",
-    "150ms",
-    "--timeout",
-    "300ms",
-    "--retries",
-    "2",
-    "--rate",
-    "0",
-];
-
-/// A fake gameagent server answering from a state the test edits; stopped on drop.
-struct GameServer {
-    addr: SocketAddr,
-    state: Arc<Mutex<ServerState>>,
-    answering: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl GameServer {
-    fn start(state: ServerState) -> Self {
-        let socket = UdpSocket::bind("127.0.0.1:0").expect("bind fake server");
-        socket
-            .set_read_timeout(Some(Duration::from_millis(10)))
-            .unwrap();
-        let addr = socket.local_addr().unwrap();
-        let state = Arc::new(Mutex::new(state));
-        let answering = Arc::new(AtomicBool::new(true));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (st, on, halt) = (state.clone(), answering.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            let mut responder = GameAgentResponder::new(ResponderConfig::default());
-            let mut buf = vec![0u8; 65_536];
-            let mut replies = Vec::new();
-            while !halt.load(Ordering::Relaxed) {
-                let Ok((n, from)) = socket.recv_from(&mut buf) else {
-                    continue;
-                };
-                if !on.load(Ordering::Relaxed) {
-                    continue;
-                }
-                let snapshot = st.lock().unwrap().clone();
-                replies.clear();
-                responder.handle_datagram(Instant::now(), from, &buf[..n], &snapshot, &mut replies);
-                for r in &replies {
-                    let _ = socket.send_to(&r.bytes, r.to);
-                }
-            }
-        });
-        Self {
-            addr,
-            state,
-            answering,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn change(&self, f: impl FnOnce(&mut ServerState)) {
-        f(&mut self.state.lock().unwrap());
-    }
-}
-
-impl Drop for GameServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn player(name: &str) -> PlayerState {
-    PlayerState {
-        name: name.to_owned(),
-        ..PlayerState::default()
-    }
-}
-
-fn state(name: &str, map: &str, max: u32, players: &[&str]) -> ServerState {
-    ServerState {
-        name: name.to_owned(),
-        map: map.to_owned(),
-        max_players: max,
-        players: players.iter().map(|n| player(n)).collect(),
-        ..ServerState::default()
-    }
-}
+use super::watch::{FAST, WAIT_LIMIT, gameagent, player, state, wait_for};
 
 /// A running `muster watch -f ndjson`; killed on drop.
 struct Watch {
@@ -212,14 +117,6 @@ impl Drop for Watch {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT_LIMIT;
-    while !ready() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -430,7 +327,7 @@ fn every_service_gets_every_event_once_in_order_and_429s_are_honoured() {
     });
     let hook = Service::start(|_, _| Reply::Answer(200, vec![], String::new()));
 
-    let server = GameServer::start(state("<Alpha & Co>", "Map1", 2, &["Bob", "Carl"]));
+    let server = gameagent(state("<Alpha & Co>", "Map1", 2, &["Bob", "Carl"]));
     let address = server.addr.to_string();
     let specs = [
         format!("discord:{}/api/webhooks/1/tok", discord.base),
@@ -462,7 +359,7 @@ fn every_service_gets_every_event_once_in_order_and_429s_are_honoured() {
     events.extend(watch.expect(&["name_changed"]));
     server.change(|s| s.players.retain(|p| p.name != "Bob"));
     events.extend(watch.expect(&["player_left", "friend_offline", "slot_free"]));
-    server.answering.store(false, Ordering::Relaxed);
+    server.answer(false);
     events.extend(watch.expect(&["server_down"]));
     let n = events.len();
     assert_eq!(n, 12);
@@ -607,7 +504,7 @@ fn status_messages_are_edited_in_place_and_across_restarts() {
     let scratch = ScratchDir::new("watch-status");
     let state_file = scratch.path().join("status.json");
     let state_arg = state_file.display().to_string();
-    let server = GameServer::start(state("Alpha", "Map1", 8, &["Ann"]));
+    let server = gameagent(state("Alpha", "Map1", 8, &["Ann"]));
     let address = server.addr.to_string();
     let d = format!("discord:{}/api/webhooks/1/tok", discord.base);
     let t = format!("telegram:{}/bot1:T?chat_id=42", telegram.base);
@@ -706,7 +603,7 @@ fn status_messages_are_edited_in_place_and_across_restarts() {
 #[test]
 fn a_hanging_notifier_never_delays_polling() {
     let hang = Service::start(|_, _| Reply::Hang);
-    let server = GameServer::start(state("Alpha", "m0", 8, &[]));
+    let server = gameagent(state("Alpha", "m0", 8, &[]));
     let address = server.addr.to_string();
     let spec = format!("discord:{}/api/webhooks/1/tok", hang.base);
     let watch = Watch::start(&[
@@ -739,7 +636,7 @@ fn a_hanging_notifier_never_delays_polling() {
 #[test]
 fn when_filters_what_is_reported_and_bad_flags_say_where() {
     let hook = Service::start(|_, _| Reply::Answer(200, vec![], String::new()));
-    let server = GameServer::start(state("Alpha", "Map1", 8, &["Ann"]));
+    let server = gameagent(state("Alpha", "Map1", 8, &["Ann"]));
     let address = server.addr.to_string();
     let spec = format!("json:{}/hook", hook.base);
     let watch = Watch::start(&[
@@ -800,8 +697,8 @@ fn when_filters_what_is_reported_and_bad_flags_say_where() {
 fn a_config_file_runs_several_watches_with_their_own_notifiers() {
     let first_hook = Service::start(|_, _| Reply::Answer(200, vec![], String::new()));
     let second_hook = Service::start(|_, _| Reply::Answer(200, vec![], String::new()));
-    let first = GameServer::start(state("First", "Map1", 8, &[]));
-    let second = GameServer::start(state("Second", "Map1", 8, &[]));
+    let first = gameagent(state("First", "Map1", 8, &[]));
+    let second = gameagent(state("Second", "Map1", 8, &[]));
     let scratch = ScratchDir::new("watch-config");
     let config = scratch.path().join("watch.toml");
     std::fs::write(
