@@ -10,8 +10,12 @@
 //! [`on_thread_park`] has each runtime thread collect its own pages when it goes idle, so
 //! what was freed is back with the system within about two seconds, busy or not.
 //!
-//! `release_freed` is the workspace's one `unsafe` block: a call into mimalloc's C API that
-//! takes no pointer. Everything else in the workspace forbids `unsafe`.
+//! [`Counting`] is the same allocator counting the bytes held, for the benches that split a
+//! process's resident set into live data and what the allocator keeps around it.
+//!
+//! `release_freed` and [`Counting`]'s pass-through are the workspace's only `unsafe` code:
+//! a call into mimalloc's C API that takes no pointer, and calls handed on unchanged.
+//! Everything else in the workspace forbids `unsafe`.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -19,6 +23,87 @@ use std::time::{Duration, Instant};
 /// The global allocator of Muster's binaries:
 /// `#[global_allocator] static ALLOCATOR: muster_alloc::Allocator = muster_alloc::Allocator;`.
 pub use mimalloc::MiMalloc as Allocator;
+
+/// [`Allocator`] counting the bytes requested and not freed, once [`Counting::start`] was
+/// called (before that, and when never started, it only checks a flag). The count is of what
+/// the program asked for, not of mimalloc's size classes; blocks allocated before the start
+/// and freed after it lower it by their size, so readings are compared with each other.
+pub struct Counting(Allocator);
+
+impl std::fmt::Debug for Counting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counting")
+            .field("live", &Self::live())
+            .finish()
+    }
+}
+
+/// Whether [`Counting`] counts.
+static COUNTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Bytes requested and not freed while counting.
+static LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+impl Counting {
+    /// The allocator, not counting yet.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self(Allocator)
+    }
+
+    /// Starts counting (for the whole process).
+    pub fn start() {
+        COUNTING.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Bytes requested and not freed since [`Counting::start`].
+    #[must_use]
+    pub fn live() -> i64 {
+        LIVE.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn add(size: usize, sign: i64) {
+        if COUNTING.load(std::sync::atomic::Ordering::Relaxed) {
+            let n = i64::try_from(size).unwrap_or(i64::MAX);
+            LIVE.fetch_add(sign.saturating_mul(n), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+impl Default for Counting {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// SAFETY: every call goes to mimalloc unchanged, with the caller's pointer and layout; the
+// counting touches only two atomics, never the memory.
+#[allow(unsafe_code)]
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Self::add(layout.size(), 1);
+        // SAFETY: the caller's contract for `alloc`, passed on.
+        unsafe { self.0.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        Self::add(layout.size(), -1);
+        // SAFETY: the caller's contract for `dealloc`, passed on.
+        unsafe { self.0.dealloc(ptr, layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Self::add(layout.size(), 1);
+        // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
+        unsafe { self.0.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        Self::add(new, 1);
+        Self::add(layout.size(), -1);
+        // SAFETY: the caller's contract for `realloc`, passed on.
+        unsafe { self.0.realloc(ptr, layout, new) }
+    }
+}
 
 /// How often [`Upkeep`] lets the allocator hand freed memory back. mimalloc's purge delay is
 /// one second, so memory freed in a burst leaves within two of these after it.

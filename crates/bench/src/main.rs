@@ -22,9 +22,11 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 /// The allocator the `muster` binary ships with, so that the master child's memory and CPU
-/// are those of `muster serve`.
+/// are those of `muster serve`; the master child also counts the bytes its Rust code holds
+/// ([`muster_alloc::Counting::live`]), which tells live data per server from what the
+/// allocator keeps around it.
 #[global_allocator]
-static ALLOCATOR: muster_alloc::Allocator = muster_alloc::Allocator;
+static ALLOCATOR: muster_alloc::Counting = muster_alloc::Counting::new();
 
 mod browse;
 mod loopback;

@@ -396,6 +396,9 @@ struct Run {
     rss_after_kib: u64,
     /// An idle peer's resident set with room for one server (a preallocating peer).
     rss_base_kib: Option<u64>,
+    /// Bytes Muster's Rust code held at the warm-up's reading and the last (a peer: none).
+    heap_warm: Option<i64>,
+    heap_after: Option<i64>,
     /// The resident set's split at the warm-up's reading and the last.
     split_warm: Option<MemSplit>,
     split_after: Option<MemSplit>,
@@ -528,6 +531,14 @@ impl Master {
         }
     }
 
+    /// Bytes Muster's Rust code holds (read after [`Master::rss`], so settled); a peer: none.
+    fn heap(&mut self) -> Option<i64> {
+        match self {
+            Self::Muster(m) => m.call("heap").ok()?.get("live")?.as_i64(),
+            Self::Peer(_) => None,
+        }
+    }
+
     fn stop(self) -> anyhow::Result<()> {
         match self {
             Self::Muster(m) => m.quit(),
@@ -577,6 +588,7 @@ async fn run_master<F: Family>(
         if round == 0 {
             run.warm_listed = listed;
             run.rss_warm_kib = master.rss().await?;
+            run.heap_warm = master.heap();
             run.split_warm = MemSplit::of(pid);
         } else {
             run.reg_pct = spent.master_pct;
@@ -587,6 +599,7 @@ async fn run_master<F: Family>(
         .zip(drops)
         .map_or(0, |(b, a)| b.saturating_sub(a));
     run.rss_after_kib = master.rss().await?;
+    run.heap_after = master.heap();
     run.split_after = MemSplit::of(pid);
     for ask in family.asks()? {
         eprintln!("  {} lists …", ask.label);
@@ -888,6 +901,19 @@ fn print_size<F: Family>(family: &F, r: &SizeResult, base: Option<u64>) -> anyho
     rows.push(vec![
         "  per server after the warm-up, by mapping (approximate, from smaps)".to_owned(),
         cell(m, &split),
+        String::new(),
+        String::new(),
+    ]);
+    let heap = |x: &Run| match (x.heap_warm, x.heap_after) {
+        (Some(a), Some(b)) => format!(
+            "{:.0} B",
+            (b - a) as f64 / n.saturating_sub(x.warm_n).max(1) as f64
+        ),
+        _ => "-".to_owned(),
+    };
+    rows.push(vec![
+        "  of which live Rust data (bytes held, counted by the allocator)".to_owned(),
+        cell(m, &heap),
         String::new(),
         String::new(),
     ]);

@@ -10,6 +10,7 @@
 //! ddnet FIRST N      N DDNet records through MasterHandle::ddnet_register   {"secs":s,"ok":n}
 //! gamespy FIRST N    N GameSpy records through MasterHandle::register       {"secs":s,"ok":n}
 //! flush              publish and write the store                             {"ok":true}
+//! heap               bytes the Rust code holds (counted from the start)      {"live":n}
 //! durable            wait until the master's own persister has stored every change so far
 //!                                                                            {"ok":true}
 //! churn N RATE SECS  in the background, RATE poll results per second for SECS seconds on the
@@ -273,6 +274,7 @@ fn count(handle: &MasterHandle) -> Value {
 
 /// `muster-bench master-child`: serves until `quit` (or stdin closes).
 pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
+    muster_alloc::Counting::start();
     // As `muster serve` builds its runtime.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .on_thread_park(muster_alloc::on_thread_park)
@@ -328,6 +330,7 @@ async fn serve(args: &ChildArgs) -> anyhow::Result<()> {
         let h = handle.clone();
         let reply = match words.first().copied() {
             Some("count") => count(&handle),
+            Some("heap") => json!({"live": muster_alloc::Counting::live()}),
             Some("ddnet") => {
                 let (first, n) = (num(1), num(2));
                 tokio::task::spawn_blocking(move || insert_ddnet(&h, first, n)).await??
