@@ -142,6 +142,7 @@ elif [[ $rc != 0 ]]; then
     exit 1
 fi
 elapsed "$t"
+step "games page e2e (scripts/web/games.sh)"; rc=0; MUSTER_BIN=$PWD/target/debug/muster MUSTER_REQUIRE_PEERS=$require_peers MUSTER_WEB_SCREENSHOTS="" bash scripts/web/games.sh || rc=$?; [[ $rc == 0 || ($rc == 77 && $require_peers != 1) ]] || { echo "error: the games page e2e test failed (exit $rc)" >&2; exit 1; }
 
 if [[ $fuzz_seconds != 0 ]]; then
     step "fuzz smoke (${fuzz_seconds}s per target)"

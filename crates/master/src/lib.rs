@@ -428,9 +428,13 @@ impl Master {
         let mut samples = self.samples.clone();
         let mut history = None;
         if self.config.history.enabled {
-            // A history that cannot be opened now (a full disk) is opened at its next use:
-            // history is best effort and never stops the daemon.
-            let (store, err) = web::history::ReopeningHistory::open(&self.config.data_dir);
+            // A history that cannot be opened now (a full disk, the database down) is opened
+            // at its next use: history is best effort and never stops the daemon. With a
+            // PostgreSQL store it is kept in that database, shared by every instance on it.
+            let (store, err) = match &self.pg {
+                Some(pg) => web::history::ReopeningHistory::postgres(Arc::clone(pg)),
+                None => web::history::ReopeningHistory::open(&self.config.data_dir),
+            };
             if let Some(e) = err {
                 tracing::warn!(error = %error_chain(&e), "player-count history unavailable; tried again at each write");
             }

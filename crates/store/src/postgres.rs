@@ -33,7 +33,8 @@
 //! given as `sslrootcert=PATH`.
 //!
 //! Does not: decide anything about records (the registry does), create the database itself
-//! (the URL names an existing one), or keep history (that stays per instance, in SQLite).
+//! (the URL names an existing one), or keep history (the history store of `muster-http` keeps
+//! its own tables in the same database, through [`PgShared::client`]).
 
 use std::future::Future;
 use std::str::FromStr as _;
@@ -42,6 +43,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+/// The client library, for other crates' tables in the same database (the history).
+pub use tokio_postgres;
 use tokio_postgres::{AsyncMessage, Client, NoTls, Row as PgRow};
 
 use crate::sqlite::Row;

@@ -11,6 +11,7 @@ mod faults;
 mod game_key;
 mod pacing;
 mod packaging;
+mod pg_history;
 mod postgres;
 mod quake3;
 mod steam_web;

@@ -475,6 +475,48 @@ fn every_service_gets_every_event_once_in_order_and_429s_are_honoured() {
     assert_eq!(discord.requests().len(), n + 1);
 }
 
+/// A 429 whose `Retry-After` is an HTTP date (its other form) is a wait until that date, not
+/// a failure retried after the backoff: the same message comes again no sooner than asked.
+#[test]
+fn a_retry_after_date_is_honoured() {
+    // Two seconds on, in whole seconds (the date's precision): at least a second from now.
+    let until = std::time::SystemTime::now() + Duration::from_secs(2);
+    let slack = Service::start(move |_, n| {
+        if n == 0 {
+            return Reply::Answer(
+                429,
+                vec![("Retry-After", httpdate::fmt_http_date(until))],
+                "rate_limited".into(),
+            );
+        }
+        Reply::Answer(200, vec![], "ok".into())
+    });
+    let server = gameagent(state("Alpha", "Map1", 8, &[]));
+    let address = server.addr.to_string();
+    let spec = format!("slack:{}/services/T0/B0/X0", slack.base);
+    let watch = Watch::start(&[
+        address.as_str(),
+        "-p",
+        "gameagent",
+        "--given-port-only",
+        "--notify",
+        spec.as_str(),
+    ]);
+    watch.expect(&["server_up"]);
+    wait_for("the message sent again", || slack.requests().len() >= 2);
+    let r = slack.requests();
+    assert_eq!(r[0].body, r[1].body);
+    assert!(
+        r[1].at.duration_since(r[0].at) >= Duration::from_millis(950),
+        "{:?}",
+        r[1].at - r[0].at
+    );
+    let log = watch.stderr();
+    assert!(log.contains("rate limited"), "{log}");
+    watch.terminate();
+    assert_eq!(slack.requests().len(), 2, "delivered once");
+}
+
 /// `--status-message`: one message per server, posted once and edited after (Discord's
 /// PATCH on the message, Telegram's editMessageText); a restart with the same --state-file
 /// edits the same messages.

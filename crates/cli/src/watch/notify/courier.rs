@@ -356,7 +356,10 @@ impl Courier {
                 self.notifier.kind,
                 c.editing.is_some(),
                 *status,
-                retry_after.as_deref(),
+                retry_after
+                    .as_deref()
+                    .and_then(|v| retry_after_seconds(v, std::time::SystemTime::now()))
+                    .as_deref(),
                 body,
             ),
             Err(_) => Verdict::Retry(None),
@@ -432,6 +435,19 @@ impl Courier {
             }
         }
     }
+}
+
+/// A `Retry-After` value in seconds, as [`format::verdict`] reads it: a number is kept; an
+/// HTTP date (the header's other form) becomes the seconds from `wall` (the clock the date
+/// is on) to it, 0 when it is past; anything else is dropped (the backoff applies).
+fn retry_after_seconds(v: &str, wall: std::time::SystemTime) -> Option<String> {
+    let v = v.trim();
+    if v.parse::<f64>().is_ok() {
+        return Some(v.to_owned());
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    let wait = at.duration_since(wall).unwrap_or_default();
+    Some(format!("{:.3}", wait.as_secs_f64()))
 }
 
 #[cfg(test)]
@@ -736,5 +752,28 @@ mod tests {
         let mut c = courier("slack:http://127.0.0.1:9/hook", true);
         let r = send_now(&mut c, t0, &event(EventKind::ServerUp, "a:1"));
         assert!(r.body["text"].as_str().unwrap().contains("is up"));
+    }
+
+    #[test]
+    fn a_retry_after_date_is_the_wait_until_it() {
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        // RFC 9110's example date, 5 minutes after `wall`.
+        assert_eq!(
+            retry_after_seconds("Wed, 21 Oct 2015 07:33:00 GMT", wall).as_deref(),
+            Some("300.000")
+        );
+        assert_eq!(
+            retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", wall).as_deref(),
+            Some("0.000"),
+            "a date past is no wait"
+        );
+        assert_eq!(retry_after_seconds(" 2.5 ", wall).as_deref(), Some("2.5"));
+        assert_eq!(retry_after_seconds("soon", wall), None);
+        // Read as a 429's wait.
+        let v = retry_after_seconds("Wed, 21 Oct 2015 07:33:00 GMT", wall);
+        assert!(matches!(
+            format::verdict(Kind::Slack, false, 429, v.as_deref(), b"rate_limited"),
+            Verdict::Retry(Some(w)) if w == Duration::from_secs(300)
+        ));
     }
 }

@@ -8,46 +8,53 @@
 //!
 //! A minute point or an hourly rollup is one row keyed by (server, minute or hour number):
 //! samples seen, samples answered, and the fewest, most and summed players of the answered
-//! ones (the mean is the sum over the answered), the last slots. Both are written as each
-//! sample arrives (an upsert), so an hour's rollup is complete when its last sample is.
+//! ones (the mean is the sum over the answered), the last slots. A batch of samples is folded
+//! into one change per row (the `fold` module, shared by the backends) and upserted: counts and sums
+//! add, so an hour's rollup is complete when its last sample is, and two writers on one
+//! database (two `muster serve` on one PostgreSQL) merge instead of overwriting each other.
 //! A game's aggregate needs every server's state at a minute, and the poller reaches a server
-//! only every few minutes: the writer keeps each server's last sample in memory (forgotten
-//! [`LIVE_FOR`] after it), and when a minute closes ([`HistoryStore::close_minutes`]) counts,
-//! per game, the servers with a sample that recent, those whose last sample answered, and
-//! their players.
+//! only every few minutes: when a minute closes ([`HistoryStore::close_minutes`]) each
+//! game's servers with a state at most [`LIVE_FOR`] old are counted, with those up and their
+//! players. [`SqliteHistory`] (one writer) keeps each server's last sample in memory, rebuilt
+//! from the last minute points when it opens; [`PostgresHistory`] reads them from the minute
+//! points at each close, so that it counts the servers every writer sampled, and the first
+//! writer to close a minute writes it (once: its hourly rollup counts it once).
 //!
 //! Servers the poller does not poll (management servers, which tell their state themselves;
 //! every server while the poller is off) get their samples from what the registry knows:
 //! [`feed_unpolled`] looks at each new snapshot and writes a sample for such a server when its
 //! player count or slots changed, and at least once per poll interval ([`Unpolled`]).
 //!
-//! [`HistoryStore`] is the boundary (like [`muster_core::store::Store`] for records);
+//! [`HistoryStore`] is the boundary (like [`muster_core::store::Store`] for records):
 //! [`SqliteHistory`] keeps the rows in the daemon's SQLite file on a connection of its own (WAL
 //! lets it write beside the record store), and folds the raw samples of the table earlier
-//! versions wrote (`poll_history`) into minute points and rollups when it opens. [`run`] is the
-//! task that receives samples, writes them in batches at least once a second, closes minutes
-//! and prunes rows past their retention every minute.
+//! versions wrote (`poll_history`) into minute points and rollups when it opens;
+//! [`PostgresHistory`] keeps the same tables in the database of the daemon's PostgreSQL
+//! store, which the daemon then uses ([`ReopeningHistory`]). [`run`] is the task that
+//! receives samples, writes them in batches at least once a second, closes minutes and prunes
+//! rows past their retention every minute.
 //!
-//! Does not: keep history of a server across a change of address; rebuild the per-game state
-//! after a restart (game aggregates restart with the first poll of each server).
+//! Does not: keep history of a server across a change of address; write the game aggregates
+//! of minutes while no daemon ran (a stop longer than [`LIVE_FOR`] leaves a gap).
+
+mod fold;
+mod postgres;
+mod sqlite;
+
+pub use postgres::PostgresHistory;
+pub use sqlite::{HISTORY_CACHE_KIB, SqliteHistory};
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior, params};
 use tokio::sync::mpsc;
 
 use muster_core::poll::PollSample;
 use muster_core::registry::{Record, Timestamp};
-use muster_store::{DB_FILE, StoreError};
-
-/// A history database error, as a store error.
-fn db(e: rusqlite::Error) -> StoreError {
-    StoreError::History(e.into())
-}
+use muster_store::StoreError;
 
 /// Default window of the history route without `range` (config `history.retention`).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
@@ -212,111 +219,6 @@ pub trait HistoryStore: Send + fmt::Debug {
     ) -> Result<Vec<GamePoint>, StoreError>;
 }
 
-/// A server's last sample, for the game aggregates.
-#[derive(Debug, Clone)]
-struct Live {
-    game: Arc<str>,
-    at: Timestamp,
-    ok: bool,
-    players: u32,
-}
-
-/// [`HistoryStore`] in the daemon's SQLite file.
-#[derive(Debug)]
-pub struct SqliteHistory {
-    conn: Connection,
-    /// The address text of the sample being written (reused: no allocation per sample).
-    addr: String,
-    /// Each server's last sample by server id, forgotten [`LIVE_FOR`] after it.
-    live: HashMap<i64, Live>,
-    /// The last minute whose game aggregates were written.
-    closed: Option<i64>,
-}
-
-/// The page cache of the history's connection, KiB (SQLite's default is 2,000 KiB): appends
-/// touch the last leaf of each server's rows in two tables; a range query reads one server's
-/// rows, a few dozen pages. The operating system's cache holds the rest.
-pub const HISTORY_CACHE_KIB: i64 = 256;
-
-/// The tables. Every row table is `WITHOUT ROWID` keyed by (server or game, minute or hour
-/// number): one B-tree, the rows of one server stored together, no index beside it.
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS history_servers (
-    id INTEGER PRIMARY KEY,
-    game TEXT NOT NULL,
-    addr TEXT NOT NULL,
-    UNIQUE (addr, game)
-);
-CREATE TABLE IF NOT EXISTS history_minute (
-    server INTEGER NOT NULL, minute INTEGER NOT NULL,
-    n INTEGER NOT NULL, ok INTEGER NOT NULL,
-    pmin INTEGER, pmax INTEGER, psum INTEGER NOT NULL, slots INTEGER,
-    PRIMARY KEY (server, minute)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS history_hour (
-    server INTEGER NOT NULL, hour INTEGER NOT NULL,
-    n INTEGER NOT NULL, ok INTEGER NOT NULL,
-    pmin INTEGER, pmax INTEGER, psum INTEGER NOT NULL, slots INTEGER,
-    PRIMARY KEY (server, hour)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS history_game_minute (
-    game TEXT NOT NULL, minute INTEGER NOT NULL,
-    listed INTEGER NOT NULL, up INTEGER NOT NULL, players INTEGER NOT NULL,
-    PRIMARY KEY (game, minute)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS history_game_hour (
-    game TEXT NOT NULL, hour INTEGER NOT NULL, minutes INTEGER NOT NULL, listed INTEGER NOT NULL,
-    up_min INTEGER NOT NULL, up_max INTEGER NOT NULL, up_sum INTEGER NOT NULL,
-    pl_min INTEGER NOT NULL, pl_max INTEGER NOT NULL, pl_sum INTEGER NOT NULL,
-    PRIMARY KEY (game, hour)
-) WITHOUT ROWID;
-";
-
-/// Folds the raw samples of earlier versions into minute points and rollups, then drops
-/// their table (one transaction with the schema: all or nothing).
-const MIGRATE_POLL_HISTORY: &str = "
-INSERT INTO history_servers (game, addr)
-    SELECT DISTINCT game, addr FROM poll_history WHERE true
-    ON CONFLICT DO NOTHING;
-INSERT INTO history_minute (server, minute, n, ok, pmin, pmax, psum, slots)
-    SELECT s.id, p.at / 60000, count(*), sum(p.ok != 0),
-        min(CASE WHEN p.ok THEN p.num_players END), max(CASE WHEN p.ok THEN p.num_players END),
-        coalesce(sum(CASE WHEN p.ok THEN p.num_players END), 0),
-        max(CASE WHEN p.ok THEN p.max_players END)
-    FROM poll_history p JOIN history_servers s ON s.addr = p.addr AND s.game = p.game
-    WHERE true GROUP BY s.id, p.at / 60000
-    ON CONFLICT DO NOTHING;
-INSERT INTO history_hour (server, hour, n, ok, pmin, pmax, psum, slots)
-    SELECT s.id, p.at / 3600000, count(*), sum(p.ok != 0),
-        min(CASE WHEN p.ok THEN p.num_players END), max(CASE WHEN p.ok THEN p.num_players END),
-        coalesce(sum(CASE WHEN p.ok THEN p.num_players END), 0),
-        max(CASE WHEN p.ok THEN p.max_players END)
-    FROM poll_history p JOIN history_servers s ON s.addr = p.addr AND s.game = p.game
-    WHERE true GROUP BY s.id, p.at / 3600000
-    ON CONFLICT DO NOTHING;
-DROP TABLE poll_history;
-";
-
-/// The upsert of one sample into a minute or hour row (`{t}`: the table, `{k}`: its time column).
-macro_rules! upsert {
-    ($t:literal, $k:literal) => {
-        concat!(
-            "INSERT INTO ",
-            $t,
-            " (server, ",
-            $k,
-            ", n, ok, pmin, pmax, psum, slots)
-             VALUES (?1, ?2, 1, ?3, ?4, ?4, ?5, ?6)
-             ON CONFLICT (server, ",
-            $k,
-            ") DO UPDATE SET n = n + 1, ok = ok + excluded.ok,
-                pmin = min(coalesce(pmin, excluded.pmin), coalesce(excluded.pmin, pmin)),
-                pmax = max(coalesce(pmax, excluded.pmax), coalesce(excluded.pmax, pmax)),
-                psum = psum + excluded.psum, slots = coalesce(excluded.slots, slots)"
-        )
-    };
-}
-
 fn to_u32(v: Option<i64>) -> Option<u32> {
     v.map(|v| u32::try_from(v.max(0)).unwrap_or(u32::MAX))
 }
@@ -329,427 +231,95 @@ fn at_secs(number: i64, unit_ms: u64) -> u64 {
     u64::try_from(number.max(0)).unwrap_or(0) * (unit_ms / 1000)
 }
 
-impl SqliteHistory {
-    /// Opens (and creates the tables in, migrating `poll_history`) `muster.sqlite3` in `dir`.
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::DataDir(dir.to_owned(), e))?;
-        let conn = Connection::open(dir.join(DB_FILE)).map_err(db)?;
-        Self::with_connection(conn)
-    }
+/// A minute point or rollup as both backends read it: (number, n, ok, pmin, pmax, psum,
+/// slots).
+pub(crate) type ServerRow = (i64, i64, i64, Option<i64>, Option<i64>, i64, Option<i64>);
 
-    /// An in-memory store (tests).
-    pub fn in_memory() -> Result<Self, StoreError> {
-        Self::with_connection(Connection::open_in_memory().map_err(db)?)
-    }
+/// A game minute or hour as both backends read it: (number, listed, up min, up sum, up max,
+/// minutes, players min, players sum, players max).
+pub(crate) type GameRow = (i64, i64, i64, i64, i64, i64, i64, i64, i64);
 
-    /// A store on `conn` (a file the caller chose: the benchmark's).
-    pub fn with_connection(mut conn: Connection) -> Result<Self, StoreError> {
-        conn.busy_timeout(Duration::from_secs(5)).map_err(db)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(db)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(db)?;
-        conn.pragma_update(None, "cache_size", -HISTORY_CACHE_KIB)
-            .map_err(db)?;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db)?;
-        tx.execute_batch(SCHEMA).map_err(db)?;
-        let old: bool = tx
-            .query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'poll_history'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(db)?;
-        if old {
-            tx.execute_batch(MIGRATE_POLL_HISTORY).map_err(db)?;
+impl ServerPoint {
+    /// The point of a stored row at `resolution`.
+    pub(crate) fn of_row(r: ServerRow, resolution: Resolution) -> Self {
+        let (number, n, ok, pmin, pmax, psum, slots) = r;
+        let ok = count(ok);
+        Self {
+            at: at_secs(number, resolution.unit_ms()),
+            samples: count(n),
+            answered: ok,
+            min: to_u32(pmin),
+            avg: (ok > 0).then(|| psum as f64 / f64::from(ok)),
+            max: to_u32(pmax),
+            slots: to_u32(slots),
         }
-        let closed: Option<i64> = tx
-            .query_row("SELECT max(minute) FROM history_game_minute", [], |r| {
-                r.get(0)
-            })
-            .map_err(db)?;
-        tx.commit().map_err(db)?;
-        Ok(Self {
-            conn,
-            addr: String::new(),
-            live: HashMap::new(),
-            closed,
-        })
-    }
-
-    /// Servers whose last sample is remembered for the game aggregates.
-    #[must_use]
-    pub fn live_servers(&self) -> usize {
-        self.live.len()
-    }
-
-    /// Writes hourly rollups directly, one row per (server, hour, players) in one
-    /// transaction: the benchmark's fill, as years of polling would leave them.
-    pub fn fill_hours(
-        &mut self,
-        rows: impl Iterator<Item = (String, String, i64, u32)>,
-    ) -> Result<usize, StoreError> {
-        let tx = (self.conn)
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db)?;
-        let mut n = 0;
-        {
-            let mut id = tx
-                .prepare("INSERT INTO history_servers (game, addr) VALUES (?1, ?2) ON CONFLICT (addr, game) DO UPDATE SET game = excluded.game RETURNING id")
-                .map_err(db)?;
-            let mut hour = tx
-                .prepare("INSERT INTO history_hour (server, hour, n, ok, pmin, pmax, psum, slots) VALUES (?1, ?2, 12, 12, ?3, ?3, ?4, 32)")
-                .map_err(db)?;
-            let mut ids: HashMap<(String, String), i64> = HashMap::new();
-            for (game, addr, h, players) in rows {
-                let key = (game, addr);
-                let sid = match ids.get(&key) {
-                    Some(&s) => s,
-                    None => {
-                        let s: i64 = id
-                            .query_row(params![key.0, key.1], |r| r.get(0))
-                            .map_err(db)?;
-                        ids.insert(key, s);
-                        s
-                    }
-                };
-                hour.execute(params![sid, h, players, i64::from(players) * 12])
-                    .map_err(db)?;
-                n += 1;
-            }
-        }
-        tx.commit().map_err(db)?;
-        Ok(n)
-    }
-
-    /// Writes game hourly rows directly (the benchmark's fill).
-    pub fn fill_game_hours(
-        &mut self,
-        rows: impl Iterator<Item = (String, i64, u32, u32)>,
-    ) -> Result<usize, StoreError> {
-        let tx = (self.conn)
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db)?;
-        let mut n = 0;
-        {
-            let mut st = tx
-                .prepare("INSERT INTO history_game_hour (game, hour, minutes, listed, up_min, up_max, up_sum, pl_min, pl_max, pl_sum) VALUES (?1, ?2, 60, ?3, ?3, ?3, ?3 * 60, ?4, ?4, ?4 * 60)")
-                .map_err(db)?;
-            for (game, h, up, players) in rows {
-                st.execute(params![game, h, up, players]).map_err(db)?;
-                n += 1;
-            }
-        }
-        tx.commit().map_err(db)?;
-        Ok(n)
-    }
-
-    fn server_ids(&mut self, addr: &str, game: Option<&str>) -> Result<Vec<i64>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT id FROM history_servers WHERE addr = ?1 AND (?2 IS NULL OR game = ?2)",
-            )
-            .map_err(db)?;
-        let ids = st
-            .query_map(params![addr, game], |r| r.get(0))
-            .map_err(db)?
-            .collect::<Result<Vec<i64>, _>>()
-            .map_err(db)?;
-        Ok(ids)
     }
 }
 
-impl HistoryStore for SqliteHistory {
-    fn append(&mut self, samples: &[PollSample]) -> Result<(), StoreError> {
-        use std::fmt::Write as _;
-        let Self {
-            conn, addr, live, ..
-        } = self;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db)?;
-        {
-            let mut find = tx
-                .prepare_cached("SELECT id FROM history_servers WHERE addr = ?1 AND game = ?2")
-                .map_err(db)?;
-            let mut add = tx
-                .prepare_cached("INSERT INTO history_servers (game, addr) VALUES (?1, ?2)")
-                .map_err(db)?;
-            let mut minute = tx
-                .prepare_cached(upsert!("history_minute", "minute"))
-                .map_err(db)?;
-            let mut hour = tx
-                .prepare_cached(upsert!("history_hour", "hour"))
-                .map_err(db)?;
-            for s in samples {
-                addr.clear();
-                let _ = write!(addr, "{}", s.key.addr);
-                let game = s.key.game.as_str();
-                let id: i64 = match find
-                    .query_row(params![addr.as_str(), game], |r| r.get(0))
-                    .optional()
-                    .map_err(db)?
-                {
-                    Some(id) => id,
-                    None => {
-                        add.execute(params![game, addr.as_str()]).map_err(db)?;
-                        tx.last_insert_rowid()
-                    }
-                };
-                let players = if s.ok { s.num_players } else { None };
-                let slots = if s.ok { s.max_players } else { None };
-                let sum = i64::from(players.unwrap_or(0));
-                let ok = i64::from(s.ok);
-                minute
-                    .execute(params![id, minute_of(s.at), ok, players, sum, slots])
-                    .map_err(db)?;
-                hour.execute(params![id, hour_of(s.at), ok, players, sum, slots])
-                    .map_err(db)?;
-                let fresher = live.get(&id).is_none_or(|l| l.at <= s.at);
-                if fresher {
-                    let game = match live.get(&id) {
-                        Some(l) if &*l.game == game => Arc::clone(&l.game),
-                        _ => Arc::from(game),
-                    };
-                    live.insert(
-                        id,
-                        Live {
-                            game,
-                            at: s.at,
-                            ok: s.ok,
-                            players: players.unwrap_or(0),
-                        },
-                    );
-                }
-            }
+impl GamePoint {
+    /// The point of a stored row at `resolution`.
+    pub(crate) fn of_row(r: GameRow, resolution: Resolution) -> Self {
+        let (number, listed, up_min, up_sum, up_max, minutes, pl_min, pl_sum, pl_max) = r;
+        let minutes = f64::from(count(minutes).max(1));
+        Self {
+            at: at_secs(number, resolution.unit_ms()),
+            servers: count(listed),
+            up: (count(up_min), up_sum as f64 / minutes, count(up_max)),
+            players: (count(pl_min), pl_sum as f64 / minutes, count(pl_max)),
         }
-        tx.commit().map_err(db)?;
-        Ok(())
-    }
-
-    fn close_minutes(&mut self, now: Timestamp) -> Result<usize, StoreError> {
-        // Minutes before `upto` have ended at least the grace ago.
-        let upto = minute_of(Timestamp(
-            now.0
-                .saturating_sub(u64::try_from(CLOSE_GRACE.as_millis()).unwrap_or(u64::MAX)),
-        ));
-        // After a stop longer than LIVE_FOR no server is live in the minutes between: they
-        // are skipped, not written empty.
-        let from = self
-            .closed
-            .map_or(upto - 1, |c| c + 1)
-            .max(upto - whole(LIVE_FOR, MINUTE_MS) - 1);
-        if from >= upto {
-            return Ok(0);
-        }
-        let live_ms = u64::try_from(LIVE_FOR.as_millis()).unwrap_or(u64::MAX);
-        let tx = (self.conn)
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db)?;
-        {
-            let mut gm = tx
-                .prepare_cached(
-                    "INSERT INTO history_game_minute (game, minute, listed, up, players)
-                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
-                )
-                .map_err(db)?;
-            let mut gh = tx
-                .prepare_cached(
-                    "INSERT INTO history_game_hour
-                        (game, hour, minutes, listed, up_min, up_max, up_sum, pl_min, pl_max, pl_sum)
-                     VALUES (?1, ?2, 1, ?3, ?4, ?4, ?4, ?5, ?5, ?5)
-                     ON CONFLICT (game, hour) DO UPDATE SET minutes = minutes + 1,
-                        listed = max(listed, excluded.listed),
-                        up_min = min(up_min, excluded.up_min), up_max = max(up_max, excluded.up_max),
-                        up_sum = up_sum + excluded.up_sum,
-                        pl_min = min(pl_min, excluded.pl_min), pl_max = max(pl_max, excluded.pl_max),
-                        pl_sum = pl_sum + excluded.pl_sum",
-                )
-                .map_err(db)?;
-            let mut games: HashMap<&str, (i64, i64, i64)> = HashMap::new();
-            for m in from..upto {
-                let end = u64::try_from(m + 1).unwrap_or(0) * MINUTE_MS;
-                games.clear();
-                for l in self.live.values() {
-                    // Live at the minute's end: sampled within LIVE_FOR before it (or after
-                    // it, when minutes are caught up late).
-                    if end.saturating_sub(l.at.0) > live_ms {
-                        continue;
-                    }
-                    let g = games.entry(&l.game).or_default();
-                    g.0 += 1;
-                    if l.ok {
-                        g.1 += 1;
-                        g.2 += i64::from(l.players);
-                    }
-                }
-                let hour = m / 60;
-                for (game, (listed, up, players)) in &games {
-                    gm.execute(params![game, m, listed, up, players])
-                        .map_err(db)?;
-                    gh.execute(params![game, hour, listed, up, players])
-                        .map_err(db)?;
-                }
-            }
-        }
-        tx.commit().map_err(db)?;
-        self.closed = Some(upto - 1);
-        self.live
-            .retain(|_, l| now.0.saturating_sub(l.at.0) <= live_ms);
-        Ok(usize::try_from(upto - from).unwrap_or(0))
-    }
-
-    fn prune(&mut self, minute: i64, hour: i64) -> Result<usize, StoreError> {
-        let tx = (self.conn)
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db)?;
-        let mut n = 0;
-        n += tx
-            .execute("DELETE FROM history_minute WHERE minute < ?1", [minute])
-            .map_err(db)?;
-        n += tx
-            .execute(
-                "DELETE FROM history_game_minute WHERE minute < ?1",
-                [minute],
-            )
-            .map_err(db)?;
-        n += tx
-            .execute("DELETE FROM history_hour WHERE hour < ?1", [hour])
-            .map_err(db)?;
-        n += tx
-            .execute("DELETE FROM history_game_hour WHERE hour < ?1", [hour])
-            .map_err(db)?;
-        // Servers with no row left (each test is a look-up of the key's first column).
-        tx.execute(
-            "DELETE FROM history_servers WHERE
-                NOT EXISTS (SELECT 1 FROM history_hour h WHERE h.server = history_servers.id)
-                AND NOT EXISTS (SELECT 1 FROM history_minute m WHERE m.server = history_servers.id)",
-            [],
-        )
-        .map_err(db)?;
-        tx.commit().map_err(db)?;
-        Ok(n)
-    }
-
-    fn series(
-        &mut self,
-        addr: &str,
-        game: Option<&str>,
-        resolution: Resolution,
-        since: Timestamp,
-    ) -> Result<Vec<ServerPoint>, StoreError> {
-        let ids = self.server_ids(addr, game)?;
-        let limit = i64::try_from(MAX_RANGE_ROWS).unwrap_or(i64::MAX);
-        let sql = match resolution {
-            Resolution::Minute => {
-                "SELECT minute, n, ok, pmin, pmax, psum, slots FROM history_minute
-                 WHERE server = ?1 AND minute >= ?2 ORDER BY minute DESC LIMIT ?3"
-            }
-            Resolution::Hour => {
-                "SELECT hour, n, ok, pmin, pmax, psum, slots FROM history_hour
-                 WHERE server = ?1 AND hour >= ?2 ORDER BY hour DESC LIMIT ?3"
-            }
-        };
-        let unit = resolution.unit_ms();
-        let mut out = Vec::new();
-        let mut st = self.conn.prepare_cached(sql).map_err(db)?;
-        for id in ids {
-            let rows = st
-                .query_map(params![id, resolution.number(since), limit], |r| {
-                    let ok = count(r.get(2)?);
-                    let sum: i64 = r.get(5)?;
-                    Ok(ServerPoint {
-                        at: at_secs(r.get(0)?, unit),
-                        samples: count(r.get(1)?),
-                        answered: ok,
-                        min: to_u32(r.get(3)?),
-                        avg: (ok > 0).then(|| sum as f64 / f64::from(ok)),
-                        max: to_u32(r.get(4)?),
-                        slots: to_u32(r.get(6)?),
-                    })
-                })
-                .map_err(db)?;
-            for p in rows {
-                out.push(p.map_err(db)?);
-            }
-        }
-        // Several games at one address (no game given): one series, by time.
-        out.sort_by_key(|p| p.at);
-        let skip = out.len().saturating_sub(MAX_RANGE_ROWS);
-        out.drain(..skip);
-        Ok(out)
-    }
-
-    fn game_series(
-        &mut self,
-        game: &str,
-        resolution: Resolution,
-        since: Timestamp,
-    ) -> Result<Vec<GamePoint>, StoreError> {
-        let limit = i64::try_from(MAX_RANGE_ROWS).unwrap_or(i64::MAX);
-        let sql = match resolution {
-            Resolution::Minute => {
-                "SELECT minute, listed, up, up, up, 1, players, players, players FROM history_game_minute
-                 WHERE game = ?1 AND minute >= ?2 ORDER BY minute DESC LIMIT ?3"
-            }
-            Resolution::Hour => {
-                "SELECT hour, listed, up_min, up_sum, up_max, minutes, pl_min, pl_sum, pl_max
-                 FROM history_game_hour
-                 WHERE game = ?1 AND hour >= ?2 ORDER BY hour DESC LIMIT ?3"
-            }
-        };
-        let unit = resolution.unit_ms();
-        let mut st = self.conn.prepare_cached(sql).map_err(db)?;
-        let rows = st
-            .query_map(params![game, resolution.number(since), limit], |r| {
-                let minutes = f64::from(count(r.get(5)?).max(1));
-                let up_sum: i64 = r.get(3)?;
-                let pl_sum: i64 = r.get(7)?;
-                Ok(GamePoint {
-                    at: at_secs(r.get(0)?, unit),
-                    servers: count(r.get(1)?),
-                    up: (count(r.get(2)?), up_sum as f64 / minutes, count(r.get(4)?)),
-                    players: (count(r.get(6)?), pl_sum as f64 / minutes, count(r.get(8)?)),
-                })
-            })
-            .map_err(db)?;
-        let mut out = rows.collect::<Result<Vec<_>, _>>().map_err(db)?;
-        out.reverse();
-        Ok(out)
     }
 }
 
-/// [`SqliteHistory`] in a directory, opened at first use: a failed open (a full disk at start)
-/// is an error of that call, and the next call tries again, so history starts working when
-/// the disk has room again instead of stopping the daemon.
+/// Where a [`ReopeningHistory`] opens its store.
+#[derive(Debug)]
+enum Backend {
+    /// `muster.sqlite3` in this directory.
+    Sqlite(PathBuf),
+    /// The daemon's PostgreSQL store's database.
+    Postgres(Arc<muster_store::PgShared>),
+}
+
+/// A history store opened at first use: a failed open (a full disk, a database down at
+/// start) is an error of that call, and the next call tries again, so history starts working
+/// when the disk has room or the database is back instead of stopping the daemon.
 #[derive(Debug)]
 pub struct ReopeningHistory {
-    dir: std::path::PathBuf,
-    open: Option<SqliteHistory>,
+    backend: Backend,
+    open: Option<Box<dyn HistoryStore>>,
 }
 
 impl ReopeningHistory {
-    /// Opens the history in `dir` now if it can; if not, the error is returned beside the
-    /// store, which tries again at each use.
+    /// [`SqliteHistory`] in `dir`, opened now if it can be; if not, the error is returned
+    /// beside the store, which tries again at each use.
     #[must_use]
     pub fn open(dir: &Path) -> (Self, Option<StoreError>) {
+        Self::start(Backend::Sqlite(dir.to_owned()))
+    }
+
+    /// [`PostgresHistory`] in the database of `pg` (the daemon's record store), likewise.
+    #[must_use]
+    pub fn postgres(pg: Arc<muster_store::PgShared>) -> (Self, Option<StoreError>) {
+        Self::start(Backend::Postgres(pg))
+    }
+
+    fn start(backend: Backend) -> (Self, Option<StoreError>) {
         let mut s = Self {
-            dir: dir.to_owned(),
+            backend,
             open: None,
         };
         let err = s.get().err();
         (s, err)
     }
 
-    fn get(&mut self) -> Result<&mut SqliteHistory, StoreError> {
-        let s = match self.open.take() {
+    fn get(&mut self) -> Result<&mut dyn HistoryStore, StoreError> {
+        let s: Box<dyn HistoryStore> = match self.open.take() {
             Some(s) => s,
-            None => SqliteHistory::open(&self.dir)?,
+            None => match &self.backend {
+                Backend::Sqlite(dir) => Box::new(SqliteHistory::open(dir)?),
+                Backend::Postgres(pg) => Box::new(PostgresHistory::open(Arc::clone(pg))?),
+            },
         };
-        Ok(self.open.insert(s))
+        Ok(self.open.insert(s).as_mut())
     }
 }
 
@@ -1182,6 +752,58 @@ mod tests {
     use super::*;
     use muster_core::registry::{Face, GameAddr, PollFields, PollInfo, Registration, ServerKey};
     use muster_proto::limit::SourceKey;
+    use muster_store::{DB_FILE, PgShared};
+    use rusqlite::{Connection, params};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A fresh PostgreSQL database (its record store's schema made), or `None` (the test
+    /// says the PostgreSQL half is skipped) without `MUSTER_TEST_PG_URL`; a failure under
+    /// `MUSTER_REQUIRE_PEERS=1`.
+    fn pg_database(tag: &str) -> Option<Arc<PgShared>> {
+        pg_url(tag).map(|url| PgShared::connect(&url, "history-test").unwrap())
+    }
+
+    /// The URL of a fresh database, as [`pg_database`].
+    fn pg_url(tag: &str) -> Option<String> {
+        let found = match std::env::var("MUSTER_TEST_PG_URL") {
+            Ok(u) if !u.is_empty() => Ok(u),
+            _ => Err(muster_testkit::Missing {
+                peer: "postgresql",
+                detail:
+                    "MUSTER_TEST_PG_URL is not set (scripts/test.sh starts a cluster and sets it)"
+                        .to_owned(),
+            }),
+        };
+        let admin = muster_testkit::require(found)?;
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "muster_hist_{tag}_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let url = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(muster_store::postgres::create_database(&admin, &name))
+            .unwrap();
+        Some(url)
+    }
+
+    /// Runs `f` on a history in memory (SQLite), then on one in a fresh PostgreSQL database
+    /// when there is one ([`pg_database`]).
+    fn on_each_backend(retention: Duration, f: impl Fn(&History)) {
+        f(&History::new(
+            Box::new(SqliteHistory::in_memory().unwrap()),
+            retention,
+        ));
+        if let Some(pg) = pg_database("each") {
+            f(&History::new(
+                Box::new(PostgresHistory::open(pg).unwrap()),
+                retention,
+            ));
+        }
+    }
 
     fn sample(addr: &str, at: u64, n: u32) -> PollSample {
         PollSample {
@@ -1224,192 +846,346 @@ mod tests {
 
     #[test]
     fn samples_fold_into_minute_points_the_old_route_reads() {
-        let h = mem(Duration::from_secs(600));
-        h.append(&[
-            sample("127.0.0.1:7777", T0 + 1_000, 1),
-            sample("127.0.0.1:7777", T0 + 30_000, 4),
-            sample("127.0.0.1:7778", T0 + 5_000, 9),
-            failed("127.0.0.1:7777", T0 + MIN + 1),
-            sample("127.0.0.1:7777", T0 + 2 * MIN, 3),
-        ])
-        .unwrap();
-        let got = h
-            .recent("127.0.0.1:7777", None, Timestamp(T0 + 3 * MIN))
+        on_each_backend(Duration::from_secs(600), |h| {
+            h.append(&[
+                sample("127.0.0.1:7777", T0 + 1_000, 1),
+                sample("127.0.0.1:7777", T0 + 30_000, 4),
+                sample("127.0.0.1:7778", T0 + 5_000, 9),
+                failed("127.0.0.1:7777", T0 + MIN + 1),
+                sample("127.0.0.1:7777", T0 + 2 * MIN, 3),
+            ])
             .unwrap();
-        let n: Vec<_> = got.iter().map(|p| (p.at.0, p.ok, p.num_players)).collect();
-        // The first minute's mean of 1 and 4 is 2.5, rounded.
-        assert_eq!(
-            n,
-            [
-                (T0, true, Some(3)),
-                (T0 + MIN, false, None),
-                (T0 + 2 * MIN, true, Some(3))
-            ]
-        );
-        assert_eq!(got[0].max_players, Some(16));
-        let pts = h
-            .series(
-                "127.0.0.1:7777",
-                Some("ut2"),
-                Resolution::Minute,
-                Duration::from_secs(3600),
-                Timestamp(T0 + 3 * MIN),
-            )
-            .unwrap();
-        assert_eq!(
-            (pts[0].samples, pts[0].answered, pts[0].min, pts[0].max),
-            (2, 2, Some(1), Some(4))
-        );
-        assert_eq!(pts[0].avg, Some(2.5));
-        assert!(
-            h.recent("127.0.0.1:7777", Some("other"), Timestamp(T0 + 3 * MIN))
-                .unwrap()
-                .is_empty()
-        );
-        // The old route's window is the retention: 10 minutes.
-        assert!(
-            h.recent("127.0.0.1:7777", None, Timestamp(T0 + 13 * MIN))
-                .unwrap()
-                .is_empty()
-        );
+            let got = h
+                .recent("127.0.0.1:7777", None, Timestamp(T0 + 3 * MIN))
+                .unwrap();
+            let n: Vec<_> = got.iter().map(|p| (p.at.0, p.ok, p.num_players)).collect();
+            // The first minute's mean of 1 and 4 is 2.5, rounded.
+            assert_eq!(
+                n,
+                [
+                    (T0, true, Some(3)),
+                    (T0 + MIN, false, None),
+                    (T0 + 2 * MIN, true, Some(3))
+                ]
+            );
+            assert_eq!(got[0].max_players, Some(16));
+            let pts = h
+                .series(
+                    "127.0.0.1:7777",
+                    Some("ut2"),
+                    Resolution::Minute,
+                    Duration::from_secs(3600),
+                    Timestamp(T0 + 3 * MIN),
+                )
+                .unwrap();
+            assert_eq!(
+                (pts[0].samples, pts[0].answered, pts[0].min, pts[0].max),
+                (2, 2, Some(1), Some(4))
+            );
+            assert_eq!(pts[0].avg, Some(2.5));
+            assert!(
+                h.recent("127.0.0.1:7777", Some("other"), Timestamp(T0 + 3 * MIN))
+                    .unwrap()
+                    .is_empty()
+            );
+            // The old route's window is the retention: 10 minutes.
+            assert!(
+                h.recent("127.0.0.1:7777", None, Timestamp(T0 + 13 * MIN))
+                    .unwrap()
+                    .is_empty()
+            );
+        });
     }
 
     #[test]
     fn hourly_rollups_keep_min_mean_max_and_the_up_share() {
-        let h = mem(DEFAULT_RETENTION);
-        let a = "127.0.0.1:7777";
-        h.append(&[
-            sample(a, T0, 2),
-            sample(a, T0 + 20 * MIN, 10),
-            failed(a, T0 + 40 * MIN),
-            sample(a, T0 + 59 * MIN, 6),
-            sample(a, T0 + HOUR, 1),
-        ])
-        .unwrap();
-        let pts = h
-            .series(
-                a,
-                None,
-                Resolution::Hour,
-                Duration::from_secs(30 * 24 * 3600),
-                Timestamp(T0 + 2 * HOUR),
-            )
+        on_each_backend(DEFAULT_RETENTION, |h| {
+            let a = "127.0.0.1:7777";
+            h.append(&[
+                sample(a, T0, 2),
+                sample(a, T0 + 20 * MIN, 10),
+                failed(a, T0 + 40 * MIN),
+                sample(a, T0 + 59 * MIN, 6),
+                sample(a, T0 + HOUR, 1),
+            ])
             .unwrap();
-        assert_eq!(pts.len(), 2);
-        let p = pts[0];
-        assert_eq!(p.at, T0 / 1000);
-        assert_eq!((p.samples, p.answered), (4, 3), "up share 3/4");
-        assert_eq!((p.min, p.max), (Some(2), Some(10)));
-        assert_eq!(p.avg, Some(6.0));
-        assert_eq!(pts[1].avg, Some(1.0));
+            let pts = h
+                .series(
+                    a,
+                    None,
+                    Resolution::Hour,
+                    Duration::from_secs(30 * 24 * 3600),
+                    Timestamp(T0 + 2 * HOUR),
+                )
+                .unwrap();
+            assert_eq!(pts.len(), 2);
+            let p = pts[0];
+            assert_eq!(p.at, T0 / 1000);
+            assert_eq!((p.samples, p.answered), (4, 3), "up share 3/4");
+            assert_eq!((p.min, p.max), (Some(2), Some(10)));
+            assert_eq!(p.avg, Some(6.0));
+            assert_eq!(pts[1].avg, Some(1.0));
+        });
     }
 
     #[test]
     fn closed_minutes_count_each_games_live_servers() {
-        let h = mem(DEFAULT_RETENTION);
-        let mut s2 = sample("127.0.0.2:1", T0 + 10_000, 5);
-        s2.key = ServerKey::new("q3", GameAddr::parse("127.0.0.2:1").unwrap());
-        h.append(&[
-            sample("127.0.0.1:1", T0 + 1_000, 3),
-            sample("127.0.0.1:2", T0 + 2_000, 4),
-            failed("127.0.0.1:3", T0 + 3_000),
-            s2,
-        ])
-        .unwrap();
-        // The first close starts at the minute before now's.
-        assert_eq!(h.close_minutes(Timestamp(T0 + MIN + 5_000)).unwrap(), 1);
-        // Not again, and not within the grace of the next minute's end.
-        assert_eq!(h.close_minutes(Timestamp(T0 + 2 * MIN + 4_000)).unwrap(), 0);
-        // Five minutes later, with no new sample: the servers are still live (a poll every
-        // few minutes), and each minute is written.
-        assert_eq!(h.close_minutes(Timestamp(T0 + 6 * MIN + 5_000)).unwrap(), 5);
-        let span = Duration::from_secs(3600);
-        let pts = h
-            .game_series("ut2", Resolution::Minute, span, Timestamp(T0 + 7 * MIN))
+        on_each_backend(DEFAULT_RETENTION, |h| {
+            let mut s2 = sample("127.0.0.2:1", T0 + 10_000, 5);
+            s2.key = ServerKey::new("q3", GameAddr::parse("127.0.0.2:1").unwrap());
+            h.append(&[
+                sample("127.0.0.1:1", T0 + 1_000, 3),
+                sample("127.0.0.1:2", T0 + 2_000, 4),
+                failed("127.0.0.1:3", T0 + 3_000),
+                s2,
+            ])
             .unwrap();
-        assert_eq!(pts.len(), 6);
-        for p in &pts {
-            assert_eq!((p.servers, p.up.2, p.players.2), (3, 2, 7), "{p:?}");
-        }
-        let q3 = h
-            .game_series("q3", Resolution::Minute, span, Timestamp(T0 + 7 * MIN))
-            .unwrap();
-        assert_eq!(q3[0].players.0, 5);
-        // One server leaves the game's count when its last sample is LIVE_FOR old.
-        h.append(&[sample("127.0.0.1:1", T0 + 10 * MIN, 10)])
-            .unwrap();
-        h.close_minutes(Timestamp(T0 + 14 * MIN + 5_000)).unwrap();
-        let pts = h
-            .game_series("ut2", Resolution::Minute, span, Timestamp(T0 + 15 * MIN))
-            .unwrap();
-        let last = pts.last().unwrap();
-        assert_eq!(last.at, (T0 + 13 * MIN) / 1000);
-        assert_eq!((last.servers, last.players.2), (1, 10));
-        // The hour: fewest, mean and most players over the 14 minutes written.
-        let hour = h
-            .game_series("ut2", Resolution::Hour, span, Timestamp(T0 + 15 * MIN))
-            .unwrap();
-        assert_eq!(hour.len(), 1);
-        assert_eq!((hour[0].players.0, hour[0].players.2), (7, 14));
-        assert_eq!(hour[0].servers, 3);
+            // The first close starts at the minute before now's.
+            assert_eq!(h.close_minutes(Timestamp(T0 + MIN + 5_000)).unwrap(), 1);
+            // Not again, and not within the grace of the next minute's end.
+            assert_eq!(h.close_minutes(Timestamp(T0 + 2 * MIN + 4_000)).unwrap(), 0);
+            // Five minutes later, with no new sample: the servers are still live (a poll every
+            // few minutes), and each minute is written.
+            assert_eq!(h.close_minutes(Timestamp(T0 + 6 * MIN + 5_000)).unwrap(), 5);
+            let span = Duration::from_secs(3600);
+            let pts = h
+                .game_series("ut2", Resolution::Minute, span, Timestamp(T0 + 7 * MIN))
+                .unwrap();
+            assert_eq!(pts.len(), 6);
+            for p in &pts {
+                assert_eq!((p.servers, p.up.2, p.players.2), (3, 2, 7), "{p:?}");
+            }
+            let q3 = h
+                .game_series("q3", Resolution::Minute, span, Timestamp(T0 + 7 * MIN))
+                .unwrap();
+            assert_eq!(q3[0].players.0, 5);
+            // One server leaves the game's count when its last sample is LIVE_FOR old.
+            h.append(&[sample("127.0.0.1:1", T0 + 10 * MIN, 10)])
+                .unwrap();
+            h.close_minutes(Timestamp(T0 + 14 * MIN + 5_000)).unwrap();
+            let pts = h
+                .game_series("ut2", Resolution::Minute, span, Timestamp(T0 + 15 * MIN))
+                .unwrap();
+            let last = pts.last().unwrap();
+            assert_eq!(last.at, (T0 + 13 * MIN) / 1000);
+            assert_eq!((last.servers, last.players.2), (1, 10));
+            // The hour: fewest, mean and most players over the 14 minutes written.
+            let hour = h
+                .game_series("ut2", Resolution::Hour, span, Timestamp(T0 + 15 * MIN))
+                .unwrap();
+            assert_eq!(hour.len(), 1);
+            assert_eq!((hour[0].players.0, hour[0].players.2), (7, 14));
+            assert_eq!(hour[0].servers, 3);
+        });
     }
 
     #[test]
     fn a_long_stop_is_not_written_as_empty_minutes() {
-        let h = mem(DEFAULT_RETENTION);
-        h.append(&[sample("127.0.0.1:1", T0, 3)]).unwrap();
-        h.close_minutes(Timestamp(T0 + MIN + 5_000)).unwrap();
-        // A day later: at most LIVE_FOR of minutes are looked at, and nothing is live.
-        let n = h.close_minutes(Timestamp(T0 + 24 * HOUR + 5_000)).unwrap();
-        assert!(
-            n <= usize::try_from(LIVE_FOR.as_secs() / 60 + 1).unwrap(),
-            "{n}"
-        );
-        let pts = h
-            .game_series(
-                "ut2",
-                Resolution::Minute,
-                Duration::from_secs(48 * 3600),
-                Timestamp(T0 + 25 * HOUR),
-            )
+        on_each_backend(DEFAULT_RETENTION, |h| {
+            h.append(&[sample("127.0.0.1:1", T0, 3)]).unwrap();
+            h.close_minutes(Timestamp(T0 + MIN + 5_000)).unwrap();
+            // A day later: at most LIVE_FOR of minutes are looked at, and nothing is live.
+            let n = h.close_minutes(Timestamp(T0 + 24 * HOUR + 5_000)).unwrap();
+            assert!(
+                n <= usize::try_from(LIVE_FOR.as_secs() / 60 + 1).unwrap(),
+                "{n}"
+            );
+            let pts = h
+                .game_series(
+                    "ut2",
+                    Resolution::Minute,
+                    Duration::from_secs(48 * 3600),
+                    Timestamp(T0 + 25 * HOUR),
+                )
+                .unwrap();
+            assert_eq!(pts.len(), 1);
+        });
+    }
+
+    /// Samples written, the writer dropped before any minute closed, a new writer on the
+    /// same store: its first closed minute counts the servers sampled before the restart.
+    fn game_counts_survive(open: &dyn Fn() -> Box<dyn HistoryStore>) {
+        let mut q3 = sample("127.0.0.2:1", T0 + 3_000, 5);
+        q3.key = ServerKey::new("q3", GameAddr::parse("127.0.0.2:1").unwrap());
+        {
+            let mut h = open();
+            h.append(&[
+                sample("127.0.0.1:1", T0 + 1_000, 3),
+                sample("127.0.0.1:2", T0 + 2_000, 4),
+                failed("127.0.0.1:3", T0 + 2_500),
+                q3,
+            ])
             .unwrap();
-        assert_eq!(pts.len(), 1);
+        }
+        let mut h = open();
+        assert_eq!(h.close_minutes(Timestamp(T0 + MIN + 5_000)).unwrap(), 1);
+        let pts = h
+            .game_series("ut2", Resolution::Minute, Timestamp(T0))
+            .unwrap();
+        assert_eq!(pts.len(), 1, "{pts:?}");
+        assert_eq!((pts[0].servers, pts[0].up.0, pts[0].players.0), (3, 2, 7));
+        drop(h);
+        // Restarted again, five minutes on without a sample: still counted, each minute.
+        let mut h = open();
+        assert_eq!(h.close_minutes(Timestamp(T0 + 6 * MIN + 5_000)).unwrap(), 5);
+        let pts = h
+            .game_series("ut2", Resolution::Minute, Timestamp(T0))
+            .unwrap();
+        assert_eq!(pts.len(), 6);
+        assert!(
+            pts.iter().all(|p| p.servers == 3 && p.players.2 == 7),
+            "{pts:?}"
+        );
+        let q3 = h
+            .game_series("q3", Resolution::Minute, Timestamp(T0))
+            .unwrap();
+        assert_eq!((q3.len(), q3[5].players.0), (6, 5));
+        // The hour counts each minute once.
+        let hour = h
+            .game_series("ut2", Resolution::Hour, Timestamp(T0))
+            .unwrap();
+        assert_eq!((hour.len(), hour[0].players.1), (1, 7.0));
+    }
+
+    #[test]
+    fn game_counts_are_rebuilt_after_a_restart_sqlite() {
+        let dir =
+            std::env::temp_dir().join(format!("muster-history-restart-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        game_counts_survive(&|| Box::new(SqliteHistory::open(&dir).unwrap()));
+        let s = SqliteHistory::open(&dir).unwrap();
+        assert_eq!(s.live_servers(), 4, "rebuilt from the minute points");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn game_counts_are_rebuilt_after_a_restart_postgres() {
+        let Some(pg) = pg_database("restart") else {
+            return;
+        };
+        game_counts_survive(&|| Box::new(PostgresHistory::open(Arc::clone(&pg)).unwrap()));
+    }
+
+    #[test]
+    fn two_postgres_writers_merge_their_rows_and_close_each_minute_once() {
+        let Some(url) = pg_url("two") else {
+            return;
+        };
+        // Two instances on the same database, each with its own connections.
+        let a = PgShared::connect(&url, "history-a").unwrap();
+        let b = PgShared::connect(&url, "history-b").unwrap();
+        let mut ha = PostgresHistory::open(Arc::clone(&a)).unwrap();
+        let mut hb = PostgresHistory::open(Arc::clone(&b)).unwrap();
+        let s1 = "127.0.0.1:1";
+        ha.append(&[
+            sample(s1, T0 + 1_000, 2),
+            sample("127.0.0.1:2", T0 + 2_000, 1),
+        ])
+        .unwrap();
+        hb.append(&[
+            sample(s1, T0 + 30_000, 6),
+            sample("127.0.0.1:3", T0 + 4_000, 3),
+        ])
+        .unwrap();
+        // One row for the server both sampled in that minute.
+        let p = ha
+            .series(s1, None, Resolution::Minute, Timestamp(T0))
+            .unwrap();
+        assert_eq!(p.len(), 1);
+        assert_eq!(
+            (p[0].samples, p[0].min, p[0].max, p[0].avg),
+            (2, Some(2), Some(6), Some(4.0))
+        );
+        // A closes the minute: it counts B's servers too (mean players of server 1: 4).
+        assert_eq!(ha.close_minutes(Timestamp(T0 + MIN + 5_000)).unwrap(), 1);
+        let g = hb
+            .game_series("ut2", Resolution::Minute, Timestamp(T0))
+            .unwrap();
+        assert_eq!((g.len(), g[0].servers, g[0].players.0), (1, 3, 8));
+        // Minute 1: B samples server 2 busier; A closes it, then B (which has closed nothing
+        // yet) closes it too: written once, the hour's mean is over two minutes.
+        hb.append(&[sample("127.0.0.1:2", T0 + MIN + 1_000, 11)])
+            .unwrap();
+        assert_eq!(
+            ha.close_minutes(Timestamp(T0 + 2 * MIN + 5_000)).unwrap(),
+            1
+        );
+        assert_eq!(
+            hb.close_minutes(Timestamp(T0 + 2 * MIN + 5_000)).unwrap(),
+            1
+        );
+        let g = ha
+            .game_series("ut2", Resolution::Minute, Timestamp(T0))
+            .unwrap();
+        assert_eq!(g.iter().map(|p| p.players.0).collect::<Vec<_>>(), [8, 18]);
+        let hour = ha
+            .game_series("ut2", Resolution::Hour, Timestamp(T0))
+            .unwrap();
+        assert_eq!(hour.len(), 1);
+        assert_eq!(hour[0].players, (8, 13.0, 18), "each minute once");
+        // Both writing the same rows at once: no sample lost, no deadlock.
+        let writer = |mut h: PostgresHistory, port: u16| {
+            std::thread::spawn(move || {
+                for i in 0..20_u64 {
+                    h.append(&[
+                        sample(s1, T0 + 10 * MIN + i, 1),
+                        sample(&format!("127.0.0.1:{port}"), T0 + 10 * MIN + i, 1),
+                        sample("127.0.0.1:9", T0 + 10 * MIN + HOUR + i, 1),
+                    ])
+                    .unwrap();
+                }
+            })
+        };
+        let (ta, tb) = (writer(ha, 20), writer(hb, 21));
+        ta.join().unwrap();
+        tb.join().unwrap();
+        let mut h = PostgresHistory::open(Arc::clone(&a)).unwrap();
+        let p = h
+            .series(s1, None, Resolution::Minute, Timestamp(T0 + 10 * MIN))
+            .unwrap();
+        assert_eq!(p[0].samples, 40);
+        let p = h
+            .series("127.0.0.1:9", None, Resolution::Hour, Timestamp(T0))
+            .unwrap();
+        assert_eq!(p[0].samples, 40);
+        b.halt();
     }
 
     #[test]
     fn prune_keeps_minutes_48_hours_and_hours_400_days() {
-        let h = mem(DEFAULT_RETENTION);
-        let a = "127.0.0.1:1";
-        h.append(&[sample(a, T0, 1), sample(a, T0 + 47 * HOUR, 2)])
-            .unwrap();
-        let now = Timestamp(T0 + 48 * HOUR + MIN);
-        // The first minute (and nothing else) is past 48 hours.
-        assert_eq!(h.prune(now).unwrap(), 1);
-        let year = Duration::from_secs(400 * 24 * 3600);
-        let minutes = h.series(a, None, Resolution::Minute, year, now).unwrap();
-        assert_eq!(minutes.len(), 1);
-        assert_eq!(
-            h.series(a, None, Resolution::Hour, year, now)
-                .unwrap()
-                .len(),
-            2
-        );
-        // 400 days after the first hour, it goes; the server stays while a row is left.
-        let later = Timestamp(T0 + 400 * 24 * HOUR + HOUR);
-        h.prune(later).unwrap();
-        assert_eq!(
-            h.series(a, None, Resolution::Hour, year, later)
-                .unwrap()
-                .len(),
-            1
-        );
-        let much_later = Timestamp(T0 + 402 * 24 * HOUR);
-        h.prune(much_later).unwrap();
-        assert!(
-            h.series(a, None, Resolution::Hour, year, much_later)
-                .unwrap()
-                .is_empty()
-        );
+        on_each_backend(DEFAULT_RETENTION, |h| {
+            let a = "127.0.0.1:1";
+            h.append(&[sample(a, T0, 1), sample(a, T0 + 47 * HOUR, 2)])
+                .unwrap();
+            let now = Timestamp(T0 + 48 * HOUR + MIN);
+            // The first minute (and nothing else) is past 48 hours.
+            assert_eq!(h.prune(now).unwrap(), 1);
+            let year = Duration::from_secs(400 * 24 * 3600);
+            let minutes = h.series(a, None, Resolution::Minute, year, now).unwrap();
+            assert_eq!(minutes.len(), 1);
+            assert_eq!(
+                h.series(a, None, Resolution::Hour, year, now)
+                    .unwrap()
+                    .len(),
+                2
+            );
+            // 400 days after the first hour, it goes; the server stays while a row is left.
+            let later = Timestamp(T0 + 400 * 24 * HOUR + HOUR);
+            h.prune(later).unwrap();
+            assert_eq!(
+                h.series(a, None, Resolution::Hour, year, later)
+                    .unwrap()
+                    .len(),
+                1
+            );
+            let much_later = Timestamp(T0 + 402 * 24 * HOUR);
+            h.prune(much_later).unwrap();
+            assert!(
+                h.series(a, None, Resolution::Hour, year, much_later)
+                    .unwrap()
+                    .is_empty()
+            );
+        });
     }
 
     #[test]

@@ -1,0 +1,203 @@
+//! Player-count history in PostgreSQL: `muster serve --store postgres://…` polls a server, its
+//! history is served at `/api/v1/servers/{address}/history`, and it is still there after the
+//! daemon restarts with an empty data directory (it is in the database, not beside it).
+//!
+//! Needs `MUSTER_TEST_PG_URL` (set by `scripts/test.sh`, which starts a throwaway cluster);
+//! without it the test says it skipped, or fails under `MUSTER_REQUIRE_PEERS=1`.
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `muster <args>` and reads its `count` `listening <face> <udp|tcp> <addr>` lines.
+fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, SocketAddr>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start muster");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut faces = HashMap::new();
+    for _ in 0..count {
+        let line = lines.next().expect("a listening line").expect("utf-8");
+        let parts: Vec<&str> = line.split(' ').collect();
+        assert_eq!(parts.first(), Some(&"listening"), "{line}");
+        faces.insert(parts[1].to_owned(), parts[3].parse().expect("address"));
+    }
+    (Proc(child), faces)
+}
+
+fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return serde_json::Value::Null;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// Waits (at most 30 s) until `f` gives `Some`.
+fn wait<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn serve(url: &str, data: &str) -> (Proc, HashMap<String, SocketAddr>) {
+    let off = [
+        "--gameagent",
+        "off",
+        "--gamespy-tcp",
+        "off",
+        "--teeworlds07",
+        "off",
+        "--teeworlds06",
+        "off",
+        "--quake3",
+        "off",
+        "--valve",
+        "off",
+        "--mgmt",
+        "off",
+    ];
+    let mut args = vec![
+        "serve",
+        "--store",
+        url,
+        "--data-dir",
+        data,
+        "--gamespy-udp",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+    ];
+    args.extend(off);
+    start(&args, 2)
+}
+
+/// The answered minute points of `address` (the mean players of each).
+fn answered(http: SocketAddr, address: &str) -> Vec<f64> {
+    let v = get_json(
+        http,
+        &format!("/api/v1/servers/{address}/history?range=48h"),
+    );
+    v["points"]
+        .as_array()
+        .map(|p| {
+            p.iter()
+                .filter(|p| p["answered"].as_u64().unwrap_or(0) > 0)
+                .filter_map(|p| p["avg"].as_f64())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn serve_on_postgres_keeps_history_in_the_database_across_a_restart() {
+    let found = match std::env::var("MUSTER_TEST_PG_URL") {
+        Ok(u) if !u.is_empty() => Ok(u),
+        _ => Err(muster_testkit::Missing {
+            peer: "postgresql",
+            detail: "MUSTER_TEST_PG_URL is not set (scripts/test.sh starts a cluster and sets it)"
+                .to_owned(),
+        }),
+    };
+    let Some(admin) = muster_testkit::require(found) else {
+        return;
+    };
+    let name = format!("muster_cli_history_{}", std::process::id());
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(muster_master::store::postgres::create_database(
+            &admin, &name,
+        ))
+        .unwrap();
+    let tmp = std::env::temp_dir();
+    let (d1, d2) = (
+        tmp.join(format!("muster-pg-history-1-{}", std::process::id())),
+        tmp.join(format!("muster-pg-history-2-{}", std::process::id())),
+    );
+    let _ = std::fs::remove_dir_all(&d1);
+    let _ = std::fs::remove_dir_all(&d2);
+
+    let (daemon, faces) = serve(&url, &d1.display().to_string());
+    let port = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap().port().to_string()
+    };
+    let master = format!("gamespy:{}", faces["gamespy-udp"]);
+    let emulator = start(
+        &[
+            "emulate",
+            "-p",
+            "gamespy1",
+            "--port",
+            &port,
+            "--style",
+            "ut99",
+            "--name",
+            "Remembered",
+            "--players",
+            "5",
+            "--master",
+            &master,
+        ],
+        1,
+    );
+    let http = faces["http"];
+    // Registered, polled (its name is known only from a poll), its address as listed.
+    let address = wait("the server to be listed and polled", || {
+        let v = get_json(http, "/api/v1/servers?per_page=10");
+        v["servers"].as_array()?.iter().find_map(|s| {
+            (s["name"] == "Remembered").then(|| s["address"].as_str().map(str::to_owned))?
+        })
+    });
+    let before = wait("a history point", || {
+        let a = answered(http, &address);
+        (!a.is_empty()).then_some(a)
+    });
+    assert!(before.iter().all(|&p| p == 5.0), "{before:?}");
+
+    // The emulator and the daemon stop; a new daemon on the same database, with a data
+    // directory of its own (empty), serves the history written before.
+    drop(emulator);
+    drop(daemon);
+    let (_daemon, faces) = serve(&url, &d2.display().to_string());
+    let http = faces["http"];
+    let after = answered(http, &address);
+    assert!(!after.is_empty(), "history after the restart");
+    assert!(after.iter().all(|&p| p == 5.0), "{after:?}");
+    let v = get_json(
+        http,
+        &format!("/api/v1/servers/{address}/history?range=30d"),
+    );
+    let hours = v["points"].as_array().map_or(0, Vec::len);
+    assert!(hours >= 1, "the hourly rollup too: {v}");
+    let _ = std::fs::remove_dir_all(&d1);
+    let _ = std::fs::remove_dir_all(&d2);
+}

@@ -1,0 +1,420 @@
+//! What both backends share: a batch of samples folded into the row changes it makes
+//! ([`Batch`]), the rules by which such a change merges into a stored row ([`Delta::merge`],
+//! which each backend's upsert repeats in SQL), each server's last state and the per-game
+//! counts of a closed minute ([`LiveSet`]), and the minutes a close writes ([`to_close`]).
+//! The backends only read and write rows.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
+
+use muster_core::poll::PollSample;
+use muster_core::registry::{ServerKey, Timestamp};
+
+use super::{CLOSE_GRACE, LIVE_FOR, MINUTE_MS, hour_of, minute_of, whole};
+
+/// What samples add to one minute point or hourly rollup. Merged into a row (or another
+/// change) by [`Delta::merge`]: counts and sums add, the fewest and most are kept, the slots
+/// are the later change's when it has any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Delta {
+    /// Samples.
+    pub n: i64,
+    /// Samples answered.
+    pub ok: i64,
+    /// Fewest players answered.
+    pub pmin: Option<i64>,
+    /// Most players answered.
+    pub pmax: Option<i64>,
+    /// Players summed over the answered samples.
+    pub psum: i64,
+    /// Slots, last answered.
+    pub slots: Option<i64>,
+}
+
+fn either(a: Option<i64>, b: Option<i64>, f: fn(i64, i64) -> i64) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(f(a, b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Delta {
+    /// One sample's change.
+    #[must_use]
+    pub(super) fn of(s: &PollSample) -> Self {
+        let players = if s.ok {
+            s.num_players.map(i64::from)
+        } else {
+            None
+        };
+        Self {
+            n: 1,
+            ok: i64::from(s.ok),
+            pmin: players,
+            pmax: players,
+            psum: players.unwrap_or(0),
+            slots: if s.ok {
+                s.max_players.map(i64::from)
+            } else {
+                None
+            },
+        }
+    }
+
+    /// `later` merged into this change.
+    pub(super) fn merge(&mut self, later: Self) {
+        self.n += later.n;
+        self.ok += later.ok;
+        self.pmin = either(self.pmin, later.pmin, i64::min);
+        self.pmax = either(self.pmax, later.pmax, i64::max);
+        self.psum += later.psum;
+        self.slots = later.slots.or(self.slots);
+    }
+}
+
+/// A server's last state in a batch: when, whether it answered, its players.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct LastSample {
+    pub at: Timestamp,
+    pub ok: bool,
+    pub players: u32,
+}
+
+/// A batch of samples folded: one change per (server, minute) and (server, hour), so that a
+/// backend writes each row once per batch (and PostgreSQL's multi-row upsert, which may not
+/// touch a row twice, can take them).
+#[derive(Debug, Default)]
+pub(super) struct Batch {
+    /// Each server's (address as `GameAddr` displays it, game), sorted, once.
+    pub servers: Vec<(String, String)>,
+    /// (server index in `servers`, minute number) → change, sorted.
+    pub minutes: BTreeMap<(usize, i64), Delta>,
+    /// (server index, hour number) → change, sorted.
+    pub hours: BTreeMap<(usize, i64), Delta>,
+    /// Each server's newest sample, by server index.
+    pub last: Vec<LastSample>,
+}
+
+impl Batch {
+    /// Folds `samples` (in the order they were taken: a later one's slots win).
+    #[must_use]
+    pub(super) fn fold(samples: &[PollSample]) -> Self {
+        let mut keys: HashMap<&ServerKey, usize> = HashMap::new();
+        let mut named: Vec<(String, String, &ServerKey)> = Vec::new();
+        for s in samples {
+            keys.entry(&s.key).or_insert_with(|| {
+                named.push((
+                    s.key.addr.to_string(),
+                    s.key.game.as_str().to_owned(),
+                    &s.key,
+                ));
+                named.len() - 1
+            });
+        }
+        named.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        for (i, (_, _, k)) in named.iter().enumerate() {
+            keys.insert(k, i);
+        }
+        let mut out = Self {
+            last: vec![
+                LastSample {
+                    at: Timestamp(0),
+                    ok: false,
+                    players: 0,
+                };
+                named.len()
+            ],
+            ..Self::default()
+        };
+        let mut seen = vec![false; named.len()];
+        for s in samples {
+            let i = keys.get(&s.key).copied().unwrap_or(0);
+            let d = Delta::of(s);
+            out.minutes
+                .entry((i, minute_of(s.at)))
+                .and_modify(|m| m.merge(d))
+                .or_insert(d);
+            out.hours
+                .entry((i, hour_of(s.at)))
+                .and_modify(|m| m.merge(d))
+                .or_insert(d);
+            if let (Some(last), Some(seen)) = (out.last.get_mut(i), seen.get_mut(i))
+                && (!*seen || last.at <= s.at)
+            {
+                *seen = true;
+                *last = LastSample {
+                    at: s.at,
+                    ok: s.ok,
+                    players: if s.ok { s.num_players.unwrap_or(0) } else { 0 },
+                };
+            }
+        }
+        out.servers = named.into_iter().map(|(a, g, _)| (a, g)).collect();
+        out
+    }
+}
+
+/// One game's count at the end of one minute, as a closed minute writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct GameMinute {
+    pub game: Arc<str>,
+    pub minute: i64,
+    /// Servers live at the minute's end.
+    pub listed: i64,
+    /// Of those, the ones whose last state answered.
+    pub up: i64,
+    /// Their players.
+    pub players: i64,
+}
+
+/// A server's last state, for the game aggregates.
+#[derive(Debug, Clone)]
+struct Live {
+    game: Arc<str>,
+    at: Timestamp,
+    ok: bool,
+    players: u32,
+}
+
+/// Each server's last state by server id, counted per game when a minute closes; a server
+/// counts while its last state is at most [`LIVE_FOR`] old.
+#[derive(Debug, Default)]
+pub(super) struct LiveSet {
+    map: HashMap<i64, Live>,
+}
+
+impl LiveSet {
+    /// Servers remembered.
+    pub(super) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Server `id` of `game` was in state `last` (kept unless an older state than the one
+    /// known).
+    pub(super) fn note(&mut self, id: i64, game: &str, last: LastSample) {
+        let known = self.map.get(&id);
+        if known.is_some_and(|l| l.at > last.at) {
+            return;
+        }
+        let game = match known {
+            Some(l) if &*l.game == game => Arc::clone(&l.game),
+            _ => Arc::from(game),
+        };
+        self.map.insert(
+            id,
+            Live {
+                game,
+                at: last.at,
+                ok: last.ok,
+                players: last.players,
+            },
+        );
+    }
+
+    /// Server `id` of `game` has the minute point (`minute`, `answered` samples answered,
+    /// `psum` players over them): its state at that minute is up when it answered in it, with
+    /// the mean players (a server is polled every few minutes: a point is normally one sample).
+    pub(super) fn note_point(
+        &mut self,
+        id: i64,
+        game: &str,
+        minute: i64,
+        answered: i64,
+        psum: i64,
+    ) {
+        let players = if answered > 0 {
+            u32::try_from((psum.max(0) + answered / 2) / answered).unwrap_or(u32::MAX)
+        } else {
+            0
+        };
+        let at = Timestamp(u64::try_from(minute.max(0)).unwrap_or(0) * MINUTE_MS);
+        self.note(
+            id,
+            game,
+            LastSample {
+                at,
+                ok: answered > 0,
+                players,
+            },
+        );
+    }
+
+    /// Each game's count at the end of minute `m`, sorted by game: the servers whose last
+    /// state is at most [`LIVE_FOR`] before that end (or after it, when minutes are caught
+    /// up late).
+    pub(super) fn count(&self, m: i64) -> Vec<GameMinute> {
+        let live_ms = u64::try_from(LIVE_FOR.as_millis()).unwrap_or(u64::MAX);
+        let end = u64::try_from(m + 1).unwrap_or(0) * MINUTE_MS;
+        let mut games: BTreeMap<&Arc<str>, (i64, i64, i64)> = BTreeMap::new();
+        for l in self.map.values() {
+            if end.saturating_sub(l.at.0) > live_ms {
+                continue;
+            }
+            let g = games.entry(&l.game).or_default();
+            g.0 += 1;
+            if l.ok {
+                g.1 += 1;
+                g.2 += i64::from(l.players);
+            }
+        }
+        games
+            .into_iter()
+            .map(|(game, (listed, up, players))| GameMinute {
+                game: Arc::clone(game),
+                minute: m,
+                listed,
+                up,
+                players,
+            })
+            .collect()
+    }
+
+    /// Forgets servers whose last state is more than [`LIVE_FOR`] before `now`.
+    pub(super) fn forget_before(&mut self, now: Timestamp) {
+        let live_ms = u64::try_from(LIVE_FOR.as_millis()).unwrap_or(u64::MAX);
+        self.map
+            .retain(|_, l| now.0.saturating_sub(l.at.0) <= live_ms);
+    }
+}
+
+/// A minute point as the game counts read it: (server id, game, minute, answered, players).
+pub(super) type PointRow = (i64, String, i64, i64, i64);
+
+/// The game counts of the minutes `minutes` from the minute points `points` (sorted by
+/// minute, from [`LIVE_FOR`] before the first): each minute counts every point up to it.
+pub(super) fn replay(points: &[PointRow], minutes: Range<i64>) -> Vec<GameMinute> {
+    let mut live = LiveSet::default();
+    let mut next = points.iter().peekable();
+    let mut out = Vec::new();
+    for m in minutes {
+        while let Some((id, game, minute, answered, psum)) = next.next_if(|p| p.2 <= m) {
+            live.note_point(*id, game, *minute, *answered, *psum);
+        }
+        out.extend(live.count(m));
+    }
+    out
+}
+
+/// The minutes a close at `now` writes when minutes up to `closed` are written: those ended
+/// [`CLOSE_GRACE`] before `now`; after a stop longer than [`LIVE_FOR`] no server is live in
+/// the minutes between, so only the last `LIVE_FOR` of them (they are skipped, not written
+/// empty). The first close writes the minute before now's.
+pub(super) fn to_close(closed: Option<i64>, now: Timestamp) -> Range<i64> {
+    let upto = minute_of(Timestamp(
+        now.0
+            .saturating_sub(u64::try_from(CLOSE_GRACE.as_millis()).unwrap_or(u64::MAX)),
+    ));
+    let from = closed
+        .map_or(upto - 1, |c| c + 1)
+        .max(upto - whole(LIVE_FOR, MINUTE_MS) - 1);
+    from..upto.max(from)
+}
+
+/// The first minute whose points a close of `minutes` reads (a point older than it is not
+/// live at the first minute's end).
+pub(super) fn points_from(minutes: &Range<i64>) -> i64 {
+    minutes.start - whole(LIVE_FOR, MINUTE_MS) - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_core::registry::GameAddr;
+
+    fn s(addr: &str, at: u64, ok: bool, n: u32, slots: u32) -> PollSample {
+        PollSample {
+            key: ServerKey::new("g", GameAddr::parse(addr).unwrap()),
+            at: Timestamp(at),
+            ok,
+            num_players: ok.then_some(n),
+            max_players: ok.then_some(slots),
+            ping: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_folds_to_one_change_per_row_merged_as_a_row_is() {
+        let samples = [
+            s("127.0.0.2:1", 1_000, true, 4, 8),
+            s("127.0.0.1:1", 2_000, true, 2, 8),
+            s("127.0.0.2:1", 3_000, false, 0, 0),
+            s("127.0.0.2:1", 4_000, true, 9, 10),
+            s("127.0.0.2:1", 61_000, true, 1, 10),
+        ];
+        let b = Batch::fold(&samples);
+        assert_eq!(
+            b.servers,
+            [
+                ("127.0.0.1:1".to_owned(), "g".to_owned()),
+                ("127.0.0.2:1".to_owned(), "g".to_owned())
+            ]
+        );
+        assert_eq!(b.minutes.len(), 3);
+        let m = b.minutes[&(1, 0)];
+        assert_eq!(
+            m,
+            Delta {
+                n: 3,
+                ok: 2,
+                pmin: Some(4),
+                pmax: Some(9),
+                psum: 13,
+                slots: Some(10)
+            }
+        );
+        assert_eq!(b.hours[&(1, 0)].n, 4);
+        assert_eq!(b.last[1].at, Timestamp(61_000));
+        assert_eq!((b.last[0].ok, b.last[0].players), (true, 2));
+        // Merging the folded changes equals merging the samples one by one.
+        let mut one = Delta::of(&samples[0]);
+        for x in &samples[2..4] {
+            one.merge(Delta::of(x));
+        }
+        assert_eq!(one, m);
+    }
+
+    #[test]
+    fn replayed_points_count_what_the_live_set_counts() {
+        let points: Vec<PointRow> = vec![
+            (1, "g".into(), 10, 1, 3),
+            (2, "g".into(), 10, 0, 0),
+            (3, "h".into(), 11, 2, 5),
+            (1, "g".into(), 12, 1, 6),
+        ];
+        let got = replay(&points, 10..13);
+        let at = |m| got.iter().filter(|g| g.minute == m).collect::<Vec<_>>();
+        assert_eq!(at(10).len(), 1);
+        assert_eq!(
+            (at(10)[0].listed, at(10)[0].up, at(10)[0].players),
+            (2, 1, 3)
+        );
+        // Minute 11: game h's server answered twice for 5 players: a mean of 3 (2.5 rounded).
+        assert_eq!(at(11)[1].players, 3);
+        assert_eq!((at(12)[0].listed, at(12)[0].players), (2, 6));
+        // Minute 10 + LIVE_FOR: server 2 (last seen at minute 10) is no longer counted.
+        let later = replay(&points, 22..24);
+        let g: Vec<_> = later
+            .iter()
+            .filter(|g| &*g.game == "g")
+            .map(|g| (g.minute, g.listed))
+            .collect();
+        assert_eq!(g, [(22, 1), (23, 1)]);
+    }
+
+    #[test]
+    fn a_close_writes_the_ended_minutes_at_most_live_for_of_them() {
+        let t = |m: u64, s: u64| Timestamp(m * MINUTE_MS + s * 1000);
+        assert_eq!(to_close(None, t(100, 5)), 99..100);
+        assert_eq!(to_close(None, t(100, 4)), 98..99);
+        assert_eq!(to_close(Some(99), t(100, 5)), 100..100);
+        assert_eq!(to_close(Some(99), t(103, 5)), 100..103);
+        let long = to_close(Some(10), t(1000, 5));
+        assert_eq!(long.end, 1000);
+        assert_eq!(long.start, 1000 - whole(LIVE_FOR, MINUTE_MS) - 1);
+        assert_eq!(
+            points_from(&long),
+            long.start - whole(LIVE_FOR, MINUTE_MS) - 1
+        );
+    }
+}
