@@ -621,8 +621,8 @@ fn seconds(s: f64) -> Option<Duration> {
         .then(|| Duration::from_secs_f64(s.min(RETRY_AFTER_MAX.as_secs_f64())))
 }
 
-/// A `Retry-After` header's delay (seconds; an HTTP date is not read and falls back to
-/// the backoff).
+/// A `Retry-After` header's delay given in seconds (the courier turns an HTTP date into
+/// seconds before it gets here).
 pub(crate) fn retry_after_header(v: &str) -> Option<Duration> {
     seconds(v.trim().parse::<f64>().ok()?)
 }
