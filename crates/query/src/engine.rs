@@ -23,8 +23,8 @@
 //! read. A reply may therefore carry an instant earlier than the scheduler's latest call; the
 //! scheduler and the machines take durations with `saturating_duration_since`. What is still
 //! counted: the microseconds between taking a batch and `sendmmsg` (building its machines), and
-//! a batch that waits until the socket is writable (a new socket's first batch waits one turn
-//! of the runtime; a full send buffer longer).
+//! a batch that waits for room in a full send buffer. (A new socket's first batch is sent at
+//! once, not after the runtime's next turn: see `Family::flush`.)
 
 use std::io;
 use std::net::SocketAddr;

@@ -256,7 +256,7 @@ impl Family {
                         *addr = Some(SockaddrStorage::from(dest));
                     }
                 }
-                self.socket.try_io(Interest::WRITABLE, || {
+                let send = || {
                     let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n, None);
                     sendmmsg(
                         fd,
@@ -268,7 +268,17 @@ impl Family {
                     )
                     .map(Iterator::count)
                     .map_err(io::Error::from)
-                })
+                };
+                // Sent at once, not through tokio's readiness first: a new socket is writable,
+                // but tokio learns so only at its next turn, and the batch's pings would count
+                // the wait. When the buffer is full, `try_io` sends again or clears tokio's
+                // readiness, so that `writable` waits for room.
+                match send() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.socket.try_io(Interest::WRITABLE, send)
+                    }
+                    other => other,
+                }
             };
             match result {
                 Ok(sent) => out.sent += sent,

@@ -246,3 +246,41 @@ async fn each_batch_is_stamped_when_it_is_taken() {
         );
     }
 }
+
+/// A new socket's first batch goes out when it is taken, not a turn of the runtime later:
+/// another task that keeps the thread busy right after the engine's first turn does not add
+/// to the first queries' pings.
+#[tokio::test(flavor = "current_thread")]
+async fn a_new_socket_s_first_batch_is_sent_at_once() {
+    const QUERIES: usize = 8;
+    let _stamps = stamps_on();
+    let got = Arc::new(Notify::new());
+    let target = server(got, Duration::ZERO);
+    let options = Options {
+        retries: 0,
+        attempt_timeout: Duration::from_secs(10),
+        ..Options::default()
+    };
+    let jobs = (0..QUERIES).map(move |i| Job {
+        tag: i,
+        build: move |_: QueryConfig| Timed::new(target, i),
+    });
+    let mut results = spawn(jobs, options);
+    // Spawned after the engine, so polled after the engine's first turn.
+    let stall = tokio::spawn(async {
+        // Blocking on purpose: the engine shares this thread and cannot run meanwhile.
+        std::thread::sleep(STALL);
+    });
+    let mut pings = Vec::new();
+    while let Some(done) = results.recv().await {
+        pings.push((done.tag, done.outcome.expect("answered")));
+    }
+    stall.await.expect("the stall ran");
+    assert_eq!(pings.len(), QUERIES);
+    for (i, ping) in pings {
+        assert!(
+            ping < Duration::from_millis(150),
+            "query {i}: ping {ping:?} counts the stall"
+        );
+    }
+}
