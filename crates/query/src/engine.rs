@@ -10,6 +10,21 @@
 //! What the driver adds is what only it can see: the receive buffer's size (queries in flight
 //! are capped by it) and whether a read stopped at its batch limit with more replies waiting
 //! (then the scheduler defers timers and new queries; see [`crate::scheduler`]).
+//!
+//! # Round-trip times
+//!
+//! The machines measure a server's ping, and the scheduler its RTT samples, from the instants
+//! the driver passes: a datagram is granted at the instant passed to `poll_transmit`, and a
+//! reply comes at the instant passed to `handle_datagram`. So that neither includes the
+//! engine's own queueing when thousands of queries are in flight, the clock is read again for
+//! every batch of [`BATCH`] datagrams, right before the batch is taken from the scheduler and
+//! sent (`sendmmsg` follows at once), and each reply is handed on with the instant it reached
+//! the socket (the kernel's arrival stamp; see `socket.rs`), not the later instant it was
+//! read. A reply may therefore carry an instant earlier than the scheduler's latest call; the
+//! scheduler and the machines take durations with `saturating_duration_since`. What is still
+//! counted: the microseconds between taking a batch and `sendmmsg` (building its machines), and
+//! a batch that waits for room in a full send buffer. (A new socket's first batch is sent at
+//! once, not after the runtime's next turn: see `Family::flush`.)
 
 use std::io;
 use std::net::SocketAddr;
@@ -102,11 +117,13 @@ where
     let mut v4 = Slot::Unbound(options.bind_v4);
     let mut v6 = Slot::Unbound(options.bind_v6);
     let mut scratch = Vec::with_capacity(2048);
+    let mut stamped = 0usize;
     loop {
-        let t = now();
-        sched.handle_timeout(t);
-        // Take what the scheduler grants, a batch at a time, while the sockets take it.
+        sched.handle_timeout(now());
+        // Take what the scheduler grants, a batch at a time, while the sockets take it. Each
+        // batch is granted at the instant it is sent: the ping counts from there.
         loop {
+            let t = now();
             let mut queued = 0;
             while queued < BATCH {
                 let Some(transmit) = sched.poll_transmit(t, &mut scratch) else {
@@ -136,7 +153,7 @@ where
             for slot in [&mut v4, &mut v6] {
                 if let Slot::Bound(f, out) = slot {
                     let flushed = f.flush(out, &mut |dest, kind| {
-                        sched.handle_send_error(t, dest, kind);
+                        sched.handle_send_error(now(), dest, kind);
                     });
                     blocked |= flushed == Flushed::Blocked;
                 }
@@ -159,6 +176,7 @@ where
                 unrouted = stats.unrouted,
                 retransmissions = stats.retransmissions,
                 samples = stats.samples,
+                stamped,
                 rtt_p50 = ?sched.population().quantile(0.5),
                 rtt_p99 = ?sched.population().quantile(0.99),
                 srtt = ?sched.population().smoothed(),
@@ -169,10 +187,10 @@ where
         }
         let wake = sched
             .poll_timeout()
-            .unwrap_or_else(|| t + Duration::from_secs(3600));
+            .unwrap_or_else(|| now() + Duration::from_secs(3600));
         tokio::select! {
-            r = readable(&v4) => service(&mut v4, &mut sched, r?)?,
-            r = readable(&v6) => service(&mut v6, &mut sched, r?)?,
+            r = readable(&v4) => stamped += service(&mut v4, &mut sched, r?)?,
+            r = readable(&v6) => stamped += service(&mut v6, &mut sched, r?)?,
             r = writable(&v4) => r?,
             r = writable(&v6) => r?,
             () = tokio::time::sleep_until(wake.into()) => {}
@@ -180,19 +198,21 @@ where
     }
 }
 
-/// Read the socket that became ready: its error queue, then up to [`RECV_BATCH`] datagrams.
+/// Read the socket that became ready: its error queue, then up to [`RECV_BATCH`] datagrams,
+/// each handed to the scheduler with its arrival instant. Returns how many carried the
+/// kernel's arrival stamp.
 fn service<T, M, F, I>(
     slot: &mut Slot,
     sched: &mut Scheduler<T, M, I>,
     errors: bool,
-) -> io::Result<()>
+) -> io::Result<usize>
 where
     M: QueryMachine,
     F: FnOnce(QueryConfig) -> M,
     I: Iterator<Item = Job<T, F>>,
 {
     let Some(family) = slot.family() else {
-        return Ok(());
+        return Ok(0);
     };
     let t = now();
     if errors {
@@ -200,9 +220,9 @@ where
             tracing::debug!(error = %e, "reading the socket's error queue failed");
         }
     }
-    let read = family.read(RECV_BATCH, &mut |from, datagram| {
-        sched.handle_datagram(t, from, datagram);
+    let read = family.read(RECV_BATCH, &mut |from, datagram, arrived| {
+        sched.handle_datagram(arrived, from, datagram);
     })?;
     sched.set_backlog(t, !read.drained);
-    Ok(())
+    Ok(read.stamped)
 }

@@ -29,7 +29,8 @@ pub(crate) struct Summary {
     pub password: Option<bool>,
     pub players: Vec<PlayerLine>,
     pub rules: Vec<(String, String)>,
-    pub ping_ms: Option<u32>,
+    /// The round trip measured from this machine, µs (shown by [`ping_text`]).
+    pub ping_us: Option<u32>,
     /// Where a player connects, when the answer says another port than the listed one
     /// (GameSpy lists give query ports; the answer's `hostport` the game port).
     pub game_address: Option<SocketAddr>,
@@ -69,10 +70,38 @@ impl Summary {
                 .iter()
                 .map(|r| (r.key.plain.clone(), r.value.plain.clone()))
                 .collect(),
-            ping_ms: ping.map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX)),
+            ping_us: ping.map(|d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX)),
             game_address: None,
         }
     }
+}
+
+/// A round trip in µs as the ping column shows it, in ms: to the tenth below 10 ms, whole
+/// above, rounded to the nearest (as `muster query` rounds its own figure), so that a short
+/// loopback or LAN round trip does not read as 0 or 1 and a long one is not off by nearly a
+/// whole millisecond.
+pub(crate) fn ping_ms(us: u32) -> f64 {
+    match tenths(us) {
+        Some(t) => f64::from(t) / 10.0,
+        None => f64::from(whole_ms(us)),
+    }
+}
+
+/// [`ping_ms`] as text: `4.2`, `9.9`, `10`, `21`.
+pub(crate) fn ping_text(us: u32) -> String {
+    match tenths(us) {
+        Some(t) => format!("{}.{}", t / 10, t % 10),
+        None => whole_ms(us).to_string(),
+    }
+}
+
+/// Tenths of a millisecond, rounded, when that is below 10 ms.
+fn tenths(us: u32) -> Option<u32> {
+    Some(us.saturating_add(50) / 100).filter(|t| *t < 100)
+}
+
+fn whole_ms(us: u32) -> u32 {
+    us.saturating_add(500) / 1000
 }
 
 /// One server in the browser.
@@ -417,7 +446,7 @@ impl Model {
                 order(b.players().cmp(&a.players())).then_with(|| a.key.cmp(&b.key))
             }),
             Sort::Ping => {
-                let p = |r: &Row| r.info.as_ref().and_then(|i| i.ping_ms).unwrap_or(u32::MAX);
+                let p = |r: &Row| r.info.as_ref().and_then(|i| i.ping_us).unwrap_or(u32::MAX);
                 rows.sort_by(|a, b| order(p(a).cmp(&p(b))).then_with(|| a.key.cmp(&b.key)));
             }
             Sort::Game => rows.sort_by(|a, b| {
@@ -582,7 +611,7 @@ mod tests {
                     ..PlayerLine::default()
                 })
                 .collect(),
-            ping_ms: Some(ping),
+            ping_us: Some(ping * 1000),
             ..Summary::default()
         }
     }
@@ -610,11 +639,46 @@ mod tests {
             name: Text::from_utf8_str("ann"),
             ..Player::default()
         });
-        let s = Summary::of(&info, Some(std::time::Duration::from_millis(42)));
+        let s = Summary::of(&info, Some(std::time::Duration::from_micros(42_480)));
         assert_eq!(s.name, "Clean");
         assert_eq!(s.game.as_deref(), Some("teeworlds"));
-        assert_eq!(s.ping_ms, Some(42));
+        assert_eq!(s.ping_us, Some(42_480));
         assert_eq!(s.players[0].name, "ann");
+    }
+
+    #[test]
+    fn ping_shows_tenths_below_10_ms_and_rounds() {
+        let cases = [
+            (0, "0.0", 0.0),
+            (349, "0.3", 0.3),
+            (350, "0.4", 0.4),
+            (4_249, "4.2", 4.2),
+            (9_949, "9.9", 9.9),
+            // 9.95 ms rounds to 10.0: shown whole.
+            (9_950, "10", 10.0),
+            (21_499, "21", 21.0),
+            // Rounded, not truncated: 21.7 ms reads 22 (truncating gave 21).
+            (21_700, "22", 22.0),
+            (u32::MAX, "4294967", 4_294_967.0),
+        ];
+        for (us, text, ms) in cases {
+            assert_eq!(ping_text(us), text, "{us} µs");
+            assert!((ping_ms(us) - ms).abs() < 1e-9, "{us} µs: {}", ping_ms(us));
+        }
+    }
+
+    #[test]
+    fn sort_by_ping_tells_tenths_apart() {
+        let mut m = Model::default();
+        let mut near = summary("Near", &[], 8, 0);
+        near.ping_us = Some(1_200);
+        let mut nearer = summary("Nearer", &[], 8, 0);
+        nearer.ping_us = Some(800);
+        m.answered(key(1), near, 10);
+        m.answered(key(2), nearer, 10);
+        m.cycle_sort();
+        assert_eq!(m.filters.sort, Sort::Ping);
+        assert_eq!(names(&m), ["Nearer", "Near"]);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::engine::Update;
 use super::join;
-use super::model::{Key, MasterState, Model, Row};
+use super::model::{Key, MasterState, Model, Row, ping_text};
 use super::profile::{self, Profile};
 use super::width::{fit, fit_right, printable};
 
@@ -573,7 +573,8 @@ impl App {
                     printable(&i.map),
                     i.num_players,
                     i.max_players,
-                    i.ping_ms.map_or("-".into(), |p| format!("{p} ms"))
+                    i.ping_us
+                        .map_or("-".into(), |p| format!("{} ms", ping_text(p)))
                 ),
                 w,
             )));
@@ -677,10 +678,7 @@ impl Columns {
         );
         let game = r.game.as_deref().map(game_name).unwrap_or_default();
         let (map, ping) = match &r.info {
-            Some(i) => (
-                i.map.clone(),
-                i.ping_ms.map(|p| p.to_string()).unwrap_or_default(),
-            ),
+            Some(i) => (i.map.clone(), i.ping_us.map(ping_text).unwrap_or_default()),
             None => (String::new(), String::new()),
         };
         let players = r
@@ -789,7 +787,7 @@ mod tests {
                     ..PlayerLine::default()
                 })
                 .collect(),
-            ping_ms: Some(12),
+            ping_us: Some(12_000),
             ..Summary::default()
         }
     }

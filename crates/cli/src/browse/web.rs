@@ -39,7 +39,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::engine::Update;
 use super::join;
-use super::model::{Key, MasterState, Model, Row};
+use super::model::{Key, MasterState, Model, Row, ping_ms};
 use super::profile::{self, Profile};
 
 /// Largest page of the list (the API's own limit).
@@ -117,8 +117,9 @@ struct ServerDto {
     last_poll: Option<u64>,
     poll_failures: u32,
     sources: Vec<()>,
-    /// Round trip measured from this machine, ms (`null` until it answers).
-    ping_ms: Option<u32>,
+    /// Round trip measured from this machine, ms: tenths below 10 ms, whole above (`null`
+    /// until it answers).
+    ping_ms: Option<f64>,
     /// No answer for two rounds.
     down: bool,
     /// In the profile's favourites.
@@ -230,7 +231,10 @@ fn summary(row: &Row, favourite: bool) -> ServerDto {
         last_poll: row.last_seen_ms.map(|ms| ms / 1000),
         poll_failures: row.misses,
         sources: Vec::new(),
-        ping_ms: info.and_then(|i| i.ping_ms).filter(|_| !row.down()),
+        ping_ms: info
+            .and_then(|i| i.ping_us)
+            .filter(|_| !row.down())
+            .map(ping_ms),
         down: row.down(),
         favourite,
         join_link: joined.link,
@@ -716,5 +720,28 @@ mod tests {
         h.insert("x-muster-token", HeaderValue::from_static("abc"));
         assert_eq!(token_of(&h, "muster_browse_81").as_deref(), Some("abc"));
         assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
+    }
+
+    #[test]
+    fn the_list_gives_the_ping_to_the_tenth_below_10_ms() {
+        use crate::browse::model::Summary;
+        let mut model = Model::default();
+        let (near, far) = (
+            (SocketAddr::from(([127, 0, 0, 1], 1)), "quake3"),
+            (SocketAddr::from(([127, 0, 0, 1], 2)), "quake3"),
+        );
+        for (key, us) in [(near, 4_240), (far, 21_700)] {
+            let summary = Summary {
+                ping_us: Some(us),
+                ..Summary::default()
+            };
+            model.answered(key, summary, 10);
+        }
+        let json = |key: &Key| {
+            let row = model.row(key).expect("row");
+            serde_json::to_value(summary(row, false)).expect("json")["ping_ms"].clone()
+        };
+        assert_eq!(json(&near), serde_json::json!(4.2));
+        assert_eq!(json(&far), serde_json::json!(22.0));
     }
 }

@@ -159,7 +159,7 @@ fn the_page_mode_serves_the_list_with_pings_and_keeps_favourites_in_the_profile(
         let ready = servers.len() == 2
             && servers
                 .iter()
-                .all(|s| s["ping_ms"].is_u64() && !s["name"].as_str().unwrap().is_empty());
+                .all(|s| s["ping_ms"].is_number() && !s["name"].as_str().unwrap().is_empty());
         if ready {
             break list;
         }
