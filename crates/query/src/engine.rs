@@ -17,7 +17,7 @@
 //! the driver passes: a datagram is granted at the instant passed to `poll_transmit`, and a
 //! reply comes at the instant passed to `handle_datagram`. So that neither includes the
 //! engine's own queueing when thousands of queries are in flight, the clock is read again for
-//! every batch of [`BATCH`] datagrams, right before the batch is taken from the scheduler and
+//! every batch of 32 datagrams (`socket::BATCH`), right before the batch is taken from the scheduler and
 //! sent (`sendmmsg` follows at once), and each reply is handed on with the instant it reached
 //! the socket (the kernel's arrival stamp; see `socket.rs`), not the later instant it was
 //! read. A reply may therefore carry an instant earlier than the scheduler's latest call; the
