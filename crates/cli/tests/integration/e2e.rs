@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A child process killed when dropped.
-struct Proc(Child);
+pub(crate) struct Proc(pub(crate) Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -35,7 +35,7 @@ fn muster_json(args: &[&str]) -> serde_json::Value {
 
 /// Start `muster <args>` and read its `listening <face> <udp|tcp> <addr>` lines (`count` of
 /// them) into face → address.
-fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, SocketAddr>) {
+pub(crate) fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, SocketAddr>) {
     let mut child = muster()
         .args(args)
         .stdout(Stdio::piped())

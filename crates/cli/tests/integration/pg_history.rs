@@ -6,54 +6,14 @@
 //! without it the test says it skipped, or fails under `MUSTER_REQUIRE_PEERS=1`.
 
 use std::collections::HashMap;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `muster <args>` and reads its `count` `listening <face> <udp|tcp> <addr>` lines.
-fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, SocketAddr>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start muster");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut faces = HashMap::new();
-    for _ in 0..count {
-        let line = lines.next().expect("a listening line").expect("utf-8");
-        let parts: Vec<&str> = line.split(' ').collect();
-        assert_eq!(parts.first(), Some(&"listening"), "{line}");
-        faces.insert(parts[1].to_owned(), parts[3].parse().expect("address"));
-    }
-    (Proc(child), faces)
-}
+use crate::e2e::{Proc, start};
+use crate::postgres::http_get;
 
 fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return serde_json::Value::Null;
-    };
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let _ = write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    );
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.split_once("\r\n\r\n")
-        .and_then(|(_, b)| serde_json::from_str(b).ok())
-        .unwrap_or(serde_json::Value::Null)
+    serde_json::from_str(&http_get(addr, path)).unwrap_or(serde_json::Value::Null)
 }
 
 /// Waits (at most 30 s) until `f` gives `Some`.

@@ -5,42 +5,14 @@
 //! Needs `MUSTER_TEST_PG_URL` (set by `scripts/test.sh`, which starts a throwaway cluster);
 //! without it the test says it skipped, or fails under `MUSTER_REQUIRE_PEERS=1`.
 
-use std::collections::HashMap;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A child process killed when dropped.
-struct Proc(Child);
+use crate::e2e::start;
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `muster <args>` and reads its `count` `listening <face> <udp|tcp> <addr>` lines.
-fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, SocketAddr>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start muster");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut faces = HashMap::new();
-    for _ in 0..count {
-        let line = lines.next().expect("a listening line").expect("utf-8");
-        let parts: Vec<&str> = line.split(' ').collect();
-        assert_eq!(parts.first(), Some(&"listening"), "{line}");
-        faces.insert(parts[1].to_owned(), parts[3].parse().expect("address"));
-    }
-    (Proc(child), faces)
-}
-
-fn http_get(addr: SocketAddr, path: &str) -> String {
+/// The body of `GET path`, or nothing when the daemon is not there (killed on purpose).
+pub(crate) fn http_get(addr: SocketAddr, path: &str) -> String {
     let Ok(mut s) = std::net::TcpStream::connect(addr) else {
         return String::new();
     };
