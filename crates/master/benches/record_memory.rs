@@ -3,7 +3,8 @@
 //! a list is served, as `muster-bench` does with the daemon; then every server refreshes once
 //! (the same exchange again). After each phase it prints the bytes still allocated per server:
 //! as requested, and rounded up to mimalloc's size classes (what the daemon's allocator hands
-//! out for them), and the blocks. Unlike a resident-set reading this does not move with the
+//! out for them), and the blocks; and the most allocated at once during the phase (its
+//! transient copies included: old snapshots, caches rebuilt). Unlike a resident-set reading this does not move with the
 //! machine: the same build gives the same figures.
 //!
 //! Two faces, as `muster-bench quake3` and `muster-bench valve` drive them:
@@ -46,6 +47,14 @@ static LIVE: AtomicI64 = AtomicI64::new(0);
 static LIVE_CLASS: AtomicI64 = AtomicI64::new(0);
 /// Blocks not freed.
 static BLOCKS: AtomicI64 = AtomicI64::new(0);
+/// The most [`LIVE_CLASS`] reached since the last [`reset_peak`]: what a phase needed at
+/// once, its transient copies (old snapshots, caches being rebuilt) included.
+static PEAK_CLASS: AtomicI64 = AtomicI64::new(0);
+
+/// Starts a new peak from what is allocated now.
+fn reset_peak() {
+    PEAK_CLASS.store(LIVE_CLASS.load(Relaxed), Relaxed);
+}
 
 /// The size mimalloc gives a request of `size` bytes: whole words up to 64 bytes, then four
 /// classes per power of two (80, 96, 112, 128, 160, …); past 128 KiB, what was asked.
@@ -65,7 +74,9 @@ struct Counter;
 impl AllocationTracker for Counter {
     fn allocated(&self, _: usize, size: usize, _: usize, _: AllocationGroupId) {
         LIVE.fetch_add(i64::try_from(size).unwrap_or(0), Relaxed);
-        LIVE_CLASS.fetch_add(i64::try_from(mi_class(size)).unwrap_or(0), Relaxed);
+        let class = i64::try_from(mi_class(size)).unwrap_or(0);
+        let now = LIVE_CLASS.fetch_add(class, Relaxed) + class;
+        PEAK_CLASS.fetch_max(now, Relaxed);
         BLOCKS.fetch_add(1, Relaxed);
     }
 
@@ -333,13 +344,18 @@ impl<F: Family> Bench<F> {
     }
 }
 
-fn report(what: &str, before: Reading, after: Reading, n: usize) {
+/// One phase's figures per server: what stayed allocated after it (`after`) and the most
+/// allocated at once during it (`peak`, in size classes), over what was allocated before the
+/// first phase.
+fn report(what: &str, before: Reading, after: Reading, peak: i64, n: usize) {
     let per = |a: i64, b: i64| (a - b) as f64 / n as f64;
     println!(
-        "{what:<34} {:>8.1} B requested  {:>8.1} B in size classes  {:>5.2} blocks  per server",
+        "{what:<30} {:>7.1} B requested  {:>7.1} B in size classes  {:>5.2} blocks  \
+         (peak {:>7.1} B)  per server",
         per(after.live, before.live),
         per(after.class, before.class),
         per(after.blocks, before.blocks),
+        per(peak, before.class),
     );
 }
 
@@ -360,13 +376,17 @@ fn run<F: Family>(n: usize) {
         wall: t0,
     };
     let empty = read();
+    reset_peak();
     let registered = b.phase(n);
     assert_eq!(registered, n, "every server registers");
     assert_eq!(b.handle.snapshot().len(), n, "every server listed");
     let after_register = read();
+    let register_peak = PEAK_CLASS.load(Relaxed);
+    reset_peak();
     let refreshed = b.phase(n);
     assert_eq!(refreshed, n, "every server refreshes");
     let after_refresh = read();
+    let refresh_peak = PEAK_CLASS.load(Relaxed);
 
     println!(
         "{n} {} servers; size_of Record {} B, PollInfo {} B",
@@ -374,8 +394,20 @@ fn run<F: Family>(n: usize) {
         size_of::<Record>(),
         size_of::<PollInfo>()
     );
-    report("registered, published, listed", empty, after_register, n);
-    report("after one refresh of each", empty, after_refresh, n);
+    report(
+        "registered, published, listed",
+        empty,
+        after_register,
+        register_peak,
+        n,
+    );
+    report(
+        "after one refresh of each",
+        empty,
+        after_refresh,
+        refresh_peak,
+        n,
+    );
 }
 
 fn main() {
