@@ -250,14 +250,40 @@ fn shrink<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(m: &mut HashMap
     }
 }
 
-/// One listed server as the lists see it: where it is in the snapshot's listed records (the
-/// snapshots that share a cached value list the same records in the same order) and its
-/// heartbeat facts; the rest (address, game, name, map, players) is read from the record
-/// itself when a list is asked for, so an entry takes 16 bytes and allocates nothing.
+/// One listed server as the lists see it, in 24 bytes with nothing allocated: where it is in
+/// the snapshot's listed records (the snapshots that share a cached value list the same
+/// records in the same order), its game among the snapshot's ([`Entries::games`]), its IPv4
+/// address and port, and its heartbeat facts. A list reads the record itself only for an
+/// IPv6 address or a filter on players, slots, map or name
+/// ([`Filter::reads_play`]): the usual list is a pass over these entries alone.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     index: u32,
+    /// [`Entry::NO_GAME`]: the record's own.
+    game: u16,
+    /// [`v4_key`] of the address; zero for an IPv6 one (port 0 is never registered).
+    addr: [u8; 6],
     facts: Facts,
+}
+
+const _: () = assert!(size_of::<Entry>() == 24);
+
+impl Entry {
+    /// The game is not in [`Entries::games`] (more games than it holds).
+    const NO_GAME: u16 = u16::MAX;
+
+    /// The IPv4 address, when the entry holds it.
+    fn v4(&self) -> Option<SocketAddr> {
+        (self.addr != [0; 6]).then(|| v4_addr(self.addr))
+    }
+}
+
+/// The listed servers of one family, in list order, and their games.
+#[derive(Debug, Default)]
+struct Entries {
+    list: Vec<Entry>,
+    /// Every game directory of the list, once ([`Entry::game`] indexes it).
+    games: Vec<Box<str>>,
 }
 
 /// `v` as text, in `buf` (`255.255.255` at most).
@@ -325,7 +351,7 @@ fn client_version(filter: &Filter) -> Option<Option<Version>> {
 
 /// The listed servers of the face in `view` of one family, with the facts the filters look
 /// at, in list order: built once per snapshot and family.
-fn entries(view: &Snapshot, facts: &FactsByAddr, ipv6: bool) -> Arc<Vec<Entry>> {
+fn entries(view: &Snapshot, facts: &FactsByAddr, ipv6: bool) -> Arc<Entries> {
     view.cached(("valve", if ipv6 { "v6" } else { "v4" }.into()), |s| {
         let listed = s.listed();
         let addr_of = |r: &Record| match r.key.addr {
@@ -335,18 +361,41 @@ fn entries(view: &Snapshot, facts: &FactsByAddr, ipv6: bool) -> Arc<Vec<Entry>> 
             _ => None,
         };
         let count = listed.iter().filter(|r| addr_of(r).is_some()).count();
-        let mut out: Vec<Entry> = Vec::with_capacity(count);
+        let mut out = Entries {
+            list: Vec::with_capacity(count),
+            games: Vec::new(),
+        };
+        let mut game_ids: HashMap<&str, u16> = HashMap::new();
         for (i, r) in listed.iter().enumerate() {
             let (Some(addr), Ok(index)) = (addr_of(r), u32::try_from(i)) else {
                 continue;
             };
-            let facts = facts
-                .get(addr)
-                .unwrap_or_else(|| Facts::unknown(r.info.as_deref()));
-            out.push(Entry { index, facts });
+            let name = r.key.game.as_str();
+            let game = match game_ids.get(name) {
+                Some(&id) => id,
+                None => match u16::try_from(out.games.len()) {
+                    Ok(id) if id < Entry::NO_GAME => {
+                        game_ids.insert(name, id);
+                        out.games.push(name.into());
+                        id
+                    }
+                    _ => Entry::NO_GAME,
+                },
+            };
+            out.list.push(Entry {
+                index,
+                game,
+                addr: match addr {
+                    SocketAddr::V4(a) => v4_key(a),
+                    SocketAddr::V6(_) => [0; 6],
+                },
+                facts: facts
+                    .get(addr)
+                    .unwrap_or_else(|| Facts::unknown(r.info.as_deref())),
+            });
         }
         let at = |e: &Entry| listed.get(e.index as usize).and_then(|r| addr_of(r));
-        out.sort_by(|a, b| match (at(a), at(b)) {
+        out.list.sort_by(|a, b| match (at(a), at(b)) {
             (Some(a), Some(b)) => list_order(&a, &b),
             (a, b) => a.is_some().cmp(&b.is_some()),
         });
@@ -499,19 +548,31 @@ impl ValveFace {
         let ipv6 = from.is_ipv6();
         let all = entries(cx.view, &self.facts, ipv6);
         let listed = cx.view.listed();
+        let play = filter.reads_play();
         let mut text = [0u8; 12];
         let mut text_of: Option<(Version, usize)> = None;
         let mut chosen: Vec<SocketAddr> = Vec::new();
-        for e in all.iter() {
+        for e in &all.list {
             let f = e.facts;
             if f.region != req.region || (old_client && f.protocol != 48) {
                 continue;
             }
-            let Some(r) = listed.get(e.index as usize) else {
-                continue;
+            // Not read yet: only the IPv6 addresses, games beyond the table and filters on
+            // play need the record itself.
+            let rec = listed.get(e.index as usize);
+            let addr = match (e.v4(), rec.map(|r| &r.key.addr)) {
+                (Some(a), _) => a,
+                (None, Some(GameAddr::Ip(a))) => *a,
+                _ => continue,
             };
-            let GameAddr::Ip(addr) = r.key.addr else {
-                continue;
+            let gamedir = match all.games.get(usize::from(e.game)) {
+                Some(g) => g.as_bytes(),
+                None => rec.map_or(&b""[..], |r| r.key.game.as_bytes()),
+            };
+            let info = if play {
+                rec.and_then(|r| r.info.as_deref())
+            } else {
+                None
             };
             // The version's text, written again only when it differs from the last server's
             // (most servers of a list run the same one).
@@ -523,7 +584,6 @@ impl ValveFace {
                     len
                 }
             };
-            let info = r.info.as_deref();
             let server = ServerFacts {
                 addr: Some(addr),
                 dedicated: f.server_type == b'd',
@@ -536,7 +596,7 @@ impl ValveFace {
                 players: info.map_or(0, |i| i.num_players),
                 max_players: info.map_or(0, |i| i.max_players),
                 bots: u32::from(f.bots),
-                gamedir: r.key.game.as_bytes(),
+                gamedir,
                 map: info.map_or(&b""[..], |i| i.map().as_bytes()),
                 protocol: Some(u32::from(f.protocol)),
                 app_id: None,

@@ -154,6 +154,12 @@ impl Filter {
         Ok(Self { conditions, key })
     }
 
+    /// Whether a condition looks at players, slots, map or name ([`Condition::reads_play`]).
+    #[must_use]
+    pub fn reads_play(&self) -> bool {
+        self.conditions.iter().any(Condition::reads_play)
+    }
+
     /// Whether `server` meets every condition.
     #[must_use]
     pub fn matches(&self, server: &ServerFacts<'_>, semantics: Semantics) -> bool {
@@ -241,6 +247,22 @@ fn take_condition(
 }
 
 impl Condition {
+    /// Whether it looks at what changes with play: players, slots, map or name (a group when
+    /// any of its conditions does). A master that keeps those apart from the rest can skip
+    /// reading them for a filter without any.
+    #[must_use]
+    pub fn reads_play(&self) -> bool {
+        match self {
+            Self::Empty(_)
+            | Self::Full(_)
+            | Self::NoPlayers(_)
+            | Self::Map(_)
+            | Self::NameMatch(_) => true,
+            Self::Nand(group) | Self::Nor(group) => group.iter().any(Self::reads_play),
+            _ => false,
+        }
+    }
+
     /// Whether `s` meets this condition.
     #[must_use]
     pub fn holds(&self, s: &ServerFacts<'_>, semantics: Semantics) -> bool {
@@ -415,6 +437,31 @@ mod tests {
         assert!(Filter::parse(b"\\appid\\-1").is_err());
         let many = "\\a\\b".repeat(MAX_CONDITIONS + 1);
         assert!(Filter::parse(many.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn reads_play_names_the_filters_that_look_at_players_slots_map_or_name() {
+        let reads = |f: &str| Filter::parse(f.as_bytes()).unwrap().reads_play();
+        for f in [
+            "\\empty\\1",
+            "\\full\\0",
+            "\\noplayers\\1",
+            "\\map\\crossfire",
+            "\\name_match\\*x*",
+            "\\gamedir\\valve\\nor\\2\\lan\\1\\map\\a",
+            "\\nand\\1\\nor\\1\\full\\1",
+        ] {
+            assert!(reads(f), "{f}");
+        }
+        for f in [
+            "",
+            "\\gamedir\\valve\\clver\\0.21",
+            "\\nat\\0\\lan\\0\\password\\0\\secure\\1\\bots\\0",
+            "\\version_match\\0.2*\\protocol\\48\\gameaddr\\192.0.2.1",
+            "\\nand\\2\\dedicated\\1\\linux\\1",
+        ] {
+            assert!(!reads(f), "{f}");
+        }
     }
 
     #[test]
