@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher as _, Hash as _, Hasher as _};
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,7 @@ use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
 use muster_core::config::{HumanDuration, LimitsConfig};
 use muster_core::drops::DropReason;
 use muster_core::registry::{
-    Face, GameAddr, PollFields, PollInfo, Registration, Rules, ServerKey, short,
+    Face, GameAddr, PollFields, PollInfo, Record, Registration, Rules, ServerKey, short,
 };
 use muster_core::views::Snapshot;
 
@@ -121,22 +121,29 @@ impl ValveSettings {
     }
 }
 
-/// What a heartbeat said that the filters look at and an A2S poll does not replace.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a heartbeat said that the filters look at and an A2S poll does not replace, in
+/// 9 bytes (the four flags in one byte): kept for every registered server, and copied into
+/// every list entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Facts {
     region: Region,
     protocol: u8,
     server_type: u8,
     os: u8,
     bots: u8,
-    password: bool,
-    secure: bool,
-    lan: bool,
-    nat: bool,
+    /// [`Facts::PASSWORD`], [`Facts::SECURE`], [`Facts::LAN`], [`Facts::NAT`].
+    flags: u8,
     version: Version,
 }
 
+const _: () = assert!(size_of::<Facts>() == 9);
+
 impl Facts {
+    const PASSWORD: u8 = 1;
+    const SECURE: u8 = 2;
+    const LAN: u8 = 4;
+    const NAT: u8 = 8;
+
     /// What the lists assume of a server whose heartbeat the face did not see (restored after
     /// a restart, learned from another master): the region everywhere, no flags, the protocol
     /// its info names.
@@ -156,36 +163,140 @@ impl Facts {
             server_type: 0,
             os: 0,
             bots: 0,
-            password: false,
-            secure: false,
-            lan: false,
-            nat: false,
+            flags: 0,
             version: Version::default(),
         }
     }
 
     fn of(a: &Announcement) -> Self {
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
         Self {
             region: a.region,
             protocol: a.protocol,
             server_type: a.server_type,
             os: a.os,
             bots: a.bots,
-            password: a.password,
-            secure: a.secure,
-            lan: a.lan,
-            nat: a.nat,
+            flags: flag(a.password, Self::PASSWORD)
+                | flag(a.secure, Self::SECURE)
+                | flag(a.lan, Self::LAN)
+                | flag(a.nat, Self::NAT),
             version: a.version,
         }
     }
+
+    fn has(self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
 }
 
-/// One listed server as the lists see it.
-#[derive(Debug)]
+/// The heartbeat facts of registered servers by address. An IPv4 address and port are keyed
+/// by their 6 bytes, so an entry takes 15 bytes (a `SocketAddr` key alone took 32); IPv6
+/// addresses keep their whole address (scope included) as the registry's key does.
+#[derive(Debug, Default)]
+struct FactsByAddr {
+    v4: HashMap<[u8; 6], Facts, foldhash::fast::RandomState>,
+    v6: HashMap<SocketAddrV6, Facts, foldhash::fast::RandomState>,
+}
+
+/// The 6 bytes keying an IPv4 address and port.
+fn v4_key(a: SocketAddrV4) -> [u8; 6] {
+    let [a0, a1, a2, a3] = a.ip().octets();
+    let [p0, p1] = a.port().to_be_bytes();
+    [a0, a1, a2, a3, p0, p1]
+}
+
+/// The address [`v4_key`] keyed.
+fn v4_addr(k: [u8; 6]) -> SocketAddr {
+    let [a0, a1, a2, a3, p0, p1] = k;
+    SocketAddr::from(([a0, a1, a2, a3], u16::from_be_bytes([p0, p1])))
+}
+
+impl FactsByAddr {
+    fn insert(&mut self, addr: SocketAddr, f: Facts) {
+        match addr {
+            SocketAddr::V4(a) => self.v4.insert(v4_key(a), f),
+            SocketAddr::V6(a) => self.v6.insert(a, f),
+        };
+    }
+
+    fn get(&self, addr: SocketAddr) -> Option<Facts> {
+        match addr {
+            SocketAddr::V4(a) => self.v4.get(&v4_key(a)).copied(),
+            SocketAddr::V6(a) => self.v6.get(&a).copied(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.v4.len() + self.v6.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keeps the facts of the addresses `keep` says, and gives memory back when most left.
+    fn retain(&mut self, mut keep: impl FnMut(SocketAddr) -> bool) {
+        self.v4.retain(|k, _| keep(v4_addr(*k)));
+        self.v6.retain(|a, _| keep(SocketAddr::V6(*a)));
+        shrink(&mut self.v4);
+        shrink(&mut self.v6);
+    }
+}
+
+/// Gives back a map's room when it is less than a quarter full.
+fn shrink<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(m: &mut HashMap<K, V, S>) {
+    if m.capacity() > 64 && m.len() < m.capacity() / 4 {
+        m.shrink_to(m.len() * 2);
+    }
+}
+
+/// One listed server as the lists see it, in 24 bytes with nothing allocated: where it is in
+/// the snapshot's listed records (the snapshots that share a cached value list the same
+/// records in the same order), its game among the snapshot's ([`Entries::games`]), its IPv4
+/// address and port, and its heartbeat facts. A list reads the record itself only for an
+/// IPv6 address or a filter on players, slots, map or name
+/// ([`Filter::reads_play`]): the usual list is a pass over these entries alone.
+#[derive(Debug, Clone, Copy)]
 struct Entry {
-    addr: SocketAddr,
-    region: Region,
-    facts: ServerFacts,
+    index: u32,
+    /// [`Entry::NO_GAME`]: the record's own.
+    game: u16,
+    /// [`v4_key`] of the address; zero for an IPv6 one (port 0 is never registered).
+    addr: [u8; 6],
+    facts: Facts,
+}
+
+const _: () = assert!(size_of::<Entry>() == 24);
+
+impl Entry {
+    /// The game is not in [`Entries::games`] (more games than it holds).
+    const NO_GAME: u16 = u16::MAX;
+
+    /// The IPv4 address, when the entry holds it.
+    fn v4(&self) -> Option<SocketAddr> {
+        (self.addr != [0; 6]).then(|| v4_addr(self.addr))
+    }
+}
+
+/// The listed servers of one family, in list order, and their games.
+#[derive(Debug, Default)]
+struct Entries {
+    list: Vec<Entry>,
+    /// Every game directory of the list, once ([`Entry::game`] indexes it).
+    games: Vec<Box<str>>,
+}
+
+/// `v` as text, in `buf` (`255.255.255` at most).
+fn version_text(v: Version, buf: &mut [u8; 12]) -> &[u8] {
+    use std::io::Write as _;
+    let room = {
+        let mut w: &mut [u8] = &mut buf[..];
+        // 11 bytes at most: never fails.
+        write!(w, "{v}").ok();
+        w.len()
+    };
+    let end = buf.len() - room;
+    buf.get(..end).unwrap_or_default()
 }
 
 /// The Half-Life / Xash3D master face. See the module docs.
@@ -197,7 +308,7 @@ pub struct ValveFace {
     /// Time windows count from here.
     epoch: Instant,
     limiter: SourceLimiter,
-    facts: HashMap<SocketAddr, Facts>,
+    facts: FactsByAddr,
     next_sweep: Instant,
 }
 
@@ -238,60 +349,56 @@ fn client_version(filter: &Filter) -> Option<Option<Version>> {
     Some(Version::parse(found))
 }
 
-/// The listed servers of the face in `view`, with what the filters look at, in list order:
-/// built once per snapshot and family.
-fn entries(view: &Snapshot, facts: &HashMap<SocketAddr, Facts>, ipv6: bool) -> Arc<Vec<Entry>> {
+/// The listed servers of the face in `view` of one family, with the facts the filters look
+/// at, in list order: built once per snapshot and family.
+fn entries(view: &Snapshot, facts: &FactsByAddr, ipv6: bool) -> Arc<Entries> {
     view.cached(("valve", if ipv6 { "v6" } else { "v4" }.into()), |s| {
-        let mut out: Vec<Entry> = s
-            .listed()
-            .iter()
-            .filter(|r| r.face == Face::Valve && r.is_listed())
-            .filter_map(|r| {
-                let GameAddr::Ip(addr) = r.key.addr else {
-                    return None;
-                };
-                if addr.is_ipv6() != ipv6 {
-                    return None;
-                }
-                let info = r.info.as_deref();
-                let f = facts
-                    .get(&addr)
-                    .cloned()
-                    .unwrap_or_else(|| Facts::unknown(info));
-                let f = &f;
-                let players = info.map_or(0, |i| i.num_players);
-                let name = info
-                    .map(|i| i.name().as_bytes().to_vec())
-                    .unwrap_or_default();
-                let map = info
-                    .map(|i| i.map().as_bytes().to_vec())
-                    .unwrap_or_default();
-                Some(Entry {
-                    addr,
-                    region: f.region,
-                    facts: ServerFacts {
-                        addr: Some(addr),
-                        dedicated: f.server_type == b'd',
-                        secure: f.secure,
-                        password: f.password,
-                        linux: f.os == b'l',
-                        proxy: f.server_type == b'p',
-                        nat: f.nat,
-                        lan: f.lan,
-                        players,
-                        max_players: info.map_or(0, |i| i.max_players),
-                        bots: u32::from(f.bots),
-                        gamedir: r.key.game.as_bytes().to_vec(),
-                        map,
-                        protocol: Some(u32::from(f.protocol)),
-                        app_id: None,
-                        name,
-                        version: f.version.to_string().into_bytes(),
-                    },
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| list_order(&a.addr, &b.addr));
+        let listed = s.listed();
+        let addr_of = |r: &Record| match r.key.addr {
+            GameAddr::Ip(a) if r.face == Face::Valve && r.is_listed() && a.is_ipv6() == ipv6 => {
+                Some(a)
+            }
+            _ => None,
+        };
+        let count = listed.iter().filter(|r| addr_of(r).is_some()).count();
+        let mut out = Entries {
+            list: Vec::with_capacity(count),
+            games: Vec::new(),
+        };
+        let mut game_ids: HashMap<&str, u16> = HashMap::new();
+        for (i, r) in listed.iter().enumerate() {
+            let (Some(addr), Ok(index)) = (addr_of(r), u32::try_from(i)) else {
+                continue;
+            };
+            let name = r.key.game.as_str();
+            let game = match game_ids.get(name) {
+                Some(&id) => id,
+                None => match u16::try_from(out.games.len()) {
+                    Ok(id) if id < Entry::NO_GAME => {
+                        game_ids.insert(name, id);
+                        out.games.push(name.into());
+                        id
+                    }
+                    _ => Entry::NO_GAME,
+                },
+            };
+            out.list.push(Entry {
+                index,
+                game,
+                addr: match addr {
+                    SocketAddr::V4(a) => v4_key(a),
+                    SocketAddr::V6(_) => [0; 6],
+                },
+                facts: facts
+                    .get(addr)
+                    .unwrap_or_else(|| Facts::unknown(r.info.as_deref())),
+            });
+        }
+        let at = |e: &Entry| listed.get(e.index as usize).and_then(|r| addr_of(r));
+        out.list.sort_by(|a, b| match (at(a), at(b)) {
+            (Some(a), Some(b)) => list_order(&a, &b),
+            (a, b) => a.is_some().cmp(&b.is_some()),
+        });
         out
     })
 }
@@ -309,7 +416,7 @@ impl ValveFace {
             settings,
             salt,
             epoch: now,
-            facts: HashMap::new(),
+            facts: FactsByAddr::default(),
             next_sweep: now + SWEEP,
         }
     }
@@ -440,13 +547,66 @@ impl ValveFace {
         let old_client = clver.flatten().is_some_and(|v| v < Version::new(0, 20));
         let ipv6 = from.is_ipv6();
         let all = entries(cx.view, &self.facts, ipv6);
-        let chosen: Vec<SocketAddr> = all
-            .iter()
-            .filter(|e| e.region == req.region)
-            .filter(|e| !old_client || e.facts.protocol == Some(48))
-            .filter(|e| filter.matches(&e.facts, Semantics::Xash))
-            .map(|e| e.addr)
-            .collect();
+        let listed = cx.view.listed();
+        let play = filter.reads_play();
+        let mut text = [0u8; 12];
+        let mut text_of: Option<(Version, usize)> = None;
+        let mut chosen: Vec<SocketAddr> = Vec::new();
+        for e in &all.list {
+            let f = e.facts;
+            if f.region != req.region || (old_client && f.protocol != 48) {
+                continue;
+            }
+            // Not read yet: only the IPv6 addresses, games beyond the table and filters on
+            // play need the record itself.
+            let rec = listed.get(e.index as usize);
+            let addr = match (e.v4(), rec.map(|r| &r.key.addr)) {
+                (Some(a), _) => a,
+                (None, Some(GameAddr::Ip(a))) => *a,
+                _ => continue,
+            };
+            let gamedir = match all.games.get(usize::from(e.game)) {
+                Some(g) => g.as_bytes(),
+                None => rec.map_or(&b""[..], |r| r.key.game.as_bytes()),
+            };
+            let info = if play {
+                rec.and_then(|r| r.info.as_deref())
+            } else {
+                None
+            };
+            // The version's text, written again only when it differs from the last server's
+            // (most servers of a list run the same one).
+            let len = match text_of {
+                Some((v, len)) if v == f.version => len,
+                _ => {
+                    let len = version_text(f.version, &mut text).len();
+                    text_of = Some((f.version, len));
+                    len
+                }
+            };
+            let server = ServerFacts {
+                addr: Some(addr),
+                dedicated: f.server_type == b'd',
+                secure: f.has(Facts::SECURE),
+                password: f.has(Facts::PASSWORD),
+                linux: f.os == b'l',
+                proxy: f.server_type == b'p',
+                nat: f.has(Facts::NAT),
+                lan: f.has(Facts::LAN),
+                players: info.map_or(0, |i| i.num_players),
+                max_players: info.map_or(0, |i| i.max_players),
+                bots: u32::from(f.bots),
+                gamedir,
+                map: info.map_or(&b""[..], |i| i.map().as_bytes()),
+                protocol: Some(u32::from(f.protocol)),
+                app_id: None,
+                name: info.map_or(&b""[..], |i| i.name().as_bytes()),
+                version: text.get(..len).unwrap_or_default(),
+            };
+            if filter.matches(&server, Semantics::Xash) {
+                chosen.push(addr);
+            }
+        }
         let datagrams: Vec<Bytes> = if clver.is_some() {
             every_page(&chosen, filter.key, ipv6)
                 .into_iter()
@@ -468,13 +628,10 @@ impl ValveFace {
         self.limiter.prune(cx.now);
         if !self.facts.is_empty() {
             let reg = cx.registry.lock();
-            self.facts.retain(|addr, _| {
-                reg.at_addr(&GameAddr::Ip(*addr))
+            self.facts.retain(|addr| {
+                reg.at_addr(&GameAddr::Ip(addr))
                     .any(|r| r.face == Face::Valve)
             });
-        }
-        if self.facts.capacity() > 64 && self.facts.len() < self.facts.capacity() / 4 {
-            self.facts.shrink_to(self.facts.len() * 2);
         }
         self.next_sweep = cx.now + SWEEP;
     }

@@ -203,3 +203,83 @@ fn facts_of_servers_that_left_the_registry_are_pruned() {
     h.timeout(&mut f);
     assert!(f.facts.is_empty());
 }
+
+#[test]
+fn filters_read_each_servers_own_game_map_players_version_and_flags() {
+    let mut h = Harness::new();
+    let mut f = face(|_| {});
+    let reg = |h: &mut Harness,
+               f: &mut ValveFace,
+               a: &str,
+               (gamedir, map, players): (&str, &str, u32),
+               set: &[(&str, &str)]| {
+        let from = addr(a);
+        let c = ask(h, f, from).unwrap();
+        let mut pairs = heartbeat_of(c, gamedir, map, players, 8).pairs().to_vec();
+        for (k, v) in set {
+            let (k, v) = (k.as_bytes().to_vec(), v.as_bytes().to_vec());
+            match pairs.iter_mut().find(|(pk, _)| *pk == k) {
+                Some(p) => p.1 = v,
+                None => pairs.push((k, v)),
+            }
+        }
+        assert!(beat(h, f, from, Heartbeat::new(pairs)).is_empty());
+        from
+    };
+    let a = reg(
+        &mut h,
+        &mut f,
+        "192.0.2.1:27015",
+        ("valve", "crossfire", 0),
+        &[("password", "1")],
+    );
+    let b = reg(
+        &mut h,
+        &mut f,
+        "192.0.2.2:27015",
+        ("cstrike", "de_dust2", 8),
+        &[
+            ("version", "0.22"),
+            ("secure", "1"),
+            ("lan", "1"),
+            ("bots", "2"),
+            ("os", "w"),
+            ("type", "l"),
+        ],
+    );
+    let c = reg(
+        &mut h,
+        &mut f,
+        "192.0.2.3:27015",
+        ("valve", "bounce", 3),
+        &[("version", "0.21.1")],
+    );
+    let mut l = |filter: &str| list(&mut h, &mut f, filter);
+    assert_eq!(l("\\gamedir\\valve"), [a, c]);
+    assert_eq!(l("\\gamedir\\CSTRIKE"), [b]);
+    assert_eq!(l("\\map\\crossfire"), [a]);
+    assert_eq!(l("\\map\\bounce"), [c]);
+    assert_eq!(l("\\empty\\1"), [a], "the Xash3D reading: empty ones");
+    assert_eq!(l("\\full\\1"), [b]);
+    assert_eq!(l("\\version_match\\0.21*"), [a, c]);
+    assert_eq!(l("\\version_match\\0.21.1"), [c]);
+    assert_eq!(l("\\version_match\\0.22"), [b]);
+    assert_eq!(l("\\password\\1"), [a]);
+    assert_eq!(l("\\secure\\1\\lan\\1\\bots\\1"), [b]);
+    assert_eq!(l("\\linux\\0"), [b]);
+    assert_eq!(l("\\dedicated\\1"), [a, c]);
+    assert_eq!(l("\\gameaddr\\192.0.2.3"), [c]);
+    // The server in the middle leaves: every list entry after it moves up one place.
+    let key = h
+        .registry
+        .iter()
+        .find(|r| r.key.addr == GameAddr::Ip(b))
+        .unwrap()
+        .key
+        .clone();
+    h.registry.remove(&key);
+    h.publish();
+    assert_eq!(list(&mut h, &mut f, "\\map\\bounce"), [c]);
+    assert_eq!(list(&mut h, &mut f, "\\version_match\\0.21.1"), [c]);
+    assert_eq!(list(&mut h, &mut f, "\\empty\\0"), [c]);
+}

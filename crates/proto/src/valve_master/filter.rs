@@ -82,9 +82,10 @@ pub enum Semantics {
     Xash,
 }
 
-/// What a filter looks at in a server.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ServerFacts {
+/// What a filter looks at in a server, borrowed from wherever the master keeps it (a list
+/// builds one per server and request, so it allocates nothing of its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServerFacts<'a> {
     /// Its address.
     pub addr: Option<SocketAddr>,
     /// A dedicated server.
@@ -108,17 +109,17 @@ pub struct ServerFacts {
     /// Bots among the players.
     pub bots: u32,
     /// Its game directory.
-    pub gamedir: Vec<u8>,
+    pub gamedir: &'a [u8],
     /// Its map.
-    pub map: Vec<u8>,
+    pub map: &'a [u8],
     /// Its network protocol.
     pub protocol: Option<u32>,
     /// Its Steam app.
     pub app_id: Option<u32>,
     /// Its name.
-    pub name: Vec<u8>,
+    pub name: &'a [u8],
     /// Its version.
-    pub version: Vec<u8>,
+    pub version: &'a [u8],
 }
 
 impl Filter {
@@ -153,9 +154,15 @@ impl Filter {
         Ok(Self { conditions, key })
     }
 
+    /// Whether a condition looks at players, slots, map or name ([`Condition::reads_play`]).
+    #[must_use]
+    pub fn reads_play(&self) -> bool {
+        self.conditions.iter().any(Condition::reads_play)
+    }
+
     /// Whether `server` meets every condition.
     #[must_use]
-    pub fn matches(&self, server: &ServerFacts, semantics: Semantics) -> bool {
+    pub fn matches(&self, server: &ServerFacts<'_>, semantics: Semantics) -> bool {
         self.conditions.iter().all(|c| c.holds(server, semantics))
     }
 }
@@ -240,9 +247,25 @@ fn take_condition(
 }
 
 impl Condition {
+    /// Whether it looks at what changes with play: players, slots, map or name (a group when
+    /// any of its conditions does). A master that keeps those apart from the rest can skip
+    /// reading them for a filter without any.
+    #[must_use]
+    pub fn reads_play(&self) -> bool {
+        match self {
+            Self::Empty(_)
+            | Self::Full(_)
+            | Self::NoPlayers(_)
+            | Self::Map(_)
+            | Self::NameMatch(_) => true,
+            Self::Nand(group) | Self::Nor(group) => group.iter().any(Self::reads_play),
+            _ => false,
+        }
+    }
+
     /// Whether `s` meets this condition.
     #[must_use]
-    pub fn holds(&self, s: &ServerFacts, semantics: Semantics) -> bool {
+    pub fn holds(&self, s: &ServerFacts<'_>, semantics: Semantics) -> bool {
         let has_players = s.players > 0;
         let has_room = s.players < s.max_players;
         match self {
@@ -273,8 +296,8 @@ impl Condition {
             Self::Protocol(p) => s.protocol == Some(*p),
             Self::AppId(a) => s.app_id == Some(*a),
             Self::NotAppId(a) => s.app_id != Some(*a),
-            Self::NameMatch(p) => wildcard(p, &s.name),
-            Self::VersionMatch(p) => wildcard(p, &s.version),
+            Self::NameMatch(p) => wildcard(p, s.name),
+            Self::VersionMatch(p) => wildcard(p, s.version),
             Self::GameAddr(ip, port) => s.addr.is_some_and(|a| {
                 a.ip().to_canonical() == ip.to_canonical() && port.is_none_or(|p| a.port() == p)
             }),
@@ -319,23 +342,23 @@ fn wildcard(pattern: &[u8], text: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn server() -> ServerFacts {
+    fn server() -> ServerFacts<'static> {
         ServerFacts {
             addr: Some("192.0.2.1:27015".parse().unwrap()),
             dedicated: true,
             players: 3,
             max_players: 16,
-            gamedir: b"cstrike".to_vec(),
-            map: b"de_dust2".to_vec(),
+            gamedir: b"cstrike",
+            map: b"de_dust2",
             protocol: Some(48),
             app_id: Some(10),
-            name: b"Dust Only 24/7".to_vec(),
-            version: b"1.1.2.7".to_vec(),
+            name: b"Dust Only 24/7",
+            version: b"1.1.2.7",
             ..ServerFacts::default()
         }
     }
 
-    fn holds(f: &str, s: &ServerFacts) -> bool {
+    fn holds(f: &str, s: &ServerFacts<'_>) -> bool {
         Filter::parse(f.as_bytes())
             .unwrap()
             .matches(s, Semantics::Valve)
@@ -414,6 +437,31 @@ mod tests {
         assert!(Filter::parse(b"\\appid\\-1").is_err());
         let many = "\\a\\b".repeat(MAX_CONDITIONS + 1);
         assert!(Filter::parse(many.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn reads_play_names_the_filters_that_look_at_players_slots_map_or_name() {
+        let reads = |f: &str| Filter::parse(f.as_bytes()).unwrap().reads_play();
+        for f in [
+            "\\empty\\1",
+            "\\full\\0",
+            "\\noplayers\\1",
+            "\\map\\crossfire",
+            "\\name_match\\*x*",
+            "\\gamedir\\valve\\nor\\2\\lan\\1\\map\\a",
+            "\\nand\\1\\nor\\1\\full\\1",
+        ] {
+            assert!(reads(f), "{f}");
+        }
+        for f in [
+            "",
+            "\\gamedir\\valve\\clver\\0.21",
+            "\\nat\\0\\lan\\0\\password\\0\\secure\\1\\bots\\0",
+            "\\version_match\\0.2*\\protocol\\48\\gameaddr\\192.0.2.1",
+            "\\nand\\2\\dedicated\\1\\linux\\1",
+        ] {
+            assert!(!reads(f), "{f}");
+        }
     }
 
     #[test]
