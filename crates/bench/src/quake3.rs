@@ -118,6 +118,7 @@ async fn read_list(
             bail!("not a list datagram ({n} bytes)");
         };
         read.entries += list.servers.len();
+        read.first.get_or_insert_with(std::time::Instant::now);
         read.datagrams += 1;
         read.bytes += n as u64;
         if list.eot {
@@ -246,6 +247,7 @@ impl Family for Quake3 {
         master: SocketAddr,
         ask: &'a Ask,
         _expect: Option<usize>,
+        _quiet: Duration,
     ) -> BoxFuture<'a, anyhow::Result<ListRead>> {
         Box::pin(read_list(sock, master, &ask.datagram))
     }

@@ -38,8 +38,6 @@ const CHALLENGE_WAIT: Duration = Duration::from_millis(1000);
 const ATTEMPTS: u32 = 3;
 /// How long the first datagram of a list may take before the request counts as failed.
 const LIST_TIMEOUT: Duration = Duration::from_secs(2);
-/// Once a list has begun, how long without a datagram ends it (a count not known, or short).
-const LIST_QUIET: Duration = Duration::from_millis(30);
 
 /// Flags of `muster-bench valve`.
 #[derive(Debug, clap::Args)]
@@ -119,6 +117,7 @@ async fn read_list(
     master: SocketAddr,
     request: &[u8],
     expect: Option<usize>,
+    quiet: Duration,
 ) -> anyhow::Result<ListRead> {
     sock.send_to(request, master).await?;
     let mut buf = vec![0u8; 65_536];
@@ -127,7 +126,7 @@ async fn read_list(
         let wait = if read.datagrams == 0 {
             LIST_TIMEOUT
         } else {
-            LIST_QUIET
+            quiet
         };
         let Ok(got) = tokio::time::timeout(wait, sock.recv_from(&mut buf)).await else {
             if read.datagrams == 0 {
@@ -142,6 +141,7 @@ async fn read_list(
         let page = ListReply::decode(buf.get(..n).unwrap_or_default(), false, false)
             .map_err(|e| anyhow::anyhow!("not a list datagram ({n} bytes): {e:?}"))?;
         read.entries += page.servers.len();
+        read.first.get_or_insert_with(std::time::Instant::now);
         read.datagrams += 1;
         read.bytes += n as u64;
         if expect.is_some_and(|want| read.entries >= want) {
@@ -234,8 +234,9 @@ impl Family for Valve {
         master: SocketAddr,
         ask: &'a Ask,
         expect: Option<usize>,
+        quiet: Duration,
     ) -> BoxFuture<'a, anyhow::Result<ListRead>> {
-        Box::pin(read_list(sock, master, &ask.datagram, expect))
+        Box::pin(read_list(sock, master, &ask.datagram, expect, quiet))
     }
 
     fn start_peer<'a>(
