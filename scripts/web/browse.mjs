@@ -32,7 +32,7 @@ async function shot(page, name) {
   console.log("    screenshot: " + shots + "/" + name);
 }
 
-const ms = (t) => { const m = /^(\d+) ms$/.exec(t || ""); return m ? Number(m[1]) : null; };
+const ms = (t) => { const m = /^(\d+(?:\.\d)?) ms$/.exec(t || ""); return m ? Number(m[1]) : null; };
 const browser = await launch();
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
@@ -84,7 +84,7 @@ try {
   phone.setDefaultTimeout(TIMEOUT);
   phone.on("pageerror", (e) => errors.push(String(e)));
   await phone.goto(url);
-  await phone.waitForFunction(() => [...document.querySelectorAll("#spacer .row .sub")].some((s) => /^\d+ ms · /.test(s.textContent)));
+  await phone.waitForFunction(() => [...document.querySelectorAll("#spacer .row .sub")].some((s) => /^\d+(\.\d)? ms · /.test(s.textContent)));
   check(!(await phone.isVisible("#thead .c-ping")), "the phone layout has no Ping column");
   check(true, "the phone layout shows the ping under the name");
   await shot(phone, "browse-web-phone.png");

@@ -17,10 +17,14 @@
 //! unreachable), and every table row the terminal has room for shows a server with a ping in
 //! milliseconds (not `…` or `down`). The instants are those at which `capture-pane` returned.
 //!
-//! Ping: the first `--ping-sample` rows of the full first screen of the last run, and the
-//! first `--ping-sample` rows of its screen one refresh later (the rows differ where servers
-//! tie on players), each against one `muster query -p quake3 ADDR -f json` per server, run
-//! after the browser quit; the largest difference is given for each screen.
+//! Ping: one more run after the timed ones, whose screen is captured only every
+//! `--ping-poll` (a capture is a `tmux` process: every 2 ms they take a good part of the two
+//! cores the farm and the browser share while the first round is out, and delay the farm's
+//! replies; the timed runs need them, the pings they would measure are the bench's own load).
+//! The first `--ping-sample` rows of its full first screen, and the first `--ping-sample` rows
+//! of its screen one refresh later (the rows differ where servers tie on players), each
+//! against `muster query -p quake3 ADDR -f json` (the median of three runs per server, all
+//! three shown), run after the browser quit; the largest difference is given for each screen.
 //!
 //! Memory: a DDNet `servers.json` file listing dead Teeworlds addresses in `127.77.x.y`
 //! (nothing answers there), given with the two masters so that 20,000 servers are listed in
@@ -44,6 +48,8 @@ use crate::table;
 const SETUP_LIMIT: Duration = Duration::from_secs(120);
 /// Longest wait for the browser's first screen.
 const SCREEN_LIMIT: Duration = Duration::from_secs(60);
+/// Separate `muster query` runs per compared server; their median is the reference.
+const QUERY_SAMPLES: usize = 3;
 /// The relative ping difference the issue asks for at most.
 const PING_GOAL: f64 = 0.10;
 /// Name of the tmux session (each bench run has its own tmux server).
@@ -74,9 +80,13 @@ pub(crate) struct BrowseArgs {
     /// Terminal height.
     #[arg(long, default_value_t = 40)]
     height: u16,
-    /// Sleep between two screen captures.
+    /// Sleep between two screen captures in the timed runs.
     #[arg(long, default_value = "2ms", value_parser = crate::parse_duration)]
     poll: Duration,
+    /// Sleep between two screen captures in the run whose pings are compared (well below the
+    /// browser's 5 s refresh, so that its first screen is still the first round's).
+    #[arg(long, default_value = "100ms", value_parser = crate::parse_duration)]
+    ping_poll: Duration,
     /// First game port of the farm (one port per server, on 127.0.0.1).
     #[arg(long, default_value_t = 28_000)]
     base_port: u16,
@@ -579,6 +589,7 @@ fn timed_run(
     muster: &Path,
     masters: &[String],
     dir: &Path,
+    poll: Duration,
     settle: bool,
 ) -> anyhow::Result<Run> {
     let profile = dir.join(format!("profile-{n}"));
@@ -586,9 +597,7 @@ fn timed_run(
     let start = Instant::now();
     let tmux = Tmux::start(n, &command, args.width, args.height)?;
     let pid = tmux.pane_pid()?;
-    let w = watch(&tmux, start, args.poll, |s| {
-        s.full(masters.len(), args.servers)
-    })?;
+    let w = watch(&tmux, start, poll, |s| s.full(masters.len(), args.servers))?;
     let rss = memory_of(pid).map(|(rss, _)| rss);
     let settled = if settle {
         // The browser queries the rows on screen again every 5 s (its default --refresh).
@@ -762,8 +771,7 @@ fn run_in(args: &BrowseArgs, muster: &Path, dir: &Path) -> anyhow::Result<()> {
 
     let mut runs = Vec::new();
     for n in 0..args.runs {
-        let last = n + 1 == args.runs;
-        let r = timed_run(args, n, muster, &masters, dir, last)?;
+        let r = timed_run(args, n, muster, &masters, dir, args.poll, false)?;
         println!(
             "run {}: first frame {:.0} ms, first row {:.0} ms, first ping {:.0} ms, full first screen {:.0} ms \
              ({} rows; {} captures, one every {:.1} ms)",
@@ -810,10 +818,16 @@ fn run_in(args: &BrowseArgs, muster: &Path, dir: &Path) -> anyhow::Result<()> {
         .replace("{servers}", &args.servers.to_string())
     );
 
-    // Ping: the last run's first screen and its screen one refresh later, each against
-    // `muster query`. The rows of the two screens differ where servers tie on players and more
-    // answered meanwhile, so each screen's own first rows are compared.
-    let last = runs.last().context("no run")?;
+    // Ping: a run captured gently, its first screen and its screen one refresh later, each
+    // against `muster query`. The rows of the two screens differ where servers tie on players
+    // and more answered meanwhile, so each screen's own first rows are compared.
+    let ping_run = timed_run(args, args.runs, muster, &masters, dir, args.ping_poll, true)?;
+    println!(
+        "ping run (captures every {:.0} ms): full first screen {:.0} ms",
+        args.ping_poll.as_secs_f64() * 1000.0,
+        ping_run.full.as_secs_f64() * 1000.0
+    );
+    let last = &ping_run;
     let settled = last.settled.as_ref();
     let mut names: Vec<&str> = Vec::new();
     let firsts = last.screen.rows.iter().take(args.ping_sample);
@@ -847,7 +861,17 @@ fn run_in(args: &BrowseArgs, muster: &Path, dir: &Path) -> anyhow::Result<()> {
         let addr = format!("127.0.0.1:{}", usize::from(args.base_port) + i);
         let shown = in_sample(Some(&last.screen), name);
         let later = in_sample(settled, name);
-        let q = query_ping(muster, &addr)?;
+        // The reference is the median of a few separate queries: one `muster query` now and
+        // then reads a server 10–15 ms slow on this shared machine, which would be the
+        // reference's noise, not the browser's.
+        let mut qs = Vec::with_capacity(QUERY_SAMPLES);
+        for _ in 0..QUERY_SAMPLES {
+            if let Some(p) = query_ping(muster, &addr)? {
+                qs.push(p);
+            }
+        }
+        qs.sort_by(f64::total_cmp);
+        let q = qs.get(qs.len() / 2).copied();
         let diff = |b: Option<f64>| match (b, q) {
             (Some(b), Some(q)) if q > 0.0 => Some((b - q) / q),
             _ => None,
@@ -869,7 +893,10 @@ fn run_in(args: &BrowseArgs, muster: &Path, dir: &Path) -> anyhow::Result<()> {
             format!("{}", delay_ms(i)),
             show(shown, diff(shown)),
             show(later, diff(later)),
-            q.map_or("-".into(), |q| format!("{q:.1}")),
+            match (q, qs.first(), qs.last()) {
+                (Some(q), Some(lo), Some(hi)) => format!("{q:.1} ({lo:.1}–{hi:.1})"),
+                _ => "-".into(),
+            },
         ]);
     }
     println!();
@@ -882,7 +909,7 @@ fn run_in(args: &BrowseArgs, muster: &Path, dir: &Path) -> anyhow::Result<()> {
                 "delay ms",
                 "browse, first screen",
                 "browse, after refresh",
-                "muster query ping_ms",
+                "muster query ping_ms, median (min–max)",
             ],
             &rows
         )
