@@ -216,11 +216,29 @@ fn farm(dir: &std::path::Path) -> (Proc, Vec<SocketAddr>) {
     (Proc(child), addrs)
 }
 
-fn temp_dir(tag: &str) -> std::path::PathBuf {
+/// A test's own directory, removed when dropped (declared before the processes that use it,
+/// so dropped after them).
+struct TempDir(std::path::PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(tag: &str) -> TempDir {
     let d = std::env::temp_dir().join(format!("muster-exporter-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 /// Probe until `muster_probe_success` is 1 (the farm starting up), bounded.
