@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::e2e::{Proc, start};
-use crate::postgres::http_get;
+use crate::postgres::{free_udp_port, http_get, test_database};
 
 fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
     serde_json::from_str(&http_get(addr, path)).unwrap_or(serde_json::Value::Null)
@@ -79,24 +79,9 @@ fn answered(http: SocketAddr, address: &str) -> Vec<f64> {
 
 #[test]
 fn serve_on_postgres_keeps_history_in_the_database_across_a_restart() {
-    let found = match std::env::var("MUSTER_TEST_PG_URL") {
-        Ok(u) if !u.is_empty() => Ok(u),
-        _ => Err(muster_testkit::Missing {
-            peer: "postgresql",
-            detail: "MUSTER_TEST_PG_URL is not set (scripts/test.sh starts a cluster and sets it)"
-                .to_owned(),
-        }),
-    };
-    let Some(admin) = muster_testkit::require(found) else {
+    let Some(url) = test_database("muster_cli_history") else {
         return;
     };
-    let name = format!("muster_cli_history_{}", std::process::id());
-    let url = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(muster_master::store::postgres::create_database(
-            &admin, &name,
-        ))
-        .unwrap();
     let tmp = std::env::temp_dir();
     let (d1, d2) = (
         tmp.join(format!("muster-pg-history-1-{}", std::process::id())),
@@ -106,10 +91,7 @@ fn serve_on_postgres_keeps_history_in_the_database_across_a_restart() {
     let _ = std::fs::remove_dir_all(&d2);
 
     let (daemon, faces) = serve(&url, &d1.display().to_string());
-    let port = {
-        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        s.local_addr().unwrap().port().to_string()
-    };
+    let port = free_udp_port();
     let master = format!("gamespy:{}", faces["gamespy-udp"]);
     let emulator = start(
         &[

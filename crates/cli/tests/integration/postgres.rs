@@ -90,13 +90,10 @@ fn serve_args(url: &str, data: &str, http: &str, gamespy: &str) -> Vec<String> {
     .to_vec()
 }
 
-fn free_udp_port() -> String {
-    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.local_addr().unwrap().port().to_string()
-}
-
-#[test]
-fn two_serve_processes_share_one_registry_through_kill_9() {
+/// A fresh database named `{prefix}_{pid}` on the cluster `MUSTER_TEST_PG_URL` names, as a
+/// URL; `None` when the variable is not set (the test then says it skipped, or fails under
+/// `MUSTER_REQUIRE_PEERS=1`).
+pub(crate) fn test_database(prefix: &str) -> Option<String> {
     let found = match std::env::var("MUSTER_TEST_PG_URL") {
         Ok(u) if !u.is_empty() => Ok(u),
         _ => Err(muster_testkit::Missing {
@@ -105,16 +102,27 @@ fn two_serve_processes_share_one_registry_through_kill_9() {
                 .to_owned(),
         }),
     };
-    let Some(admin) = muster_testkit::require(found) else {
-        return;
-    };
-    let name = format!("muster_cli_{}", std::process::id());
+    let admin = muster_testkit::require(found)?;
+    let name = format!("{prefix}_{}", std::process::id());
     let url = tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(muster_master::store::postgres::create_database(
             &admin, &name,
         ))
         .unwrap();
+    Some(url)
+}
+
+pub(crate) fn free_udp_port() -> String {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.local_addr().unwrap().port().to_string()
+}
+
+#[test]
+fn two_serve_processes_share_one_registry_through_kill_9() {
+    let Some(url) = test_database("muster_cli") else {
+        return;
+    };
     let tmp = std::env::temp_dir();
     let (da, db) = (
         tmp.join(format!("muster-pg-a-{}", std::process::id())),
