@@ -32,6 +32,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod arrival;
 pub mod client;
 mod clock;
 pub mod engine;

@@ -154,7 +154,7 @@ pub(crate) struct Family {
     pub(crate) window: usize,
 }
 
-fn to_std(addr: &SockaddrStorage) -> Option<SocketAddr> {
+pub(crate) fn to_std(addr: &SockaddrStorage) -> Option<SocketAddr> {
     if let Some(v4) = addr.as_sockaddr_in() {
         return Some(SocketAddr::V4(SocketAddrV4::from(*v4)));
     }

@@ -5,6 +5,7 @@
 //! protocol; `muster emulate` uses it to run farms of emulated servers.
 #![warn(missing_docs)]
 
+mod delay;
 pub mod endpoints;
 pub mod farm;
 pub mod mgmt;

@@ -69,7 +69,8 @@ pub struct Impairment {
     pub loss: f64,
     /// Probability (0..=1) that a multi-datagram reply is sent in reverse order.
     pub reorder: f64,
-    /// Delay before replies are sent.
+    /// Delay before replies are sent, from the request's arrival (to within a fraction of a
+    /// millisecond: see the delay line).
     pub delay: Duration,
     /// Seed of the random choices, so a farm is reproducible.
     pub seed: u64,
@@ -95,7 +96,7 @@ pub struct Stats {
 }
 
 impl Stats {
-    fn bump(counter: &AtomicU64) {
+    pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -212,6 +213,8 @@ pub async fn serve_registered<R: Responder + Send>(
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let socket = Arc::new(socket);
+    // Best effort: without the kernel's stamps a delay counts from the read.
+    muster_query::arrival::stamp_arrivals(&socket);
     let mut limiter = SourceLimiter::new(limits.per_source, MAX_TRACKED_SOURCES);
     let mut budget = ByteBudget::new(limits.bytes_per_second);
     let mut rng = SmallRng::seed_from_u64(impairment.seed);
@@ -255,8 +258,8 @@ pub async fn serve_registered<R: Responder + Send>(
                 None => std::future::pending().await,
             }
         };
-        let (n, from) = tokio::select! {
-            r = socket.recv_from(&mut buf) => match r {
+        let (n, from, received) = tokio::select! {
+            r = muster_query::arrival::recv_from(&socket, &mut buf) => match r {
                 Ok(r) => r,
                 // ICMP errors from earlier replies surface as receive errors on Linux.
                 Err(e) if is_transient(&e) => continue,
@@ -353,14 +356,16 @@ pub async fn serve_registered<R: Responder + Send>(
         if impairment.delay.is_zero() {
             send_all(&socket, &replies, &stats).await;
         } else {
-            let socket = socket.clone();
-            let stats = stats.clone();
-            let delayed = std::mem::take(&mut replies);
-            let delay = impairment.delay;
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                send_all(&socket, &delayed, &stats).await;
-            });
+            // Due counting from the request's arrival at the socket (not from its read, which
+            // in a burst comes after the earlier requests are answered), on the real clock
+            // (the line's thread sleeps on it), whatever the runtime's own clock says.
+            let due = received + impairment.delay;
+            crate::delay::hold(
+                due,
+                socket.clone(),
+                std::mem::take(&mut replies),
+                stats.clone(),
+            );
         }
     }
 }
@@ -461,7 +466,7 @@ fn is_transient(e: &std::io::Error) -> bool {
     )
 }
 
-async fn send_all(socket: &UdpSocket, replies: &[Reply], stats: &Stats) {
+pub(crate) async fn send_all(socket: &UdpSocket, replies: &[Reply], stats: &Stats) {
     for reply in replies {
         match socket.send_to(&reply.bytes, reply.to).await {
             Ok(_) => Stats::bump(&stats.sent),
