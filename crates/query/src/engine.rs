@@ -17,14 +17,21 @@
 //! the driver passes: a datagram is granted at the instant passed to `poll_transmit`, and a
 //! reply comes at the instant passed to `handle_datagram`. So that neither includes the
 //! engine's own queueing when thousands of queries are in flight, the clock is read again for
-//! every batch of 32 datagrams (`socket::BATCH`), right before the batch is taken from the scheduler and
-//! sent (`sendmmsg` follows at once), and each reply is handed on with the instant it reached
-//! the socket (the kernel's arrival stamp; see `socket.rs`), not the later instant it was
-//! read. A reply may therefore carry an instant earlier than the scheduler's latest call; the
-//! scheduler and the machines take durations with `saturating_duration_since`. What is still
-//! counted: the microseconds between taking a batch and `sendmmsg` (building its machines), and
-//! a batch that waits for room in a full send buffer. (A new socket's first batch is sent at
-//! once, not after the runtime's next turn: see `Family::flush`.)
+//! every batch of 32 datagrams (`socket::BATCH`), right before the batch is taken from the
+//! scheduler and sent (`sendmmsg` follows at once), and each reply is handed on with the
+//! instant it reached the socket (the kernel's arrival stamp; see `socket.rs`), not the later
+//! instant it was read. A reply may therefore carry an instant earlier than the scheduler's
+//! latest call; the scheduler and the machines take durations with
+//! `saturating_duration_since`.
+//!
+//! What would come between the clock and `sendmmsg` is done before the clock is read: the
+//! machines a batch starts are built first (`Scheduler::prime`; building 32 took milliseconds
+//! when the machine was busy, a browser drawing its screen on two cores), and the IPv4 socket
+//! is bound when the engine starts (binding took up to a millisecond and more). What is still
+//! counted: the microseconds between taking a batch and `sendmmsg` (encoding its requests), a
+//! batch that waits for room in a full send buffer, and the binding of an IPv6 socket by its
+//! first batch. (A new socket's first batch is sent at once, not after the runtime's next
+//! turn: see `Family::flush`.)
 
 use std::io;
 use std::net::SocketAddr;
@@ -88,6 +95,24 @@ impl Slot {
     }
 }
 
+/// Binds `slot` if it is not yet; the window of a socket bound now.
+fn bind(slot: &mut Slot) -> Option<usize> {
+    let Slot::Unbound(addr) = *slot else {
+        return None;
+    };
+    match Family::bind(addr) {
+        Ok(f) => {
+            let window = f.window;
+            *slot = Slot::Bound(Box::new(f), Outbox::default());
+            Some(window)
+        }
+        Err(e) => {
+            *slot = Slot::Failed(e.kind());
+            None
+        }
+    }
+}
+
 async fn readable(slot: &Slot) -> io::Result<bool> {
     match slot {
         Slot::Bound(f, _) => f.readable().await,
@@ -116,6 +141,14 @@ where
     let mut sched = Scheduler::new(jobs, &options, started);
     let mut v4 = Slot::Unbound(options.bind_v4);
     let mut v6 = Slot::Unbound(options.bind_v6);
+    // The IPv4 socket is bound before the first batch's clock is read: binding (the socket, its
+    // buffers, its registration with the runtime) took from a quarter to more than a
+    // millisecond on a busy machine, and every ping of that batch counted it. An engine
+    // almost always has IPv4 queries; the IPv6 socket is bound when the first IPv6 query
+    // comes (its first batch then carries the binding).
+    if let Some(window) = bind(&mut v4) {
+        sched.set_window(window);
+    }
     let mut scratch = Vec::with_capacity(2048);
     let mut stamped = 0usize;
     loop {
@@ -123,6 +156,8 @@ where
         // Take what the scheduler grants, a batch at a time, while the sockets take it. Each
         // batch is granted at the instant it is sent: the ping counts from there.
         loop {
+            // The batch's new machines are built first, so that its instant is read after.
+            sched.prime(now(), BATCH);
             let t = now();
             let mut queued = 0;
             while queued < BATCH {
@@ -131,14 +166,8 @@ where
                 };
                 let dest = transmit.destination;
                 let slot = if dest.is_ipv4() { &mut v4 } else { &mut v6 };
-                if let Slot::Unbound(addr) = *slot {
-                    *slot = match Family::bind(addr) {
-                        Ok(f) => {
-                            sched.set_window(f.window);
-                            Slot::Bound(Box::new(f), Outbox::default())
-                        }
-                        Err(e) => Slot::Failed(e.kind()),
-                    };
+                if let Some(window) = bind(slot) {
+                    sched.set_window(window);
                 }
                 match slot {
                     Slot::Bound(_, out) => {

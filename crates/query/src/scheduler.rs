@@ -274,11 +274,14 @@ pub struct Stats {
 
 /// Many query machines scheduled together: pacing, timers, RTO, deadline, routing.
 ///
-/// `I` yields the [`Job`]s; a job's machine is built when it is granted its first send slot.
+/// `I` yields the [`Job`]s; a job's machine is built when it is granted its first send slot,
+/// or just before by [`Scheduler::prime`].
 #[derive(Debug)]
 pub struct Scheduler<T, M: QueryMachine, I> {
-    jobs: I,
+    jobs: std::iter::Fuse<I>,
     jobs_left: bool,
+    /// Machines built ahead of their first send slot, in job order (see [`Self::prime`]).
+    primed: VecDeque<(T, M)>,
     timing: Timing,
     window: usize,
     slots: Vec<Option<Slot<T, M>>>,
@@ -320,8 +323,9 @@ where
     pub fn new(jobs: I, options: &Options, now: Instant) -> Self {
         let max = options.attempt_timeout.max(Duration::from_millis(1));
         Self {
-            jobs,
+            jobs: jobs.fuse(),
             jobs_left: true,
+            primed: VecDeque::new(),
             timing: Timing {
                 max,
                 min: options.min_attempt_timeout.min(max),
@@ -532,24 +536,64 @@ where
             if !self.can_start(now) {
                 return None;
             }
-            let Some(job) = self.jobs.next() else {
-                self.jobs_left = false;
-                return None;
+            let (tag, machine) = match self.primed.pop_front() {
+                Some(primed) => primed,
+                None => {
+                    let Some(job) = self.jobs.next() else {
+                        self.jobs_left = false;
+                        return None;
+                    };
+                    (job.tag, self.build(job.build))
+                }
             };
-            let idx = self.start(job);
+            let idx = self.start(tag, machine);
             self.draining = Some(idx);
         }
     }
 
-    fn start(&mut self, job: Job<T, F>) -> usize {
-        let attempt_timeout = self.unheard_rto();
-        let machine = (job.build)(QueryConfig {
-            attempt_timeout,
+    /// Builds, ahead of their send slots, the machines of up to `n` jobs that could start at
+    /// `now` (within the window and the rate's tokens, not deferring, before the deadline), so
+    /// that the driver reads the clock for its next batch after the building: a ping then
+    /// counts from an instant right before `sendmmsg`, not before the batch's machines were
+    /// built (which, on a busy machine, could take milliseconds). [`Self::poll_transmit`]
+    /// sends primed machines first, in job order.
+    pub fn prime(&mut self, now: Instant, n: usize) {
+        if !self.can_start(now) {
+            return;
+        }
+        let tokens = match &mut self.bucket {
+            None => usize::MAX,
+            Some(b) => {
+                b.refill(now);
+                // Whole tokens, as many as the bucket could grant now.
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let whole = (b.tokens + TOKEN_EPSILON).max(0.0).floor() as usize;
+                whole
+            }
+        };
+        let room = self
+            .window
+            .saturating_sub(self.in_flight)
+            .min(tokens)
+            .min(n);
+        while self.primed.len() < room {
+            let Some(job) = self.jobs.next() else { break };
+            let machine = self.build(job.build);
+            self.primed.push_back((job.tag, machine));
+        }
+    }
+
+    fn build(&mut self, build: F) -> M {
+        build(QueryConfig {
+            attempt_timeout: self.unheard_rto(),
             retries: self.timing.retries,
-        });
+        })
+    }
+
+    fn start(&mut self, tag: T, machine: M) -> usize {
         self.next_generation += 1;
         let slot = Slot {
-            tag: job.tag,
+            tag,
             machine,
             generation: self.next_generation,
             first_sent: None,
@@ -981,6 +1025,13 @@ where
         self.unheard.clear();
         self.timers.clear();
         if self.jobs_left {
+            for (tag, _) in self.primed.drain(..) {
+                self.results.push_back(Completed {
+                    tag,
+                    outcome: Err(Failure::Unsent),
+                    elapsed: Duration::ZERO,
+                });
+            }
             for job in self.jobs.by_ref() {
                 self.results.push_back(Completed {
                     tag: job.tag,

@@ -130,6 +130,8 @@ fn simulate_full(
     for round in 0.. {
         assert!(round < 1_000_000, "no end after a million rounds");
         sched.handle_timeout(now);
+        // As the engine does: machines built ahead of the batch.
+        sched.prime(now, 32);
         while let Some(t) = sched.poll_transmit(now, &mut buf) {
             let i = usize::from(t.destination.port()) - 1000;
             let server = &servers[i];
@@ -509,6 +511,95 @@ fn backlog_defers_timers_for_at_most_one_timeout() {
     // Once the backlog is read, everything runs as usual.
     s.set_backlog(t0 + ms(160), false);
     assert_eq!(s.poll_timeout(), Some(t0 + ms(250)));
+}
+
+#[test]
+fn primed_machines_are_built_ahead_and_sent_first_within_the_window_and_rate() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let t0 = Instant::now();
+    let built = Rc::new(Cell::new(0u32));
+    let jobs = (0..10u32).map(|n| {
+        let built = Rc::clone(&built);
+        Job {
+            tag: n,
+            build: move |cfg| {
+                built.set(built.get() + 1);
+                Echo::new(addr(n as usize), n, cfg)
+            },
+        }
+    });
+    // A burst of 4 tokens (50 ms of a rate of 80 per second) and 3 in flight.
+    let opts = Options {
+        max_in_flight: 3,
+        rate: Some(80),
+        ..options()
+    };
+    let mut s = Scheduler::new(jobs, &opts, t0);
+    let mut buf = Vec::new();
+    // Up to the window (3, below the 4 tokens), built and nothing sent.
+    s.prime(t0, 32);
+    assert_eq!(built.get(), 3);
+    assert!(s.poll_timeout().is_none_or(|t| t > t0));
+    // Sent in job order, no machine built on the way.
+    let sent: Vec<u16> = std::iter::from_fn(|| s.poll_transmit(t0, &mut buf))
+        .map(|t| t.destination.port() - 1000)
+        .collect();
+    assert_eq!(sent, vec![0, 1, 2]);
+    assert_eq!(built.get(), 3);
+    // Priming again with the window full builds nothing.
+    s.prime(t0, 32);
+    assert_eq!(built.get(), 3);
+
+    // The rate's tokens bound it too: 2 (50 ms of 40 per second) with room for 8.
+    built.set(0);
+    let jobs = (0..10u32).map(|n| {
+        let built = Rc::clone(&built);
+        Job {
+            tag: n,
+            build: move |cfg| {
+                built.set(built.get() + 1);
+                Echo::new(addr(n as usize), n, cfg)
+            },
+        }
+    });
+    let opts = Options {
+        max_in_flight: 8,
+        rate: Some(40),
+        ..options()
+    };
+    let mut s = Scheduler::new(jobs, &opts, t0);
+    s.prime(t0, 32);
+    assert_eq!(built.get(), 2);
+    let sent = std::iter::from_fn(|| s.poll_transmit(t0, &mut buf)).count();
+    assert_eq!(sent, 2);
+}
+
+#[test]
+fn primed_jobs_past_the_deadline_are_reported_unsent() {
+    let t0 = Instant::now();
+    let jobs = (0..5u32).map(|n| Job {
+        tag: n,
+        build: move |cfg| Echo::new(addr(n as usize), n, cfg),
+    });
+    let opts = Options {
+        max_in_flight: 8,
+        deadline: Some(ms(50)),
+        ..options()
+    };
+    let mut s = Scheduler::new(jobs, &opts, t0);
+    let mut buf = Vec::new();
+    s.prime(t0, 2);
+    assert!(s.poll_transmit(t0, &mut buf).is_some());
+    // One primed job waits; the deadline passes before it is sent.
+    s.handle_timeout(t0 + ms(50));
+    let mut unsent: Vec<u32> = std::iter::from_fn(|| s.poll_result())
+        .filter(|c| matches!(c.outcome, Err(Failure::Unsent)))
+        .map(|c| c.tag)
+        .collect();
+    unsent.sort_unstable();
+    assert_eq!(unsent, vec![1, 2, 3, 4]);
+    assert!(s.is_finished());
 }
 
 proptest! {
