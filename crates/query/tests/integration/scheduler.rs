@@ -513,14 +513,12 @@ fn backlog_defers_timers_for_at_most_one_timeout() {
     assert_eq!(s.poll_timeout(), Some(t0 + ms(250)));
 }
 
-#[test]
-fn primed_machines_are_built_ahead_and_sent_first_within_the_window_and_rate() {
-    use std::cell::Cell;
-    use std::rc::Rc;
-    let t0 = Instant::now();
-    let built = Rc::new(Cell::new(0u32));
-    let jobs = (0..10u32).map(|n| {
-        let built = Rc::clone(&built);
+/// Ten jobs whose machines count their building in `built`.
+fn counted_jobs(
+    built: &std::rc::Rc<std::cell::Cell<u32>>,
+) -> impl Iterator<Item = Job<u32, impl FnOnce(muster_proto::query::QueryConfig) -> Echo>> {
+    (0..10u32).map(move |n| {
+        let built = std::rc::Rc::clone(built);
         Job {
             tag: n,
             build: move |cfg| {
@@ -528,14 +526,20 @@ fn primed_machines_are_built_ahead_and_sent_first_within_the_window_and_rate() {
                 Echo::new(addr(n as usize), n, cfg)
             },
         }
-    });
+    })
+}
+
+#[test]
+fn primed_machines_are_built_ahead_and_sent_first_within_the_window_and_rate() {
+    let t0 = Instant::now();
+    let built = std::rc::Rc::new(std::cell::Cell::new(0u32));
     // A burst of 4 tokens (50 ms of a rate of 80 per second) and 3 in flight.
     let opts = Options {
         max_in_flight: 3,
         rate: Some(80),
         ..options()
     };
-    let mut s = Scheduler::new(jobs, &opts, t0);
+    let mut s = Scheduler::new(counted_jobs(&built), &opts, t0);
     let mut buf = Vec::new();
     // Up to the window (3, below the 4 tokens), built and nothing sent.
     s.prime(t0, 32);
@@ -553,22 +557,12 @@ fn primed_machines_are_built_ahead_and_sent_first_within_the_window_and_rate() {
 
     // The rate's tokens bound it too: 2 (50 ms of 40 per second) with room for 8.
     built.set(0);
-    let jobs = (0..10u32).map(|n| {
-        let built = Rc::clone(&built);
-        Job {
-            tag: n,
-            build: move |cfg| {
-                built.set(built.get() + 1);
-                Echo::new(addr(n as usize), n, cfg)
-            },
-        }
-    });
     let opts = Options {
         max_in_flight: 8,
         rate: Some(40),
         ..options()
     };
-    let mut s = Scheduler::new(jobs, &opts, t0);
+    let mut s = Scheduler::new(counted_jobs(&built), &opts, t0);
     s.prime(t0, 32);
     assert_eq!(built.get(), 2);
     let sent = std::iter::from_fn(|| s.poll_transmit(t0, &mut buf)).count();
