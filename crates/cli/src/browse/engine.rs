@@ -5,10 +5,11 @@
 //! answer is one `MasterDone` error and the others go on.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use muster_query::{Answer, Completed, Failure, Job};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -56,11 +57,25 @@ fn now_ms() -> u64 {
 
 type ListResult = (Ask, anyhow::Result<(Vec<Listed>, Option<String>)>);
 
+/// Lists asked of one master (one `--master` address) at once, at most: masters cap the
+/// connections of one address (Muster's GameSpy face takes four), and browsing every game of
+/// a GameSpy master used to open one connection per game at once, of which the fifth was
+/// refused.
+pub(crate) const LISTS_PER_MASTER: usize = 2;
+
 fn spawn_lists(asks: &[Ask], timing: &TimingArgs, lists: &mut JoinSet<ListResult>) {
+    let mut gates: HashMap<&str, Arc<Semaphore>> = HashMap::new();
     for ask in asks {
+        let gate = Arc::clone(
+            gates
+                .entry(ask.source.as_str())
+                .or_insert_with(|| Arc::new(Semaphore::new(LISTS_PER_MASTER))),
+        );
         let ask = ask.clone();
         let timing = timing.clone();
         lists.spawn(async move {
+            // Never closed: a permit always comes.
+            let _turn = gate.acquire_owned().await;
             let result = list::fetch(
                 ask.kind,
                 &ask.source,
@@ -201,5 +216,75 @@ pub(crate) async fn run(
             }
             () = tx.closed() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::list::MasterKind;
+
+    /// A TCP "master" that counts the connections it holds at once and closes each after a
+    /// while without answering; five GameSpy asks for five games of it.
+    #[tokio::test]
+    async fn one_master_is_asked_for_at_most_two_lists_at_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let open = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (o, m, a) = (Arc::clone(&open), Arc::clone(&most), Arc::clone(&accepted));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                let now = o.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(now, Ordering::SeqCst);
+                let o = Arc::clone(&o);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    // Counted closed before the client can see it closed.
+                    o.fetch_sub(1, Ordering::SeqCst);
+                    drop(stream);
+                });
+            }
+        });
+        let asks: Vec<Ask> = ["unreal", "ut", "ut2004", "serioussam", "serioussamse"]
+            .iter()
+            .map(|g| Ask {
+                kind: MasterKind::Gamespy,
+                source: addr.to_string(),
+                ask: Some((*g).to_owned()),
+                protocol_version: 0,
+                game: None,
+            })
+            .collect();
+        let timing = TimingArgs {
+            timeout: Duration::from_secs(5),
+            retries: 0,
+            deadline: None,
+            rate: 0,
+        };
+        let mut lists = JoinSet::new();
+        spawn_lists(&asks, &timing, &mut lists);
+        let mut done = 0;
+        while let Some(r) = tokio::time::timeout(Duration::from_secs(30), lists.join_next())
+            .await
+            .expect("every list ends")
+        {
+            let (_, result) = r.unwrap();
+            // The test master lists nothing: an error, or an empty list with one.
+            assert!(
+                result
+                    .as_ref()
+                    .map_or(true, |(found, e)| found.is_empty() && e.is_some()),
+                "{result:?}"
+            );
+            done += 1;
+        }
+        assert_eq!(done, 5);
+        assert_eq!(accepted.load(Ordering::SeqCst), 5);
+        assert_eq!(most.load(Ordering::SeqCst), LISTS_PER_MASTER);
     }
 }
