@@ -10,6 +10,7 @@ mod exporter;
 mod generate;
 mod list;
 mod output;
+mod ping;
 mod protocols;
 mod query;
 mod resume;

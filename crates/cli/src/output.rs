@@ -570,7 +570,14 @@ impl Table {
 }
 
 fn row(r: &ServerResult) -> Vec<String> {
-    let ping = r.ping_ms.map(|p| format!("{p:.0}")).unwrap_or_default();
+    // Tenths below 10 ms, whole above, as the browser shows it.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let ping = r
+        .ping_ms
+        .map(
+            |p| crate::ping::ping_text((p * 1000.0).round().clamp(0.0, f64::from(u32::MAX)) as u32),
+        )
+        .unwrap_or_default();
     let players = match (r.num_players, r.max_players) {
         (Some(n), Some(m)) => format!("{n}/{m}"),
         _ => String::new(),
@@ -800,6 +807,28 @@ mod tests {
         write_table(&mut out, &[ServerResult::listed("teeworlds")], false).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(!text.contains("GAME"), "{text}");
+    }
+
+    #[test]
+    fn the_table_shows_tenths_of_a_ping_below_10_ms_and_rounds_above() {
+        let mut results = Vec::new();
+        for ping in [0.3, 4.2, 9.96, 21.7] {
+            let mut r = ServerResult::listed("teeworlds");
+            r.ping_ms = Some(ping);
+            results.push(r);
+        }
+        let mut out = Vec::new();
+        write_table(&mut out, &results, false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let mut lines = text.lines();
+        let title = lines.next().unwrap();
+        let end = title.find("PING").expect("a PING column") + "PING".len();
+        let cells: Vec<&str> = lines.map(|l| l.get(..end).unwrap_or(l).trim_end()).collect();
+        let pings: Vec<&str> = cells
+            .iter()
+            .map(|c| c.rsplit(' ').next().unwrap_or_default())
+            .collect();
+        assert_eq!(pings, ["0.3", "4.2", "10", "22"], "{text}");
     }
 
     #[test]
