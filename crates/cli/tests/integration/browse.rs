@@ -18,6 +18,8 @@ use muster_proto::gameagent::respond::{GameAgentResponder, ResponderConfig};
 use muster_proto::respond::{PlayerState, Responder, ServerState};
 use muster_proto::teeworlds::{ResponderConfig as TeeworldsConfig, TeeworldsResponder};
 use muster_testkit::Missing;
+
+use crate::common::{Proc, only_faces};
 use muster_testkit::process::ScratchDir;
 use unicode_width::UnicodeWidthStr as _;
 
@@ -523,16 +525,6 @@ fn the_terminal_browser_fills_its_table_and_every_key_acts() {
     tmux.keys(&["q"]);
 }
 
-/// A child process killed when dropped.
-struct Proc(std::process::Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `muster <args>` and reads its `listening FACE PROTO ADDR` lines until every face of
 /// `want` is named.
 fn start_muster(
@@ -602,34 +594,9 @@ fn the_terminal_browser_lists_every_family_from_its_masters() {
         "quake3",
         "valve",
     ];
-    let (_serve, faces) = start_muster(
-        &[
-            "serve",
-            "--config",
-            &config,
-            "--data-dir",
-            &data,
-            "--gameagent",
-            "127.0.0.1:0",
-            "--gamespy-udp",
-            "127.0.0.1:0",
-            "--gamespy-tcp",
-            "127.0.0.1:0",
-            "--teeworlds07",
-            "127.0.0.1:0",
-            "--teeworlds06",
-            "off",
-            "--http",
-            "127.0.0.1:0",
-            "--mgmt",
-            "off",
-            "--quake3",
-            "127.0.0.1:0",
-            "--valve",
-            "127.0.0.1:0",
-        ],
-        &faces_wanted,
-    );
+    let mut args = vec!["serve", "--config", &config, "--data-dir", &data];
+    args.extend(only_faces(&faces_wanted));
+    let (_serve, faces) = start_muster(&args, &faces_wanted);
     let ut_port = free_pair(1);
     let servers: Vec<(&str, Vec<String>)> = vec![
         (
