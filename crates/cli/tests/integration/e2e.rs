@@ -76,6 +76,38 @@ fn wait_listed(http: SocketAddr, names: &[&str]) -> serde_json::Value {
     }
 }
 
+/// Run `muster list -p <protocol> <master>` until it lists `want` (bounded: 20 s); `what`
+/// names the server for the failure.
+fn wait_in_list(protocol: &str, master: &str, want: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = muster()
+            .args([
+                "list",
+                "-p",
+                protocol,
+                "-f",
+                "json",
+                "--timeout",
+                "300ms",
+                master,
+            ])
+            .output()
+            .unwrap();
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if list
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["address"] == want)
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what} not listed: {list}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 fn temp_dir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("muster-e2e-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -282,36 +314,7 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     // The GameAgent face lists its verified server (by game port) in its `e` list.
     let want = format!("127.0.0.1:{sam_ga_port}");
     let ga_face = faces["gameagent"].to_string();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let out = muster()
-            .args([
-                "list",
-                "-p",
-                "gameagent",
-                "-f",
-                "json",
-                "--timeout",
-                "300ms",
-                &ga_face,
-            ])
-            .output()
-            .unwrap();
-        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        if list
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["address"] == want.as_str())
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "GameAgent server not listed: {list}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_in_list("gameagent", &ga_face, &want, "GameAgent server");
 
     // The GameSpy face lists the UT99 server for `ut`.
     let gamespy_tcp = faces["gamespy-tcp"].to_string();
@@ -349,34 +352,8 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     // The 0.7 face lists the 0.7-registered server; the 0.6 face the HTTP-registered one.
     // (teeworlds servers choose a master after 3 s, then pass the firewall check).
     let want = format!("127.0.0.1:{tw_port}");
-    let deadline = Instant::now() + Duration::from_secs(20);
     let tw07 = faces["teeworlds07"].to_string();
-    loop {
-        let out = muster()
-            .args([
-                "list",
-                "-p",
-                "teeworlds",
-                "-f",
-                "json",
-                "--timeout",
-                "300ms",
-                &tw07,
-            ])
-            .output()
-            .unwrap();
-        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        if list
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["address"] == want.as_str())
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "0.7 server not listed: {list}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_in_list("teeworlds", &tw07, &want, "0.7 server");
 
     // servers.json carries the DDNet server; a scan of it queries the server itself.
     let scan = muster_json(&[
