@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use muster_testkit::process::ScratchDir;
 use serde_json::{Value, json};
 
-use super::watch::{FAST, WAIT_LIMIT, gameagent, player, read_http_request, state, wait_for};
+use super::watch::{
+    FAST, WAIT_LIMIT, assert_help_names, gameagent, player, read_http_request, state, wait_for,
+};
 
 /// A running `muster watch -f ndjson`; killed on drop.
 struct Watch {
@@ -773,13 +775,7 @@ format = "ndjson"
 
 #[test]
 fn help_explains_notifiers_status_messages_conditions_and_config() {
-    let o = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(["watch", "--help"])
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let text = String::from_utf8_lossy(&o.stdout);
-    for needle in [
+    assert_help_names(&[
         "--notify",
         "discord",
         "slack",
@@ -791,7 +787,5 @@ fn help_explains_notifiers_status_messages_conditions_and_config() {
         "--when",
         "--config",
         "players>=8",
-    ] {
-        assert!(text.contains(needle), "help lacks {needle}:\n{text}");
-    }
+    ]);
 }
