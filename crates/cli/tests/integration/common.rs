@@ -49,6 +49,21 @@ pub(crate) fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, Socke
     (p, lines.into_iter().collect())
 }
 
+/// Run `muster <args> -f json`, require success and parse what it printed.
+pub(crate) fn muster_json(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(args)
+        .args(["-f", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "muster {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Every face `muster serve` binds unless told `off`, by its flag.
 const FACE_FLAGS: [&str; 9] = [
     "--gameagent",

@@ -6,21 +6,10 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{LOOPBACK, faces_at, only_faces, start};
+use crate::common::{LOOPBACK, faces_at, muster_json, only_faces, start};
 
 fn muster() -> Command {
     Command::new(env!("CARGO_BIN_EXE_muster"))
-}
-
-/// Run `muster <args> -f json`, require success and parse what it printed.
-fn muster_json(args: &[&str]) -> serde_json::Value {
-    let out = muster().args(args).args(["-f", "json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "muster {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn http_get(addr: SocketAddr, path: &str) -> String {

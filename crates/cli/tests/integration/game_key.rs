@@ -2,9 +2,7 @@
 //! server under (`ddnet`, `serioussamse`, `ut`, …) and its display name, and
 //! `--filter game=` matches that key, not the game type (`gametype=` does that).
 
-use std::process::Command;
-
-use crate::common::{Proc, spawn};
+use crate::common::{Proc, muster_json as json, spawn};
 
 /// `muster emulate --config <farm>`, once it says it listens on all `servers` sockets.
 fn emulate(farm: &std::path::Path, servers: usize) -> Proc {
@@ -21,20 +19,6 @@ fn emulate(farm: &std::path::Path, servers: usize) -> Proc {
 fn port_pair() -> String {
     let pair = muster_testkit::net::udp_consecutive(2);
     pair[0].local_addr().unwrap().port().to_string()
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(args)
-        .args(["-f", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "muster {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// A `[[server]]` of a farm file, playing CTF.

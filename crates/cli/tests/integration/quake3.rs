@@ -8,21 +8,10 @@ use std::time::Duration;
 
 use muster_proto::quake3::packet::{Packet, ServerList};
 
-use crate::common::{Proc, spawn};
+use crate::common::{Proc, muster_json as json, spawn};
 
 fn muster() -> Command {
     Command::new(env!("CARGO_BIN_EXE_muster"))
-}
-
-/// `muster <args> -f json`: success required, the JSON it printed.
-fn json(args: &[&str]) -> serde_json::Value {
-    let out = muster().args(args).args(["-f", "json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "muster {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// `muster emulate -p quake3 --port 0 <args>`: the process and the address it listens on.
