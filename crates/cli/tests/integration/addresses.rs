@@ -3,22 +3,10 @@
 
 use std::io::{BufRead as _, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Proc, only_faces};
-
-fn muster(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run muster")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use crate::common::{Proc, only_faces, run as muster, text};
 
 fn json(args: &[&str]) -> serde_json::Value {
     let o = muster(args);

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Lines};
 use std::net::SocketAddr;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 
 /// A child process killed when dropped.
 pub(crate) struct Proc(pub(crate) Child);
@@ -47,6 +47,20 @@ pub(crate) fn start_lines(args: &[&str], count: usize) -> (Proc, Vec<(String, So
 pub(crate) fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, SocketAddr>) {
     let (p, lines) = start_lines(args, count);
     (p, lines.into_iter().collect())
+}
+
+/// Run `muster <args>` to its end, `RUST_LOG` unset so that no log lines mix with what it says.
+pub(crate) fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run muster")
+}
+
+/// Output bytes as text.
+pub(crate) fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Run `muster <args> -f json`, require success and parse what it printed.

@@ -3,22 +3,10 @@
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{LOOPBACK, Proc, faces_at};
-
-fn muster(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run muster")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use crate::common::{LOOPBACK, Proc, faces_at, run as muster, text};
 
 fn fresh_dir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("muster-ux-{tag}-{}", std::process::id()));
