@@ -3,30 +3,10 @@
 
 use std::io::{BufRead as _, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn muster(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run muster")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use crate::common::{Proc, only_faces, run as muster, text};
 
 fn json(args: &[&str]) -> serde_json::Value {
     let o = muster(args);
@@ -78,26 +58,8 @@ fn free_pair() -> u16 {
 fn a_gamespy_scan_shows_the_game_port_the_server_reports() {
     let dir = std::env::temp_dir().join(format!("muster-addr-gs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut args = vec![
-        "serve",
-        "--data-dir",
-        dir.to_str().unwrap(),
-        "--gamespy-udp",
-        "127.0.0.1:0",
-        "--gamespy-tcp",
-        "127.0.0.1:0",
-    ];
-    for face in [
-        "--gameagent",
-        "--teeworlds07",
-        "--teeworlds06",
-        "--quake3",
-        "--valve",
-        "--http",
-        "--mgmt",
-    ] {
-        args.extend([face, "off"]);
-    }
+    let mut args = vec!["serve", "--data-dir", dir.to_str().unwrap()];
+    args.extend(only_faces(&["gamespy-udp", "gamespy-tcp"]));
     let (_serve, faces) = start(&args, 2);
     let face = |name: &str| {
         faces

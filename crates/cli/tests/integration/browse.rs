@@ -18,6 +18,8 @@ use muster_proto::gameagent::respond::{GameAgentResponder, ResponderConfig};
 use muster_proto::respond::{PlayerState, Responder, ServerState};
 use muster_proto::teeworlds::{ResponderConfig as TeeworldsConfig, TeeworldsResponder};
 use muster_testkit::Missing;
+
+use crate::common::{Proc, only_faces};
 use muster_testkit::process::ScratchDir;
 use unicode_width::UnicodeWidthStr as _;
 
@@ -523,16 +525,6 @@ fn the_terminal_browser_fills_its_table_and_every_key_acts() {
     tmux.keys(&["q"]);
 }
 
-/// A child process killed when dropped.
-struct Proc(std::process::Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `muster <args>` and reads its `listening FACE PROTO ADDR` lines until every face of
 /// `want` is named.
 fn start_muster(
@@ -602,111 +594,63 @@ fn the_terminal_browser_lists_every_family_from_its_masters() {
         "quake3",
         "valve",
     ];
-    let (_serve, faces) = start_muster(
-        &[
-            "serve",
-            "--config",
-            &config,
-            "--data-dir",
-            &data,
-            "--gameagent",
-            "127.0.0.1:0",
-            "--gamespy-udp",
-            "127.0.0.1:0",
-            "--gamespy-tcp",
-            "127.0.0.1:0",
-            "--teeworlds07",
-            "127.0.0.1:0",
-            "--teeworlds06",
-            "off",
-            "--http",
-            "127.0.0.1:0",
-            "--mgmt",
-            "off",
-            "--quake3",
-            "127.0.0.1:0",
-            "--valve",
-            "127.0.0.1:0",
-        ],
-        &faces_wanted,
-    );
+    let mut args = vec!["serve", "--config", &config, "--data-dir", &data];
+    args.extend(only_faces(&faces_wanted));
+    let (_serve, faces) = start_muster(&args, &faces_wanted);
     let ut_port = free_pair(1);
-    let servers: Vec<(&str, Vec<String>)> = vec![
+    // Name, protocol, style, port, master.
+    let servers: Vec<(&str, &str, Option<&str>, u16, String)> = vec![
         (
             "UT Classic",
-            vec![
-                "-p".into(),
-                "gamespy1".into(),
-                "--style".into(),
-                "ut99".into(),
-                "--port".into(),
-                ut_port.to_string(),
-                "--master".into(),
-                format!("gamespy:{}", faces["gamespy-udp"]),
-            ],
+            "gamespy1",
+            Some("ut99"),
+            ut_port,
+            format!("gamespy:{}", faces["gamespy-udp"]),
         ),
         (
             "Sam Agent",
-            vec![
-                "-p".into(),
-                "gameagent".into(),
-                "--port".into(),
-                free_pair(1).to_string(),
-                "--master".into(),
-                format!("gameagent:{}", faces["gameagent"]),
-            ],
+            "gameagent",
+            None,
+            free_pair(1),
+            format!("gameagent:{}", faces["gameagent"]),
         ),
         (
             "Tee Seven",
-            vec![
-                "-p".into(),
-                "teeworlds".into(),
-                "--port".into(),
-                free_pair(0).to_string(),
-                "--master".into(),
-                format!("teeworlds07:{}", faces["teeworlds07"]),
-            ],
+            "teeworlds",
+            None,
+            free_pair(0),
+            format!("teeworlds07:{}", faces["teeworlds07"]),
         ),
         (
             "Dd Http",
-            vec![
-                "-p".into(),
-                "teeworlds".into(),
-                "--port".into(),
-                free_pair(0).to_string(),
-                "--master".into(),
-                format!("ddnet:http://{}/ddnet/15/register", faces["http"]),
-            ],
+            "teeworlds",
+            None,
+            free_pair(0),
+            format!("ddnet:http://{}/ddnet/15/register", faces["http"]),
         ),
         (
             "Quake Three",
-            vec![
-                "-p".into(),
-                "quake3".into(),
-                "--port".into(),
-                free_pair(0).to_string(),
-                "--master".into(),
-                format!("quake3:{}", faces["quake3"]),
-            ],
+            "quake3",
+            None,
+            free_pair(0),
+            format!("quake3:{}", faces["quake3"]),
         ),
         (
             "Half Life",
-            vec![
-                "-p".into(),
-                "a2s".into(),
-                "--style".into(),
-                "goldsrc".into(),
-                "--port".into(),
-                free_pair(0).to_string(),
-                "--master".into(),
-                format!("valve:{}", faces["valve"]),
-            ],
+            "a2s",
+            Some("goldsrc"),
+            free_pair(0),
+            format!("valve:{}", faces["valve"]),
         ),
     ];
     let mut running = Vec::new();
-    for (name, args) in &servers {
-        let mut all: Vec<&str> = vec!["emulate", "--name", name, "--players", "1"];
-        all.extend(args.iter().map(String::as_str));
+    for (name, protocol, style, port, master) in &servers {
+        let port = port.to_string();
+        let mut all = vec!["emulate", "--name", name, "--players", "1", "-p", protocol];
+        if let Some(style) = style {
+            all.extend(["--style", style]);
+        }
+        all.extend(["--port", &port, "--master", master]);
         running.push(start_muster(
             &all,
             &["gamespy1", "gameagent", "teeworlds", "quake3", "a2s"][..0],
@@ -728,7 +672,7 @@ fn the_terminal_browser_lists_every_family_from_its_masters() {
     );
     let tmux = Tmux::start(&command, 120, 30);
     let s = tmux.wait("every family listed and answering", |s| {
-        servers.iter().all(|(name, _)| {
+        servers.iter().all(|(name, ..)| {
             line_of(s, name).is_some_and(|l| l.contains("1/") && !l.trim_end().ends_with('…'))
         })
     });

@@ -13,18 +13,9 @@ use std::time::{Duration, Instant};
 use muster_testkit::process::ScratchDir;
 
 use super::browse::{HttpMaster, state, teeworlds};
+use crate::common::Proc;
 
 const WAIT_LIMIT: Duration = Duration::from_secs(20);
-
-/// A child process killed when dropped.
-struct Proc(std::process::Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Starts `muster browse <args>` without a terminal and reads the address it prints:
 /// (process, listener address, token).

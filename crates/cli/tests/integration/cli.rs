@@ -2,6 +2,8 @@
 
 use std::process::{Command, Output};
 
+use crate::common::only_faces;
+
 fn muster(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_muster"))
         .args(args)
@@ -136,25 +138,9 @@ fn broken_pipe_is_not_an_error() {
 
 /// `serve` flags that bind nothing but a loopback HTTP port.
 fn quiet_serve(dir: &std::path::Path) -> Vec<String> {
-    let mut args: Vec<String> = ["serve", "--http", "127.0.0.1:0"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
-    for face in [
-        "--gameagent",
-        "--gamespy-udp",
-        "--gamespy-tcp",
-        "--teeworlds07",
-        "--teeworlds06",
-        "--quake3",
-        "--valve",
-        "--mgmt",
-    ] {
-        args.push(face.to_owned());
-        args.push("off".to_owned());
-    }
-    args.push("--data-dir".to_owned());
+    let mut args = vec!["serve".to_owned(), "--data-dir".to_owned()];
     args.push(dir.display().to_string());
+    args.extend(only_faces(&["http"]).into_iter().map(str::to_owned));
     args
 }
 

@@ -2,57 +2,14 @@
 //! servers registering through each face, then found by `muster list`, the HTTP API and
 //! `muster scan`; and the registry surviving `kill -9`.
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A child process killed when dropped.
-pub(crate) struct Proc(pub(crate) Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::common::{LOOPBACK, faces_at, muster_json, only_faces, start};
 
 fn muster() -> Command {
     Command::new(env!("CARGO_BIN_EXE_muster"))
-}
-
-/// Run `muster <args> -f json`, require success and parse what it printed.
-fn muster_json(args: &[&str]) -> serde_json::Value {
-    let out = muster().args(args).args(["-f", "json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "muster {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Start `muster <args>` and read its `listening <face> <udp|tcp> <addr>` lines (`count` of
-/// them) into face → address.
-pub(crate) fn start(args: &[&str], count: usize) -> (Proc, HashMap<String, SocketAddr>) {
-    let mut child = muster()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start muster");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let mut faces = HashMap::new();
-    for _ in 0..count {
-        let line = lines.next().expect("a listening line").expect("utf-8");
-        let parts: Vec<&str> = line.split(' ').collect();
-        assert_eq!(parts.len(), 4, "{line}");
-        assert_eq!(parts[0], "listening", "{line}");
-        faces.insert(parts[1].to_owned(), parts[3].parse().expect("address"));
-    }
-    (Proc(child), faces)
 }
 
 fn http_get(addr: SocketAddr, path: &str) -> String {
@@ -108,6 +65,38 @@ fn wait_listed(http: SocketAddr, names: &[&str]) -> serde_json::Value {
     }
 }
 
+/// Run `muster list -p <protocol> <master>` until it lists `want` (bounded: 20 s); `what`
+/// names the server for the failure.
+fn wait_in_list(protocol: &str, master: &str, want: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = muster()
+            .args([
+                "list",
+                "-p",
+                protocol,
+                "-f",
+                "json",
+                "--timeout",
+                "300ms",
+                master,
+            ])
+            .output()
+            .unwrap();
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if list
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["address"] == want)
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what} not listed: {list}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 fn temp_dir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("muster-e2e-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -118,32 +107,17 @@ fn temp_dir(tag: &str) -> std::path::PathBuf {
 fn emulated_servers_register_with_every_face_and_are_listed() {
     let data = temp_dir("faces");
     let data_s = data.to_string_lossy().to_string();
-    let (_serve, faces) = start(
-        &[
-            "serve",
-            "--data-dir",
-            &data_s,
-            "--gameagent",
-            "127.0.0.1:0",
-            "--gamespy-udp",
-            "127.0.0.1:0",
-            "--gamespy-tcp",
-            "127.0.0.1:0",
-            "--teeworlds07",
-            "127.0.0.1:0",
-            "--teeworlds06",
-            "127.0.0.1:0",
-            "--quake3",
-            "off",
-            "--valve",
-            "off",
-            "--http",
-            "127.0.0.1:0",
-            "--mgmt",
-            "127.0.0.1:0",
-        ],
-        8,
-    );
+    let mut args = vec!["serve", "--data-dir", &data_s];
+    args.extend(only_faces(&[
+        "gameagent",
+        "gamespy-udp",
+        "gamespy-tcp",
+        "teeworlds07",
+        "teeworlds06",
+        "http",
+        "mgmt",
+    ]));
+    let (_serve, faces) = start(&args, 8);
     let http = faces["http"];
     let ga = format!("gameagent:{}", faces["gameagent"]);
     let gs = format!("gamespy:{}", faces["gamespy-udp"]);
@@ -329,36 +303,7 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     // The GameAgent face lists its verified server (by game port) in its `e` list.
     let want = format!("127.0.0.1:{sam_ga_port}");
     let ga_face = faces["gameagent"].to_string();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let out = muster()
-            .args([
-                "list",
-                "-p",
-                "gameagent",
-                "-f",
-                "json",
-                "--timeout",
-                "300ms",
-                &ga_face,
-            ])
-            .output()
-            .unwrap();
-        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        if list
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["address"] == want.as_str())
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "GameAgent server not listed: {list}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_in_list("gameagent", &ga_face, &want, "GameAgent server");
 
     // The GameSpy face lists the UT99 server for `ut`.
     let gamespy_tcp = faces["gamespy-tcp"].to_string();
@@ -396,34 +341,8 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
     // The 0.7 face lists the 0.7-registered server; the 0.6 face the HTTP-registered one.
     // (teeworlds servers choose a master after 3 s, then pass the firewall check).
     let want = format!("127.0.0.1:{tw_port}");
-    let deadline = Instant::now() + Duration::from_secs(20);
     let tw07 = faces["teeworlds07"].to_string();
-    loop {
-        let out = muster()
-            .args([
-                "list",
-                "-p",
-                "teeworlds",
-                "-f",
-                "json",
-                "--timeout",
-                "300ms",
-                &tw07,
-            ])
-            .output()
-            .unwrap();
-        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        if list
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["address"] == want.as_str())
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "0.7 server not listed: {list}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_in_list("teeworlds", &tw07, &want, "0.7 server");
 
     // servers.json carries the DDNet server; a scan of it queries the server itself.
     let scan = muster_json(&[
@@ -453,34 +372,13 @@ fn emulated_servers_register_with_every_face_and_are_listed() {
 fn registry_survives_kill_9() {
     let data = temp_dir("kill9");
     let data_s = data.to_string_lossy().to_string();
-    let args = |http: &str, gs: &str| {
-        vec![
-            "serve".to_owned(),
-            "--data-dir".into(),
-            data_s.clone(),
-            "--gameagent".into(),
-            "off".into(),
-            "--gamespy-udp".into(),
-            gs.to_owned(),
-            "--gamespy-tcp".into(),
-            "off".into(),
-            "--teeworlds07".into(),
-            "off".into(),
-            "--teeworlds06".into(),
-            "off".into(),
-            "--quake3".into(),
-            "off".into(),
-            "--valve".into(),
-            "off".into(),
-            "--http".into(),
-            http.to_owned(),
-            "--mgmt".into(),
-            "off".into(),
-        ]
-    };
-    let a = args("127.0.0.1:0", "127.0.0.1:0");
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let (mut serve, faces) = start(&a, 2);
+    // GameSpy on a fresh port each time, HTTP at `http`.
+    fn args<'a>(data: &'a str, http: &'a str) -> Vec<&'a str> {
+        let mut a = vec!["serve", "--data-dir", data];
+        a.extend(faces_at(&[("gamespy-udp", LOOPBACK), ("http", http)]));
+        a
+    }
+    let (mut serve, faces) = start(&args(&data_s, LOOPBACK), 2);
     let gs = format!("gamespy:{}", faces["gamespy-udp"]);
     let mut emulators = Vec::new();
     let mut names = Vec::new();
@@ -510,9 +408,8 @@ fn registry_survives_kill_9() {
     // is the only loss.
     serve.0.kill().unwrap();
     serve.0.wait().unwrap();
-    let b = args(&faces["http"].to_string(), "127.0.0.1:0");
-    let b: Vec<&str> = b.iter().map(String::as_str).collect();
-    let (_serve2, faces2) = start(&b, 2);
+    let http = faces["http"].to_string();
+    let (_serve2, faces2) = start(&args(&data_s, &http), 2);
     assert_eq!(
         addresses(faces2["http"]),
         before,
@@ -529,32 +426,9 @@ fn sigterm_deletes_the_ddnet_registration_and_serve_drops_it_at_once() {
     use muster_testkit::process::{ChildGuard, ScratchDir};
     let data = temp_dir("goodbye");
     let data_s = data.to_string_lossy().to_string();
-    let (_serve, faces) = start(
-        &[
-            "serve",
-            "--data-dir",
-            &data_s,
-            "--gameagent",
-            "off",
-            "--gamespy-udp",
-            "off",
-            "--gamespy-tcp",
-            "off",
-            "--teeworlds07",
-            "off",
-            "--teeworlds06",
-            "off",
-            "--quake3",
-            "off",
-            "--valve",
-            "off",
-            "--mgmt",
-            "off",
-            "--http",
-            "127.0.0.1:0",
-        ],
-        1,
-    );
+    let mut args = vec!["serve", "--data-dir", &data_s];
+    args.extend(only_faces(&["http"]));
+    let (_serve, faces) = start(&args, 1);
     let http = faces["http"];
     let scratch = ScratchDir::new("e2e-goodbye");
     let port = muster_testkit::free_udp_port().to_string();

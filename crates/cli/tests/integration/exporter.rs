@@ -2,47 +2,17 @@
 //! server of every family probed through HTTP, the text read by a Prometheus text parser; a
 //! dead server; a master's list; bad parameters and the concurrency cap.
 
-use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `muster <args>` and read `count` `listening <what> <udp|tcp> <addr>` lines.
-fn start(args: &[&str], count: usize) -> (Proc, Vec<(String, SocketAddr)>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start muster");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let mut out = Vec::new();
-    for _ in 0..count {
-        let line = lines.next().expect("a listening line").expect("utf-8");
-        let parts: Vec<&str> = line.split(' ').collect();
-        assert_eq!(parts.len(), 4, "{line}");
-        assert_eq!(parts[0], "listening", "{line}");
-        out.push((parts[1].to_owned(), parts[3].parse().expect("address")));
-    }
-    (Proc(child), out)
-}
+use crate::common::{Proc, only_faces, start, start_lines};
 
 fn exporter(extra: &[&str]) -> (Proc, SocketAddr) {
     let mut args = vec!["exporter", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    let (p, l) = start(&args, 1);
+    let (p, l) = start_lines(&args, 1);
     assert_eq!(l[0].0, "exporter");
     (p, l[0].1)
 }
@@ -393,33 +363,9 @@ fn probes_beyond_the_cap_are_503_until_one_ends() {
 fn serve_probes_a_masters_list_and_every_listed_server() {
     let dir = temp_dir("master");
     let data = dir.to_string_lossy().to_string();
-    let (_serve, bound) = start(
-        &[
-            "serve",
-            "--data-dir",
-            &data,
-            "--gameagent",
-            "127.0.0.1:0",
-            "--gamespy-udp",
-            "off",
-            "--gamespy-tcp",
-            "off",
-            "--teeworlds07",
-            "off",
-            "--teeworlds06",
-            "off",
-            "--quake3",
-            "off",
-            "--valve",
-            "off",
-            "--mgmt",
-            "off",
-            "--http",
-            "127.0.0.1:0",
-        ],
-        2,
-    );
-    let faces: HashMap<String, SocketAddr> = bound.into_iter().collect();
+    let mut args = vec!["serve", "--data-dir", &data];
+    args.extend(only_faces(&["gameagent", "http"]));
+    let (_serve, faces) = start(&args, 2);
     let (http, ga) = (faces["http"], faces["gameagent"]);
     let master = format!("gameagent:{ga}");
     let mut servers = Vec::new();
@@ -490,20 +436,8 @@ fn serve_answers_probes_only_to_the_networks_of_probe_from() {
         std::fs::write(&config, format!("[http]\nprobe_from = {probe_from}\n")).unwrap();
         let config = config.to_string_lossy().to_string();
         let mut args = vec!["serve", "--config", &config, "--data-dir", &data];
-        for face in [
-            "--gameagent",
-            "--gamespy-udp",
-            "--gamespy-tcp",
-            "--teeworlds07",
-            "--teeworlds06",
-            "--quake3",
-            "--valve",
-            "--mgmt",
-        ] {
-            args.extend([face, "off"]);
-        }
-        args.extend(["--http", "127.0.0.1:0"]);
-        let (p, bound) = start(&args, 1);
+        args.extend(only_faces(&["http"]));
+        let (p, bound) = start_lines(&args, 1);
         (p, bound[0].1)
     };
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -591,33 +525,9 @@ fn mgmt_frame(json: &str) -> Vec<u8> {
 fn a_management_servers_list_is_exported_as_listed() {
     let dir = temp_dir("mgmt");
     let data = dir.to_string_lossy().to_string();
-    let (_serve, bound) = start(
-        &[
-            "serve",
-            "--data-dir",
-            &data,
-            "--gameagent",
-            "off",
-            "--gamespy-udp",
-            "off",
-            "--gamespy-tcp",
-            "off",
-            "--teeworlds07",
-            "off",
-            "--teeworlds06",
-            "off",
-            "--quake3",
-            "off",
-            "--valve",
-            "off",
-            "--mgmt",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-        ],
-        2,
-    );
-    let faces: HashMap<String, SocketAddr> = bound.into_iter().collect();
+    let mut args = vec!["serve", "--data-dir", &data];
+    args.extend(only_faces(&["mgmt", "http"]));
+    let (_serve, faces) = start(&args, 2);
     let (http, mgmt) = (faces["http"], faces["mgmt"]);
     // A game server registered under a host name, for as long as its connection lives.
     let mut game = TcpStream::connect(mgmt).unwrap();

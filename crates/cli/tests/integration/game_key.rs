@@ -2,60 +2,23 @@
 //! server under (`ddnet`, `serioussamse`, `ut`, …) and its display name, and
 //! `--filter game=` matches that key, not the game type (`gametype=` does that).
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
-
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::common::{Proc, muster_json as json, spawn};
 
 /// `muster emulate --config <farm>`, once it says it listens on all `servers` sockets.
 fn emulate(farm: &std::path::Path, servers: usize) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .arg("emulate")
-        .arg("--config")
-        .arg(farm)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start muster emulate");
-    let out = child.stdout.take().expect("stdout");
-    let lines: Vec<String> = BufReader::new(out)
-        .lines()
-        .take(servers)
-        .map(Result::unwrap)
-        .collect();
+    let (p, lines) = spawn(&["emulate", "--config", farm.to_str().unwrap()]);
+    let lines: Vec<String> = lines.take(servers).map(Result::unwrap).collect();
     assert!(
         lines.len() == servers && lines.iter().all(|l| l.starts_with("listening ")),
         "{lines:?}"
     );
-    Proc(child)
+    p
 }
 
 /// A free game port whose next port is free too (the query port of GameAgent and GameSpy).
 fn port_pair() -> String {
     let pair = muster_testkit::net::udp_consecutive(2);
     pair[0].local_addr().unwrap().port().to_string()
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(args)
-        .args(["-f", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "muster {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// A `[[server]]` of a farm file, playing CTF.

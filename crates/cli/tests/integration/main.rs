@@ -5,6 +5,7 @@ mod addresses;
 mod browse;
 mod browse_web;
 mod cli;
+mod common;
 mod e2e;
 mod exporter;
 mod faults;

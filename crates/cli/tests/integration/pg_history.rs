@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::e2e::{Proc, start};
+use crate::common::{Proc, only_faces, start};
 use crate::postgres::{free_udp_port, http_get, test_database};
 
 fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
@@ -29,34 +29,8 @@ fn wait<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 }
 
 fn serve(url: &str, data: &str) -> (Proc, HashMap<String, SocketAddr>) {
-    let off = [
-        "--gameagent",
-        "off",
-        "--gamespy-tcp",
-        "off",
-        "--teeworlds07",
-        "off",
-        "--teeworlds06",
-        "off",
-        "--quake3",
-        "off",
-        "--valve",
-        "off",
-        "--mgmt",
-        "off",
-    ];
-    let mut args = vec![
-        "serve",
-        "--store",
-        url,
-        "--data-dir",
-        data,
-        "--gamespy-udp",
-        "127.0.0.1:0",
-        "--http",
-        "127.0.0.1:0",
-    ];
-    args.extend(off);
+    let mut args = vec!["serve", "--store", url, "--data-dir", data];
+    args.extend(only_faces(&["gamespy-udp", "http"]));
     start(&args, 2)
 }
 

@@ -9,7 +9,7 @@ use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::e2e::start;
+use crate::common::{faces_at, start};
 
 /// The body of `GET path`, or nothing when the daemon is not there (killed on purpose).
 pub(crate) fn http_get(addr: SocketAddr, path: &str) -> String {
@@ -60,34 +60,10 @@ fn wait_names(http: SocketAddr, want: &[String]) {
     }
 }
 
-fn serve_args(url: &str, data: &str, http: &str, gamespy: &str) -> Vec<String> {
-    [
-        "serve",
-        "--store",
-        url,
-        "--data-dir",
-        data,
-        "--gameagent",
-        "off",
-        "--gamespy-udp",
-        gamespy,
-        "--gamespy-tcp",
-        "off",
-        "--teeworlds07",
-        "off",
-        "--teeworlds06",
-        "off",
-        "--quake3",
-        "off",
-        "--valve",
-        "off",
-        "--http",
-        http,
-        "--mgmt",
-        "off",
-    ]
-    .map(str::to_owned)
-    .to_vec()
+fn serve_args<'a>(url: &'a str, data: &'a str, http: &'a str, gamespy: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["serve", "--store", url, "--data-dir", data];
+    args.extend(faces_at(&[("gamespy-udp", gamespy), ("http", http)]));
+    args
 }
 
 /// A fresh database named `{prefix}_{pid}` on the cluster `MUSTER_TEST_PG_URL` names, as a
@@ -129,15 +105,12 @@ fn two_serve_processes_share_one_registry_through_kill_9() {
         tmp.join(format!("muster-pg-b-{}", std::process::id())),
     );
     let (da_s, db_s) = (da.display().to_string(), db.display().to_string());
-    fn refs(v: &[String]) -> Vec<&str> {
-        v.iter().map(String::as_str).collect()
-    }
 
     // A takes GameSpy heartbeats; B has only its HTTP face.
     let a_args = serve_args(&url, &da_s, "127.0.0.1:0", "127.0.0.1:0");
-    let (a, a_faces) = start(&refs(&a_args), 2);
+    let (a, a_faces) = start(&a_args, 2);
     let b_args = serve_args(&url, &db_s, "127.0.0.1:0", "off");
-    let (_b, b_faces) = start(&refs(&b_args), 1);
+    let (_b, b_faces) = start(&b_args, 1);
     let master = format!("gamespy:{}", a_faces["gamespy-udp"]);
     let mut emulators = Vec::new();
     let mut want = Vec::new();
@@ -169,7 +142,7 @@ fn two_serve_processes_share_one_registry_through_kill_9() {
 
     // A restarts on the same database and lists the same servers.
     let a2_args = serve_args(&url, &da_s, "127.0.0.1:0", "127.0.0.1:0");
-    let (_a2, a2_faces) = start(&refs(&a2_args), 2);
+    let (_a2, a2_faces) = start(&a2_args, 2);
     wait_names(a2_faces["http"], &want);
     drop(emulators);
     let _ = std::fs::remove_dir_all(&da);

@@ -2,56 +2,27 @@
 //! by `muster query`, a master played by the test (a UDP socket) listed by `muster list` and
 //! `muster scan`, and the emulated server's heartbeat and challenge answer seen by that master.
 
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use muster_proto::quake3::packet::{Packet, ServerList};
 
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::common::{Proc, muster_json as json, spawn};
 
 fn muster() -> Command {
     Command::new(env!("CARGO_BIN_EXE_muster"))
 }
 
-/// `muster <args> -f json`: success required, the JSON it printed.
-fn json(args: &[&str]) -> serde_json::Value {
-    let out = muster().args(args).args(["-f", "json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "muster {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// `muster emulate -p quake3 --port 0 <args>`: the process and the address it listens on.
 fn emulate(args: &[&str]) -> (Proc, SocketAddr) {
-    let mut child = muster()
-        .args(["emulate", "-p", "quake3", "--port", "0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start muster emulate");
-    let stdout = child.stdout.take().expect("stdout");
-    let line = BufReader::new(stdout)
-        .lines()
-        .next()
-        .expect("a listening line")
-        .expect("utf-8");
+    let mut all = vec!["emulate", "-p", "quake3", "--port", "0"];
+    all.extend(args);
+    let (p, mut lines) = spawn(&all);
+    let line = lines.next().expect("a listening line").expect("utf-8");
     let parts: Vec<&str> = line.split(' ').collect();
     assert_eq!(parts[..3], ["listening", "quake3", "udp"], "{line}");
-    (Proc(child), parts[3].parse().expect("address"))
+    (p, parts[3].parse().expect("address"))
 }
 
 /// A master played by the test: a socket on `bind`.

@@ -3,20 +3,10 @@
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn muster(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run muster")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use crate::common::{LOOPBACK, Proc, faces_at, run as muster, text};
 
 fn fresh_dir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("muster-ux-{tag}-{}", std::process::id()));
@@ -25,39 +15,12 @@ fn fresh_dir(tag: &str) -> std::path::PathBuf {
     d
 }
 
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `muster serve` with only HTTP and (when `mgmt`) the management face, on free loopback
 /// ports; its `listening` lines, then its notes up to the last registration hint.
 fn serve(dir: &std::path::Path, mgmt: bool) -> (Proc, Vec<String>) {
-    let mut args = vec![
-        "serve",
-        "--http",
-        "127.0.0.1:0",
-        "--mgmt",
-        if mgmt { "127.0.0.1:0" } else { "off" },
-        "--data-dir",
-        dir.to_str().unwrap(),
-    ];
-    for face in [
-        "--gameagent",
-        "--gamespy-udp",
-        "--gamespy-tcp",
-        "--teeworlds07",
-        "--teeworlds06",
-        "--quake3",
-        "--valve",
-    ] {
-        args.extend([face, "off"]);
-    }
+    let mut args = vec!["serve", "--data-dir", dir.to_str().unwrap()];
+    let mgmt_at = if mgmt { LOOPBACK } else { "off" };
+    args.extend(faces_at(&[("http", LOOPBACK), ("mgmt", mgmt_at)]));
     let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
         .args(&args)
         .env_remove("RUST_LOG")

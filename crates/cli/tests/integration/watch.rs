@@ -148,7 +148,7 @@ fn teeworlds(s: ServerState) -> LiveServer {
 }
 
 /// A running `muster watch`; its stdout lines arrive on a channel. Killed on drop.
-struct Watch {
+pub(super) struct Watch {
     child: Child,
     lines: Receiver<String>,
     /// Every line seen, in order.
@@ -157,7 +157,9 @@ struct Watch {
 }
 
 impl Watch {
-    fn start(args: &[&str]) -> Self {
+    /// Start `muster watch <args>` with stdin closed: the child, its stdout lines on a channel as
+    /// they come, and its stderr gathered as it comes.
+    pub(super) fn spawn(args: &[&str]) -> (Child, Receiver<String>, Arc<Mutex<String>>) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
             .arg("watch")
             .args(args)
@@ -189,6 +191,11 @@ impl Watch {
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
+        (child, lines, stderr)
+    }
+
+    fn start(args: &[&str]) -> Self {
+        let (child, lines, stderr) = Self::spawn(args);
         Self {
             child,
             lines,
@@ -330,8 +337,18 @@ impl Webhook {
 
 /// The Content-Type and body of one HTTP/1.1 request.
 fn read_request(stream: &mut std::net::TcpStream) -> Option<(String, String)> {
+    let (_, content_type, body) = read_http_request(stream)?;
+    Some((content_type, String::from_utf8(body).ok()?))
+}
+
+/// One HTTP/1.1 request: its request line, Content-Type and body.
+pub(super) fn read_http_request(
+    stream: &mut std::net::TcpStream,
+) -> Option<(String, String, Vec<u8>)> {
     stream.set_read_timeout(Some(WAIT_LIMIT)).ok()?;
     let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut first = String::new();
+    reader.read_line(&mut first).ok()?;
     let mut content_type = String::new();
     let mut length = 0usize;
     loop {
@@ -353,7 +370,7 @@ fn read_request(stream: &mut std::net::TcpStream) -> Option<(String, String)> {
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body).ok()?;
-    Some((content_type, String::from_utf8(body).ok()?))
+    Some((first, content_type, body))
 }
 
 /// One gameagent server driven through every event kind, with `--exec` and `--webhook`.
@@ -610,15 +627,22 @@ fn masters_are_listed_again_and_files_keep_their_addresses() {
     assert!(rest.is_empty(), "nothing else: {rest:?}");
 }
 
-#[test]
-fn help_explains_the_flags_and_lists_every_event_kind() {
+/// `muster watch --help` succeeds and names each of `needles`.
+pub(super) fn assert_help_names(needles: &[&str]) {
     let o = Command::new(env!("CARGO_BIN_EXE_muster"))
         .args(["watch", "--help"])
         .output()
         .unwrap();
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
-    for needle in [
+    for needle in needles {
+        assert!(text.contains(needle), "help lacks {needle}:\n{text}");
+    }
+}
+
+#[test]
+fn help_explains_the_flags_and_lists_every_event_kind() {
+    assert_help_names(&[
         "--interval",
         "--friend",
         "--exec",
@@ -642,9 +666,7 @@ fn help_explains_the_flags_and_lists_every_event_kind() {
         "slot_free",
         "friend_online",
         "friend_offline",
-    ] {
-        assert!(text.contains(needle), "help lacks {needle}:\n{text}");
-    }
+    ]);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! The tests wait (bounded by [`WAIT_LIMIT`]) for what they expect; the only durations
 //! asserted are lower bounds a service asked for (a 429's wait).
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use muster_testkit::process::ScratchDir;
 use serde_json::{Value, json};
 
-use super::watch::{FAST, WAIT_LIMIT, gameagent, player, state, wait_for};
+use super::watch::{
+    FAST, WAIT_LIMIT, assert_help_names, gameagent, player, read_http_request, state, wait_for,
+};
 
 /// A running `muster watch -f ndjson`; killed on drop.
 struct Watch {
@@ -27,39 +29,10 @@ struct Watch {
 
 impl Watch {
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
-            .arg("watch")
-            .args(args)
-            .args(["-f", "ndjson"])
-            .args(FAST)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start muster watch");
-        let (tx, lines) = std::sync::mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (mut pipe, log) = (child.stderr.take().unwrap(), stderr.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                log.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        let mut all = args.to_vec();
+        all.extend(["-f", "ndjson"]);
+        all.extend(FAST);
+        let (child, lines, stderr) = super::watch::Watch::spawn(&all);
         Self {
             child,
             lines,
@@ -69,6 +42,13 @@ impl Watch {
 
     fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// `muster watch` of the GameAgent server at `address` alone, with `extra` flags.
+    fn gameagent(address: &str, extra: &[&str]) -> Self {
+        let mut args = vec![address, "-p", "gameagent", "--given-port-only"];
+        args.extend(extra);
+        Self::start(&args)
     }
 
     /// The next `n` events, which must be of the kinds `want` (in any order within).
@@ -204,34 +184,10 @@ fn json_reply(status: u16, body: Value) -> Reply {
 }
 
 fn read_request(stream: &mut TcpStream) -> Option<Req> {
-    stream.set_read_timeout(Some(WAIT_LIMIT)).ok()?;
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let mut first = String::new();
-    reader.read_line(&mut first).ok()?;
+    let (first, content_type, body) = read_http_request(stream)?;
     let mut parts = first.split_whitespace();
     let method = parts.next()?.to_owned();
     let target = parts.next()?.to_owned();
-    let mut content_type = String::new();
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            match k.trim().to_ascii_lowercase().as_str() {
-                "content-type" => content_type = v.trim().to_owned(),
-                "content-length" => length = v.trim().parse().ok()?,
-                _ => {}
-            }
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body).ok()?;
     Some(Req {
         method,
         target,
@@ -336,18 +292,11 @@ fn every_service_gets_every_event_once_in_order_and_429s_are_honoured() {
         format!("ntfy:{}/alerts", ntfy.base),
         format!("json:{}/hook", hook.base),
     ];
-    let mut args = vec![
-        &address[..],
-        "-p",
-        "gameagent",
-        "--given-port-only",
-        "--friend",
-        "bob",
-    ];
+    let mut args = vec!["--friend", "bob"];
     for s in &specs {
         args.extend(["--notify", s]);
     }
-    let watch = Watch::start(&args);
+    let watch = Watch::gameagent(&address, &args);
     let mut events = watch.expect(&["server_up", "friend_online"]);
     server.change(|s| s.players.retain(|p| p.name != "Carl"));
     events.extend(watch.expect(&["player_left", "slot_free"]));
@@ -494,14 +443,7 @@ fn a_retry_after_date_is_honoured() {
     let server = gameagent(state("Alpha", "Map1", 8, &[]));
     let address = server.addr.to_string();
     let spec = format!("slack:{}/services/T0/B0/X0", slack.base);
-    let watch = Watch::start(&[
-        address.as_str(),
-        "-p",
-        "gameagent",
-        "--given-port-only",
-        "--notify",
-        spec.as_str(),
-    ]);
+    let watch = Watch::gameagent(&address, &["--notify", spec.as_str()]);
     watch.expect(&["server_up"]);
     wait_for("the message sent again", || slack.requests().len() >= 2);
     let r = slack.requests();
@@ -551,10 +493,6 @@ fn status_messages_are_edited_in_place_and_across_restarts() {
     let d = format!("discord:{}/api/webhooks/1/tok", discord.base);
     let t = format!("telegram:{}/bot1:T?chat_id=42", telegram.base);
     let args = [
-        address.as_str(),
-        "-p",
-        "gameagent",
-        "--given-port-only",
         "--notify",
         d.as_str(),
         "--notify",
@@ -563,7 +501,7 @@ fn status_messages_are_edited_in_place_and_across_restarts() {
         "--state-file",
         state_arg.as_str(),
     ];
-    let watch = Watch::start(&args);
+    let watch = Watch::gameagent(&address, &args);
     watch.expect(&["server_up"]);
     server.change(|s| s.map = "Map2".into());
     watch.expect(&["map_changed"]);
@@ -622,7 +560,7 @@ fn status_messages_are_edited_in_place_and_across_restarts() {
 
     // Again, with the ids kept: the first update is an edit.
     let (d_before, t_before) = (discord.requests().len(), telegram.requests().len());
-    let watch = Watch::start(&args);
+    let watch = Watch::gameagent(&address, &args);
     watch.expect(&["server_up"]);
     wait_for("the restart's update", || {
         discord.requests().len() > d_before && telegram.requests().len() > t_before
@@ -648,14 +586,7 @@ fn a_hanging_notifier_never_delays_polling() {
     let server = gameagent(state("Alpha", "m0", 8, &[]));
     let address = server.addr.to_string();
     let spec = format!("discord:{}/api/webhooks/1/tok", hang.base);
-    let watch = Watch::start(&[
-        address.as_str(),
-        "-p",
-        "gameagent",
-        "--given-port-only",
-        "--notify",
-        spec.as_str(),
-    ]);
+    let watch = Watch::gameagent(&address, &["--notify", spec.as_str()]);
     watch.expect(&["server_up"]);
     wait_for("the notifier's request", || !hang.requests().is_empty());
     let start = Instant::now();
@@ -681,18 +612,17 @@ fn when_filters_what_is_reported_and_bad_flags_say_where() {
     let server = gameagent(state("Alpha", "Map1", 8, &["Ann"]));
     let address = server.addr.to_string();
     let spec = format!("json:{}/hook", hook.base);
-    let watch = Watch::start(&[
-        address.as_str(),
-        "-p",
-        "gameagent",
-        "--given-port-only",
-        "--notify",
-        spec.as_str(),
-        "--when",
-        "players>=3 and player_joined",
-        "--when",
-        "map_changed or (server_up and players<2)",
-    ]);
+    let watch = Watch::gameagent(
+        &address,
+        &[
+            "--notify",
+            spec.as_str(),
+            "--when",
+            "players>=3 and player_joined",
+            "--when",
+            "map_changed or (server_up and players<2)",
+        ],
+    );
     // server_up with one player matches `players<2`.
     watch.expect(&["server_up"]);
     // Two join at once: each join is reported with the count after it, 3.
@@ -845,13 +775,7 @@ format = "ndjson"
 
 #[test]
 fn help_explains_notifiers_status_messages_conditions_and_config() {
-    let o = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(["watch", "--help"])
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let text = String::from_utf8_lossy(&o.stdout);
-    for needle in [
+    assert_help_names(&[
         "--notify",
         "discord",
         "slack",
@@ -863,7 +787,5 @@ fn help_explains_notifiers_status_messages_conditions_and_config() {
         "--when",
         "--config",
         "players>=8",
-    ] {
-        assert!(text.contains(needle), "help lacks {needle}:\n{text}");
-    }
+    ]);
 }
