@@ -20,10 +20,8 @@
 //! GameDig `css` with `requestRules`, Muster `-p a2s` (which always asks all three).
 
 use std::fmt::Write as _;
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -478,36 +476,8 @@ fn farm_toml(args: &ScanArgs, chars: usize) -> String {
 
 /// Starts `muster emulate` and waits until every server is bound.
 fn start_farm(muster: &Path, config: &Path, servers: usize) -> anyhow::Result<KillOnDrop> {
-    let mut child = Command::new(muster)
-        .arg("emulate")
-        .arg("--config")
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting muster emulate")?;
-    let stdout = child
-        .stdout
-        .take()
-        .context("no stdout from muster emulate")?;
-    let guard = KillOnDrop(child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut bound = 0usize;
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.starts_with("listening ") {
-                bound += 1;
-                if bound == servers {
-                    let _ = tx.send(());
-                }
-            }
-        }
-    });
-    rx.recv_timeout(FARM_START_LIMIT)
-        .map_err(|_| anyhow::anyhow!("muster emulate exited or did not report every server listening within {} s (see its messages above)", FARM_START_LIMIT.as_secs()))?;
-    Ok(guard)
+    procs::start_farm(muster, config, servers, Stdio::inherit(), FARM_START_LIMIT)?
+        .with_context(|| format!("muster emulate exited or did not report every server listening within {} s (see its messages above)", FARM_START_LIMIT.as_secs()))
 }
 
 fn ratio(a: f64, b: f64) -> String {
