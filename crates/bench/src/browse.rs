@@ -32,11 +32,9 @@
 //! `--memory-wait` while its first query round goes out, and VmHWM read at the end.
 
 use std::fmt::Write as _;
-use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -357,38 +355,25 @@ fn start_master(muster: &Path, dir: &Path, tag: &str) -> anyhow::Result<(KillOnD
          egress_bytes_per_sec = 1073741824\nservers_per_source = 100000\n\n\
          [poller]\nenabled = false\n\n[quake3]\nallow_loopback = true\n",
     )?;
-    let mut child = Command::new(muster)
-        .arg("serve")
+    let mut cmd = Command::new(muster);
+    cmd.arg("serve")
         .arg("--config")
         .arg(&config)
         .arg("--data-dir")
         .arg(&data)
         .arg("-q")
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(data.join("stderr"))?)
-        .spawn()
-        .context("starting muster serve")?;
-    let stdout = child.stdout.take().context("no stdout from muster serve")?;
-    let guard = KillOnDrop(child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(a) = line.strip_prefix("listening quake3 udp ")
-                && let Ok(a) = a.trim().parse::<SocketAddr>()
-            {
-                let _ = tx.send(a);
-            }
-        }
-    });
-    let addr = rx.recv_timeout(SETUP_LIMIT).map_err(|_| {
-        anyhow::anyhow!(
+        .stderr(std::fs::File::create(data.join("stderr"))?);
+    procs::spawn_until_ready(cmd, "muster serve", SETUP_LIMIT, |line| {
+        line.strip_prefix("listening quake3 udp ")
+            .and_then(|a| a.trim().parse::<SocketAddr>().ok())
+    })?
+    .with_context(|| {
+        format!(
             "muster serve ({tag}) did not report its Quake III face (see {})",
             data.join("stderr").display()
         )
-    })?;
-    Ok((guard, addr))
+    })
 }
 
 /// The farm: `servers` ioquake3 servers, even ones registering with `a`, odd ones with `b`.
@@ -421,40 +406,13 @@ fn farm_toml(servers: usize, base_port: u16, a: SocketAddr, b: SocketAddr) -> St
 fn start_farm(muster: &Path, config: &Path, servers: usize) -> anyhow::Result<KillOnDrop> {
     // One log line per registration: kept in a file beside the farm.
     let log = config.with_extension("stderr");
-    let mut child = Command::new(muster)
-        .arg("emulate")
-        .arg("--config")
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log)?)
-        .spawn()
-        .context("starting muster emulate")?;
-    let stdout = child
-        .stdout
-        .take()
-        .context("no stdout from muster emulate")?;
-    let guard = KillOnDrop(child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut bound = 0usize;
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.starts_with("listening ") {
-                bound += 1;
-                if bound == servers {
-                    let _ = tx.send(());
-                }
-            }
-        }
-    });
-    rx.recv_timeout(SETUP_LIMIT).map_err(|_| {
-        anyhow::anyhow!(
+    let stderr = std::fs::File::create(&log)?;
+    procs::start_farm(muster, config, servers, stderr.into(), SETUP_LIMIT)?.with_context(|| {
+        format!(
             "muster emulate did not bind every server (see {})",
             log.display()
         )
-    })?;
-    Ok(guard)
+    })
 }
 
 /// Servers `muster list` reads from the Quake III master at `addr`.

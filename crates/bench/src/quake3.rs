@@ -160,25 +160,20 @@ async fn register(
     master: SocketAddr,
     heartbeat: &[u8],
 ) -> anyhow::Result<u32> {
-    let mut buf = [0u8; 2048];
-    for attempt in 0..ATTEMPTS {
-        sock.send_to(heartbeat, master).await?;
-        let deadline = tokio::time::Instant::now() + GETINFO_WAIT;
-        while let Ok(got) = tokio::time::timeout_at(deadline, sock.recv_from(&mut buf)).await {
-            let (n, from) = got?;
-            if from != master {
-                continue;
-            }
-            if let Ok(Packet::GetInfo {
+    let got = side::ask_until_answered(sock, master, heartbeat, ATTEMPTS, GETINFO_WAIT, |d| {
+        match Packet::decode(d) {
+            Ok(Packet::GetInfo {
                 challenge: Some(challenge),
-            }) = Packet::decode(buf.get(..n).unwrap_or_default())
-            {
-                sock.send_to(&info_response(i, &challenge)?, master).await?;
-                return Ok(attempt);
-            }
+            }) => Some(challenge),
+            _ => None,
         }
-    }
-    bail!("no getinfo for server {i}")
+    })
+    .await?;
+    let Some((attempt, challenge)) = got else {
+        bail!("no getinfo for server {i}")
+    };
+    sock.send_to(&info_response(i, &challenge)?, master).await?;
+    Ok(attempt)
 }
 
 /// Starts dpmaster on loopback with room for `max` servers and waits until it answers a list.

@@ -20,10 +20,8 @@
 //! GameDig `css` with `requestRules`, Muster `-p a2s` (which always asks all three).
 
 use std::fmt::Write as _;
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -478,36 +476,8 @@ fn farm_toml(args: &ScanArgs, chars: usize) -> String {
 
 /// Starts `muster emulate` and waits until every server is bound.
 fn start_farm(muster: &Path, config: &Path, servers: usize) -> anyhow::Result<KillOnDrop> {
-    let mut child = Command::new(muster)
-        .arg("emulate")
-        .arg("--config")
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting muster emulate")?;
-    let stdout = child
-        .stdout
-        .take()
-        .context("no stdout from muster emulate")?;
-    let guard = KillOnDrop(child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut bound = 0usize;
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.starts_with("listening ") {
-                bound += 1;
-                if bound == servers {
-                    let _ = tx.send(());
-                }
-            }
-        }
-    });
-    rx.recv_timeout(FARM_START_LIMIT)
-        .map_err(|_| anyhow::anyhow!("muster emulate exited or did not report every server listening within {} s (see its messages above)", FARM_START_LIMIT.as_secs()))?;
-    Ok(guard)
+    procs::start_farm(muster, config, servers, Stdio::inherit(), FARM_START_LIMIT)?
+        .with_context(|| format!("muster emulate exited or did not report every server listening within {} s (see its messages above)", FARM_START_LIMIT.as_secs()))
 }
 
 fn ratio(a: f64, b: f64) -> String {
@@ -1018,6 +988,31 @@ fn print_table(args: &ScanArgs, summaries: &[Summary], limit: Option<f64>) {
 mod tests {
     use super::*;
 
+    /// The arguments of a farm of `servers` `protocol` servers from port 10000, loss 0.1.
+    fn test_args(protocol: ScanProtocol, servers: usize, players: Option<usize>) -> ScanArgs {
+        ScanArgs {
+            protocol,
+            servers,
+            loss: 0.1,
+            players,
+            peers: Vec::new(),
+            muster_timeout: None,
+            muster_retries: None,
+            muster_rate: "0".to_owned(),
+            base_port: 10_000,
+            seed: 1,
+            runs: 1,
+            write_farm: None,
+        }
+    }
+
+    /// The servers `muster emulate` makes of the farm file for `args` (names of `chars`).
+    fn farm_servers(args: &ScanArgs, chars: usize) -> Vec<muster_server::farm::FarmServer> {
+        let text = farm_toml(args, chars);
+        let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
+        farm.expand().unwrap()
+    }
+
     #[test]
     fn replies_are_two_datagrams() {
         let chars = pick_name_len(10_000, 20, 16).unwrap();
@@ -1030,23 +1025,7 @@ mod tests {
 
     #[test]
     fn farm_file_parses() {
-        let args = ScanArgs {
-            protocol: ScanProtocol::Gamespy1,
-            servers: 3,
-            loss: 0.1,
-            players: Some(4),
-            peers: Vec::new(),
-            muster_timeout: None,
-            muster_retries: None,
-            muster_rate: "0".to_owned(),
-            base_port: 10_000,
-            seed: 1,
-            runs: 1,
-            write_farm: None,
-        };
-        let text = farm_toml(&args, 10);
-        let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
-        let servers = farm.expand().unwrap();
+        let servers = farm_servers(&test_args(ScanProtocol::Gamespy1, 3, Some(4)), 10);
         assert_eq!(servers.len(), 3);
         assert_eq!(servers[2].state.players.len(), 4);
         assert_eq!(
@@ -1057,23 +1036,8 @@ mod tests {
 
     #[test]
     fn quake3_farm_uses_one_port_per_server_and_one_datagram_per_status() {
-        let args = ScanArgs {
-            protocol: ScanProtocol::Quake3,
-            servers: 3,
-            loss: 0.1,
-            players: Some(16),
-            peers: Vec::new(),
-            muster_timeout: None,
-            muster_retries: None,
-            muster_rate: "0".to_owned(),
-            base_port: 10_000,
-            seed: 1,
-            runs: 1,
-            write_farm: None,
-        };
-        let text = farm_toml(&args, QUAKE3_NAME_CHARS);
-        let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
-        let servers = farm.expand().unwrap();
+        let args = test_args(ScanProtocol::Quake3, 3, Some(16));
+        let servers = farm_servers(&args, QUAKE3_NAME_CHARS);
         assert_eq!(servers.len(), 3);
         assert_eq!(servers[2].state.game_port, 10_002);
         assert_eq!(servers[2].state.players.len(), 16);
@@ -1098,29 +1062,10 @@ mod tests {
         assert_eq!(players.len(), 16);
     }
 
-    fn a2s_args(servers: usize) -> ScanArgs {
-        ScanArgs {
-            protocol: ScanProtocol::A2s,
-            servers,
-            loss: 0.1,
-            players: None,
-            peers: Vec::new(),
-            muster_timeout: None,
-            muster_retries: None,
-            muster_rate: "0".to_owned(),
-            base_port: 10_000,
-            seed: 1,
-            runs: 1,
-            write_farm: None,
-        }
-    }
-
     #[test]
     fn a2s_farm_splits_rules_in_three_and_challenges_every_other_info() {
-        let args = a2s_args(4);
-        let text = farm_toml(&args, A2S_NAME_CHARS);
-        let farm = muster_server::farm::FarmSpec::from_toml(&text).unwrap();
-        let servers = farm.expand().unwrap();
+        let args = test_args(ScanProtocol::A2s, 4, None);
+        let servers = farm_servers(&args, A2S_NAME_CHARS);
         assert_eq!(servers.len(), 4);
         for (i, server) in servers.iter().enumerate() {
             assert_eq!(server.state.game_port, 10_000 + i as u16);
@@ -1142,21 +1087,20 @@ mod tests {
                 "server {i}"
             );
         }
-        check_a2s_farm(&text, 30).unwrap();
+        check_a2s_farm(&farm_toml(&args, A2S_NAME_CHARS), 30).unwrap();
     }
 
     #[test]
     fn a2s_farm_check_refuses_a_farm_whose_players_need_a_split() {
         // 60 players no longer fit one PLAYER datagram: the bench must refuse to start.
-        let mut args = a2s_args(2);
-        args.players = Some(60);
+        let args = test_args(ScanProtocol::A2s, 2, Some(60));
         let err = check_a2s_farm(&farm_toml(&args, A2S_NAME_CHARS), 60).unwrap_err();
         assert!(err.to_string().contains("player_datagrams: 2"), "{err}");
     }
 
     #[test]
     fn a2s_answers_count_only_when_every_player_and_rule_came() {
-        let args = a2s_args(1);
+        let args = test_args(ScanProtocol::A2s, 1, None);
         let rules: serde_json::Map<String, serde_json::Value> = (0..A2S_RULES)
             .map(|r| (format!("{A2S_RULE_PREFIX}{r:03}"), "v".into()))
             .chain([("gamedir".to_owned(), "cstrike".into())])

@@ -173,6 +173,33 @@ pub(crate) fn free_udp_port() -> anyhow::Result<u16> {
     Ok(StdUdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// Sends `ask` to `master` at most `attempts` times, each time waiting up to `wait` for a
+/// datagram from `master` that `answer` accepts (others are passed over). Returns the attempt
+/// that got it (0 for the first) with what `answer` made of it; `None` when none did.
+pub(crate) async fn ask_until_answered<T>(
+    sock: &UdpSocket,
+    master: SocketAddr,
+    ask: &[u8],
+    attempts: u32,
+    wait: Duration,
+    mut answer: impl FnMut(&[u8]) -> Option<T>,
+) -> anyhow::Result<Option<(u32, T)>> {
+    let mut buf = [0u8; 2048];
+    for attempt in 0..attempts {
+        sock.send_to(ask, master).await?;
+        let deadline = tokio::time::Instant::now() + wait;
+        while let Ok(got) = tokio::time::timeout_at(deadline, sock.recv_from(&mut buf)).await {
+            let (n, from) = got?;
+            if from == master
+                && let Some(value) = answer(buf.get(..n).unwrap_or_default())
+            {
+                return Ok(Some((attempt, value)));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Polls the family's first list until it answers (the peer is up), `limit` at most; `proc`
 /// exiting first is an error naming its output in `dir`.
 pub(crate) async fn wait_answering<F: Family + ?Sized>(
@@ -1081,5 +1108,46 @@ mod tests {
             ..Run::default()
         };
         assert_eq!(preallocated.bytes_per_server(1000), 300.0 * 1024.0 / 1000.0);
+    }
+
+    #[tokio::test]
+    async fn the_first_accepted_reply_from_the_master_ends_the_asking() {
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let master = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let other = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let to = client.local_addr().unwrap();
+        let addr = master.local_addr().unwrap();
+        let fake = async {
+            let mut buf = [0u8; 64];
+            let (n, _) = master.recv_from(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"ask");
+            other.send_to(b"yes 1", to).await.unwrap(); // not from the master
+            master.send_to(b"no", to).await.unwrap(); // refused
+            master.send_to(b"yes 2", to).await.unwrap();
+        };
+        let asking = ask_until_answered(&client, addr, b"ask", 3, Duration::from_secs(30), |d| {
+            d.strip_prefix(b"yes ").map(<[u8]>::to_vec)
+        });
+        let ((), got) = tokio::join!(fake, asking);
+        assert_eq!(got.unwrap(), Some((0, b"2".to_vec())));
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_ask_is_sent_attempts_times_then_gives_none() {
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let master = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = master.local_addr().unwrap();
+        let got = ask_until_answered(&client, addr, b"ask", 2, Duration::from_millis(20), |_| {
+            Some(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(got, None);
+        let mut buf = [0u8; 64];
+        let mut asks = 0;
+        while master.try_recv_from(&mut buf).is_ok() {
+            asks += 1;
+        }
+        assert_eq!(asks, 2);
     }
 }

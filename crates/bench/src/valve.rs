@@ -90,24 +90,17 @@ async fn register(i: usize, sock: &UdpSocket, master: SocketAddr) -> anyhow::Res
         server_challenge: Some(own),
     })
     .encode();
-    let mut buf = [0u8; 512];
-    for attempt in 0..ATTEMPTS {
-        sock.send_to(&ask, master).await?;
-        let deadline = tokio::time::Instant::now() + CHALLENGE_WAIT;
-        while let Ok(got) = tokio::time::timeout_at(deadline, sock.recv_from(&mut buf)).await {
-            let (n, from) = got?;
-            if from != master {
-                continue;
-            }
-            if let Ok(reply) = ChallengeReply::decode(buf.get(..n).unwrap_or_default())
-                && reply.server_challenge.is_none_or(|s| s == own)
-            {
-                sock.send_to(&heartbeat(i, reply.challenge), master).await?;
-                return Ok(attempt);
-            }
-        }
-    }
-    bail!("no challenge for server {i}")
+    let got = side::ask_until_answered(sock, master, &ask, ATTEMPTS, CHALLENGE_WAIT, |d| {
+        ChallengeReply::decode(d)
+            .ok()
+            .filter(|reply| reply.server_challenge.is_none_or(|s| s == own))
+    })
+    .await?;
+    let Some((attempt, reply)) = got else {
+        bail!("no challenge for server {i}")
+    };
+    sock.send_to(&heartbeat(i, reply.challenge), master).await?;
+    Ok(attempt)
 }
 
 /// Reads a whole list from `master`: pages until `expect` entries came (when known), a page

@@ -280,7 +280,8 @@ struct Bench<F: Family> {
 }
 
 impl<F: Family> Bench<F> {
-    fn datagram(&mut self, from: SocketAddr, data: &[u8]) -> Outbox {
+    /// Runs `step` on the face with the current snapshot and registry; returns what it sent.
+    fn on_face(&mut self, step: impl FnOnce(&mut F::Face, &mut Cx<'_>)) -> Outbox {
         let view = self.handle.snapshot();
         let mut out = Outbox::default();
         let mut w = self.handle.lazy_writer();
@@ -291,22 +292,16 @@ impl<F: Family> Bench<F> {
             registry: &mut w,
             out: &mut out,
         };
-        self.face.on_datagram(&mut cx, 0, from, data);
+        step(&mut self.face, &mut cx);
         out
     }
 
+    fn datagram(&mut self, from: SocketAddr, data: &[u8]) -> Outbox {
+        self.on_face(|face, cx| face.on_datagram(cx, 0, from, data))
+    }
+
     fn timeout(&mut self) {
-        let view = self.handle.snapshot();
-        let mut out = Outbox::default();
-        let mut w = self.handle.lazy_writer();
-        let mut cx = Cx {
-            now: self.now,
-            wall: self.wall,
-            view: &view,
-            registry: &mut w,
-            out: &mut out,
-        };
-        self.face.on_timeout(&mut cx);
+        self.on_face(|face, cx| face.on_timeout(cx));
     }
 
     fn advance(&mut self, d: Duration) {

@@ -1422,32 +1422,34 @@ fn pass(ok: bool) -> String {
     if ok { "pass" } else { "FAIL" }.to_owned()
 }
 
+/// A goal row for `listed` (face, servers listed, servers wanted): passed when every face
+/// listed all it should.
+fn listed_row(goal: String, listed: &[(String, usize, usize)]) -> Vec<String> {
+    vec![
+        goal,
+        listed
+            .iter()
+            .map(|(f, g, w)| format!("{f} {g}/{w}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        pass(listed.iter().all(|(_, g, w)| g >= w)),
+    ]
+}
+
 fn print_goals(sizes: &[SizeResult], vs: Option<&VsResult>) {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let big = sizes.iter().max_by_key(|s| s.n);
     let small = sizes.iter().min_by_key(|s| s.n);
     if let Some(b) = big {
         let at = format!("at {}", b.n);
-        let listed_ok = b.listed.iter().all(|(_, g, w)| g >= w);
-        rows.push(vec![
+        rows.push(listed_row(
             format!("every server listed after registration ({at})"),
-            b.listed
-                .iter()
-                .map(|(f, g, w)| format!("{f} {g}/{w}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            pass(listed_ok),
-        ]);
-        let end_ok = b.listed_end.iter().all(|(_, g, w)| g >= w);
-        rows.push(vec![
+            &b.listed,
+        ));
+        rows.push(listed_row(
             format!("  … and at the end, probe servers included ({at})"),
-            b.listed_end
-                .iter()
-                .map(|(f, g, w)| format!("{f} {g}/{w}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            pass(end_ok),
-        ]);
+            &b.listed_end,
+        ));
         let reg = b.reg_ok as f64 / b.reg_secs.max(1e-9);
         rows.push(vec![
             format!("registrations ≥ 20,000/s ({at})"),
@@ -1584,7 +1586,7 @@ fn print_goals(sizes: &[SizeResult], vs: Option<&VsResult>) {
 
 #[cfg(test)]
 mod tests {
-    use super::paired_ratio;
+    use super::{listed_row, paired_ratio};
 
     #[test]
     fn paired_ratio_and_its_interval() {
@@ -1599,5 +1601,16 @@ mod tests {
         // Equal ratios: no spread.
         let (m, lo, hi) = paired_ratio(&[210.0, 105.0, 315.0], &[200.0, 100.0, 300.0]).unwrap();
         assert!((m - 1.05).abs() < 1e-9 && (hi - lo).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_listed_row_passes_only_when_every_face_listed_all() {
+        let all = [("quake3".to_owned(), 10, 10), ("valve".to_owned(), 12, 10)];
+        assert_eq!(
+            listed_row("goal".to_owned(), &all),
+            ["goal", "quake3 10/10, valve 12/10", "pass"]
+        );
+        let short = [("quake3".to_owned(), 10, 10), ("valve".to_owned(), 9, 10)];
+        assert_eq!(listed_row("goal".to_owned(), &short)[2], "FAIL");
     }
 }
