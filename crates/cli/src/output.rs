@@ -823,7 +823,9 @@ mod tests {
         let mut lines = text.lines();
         let title = lines.next().unwrap();
         let end = title.find("PING").expect("a PING column") + "PING".len();
-        let cells: Vec<&str> = lines.map(|l| l.get(..end).unwrap_or(l).trim_end()).collect();
+        let cells: Vec<&str> = lines
+            .map(|l| l.get(..end).unwrap_or(l).trim_end())
+            .collect();
         let pings: Vec<&str> = cells
             .iter()
             .map(|c| c.rsplit(' ').next().unwrap_or_default())
