@@ -403,6 +403,86 @@ fn entries(view: &Snapshot, facts: &FactsByAddr, ipv6: bool) -> Arc<Entries> {
     })
 }
 
+/// What a list request asks besides its filter.
+#[derive(Debug, Clone, Copy)]
+struct Ask {
+    region: Region,
+    /// A client older than 0.20 (`\clver\`): protocol 48 servers only.
+    old_client: bool,
+    ipv6: bool,
+}
+
+/// The listed servers of `view` that `filter` and `ask` choose, in list order.
+fn choose(view: &Snapshot, facts: &FactsByAddr, filter: &Filter, ask: Ask) -> Vec<SocketAddr> {
+    let all = entries(view, facts, ask.ipv6);
+    let listed = view.listed();
+    let play = filter.reads_play();
+    let mut text = [0u8; 12];
+    let mut text_of: Option<(Version, usize)> = None;
+    let mut chosen: Vec<SocketAddr> = Vec::new();
+    for e in &all.list {
+        let f = e.facts;
+        if f.region != ask.region || (ask.old_client && f.protocol != 48) {
+            continue;
+        }
+        // Not read yet: only the IPv6 addresses, games beyond the table and filters on
+        // play need the record itself.
+        let rec = listed.get(e.index as usize);
+        let addr = match (e.v4(), rec.map(|r| &r.key.addr)) {
+            (Some(a), _) => a,
+            (None, Some(GameAddr::Ip(a))) => *a,
+            _ => continue,
+        };
+        let gamedir = match all.games.get(usize::from(e.game)) {
+            Some(g) => g.as_bytes(),
+            None => rec.map_or(&b""[..], |r| r.key.game.as_bytes()),
+        };
+        let info = if play {
+            rec.and_then(|r| r.info.as_deref())
+        } else {
+            None
+        };
+        // The version's text, written again only when it differs from the last server's
+        // (most servers of a list run the same one).
+        let len = match text_of {
+            Some((v, len)) if v == f.version => len,
+            _ => {
+                let len = version_text(f.version, &mut text).len();
+                text_of = Some((f.version, len));
+                len
+            }
+        };
+        let server = ServerFacts {
+            addr: Some(addr),
+            dedicated: f.server_type == b'd',
+            secure: f.has(Facts::SECURE),
+            password: f.has(Facts::PASSWORD),
+            linux: f.os == b'l',
+            proxy: f.server_type == b'p',
+            nat: f.has(Facts::NAT),
+            lan: f.has(Facts::LAN),
+            players: info.map_or(0, |i| i.num_players),
+            max_players: info.map_or(0, |i| i.max_players),
+            bots: u32::from(f.bots),
+            gamedir,
+            map: info.map_or(&b""[..], |i| i.map().as_bytes()),
+            protocol: Some(u32::from(f.protocol)),
+            app_id: None,
+            name: info.map_or(&b""[..], |i| i.name().as_bytes()),
+            version: text.get(..len).unwrap_or_default(),
+        };
+        if filter.matches(&server, Semantics::Xash) {
+            chosen.push(addr);
+        }
+    }
+    chosen
+}
+
+/// A list reply's datagrams, shared.
+fn pages(pages: Vec<Vec<u8>>) -> Arc<[Bytes]> {
+    pages.into_iter().map(Bytes::from).collect()
+}
+
 impl ValveFace {
     /// A face with `settings`, its challenge key drawn from a generator seeded with `seed`,
     /// started at `now`.
@@ -546,80 +626,48 @@ impl ValveFace {
         }
         let old_client = clver.flatten().is_some_and(|v| v < Version::new(0, 20));
         let ipv6 = from.is_ipv6();
-        let all = entries(cx.view, &self.facts, ipv6);
-        let listed = cx.view.listed();
-        let play = filter.reads_play();
-        let mut text = [0u8; 12];
-        let mut text_of: Option<(Version, usize)> = None;
-        let mut chosen: Vec<SocketAddr> = Vec::new();
-        for e in &all.list {
-            let f = e.facts;
-            if f.region != req.region || (old_client && f.protocol != 48) {
-                continue;
+        let ask = Ask {
+            region: req.region,
+            old_client,
+            ipv6,
+        };
+        // A filter that reads only the entries chooses what it chose for the last request
+        // like it, as long as the entries last (the snapshot's cache): the choice is cached
+        // under the request's conditions, and so are the reply's pages when there is no
+        // `\key\` to echo. A filter on play (players, map, name) reads the records, whose
+        // poll info changes without a new cache, so it is chosen anew each time.
+        let cache_key = (!filter.reads_play()).then(|| {
+            format!(
+                "{:?}:{}:{}:{:?}",
+                req.region,
+                u8::from(old_client),
+                u8::from(ipv6),
+                filter.conditions
+            )
+            .into_boxed_str()
+        });
+        let facts = &self.facts;
+        let chosen: Arc<Vec<SocketAddr>> = match &cache_key {
+            Some(k) => cx.view.cached(("valve-chosen", k.clone()), |s| {
+                choose(s, facts, &filter, ask)
+            }),
+            None => Arc::new(choose(cx.view, facts, &filter, ask)),
+        };
+        let datagrams: Arc<[Bytes]> = match (&cache_key, clver.is_some(), filter.key) {
+            (Some(k), true, None) => {
+                let pages = cx.view.cached(("valve-pages", k.clone()), |_| {
+                    pages(every_page(&chosen, None, ipv6))
+                });
+                Arc::clone(&pages)
             }
-            // Not read yet: only the IPv6 addresses, games beyond the table and filters on
-            // play need the record itself.
-            let rec = listed.get(e.index as usize);
-            let addr = match (e.v4(), rec.map(|r| &r.key.addr)) {
-                (Some(a), _) => a,
-                (None, Some(GameAddr::Ip(a))) => *a,
-                _ => continue,
-            };
-            let gamedir = match all.games.get(usize::from(e.game)) {
-                Some(g) => g.as_bytes(),
-                None => rec.map_or(&b""[..], |r| r.key.game.as_bytes()),
-            };
-            let info = if play {
-                rec.and_then(|r| r.info.as_deref())
-            } else {
-                None
-            };
-            // The version's text, written again only when it differs from the last server's
-            // (most servers of a list run the same one).
-            let len = match text_of {
-                Some((v, len)) if v == f.version => len,
-                _ => {
-                    let len = version_text(f.version, &mut text).len();
-                    text_of = Some((f.version, len));
-                    len
-                }
-            };
-            let server = ServerFacts {
-                addr: Some(addr),
-                dedicated: f.server_type == b'd',
-                secure: f.has(Facts::SECURE),
-                password: f.has(Facts::PASSWORD),
-                linux: f.os == b'l',
-                proxy: f.server_type == b'p',
-                nat: f.has(Facts::NAT),
-                lan: f.has(Facts::LAN),
-                players: info.map_or(0, |i| i.num_players),
-                max_players: info.map_or(0, |i| i.max_players),
-                bots: u32::from(f.bots),
-                gamedir,
-                map: info.map_or(&b""[..], |i| i.map().as_bytes()),
-                protocol: Some(u32::from(f.protocol)),
-                app_id: None,
-                name: info.map_or(&b""[..], |i| i.name().as_bytes()),
-                version: text.get(..len).unwrap_or_default(),
-            };
-            if filter.matches(&server, Semantics::Xash) {
-                chosen.push(addr);
-            }
-        }
-        let datagrams: Vec<Bytes> = if clver.is_some() {
-            every_page(&chosen, filter.key, ipv6)
-                .into_iter()
-                .map(Bytes::from)
-                .collect()
-        } else {
-            vec![Bytes::from(page_after(&chosen, req.last, filter.key, ipv6))]
+            (_, true, key) => pages(every_page(&chosen, key, ipv6)),
+            (_, false, key) => Arc::from([Bytes::from(page_after(&chosen, req.last, key, ipv6))]),
         };
         cx.out.lists += 1;
         cx.out.replies.push(Reply {
             via,
             to: from,
-            datagrams: Datagrams::Many(Arc::from(datagrams)),
+            datagrams: Datagrams::Many(datagrams),
             kind: ReplyKind::List,
         });
     }

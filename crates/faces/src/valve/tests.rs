@@ -283,3 +283,69 @@ fn filters_read_each_servers_own_game_map_players_version_and_flags() {
     assert_eq!(list(&mut h, &mut f, "\\version_match\\0.21.1"), [c]);
     assert_eq!(list(&mut h, &mut f, "\\empty\\0"), [c]);
 }
+
+/// Registers a Half-Life server at `a` (game `valve`, map `crossfire`).
+fn register(h: &mut Harness, f: &mut ValveFace, a: &str) -> SocketAddr {
+    let from = addr(a);
+    let c = ask(h, f, from).unwrap();
+    assert!(beat(h, f, from, heartbeat_of(c, "valve", "crossfire", 1, 8)).is_empty());
+    from
+}
+
+/// A list's reply datagrams, as the face shares them.
+fn reply_pages(h: &mut Harness, f: &mut ValveFace, filter: &str) -> Arc<[Bytes]> {
+    let req = ListRequest::first(filter.as_bytes());
+    let out = h.datagram(f, 0, addr("192.0.2.200:4000"), &req.encode());
+    match &out.replies.first().expect("a reply").datagrams {
+        Datagrams::Many(pages) => Arc::clone(pages),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn servers_of(pages: &[Bytes], with_key: bool) -> Vec<SocketAddr> {
+    pages
+        .iter()
+        .flat_map(|d| ListReply::decode(d, false, with_key).unwrap().servers)
+        .collect()
+}
+
+#[test]
+fn a_repeated_list_is_answered_from_the_cache_until_the_servers_change() {
+    let mut h = Harness::new();
+    let mut f = face(|_| {});
+    let one = register(&mut h, &mut f, "192.0.2.1:27015");
+    let two = register(&mut h, &mut f, "192.0.2.2:27015");
+    let xash = "\\gamedir\\valve\\clver\\0.21";
+    let first = reply_pages(&mut h, &mut f, xash);
+    assert_eq!(servers_of(&first, false), [one, two]);
+    // The same request again: the very same pages, not built anew.
+    let again = reply_pages(&mut h, &mut f, xash);
+    assert!(Arc::ptr_eq(&first, &again));
+    // With a key to echo: the same servers, its own pages.
+    let keyed = reply_pages(
+        &mut h,
+        &mut f,
+        "\\gamedir\\valve\\clver\\0.21\\key\\1234abcd",
+    );
+    assert!(!Arc::ptr_eq(&first, &keyed));
+    assert_eq!(servers_of(&keyed, true), [one, two]);
+    // A filter on play reads the records every time.
+    let map = "\\gamedir\\valve\\clver\\0.21\\map\\crossfire";
+    assert!(!Arc::ptr_eq(
+        &reply_pages(&mut h, &mut f, map),
+        &reply_pages(&mut h, &mut f, map)
+    ));
+    // A new server: the next list shows it.
+    let three = register(&mut h, &mut f, "192.0.2.3:27015");
+    let after = reply_pages(&mut h, &mut f, xash);
+    assert!(!Arc::ptr_eq(&first, &after));
+    assert_eq!(servers_of(&after, false), [one, two, three]);
+    // Another filter is another entry: none of these servers is on another game.
+    assert!(
+        servers_of(
+            &reply_pages(&mut h, &mut f, "\\gamedir\\cstrike\\clver\\0.21"),
+            false
+        )
+        .is_empty()
+    );
+}
