@@ -478,6 +478,43 @@ fn choose(view: &Snapshot, facts: &FactsByAddr, filter: &Filter, ask: Ask) -> Ve
     chosen
 }
 
+/// Addresses of one family packed as list replies pack them: 6 bytes an IPv4 one, 18 an
+/// IPv6 one (address, then port, big-endian).
+fn pack(addrs: &[SocketAddr]) -> Box<[u8]> {
+    let mut out = Vec::with_capacity(addrs.len() * 6);
+    for a in addrs {
+        match a {
+            SocketAddr::V4(v4) => out.extend_from_slice(&v4.ip().octets()),
+            SocketAddr::V6(v6) => out.extend_from_slice(&v6.ip().octets()),
+        }
+        out.extend_from_slice(&a.port().to_be_bytes());
+    }
+    out.into_boxed_slice()
+}
+
+/// [`pack`] undone, for a list of one family.
+fn unpack(packed: &[u8], ipv6: bool) -> Vec<SocketAddr> {
+    if ipv6 {
+        packed
+            .chunks_exact(18)
+            .filter_map(|c| {
+                let ip: [u8; 16] = c.get(..16)?.try_into().ok()?;
+                let port: [u8; 2] = c.get(16..)?.try_into().ok()?;
+                Some(SocketAddr::from((ip, u16::from_be_bytes(port))))
+            })
+            .collect()
+    } else {
+        packed
+            .chunks_exact(6)
+            .filter_map(|c| {
+                let ip: [u8; 4] = c.get(..4)?.try_into().ok()?;
+                let port: [u8; 2] = c.get(4..)?.try_into().ok()?;
+                Some(SocketAddr::from((ip, u16::from_be_bytes(port))))
+            })
+            .collect()
+    }
+}
+
 /// A list reply's datagrams, shared.
 fn pages(pages: Vec<Vec<u8>>) -> Arc<[Bytes]> {
     pages.into_iter().map(Bytes::from).collect()
@@ -632,10 +669,12 @@ impl ValveFace {
             ipv6,
         };
         // A filter that reads only the entries chooses what it chose for the last request
-        // like it, as long as the entries last (the snapshot's cache): the choice is cached
-        // under the request's conditions, and so are the reply's pages when there is no
-        // `\key\` to echo. A filter on play (players, map, name) reads the records, whose
-        // poll info changes without a new cache, so it is chosen anew each time.
+        // like it, as long as the entries last (the snapshot's cache), so the choice is cached
+        // under the request's conditions: as the reply's pages when there is no `\key\` to
+        // echo, else packed as the wire packs addresses. Either is about as large as a reply,
+        // since any request's filter can make an entry (the cache holds a bounded number). A
+        // filter on play (players, map, name) reads the records, whose poll info changes
+        // without a new cache, so it is chosen anew each time.
         let cache_key = (!filter.reads_play()).then(|| {
             format!(
                 "{:?}:{}:{}:{:?}",
@@ -647,21 +686,29 @@ impl ValveFace {
             .into_boxed_str()
         });
         let facts = &self.facts;
-        let chosen: Arc<Vec<SocketAddr>> = match &cache_key {
-            Some(k) => cx.view.cached(("valve-chosen", k.clone()), |s| {
-                choose(s, facts, &filter, ask)
-            }),
-            None => Arc::new(choose(cx.view, facts, &filter, ask)),
-        };
         let datagrams: Arc<[Bytes]> = match (&cache_key, clver.is_some(), filter.key) {
             (Some(k), true, None) => {
-                let pages = cx.view.cached(("valve-pages", k.clone()), |_| {
-                    pages(every_page(&chosen, None, ipv6))
+                let cached = cx.view.cached(("valve-pages", k.clone()), |s| {
+                    pages(every_page(&choose(s, facts, &filter, ask), None, ipv6))
                 });
-                Arc::clone(&pages)
+                Arc::clone(&cached)
             }
-            (_, true, key) => pages(every_page(&chosen, key, ipv6)),
-            (_, false, key) => Arc::from([Bytes::from(page_after(&chosen, req.last, key, ipv6))]),
+            (_, xash, key) => {
+                let chosen = match &cache_key {
+                    Some(k) => unpack(
+                        &cx.view.cached(("valve-chosen", k.clone()), |s| {
+                            pack(&choose(s, facts, &filter, ask))
+                        }),
+                        ipv6,
+                    ),
+                    None => choose(cx.view, facts, &filter, ask),
+                };
+                if xash {
+                    pages(every_page(&chosen, key, ipv6))
+                } else {
+                    Arc::from([Bytes::from(page_after(&chosen, req.last, key, ipv6))])
+                }
+            }
         };
         cx.out.lists += 1;
         cx.out.replies.push(Reply {
