@@ -288,9 +288,12 @@ async function listPhase(browser) {
   const lobbies = [await mgmtServer("Bomber Lobby", "127.0.5.1", 20001), await mgmtServer("Bomber Round", "127.0.5.2", 20002)];
   lobbies[0].stats(1, 4, true, 1);
   lobbies[1].stats(4, 4, false, 2);
-  // The open lobby's players come and go (the lobby stays open): its history chart moves.
+  // The open lobby's players come and go (the lobby stays open): its history chart moves. Three
+  // players for 30 s, then one for 30 s: a minute's point (its mean, rounded) starts at the
+  // phase's value and moves towards 2 as the minute's samples come, so two reads a few
+  // seconds apart differ. (A cycle of 15 s averaged 1.8 in every minute: always 2.)
   let tick = 0;
-  const churn = setInterval(() => lobbies[0].stats([1, 2, 3, 2, 1, 0, 1, 3, 3, 2][++tick % 10], 4, true, 1), 1500);
+  const churn = setInterval(() => lobbies[0].stats(++tick % 40 < 20 ? 3 : 1, 4, true, 1), 1500);
   try {
     // The list shows every listed server.
     await page.goto(base + "/");
@@ -513,10 +516,10 @@ async function listPhase(browser) {
     await page.goto(base + "/?server=" + encodeURIComponent(lobby) + "&server_game=bomberman");
     await page.waitForSelector("#detail.open #chart svg path.history-line", { state: "attached" });
     check(await page.textContent("#detail-address") === lobby, "a shared link opens the server's detail");
-    // Its players change every 1.5 s and unpolled servers are sampled every 2 s. The history
+    // Its players change every 30 s and unpolled servers are sampled every 2 s. The history
     // keeps one point a minute (its mean players), so the current minute's point moves as
-    // samples come: collect what the route says over the fetches, for at most 75 s (a loaded
-    // machine may hold one value for a while; a minute boundary then adds a point).
+    // samples come: collect what the route says over the fetches, for at most 75 s (a minute
+    // boundary comes within it, and a new minute's first samples are one phase's value).
     const steps = new Set();
     for (const t1 = Date.now(); steps.size < 2 && Date.now() - t1 < 75_000; await page.waitForTimeout(500)) {
       for (const p of await api("/api/v1/servers/" + lobby + "/history")) steps.add(p.num_players);
