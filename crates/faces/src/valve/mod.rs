@@ -28,11 +28,13 @@ use bytes::Bytes;
 use muster_proto::Protocol;
 use muster_proto::limit::{BucketConfig, SourceKey, SourceLimiter};
 use muster_proto::valve_master::filter::{Condition, Filter, Semantics, ServerFacts};
-use muster_proto::valve_master::packet::{ChallengeReply, ListRequest, Region, ServerPacket};
+use muster_proto::valve_master::packet::{
+    ChallengeReply, ListRequest, Region, ServerPacket, entry_addr, put_entry,
+};
 use muster_proto::valve_master::serve::{
     Announcement, MAX_GAMEDIR_LEN, Version, every_page, list_order, page_after,
 };
-use muster_proto::valve_master::{MAX_DATAGRAM, decode_text};
+use muster_proto::valve_master::{IPV4_ENTRY_LEN, IPV6_ENTRY_LEN, MAX_DATAGRAM, decode_text};
 use muster_proto::wire::DecodeError;
 use rand::rngs::SmallRng;
 use rand::{RngCore as _, SeedableRng as _};
@@ -478,41 +480,19 @@ fn choose(view: &Snapshot, facts: &FactsByAddr, filter: &Filter, ask: Ask) -> Ve
     chosen
 }
 
-/// Addresses of one family packed as list replies pack them: 6 bytes an IPv4 one, 18 an
-/// IPv6 one (address, then port, big-endian).
+/// Addresses of one family packed as list replies pack them ([`put_entry`]).
 fn pack(addrs: &[SocketAddr]) -> Box<[u8]> {
-    let mut out = Vec::with_capacity(addrs.len() * 6);
+    let mut out = Vec::with_capacity(addrs.len() * IPV4_ENTRY_LEN);
     for a in addrs {
-        match a {
-            SocketAddr::V4(v4) => out.extend_from_slice(&v4.ip().octets()),
-            SocketAddr::V6(v6) => out.extend_from_slice(&v6.ip().octets()),
-        }
-        out.extend_from_slice(&a.port().to_be_bytes());
+        put_entry(&mut out, *a);
     }
     out.into_boxed_slice()
 }
 
 /// [`pack`] undone, for a list of one family.
 fn unpack(packed: &[u8], ipv6: bool) -> Vec<SocketAddr> {
-    if ipv6 {
-        packed
-            .chunks_exact(18)
-            .filter_map(|c| {
-                let ip: [u8; 16] = c.get(..16)?.try_into().ok()?;
-                let port: [u8; 2] = c.get(16..)?.try_into().ok()?;
-                Some(SocketAddr::from((ip, u16::from_be_bytes(port))))
-            })
-            .collect()
-    } else {
-        packed
-            .chunks_exact(6)
-            .filter_map(|c| {
-                let ip: [u8; 4] = c.get(..4)?.try_into().ok()?;
-                let port: [u8; 2] = c.get(4..)?.try_into().ok()?;
-                Some(SocketAddr::from((ip, u16::from_be_bytes(port))))
-            })
-            .collect()
-    }
+    let entry = if ipv6 { IPV6_ENTRY_LEN } else { IPV4_ENTRY_LEN };
+    packed.chunks_exact(entry).filter_map(entry_addr).collect()
 }
 
 /// A list reply's datagrams, shared.

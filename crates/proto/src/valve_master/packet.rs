@@ -228,7 +228,11 @@ impl ListReply {
     }
 }
 
-fn entry_addr(chunk: &[u8]) -> Option<SocketAddr> {
+/// The address of one list entry: [`IPV4_ENTRY_LEN`] bytes for an IPv4 one,
+/// [`IPV6_ENTRY_LEN`] for an IPv6 one (address, then port, big-endian); `None` for any other
+/// length.
+#[must_use]
+pub fn entry_addr(chunk: &[u8]) -> Option<SocketAddr> {
     match chunk.len() {
         IPV4_ENTRY_LEN => {
             let (ip, port) = chunk.split_first_chunk::<4>()?;
@@ -244,7 +248,8 @@ fn entry_addr(chunk: &[u8]) -> Option<SocketAddr> {
     }
 }
 
-fn put_entry(out: &mut Vec<u8>, a: SocketAddr) {
+/// Appends `a` to `out` as a list entry (see [`entry_addr`]).
+pub fn put_entry(out: &mut Vec<u8>, a: SocketAddr) {
     match a.ip() {
         IpAddr::V4(ip) => out.extend_from_slice(&ip.octets()),
         IpAddr::V6(ip) => out.extend_from_slice(&ip.octets()),
