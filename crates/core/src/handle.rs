@@ -72,6 +72,9 @@ pub const QUIET_STEP: Duration = Duration::from_millis(2);
 /// every few milliseconds), where a quiet step says nothing and ending the pause early would
 /// only multiply the builds (and the sorts the API redoes after each).
 pub const BURST_CHANGES: u64 = 4;
+/// Builds begin at least this many of the last build's costs apart, unless someone waits
+/// to see a change (the publisher's shortest pause, and [`MasterHandle::fresh_snapshot`]).
+pub const BUILD_SPACING: u32 = 4;
 /// Records the persister looks up per hold of the registry lock.
 pub const TAKE_CHUNK: usize = 1024;
 /// How long [`MasterHandle::durable`] waits for the store, unless
@@ -205,8 +208,9 @@ struct Inner {
     /// Where faces mark records changed for the poller (set once, by [`crate::Master::run`]
     /// when the poller runs).
     poll_soon: OnceLock<mpsc::Sender<ServerKey>>,
-    /// The last publish took this long (the publisher spaces builds by a multiple of it).
-    build_cost: Mutex<Duration>,
+    /// The last publish: when it began and how long it took (builds are spaced by a
+    /// multiple of its cost).
+    build_cost: Mutex<LastBuild>,
     /// Live events of the list (`GET /api/v1/events`).
     events: EventHub,
     /// The version of the latest published snapshot.
@@ -216,6 +220,13 @@ struct Inner {
     /// Someone waits to see the latest changes ([`MasterHandle::visible`]): the next publish
     /// builds even if only times moved.
     wanted_now: std::sync::atomic::AtomicBool,
+}
+
+/// The last snapshot build: when it began and how long it took.
+#[derive(Debug, Clone, Copy, Default)]
+struct LastBuild {
+    began: Option<Instant>,
+    cost: Duration,
 }
 
 /// A cheap, cloneable handle on the registry and its views. See the module docs.
@@ -317,7 +328,7 @@ impl MasterHandle {
                 flush_wanted: Notify::new(),
                 metrics: Metrics::default(),
                 poll_soon: OnceLock::new(),
-                build_cost: Mutex::new(Duration::ZERO),
+                build_cost: Mutex::new(LastBuild::default()),
                 events,
                 published: watch::Sender::new(version),
                 publisher_running: std::sync::atomic::AtomicBool::new(false),
@@ -602,6 +613,31 @@ impl MasterHandle {
         self.publish_unless_early(!wanted)
     }
 
+    /// The view for a list request: [`MasterHandle::snapshot`], unless it misses a server
+    /// that registered or left since and the last build began at least
+    /// [`BUILD_SPACING`] of its costs ago; then the pending changes are published first, on
+    /// the caller's thread. So a server told it is registered is in the next list, as with a
+    /// master that lists straight from its table, while a storm of registrations and lists
+    /// together still spends at most a fraction of the time building.
+    pub fn fresh_snapshot(&self) -> Arc<Snapshot> {
+        let snap = self.snapshot();
+        if snap.version() >= self.version() {
+            return snap;
+        }
+        let last = *self
+            .inner
+            .build_cost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if last
+            .began
+            .is_some_and(|b| b.elapsed() < last.cost.saturating_mul(BUILD_SPACING))
+        {
+            return snap;
+        }
+        self.publish_unless_early(true).unwrap_or(snap)
+    }
+
     fn publish_unless_early(&self, may_wait: bool) -> Result<Arc<Snapshot>, Duration> {
         let mut p = self
             .inner
@@ -641,7 +677,10 @@ impl MasterHandle {
             .inner
             .build_cost
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = t.elapsed();
+            .unwrap_or_else(PoisonError::into_inner) = LastBuild {
+            began: Some(t),
+            cost: t.elapsed(),
+        };
         Ok(snap)
     }
 
@@ -845,7 +884,7 @@ impl MasterHandle {
     }
 
     /// The publisher: publishes a snapshot as soon as something changed, then at most every
-    /// [`PUBLISH_INTERVAL`] (or four times the last build's cost, if that is longer) while
+    /// [`PUBLISH_INTERVAL`] (or [`BUILD_SPACING`] times the last build's cost, if that is longer) while
     /// changes keep coming, until `stop` is cancelled. Changes that moved only times are
     /// published within [`crate::views::TIMES_INTERVAL`] (at once when someone waits for them).
     pub async fn run_publisher(self, stop: tokio_util::sync::CancellationToken) {
@@ -871,12 +910,13 @@ impl MasterHandle {
                     }
                 }
                 _ => {
-                    let cost = *self
+                    let cost = self
                         .inner
                         .build_cost
                         .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
-                    let shortest = QUIET_STEP.max(cost.saturating_mul(4));
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .cost;
+                    let shortest = QUIET_STEP.max(cost.saturating_mul(BUILD_SPACING));
                     let longest = PUBLISH_INTERVAL.max(shortest);
                     if !self.sleep_while_busy(shortest, longest, &stop).await {
                         return;
@@ -1071,6 +1111,35 @@ mod tests {
         h.flush().unwrap();
         assert!(rows.lock().unwrap().is_empty());
         assert_eq!(h.metrics().registrations(), 1);
+    }
+
+    #[test]
+    fn a_list_sees_the_servers_registered_before_it_unless_a_build_just_ran() {
+        let (h, _, _) = open();
+        let first = h.snapshot();
+        assert!(
+            Arc::ptr_eq(&h.fresh_snapshot(), &first),
+            "nothing pending: the same view"
+        );
+        h.register(reg(1), T0);
+        assert!(h.snapshot().is_empty(), "not published yet");
+        assert_eq!(h.fresh_snapshot().len(), 1, "published for the list");
+        // A build that took long and just began: the next ones wait four of its costs.
+        *h.inner.build_cost.lock().unwrap() = LastBuild {
+            began: Some(Instant::now()),
+            cost: Duration::from_secs(60),
+        };
+        h.register(reg(2), T0);
+        assert_eq!(h.fresh_snapshot().len(), 1, "too soon after a build");
+        *h.inner.build_cost.lock().unwrap() = LastBuild::default();
+        assert_eq!(h.fresh_snapshot().len(), 2, "then published");
+        let later = Timestamp::from_secs(1_700_000_005);
+        let before = h.snapshot();
+        assert_eq!(h.heartbeat(&reg(1).key, later), HeartbeatOutcome::Refreshed);
+        assert!(
+            Arc::ptr_eq(&h.fresh_snapshot(), &before),
+            "a heartbeat that moved only a time does not force a build"
+        );
     }
 
     #[test]

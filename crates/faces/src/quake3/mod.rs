@@ -716,6 +716,11 @@ impl UdpMachine for Quake3Face {
     fn poll_timeout(&self) -> Option<Instant> {
         Some(self.next_sweep)
     }
+
+    fn asks_for_list(&self, data: &[u8]) -> bool {
+        data.strip_prefix(&[0xff; 4])
+            .is_some_and(|r| r.starts_with(b"getservers ") || r.starts_with(b"getserversExt "))
+    }
 }
 
 #[cfg(test)]

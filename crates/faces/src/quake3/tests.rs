@@ -532,3 +532,20 @@ fn a_burst_of_unanswered_challenges_is_forgotten_and_its_room_given_back() {
     let out = h.datagram(&mut f, 0, from, &info("whatever", "\\protocol\\3"));
     assert_eq!(drops(&out), ["unknown_server"]);
 }
+
+#[test]
+fn list_requests_are_told_apart_before_decoding() {
+    let f = face(|_| {});
+    for list in ["getservers 68 empty", "getserversExt Xonotic 3 ipv6"] {
+        assert!(f.asks_for_list(&dgram(list)), "{list}");
+    }
+    for other in [
+        "getserversResponse\\",
+        "getserversExtResponse\\",
+        "heartbeat DarkPlaces\n",
+        "getinfo abc",
+    ] {
+        assert!(!f.asks_for_list(&dgram(other)), "{other}");
+    }
+    assert!(!f.asks_for_list(b"getservers 68"), "no 0xFF prefix");
+}

@@ -238,6 +238,11 @@ pub trait UdpMachine: Send + 'static {
     fn on_timeout(&mut self, cx: &mut Cx<'_>);
     /// When [`UdpMachine::on_timeout`] should run next.
     fn poll_timeout(&self) -> Option<Instant>;
+    /// Whether `data` asks for a list: it is handed [`MasterHandle::fresh_snapshot`], so the
+    /// servers registered just before (by the same batch of datagrams too) are in it.
+    fn asks_for_list(&self, _data: &[u8]) -> bool {
+        false
+    }
 }
 
 use muster_core::clock::now;
@@ -537,19 +542,28 @@ pub async fn run<M: UdpMachine>(
                         Err(_) => break,
                     }
                 }
-                let t = now();
-                let view = handle.snapshot();
+                let (t, wall) = (now(), Timestamp::now());
+                let mut view = handle.snapshot();
                 let mut writer = handle.lazy_writer();
-                let mut cx = Cx {
-                    now: t,
-                    wall: Timestamp::now(),
-                    view: &view,
-                    registry: &mut writer,
-                    out: &mut out,
-                };
                 for m in batch.drain(..) {
-                    machine.on_datagram(&mut cx, m.via, m.from, &m.data);
-                    cx.registry.release();
+                    if machine.asks_for_list(&m.data) {
+                        // Servers registered by earlier datagrams, of this batch too, are
+                        // listed (the writer released the lock after each datagram).
+                        view = handle.fresh_snapshot();
+                    }
+                    machine.on_datagram(
+                        &mut Cx {
+                            now: t,
+                            wall,
+                            view: &view,
+                            registry: &mut writer,
+                            out: &mut out,
+                        },
+                        m.via,
+                        m.from,
+                        &m.data,
+                    );
+                    writer.release();
                 }
                 drop(writer);
             }

@@ -745,6 +745,10 @@ impl UdpMachine for ValveFace {
     fn poll_timeout(&self) -> Option<Instant> {
         Some(self.next_sweep)
     }
+
+    fn asks_for_list(&self, data: &[u8]) -> bool {
+        data.first() == Some(&ListRequest::TAG)
+    }
 }
 
 #[cfg(test)]

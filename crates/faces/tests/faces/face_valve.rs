@@ -1,6 +1,6 @@
 //! The Half-Life / Xash3D face (`valve`) on real sockets on 127.0.0.0/8 and ::1: game servers
 //! ask a challenge and heartbeat with it, a wrong challenge is refused, lists follow the
-//! filters, page past what one reply holds, stay within the per-source byte budget, and a
+//! filters (and show a server that registered just before), page past what one reply holds, stay within the per-source byte budget, and a
 //! server expires 5 minutes after its last heartbeat (the registry pruned at chosen times).
 
 use std::net::SocketAddr;
@@ -224,6 +224,22 @@ async fn a_server_with_the_right_challenge_registers_and_a_wrong_one_does_not() 
     forger.send(b"q\xff\x01").await.unwrap();
     assert!(recv(&forger).await.is_none());
     assert_eq!(m.handle.metrics().drops("malformed"), 2);
+}
+
+#[tokio::test]
+async fn a_list_asked_right_after_a_heartbeat_shows_the_server() {
+    // No publisher runs here: only the list's own view brings the server in.
+    let m = start(Budgets::default());
+    for (k, bind) in ["127.0.0.4:0", "127.0.0.5:0"].into_iter().enumerate() {
+        let (s, c) = ask(m.v4, bind).await;
+        s.send(&beat(c, "valve", "crossfire", 1, &[]))
+            .await
+            .unwrap();
+        // Sent after the heartbeat, to the same socket: read after it, maybe in its batch.
+        let listed = list(m.v4, "").await;
+        assert_eq!(listed.len(), k + 1, "{listed:?}");
+        assert!(listed.contains(&addr_of(&s)));
+    }
 }
 
 #[tokio::test]
