@@ -13,8 +13,9 @@
 //!   its dirty keys out and look their records up, on the runtime's blocking pool (never on a
 //!   bulk thread, whose lower priority would let the kernel preempt it while faces wait for
 //!   the lock).
-//! * `publisher`: the publisher task (and tests calling [`MasterHandle::publish`]); it builds
-//!   snapshots without the registry lock.
+//! * `publisher`: the publisher task (and tests calling [`MasterHandle::publish`], and a face
+//!   thread answering a list while servers registered since the last build:
+//!   [`MasterHandle::fresh_snapshot`]); it builds snapshots without the registry lock.
 //! * `taken` (changes taken for the store, not written yet): held through a take, which takes
 //!   the registry lock inside it (to swap the changed keys out, then per [`TAKE_CHUNK`]
 //!   lookups), and under the store lock to empty it. Order: store, taken, registry.

@@ -521,6 +521,10 @@ impl UdpMachine for GameAgentFace {
     fn poll_timeout(&self) -> Option<Instant> {
         Some(self.next_sweep)
     }
+
+    fn asks_for_list(&self, data: &[u8]) -> bool {
+        data.first() == Some(&muster_proto::gameagent::packet::LIST_REQUEST)
+    }
 }
 
 /// The GameAgent face's entry in the face table.

@@ -378,3 +378,16 @@ proptest::proptest! {
         let _ = h.datagram(&mut f, 0, from("192.0.2.1:25601"), &data);
     }
 }
+
+#[test]
+fn a_list_request_is_told_apart_before_decoding() {
+    let h = Harness::new();
+    let f = face(&h);
+    assert!(f.asks_for_list(&[0x65]));
+    assert!(
+        f.asks_for_list(b"eXYZ"),
+        "the request's tail is ignored, as decoding does"
+    );
+    assert!(!f.asks_for_list(&heartbeat(1, "serioussamse")));
+    assert!(!f.asks_for_list(&[]));
+}
