@@ -29,7 +29,7 @@ use muster_proto::quake3::info::InfoString;
 use muster_proto::quake3::packet::{FilterOption, Packet, ServerList};
 use muster_proto::quake3::{
     CHALLENGE_RANDOM_LEN, MASTER_CHALLENGE_MAX_LEN, MASTER_CHALLENGE_MIN_LEN, MAX_DATAGRAM, Word,
-    decode_text,
+    plain_text,
 };
 use rand::rngs::SmallRng;
 use rand::{RngCore as _, SeedableRng as _};
@@ -249,12 +249,7 @@ fn check_info(info: &InfoString) -> Result<(), DropReason> {
 /// The record info an `infoResponse` gives: name, map, gametype, players; the raw game name,
 /// protocol and gametype kept as rules for the lists' filters.
 fn info_of(info: &InfoString) -> PollInfo {
-    let text = |key: &[u8]| {
-        info.get(key)
-            .map(decode_text)
-            .map(|t| t.plain)
-            .unwrap_or_default()
-    };
+    let text = |key: &[u8]| info.get(key).map(plain_text).unwrap_or_default();
     // Borrowed when the bytes are UTF-8 (they nearly always are): no copy of each value
     // before the rules pack them.
     let raw = |key: &[u8]| info.get(key).map(String::from_utf8_lossy);

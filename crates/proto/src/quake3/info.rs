@@ -13,9 +13,16 @@ const SEPARATOR: u8 = b'\\';
 const CTX: &str = "info string";
 
 /// An ordered list of key/value pairs as raw bytes.
+///
+/// Held as two allocations whatever the pair count: every key and value back to back, and
+/// where each ends (a master reads one of these per heartbeat).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InfoString {
-    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Keys and values back to back, in wire order.
+    bytes: Vec<u8>,
+    /// Per pair, where its key ends and where its value ends in `bytes`; a key starts where
+    /// the pair before ended.
+    ends: Vec<(u16, u16)>,
 }
 
 impl InfoString {
@@ -37,23 +44,30 @@ impl InfoString {
         if !key.iter().chain(&value).all(|&b| allowed(b)) {
             return Err(DecodeError::Invalid("info string byte"));
         }
-        if self.pairs.len() >= MAX_INFO_PAIRS {
+        if self.ends.len() >= MAX_INFO_PAIRS {
             return Err(DecodeError::TooLarge("info string pairs"));
         }
         if self.encoded_len() + 2 + key.len() + value.len() > MAX_INFO_STRING_LEN {
             return Err(DecodeError::TooLarge(CTX));
         }
-        self.pairs.push((key, value));
+        self.put(&key, &value);
         Ok(())
+    }
+
+    /// Appends a pair whose bytes and size were checked.
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        let key_end = offset(self.bytes.len());
+        self.bytes.extend_from_slice(value);
+        self.ends.push((key_end, offset(self.bytes.len())));
     }
 
     /// The value of the first pair whose key equals `key`, ignoring ASCII case.
     #[must_use]
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        self.pairs
-            .iter()
+        self.iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v.as_slice())
+            .map(|(_, v)| v)
     }
 
     /// [`Self::get`] decoded by the protocol's text rule.
@@ -71,30 +85,39 @@ impl InfoString {
 
     /// The pairs in wire order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.pairs.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
+        let mut start = 0usize;
+        self.ends.iter().map(move |&(key_end, value_end)| {
+            let (k, v) = (usize::from(key_end), usize::from(value_end));
+            let pair = (
+                self.bytes.get(start..k).unwrap_or_default(),
+                self.bytes.get(k..v).unwrap_or_default(),
+            );
+            start = v;
+            pair
+        })
     }
 
     /// Number of pairs.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.pairs.len()
+        self.ends.len()
     }
 
     /// True when there are no pairs.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
+        self.ends.is_empty()
     }
 
     /// The encoded length in bytes.
     #[must_use]
     pub fn encoded_len(&self) -> usize {
-        self.pairs.iter().map(|(k, v)| 2 + k.len() + v.len()).sum()
+        2 * self.ends.len() + self.bytes.len()
     }
 
     /// Append `\key\value` for every pair (nothing for an empty info string).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        for (k, v) in &self.pairs {
+        for (k, v) in self.iter() {
             out.push(SEPARATOR);
             out.extend_from_slice(k);
             out.push(SEPARATOR);
@@ -125,21 +148,31 @@ impl InfoString {
         if r.u8(CTX)? != SEPARATOR {
             return Err(DecodeError::Invalid("info string start"));
         }
-        let mut pairs = Vec::with_capacity(separators.div_ceil(2));
+        let mut info = Self {
+            bytes: Vec::with_capacity(bytes.len()),
+            ends: Vec::with_capacity(separators.div_ceil(2)),
+        };
         loop {
             let (key, more) = field(&mut r)?;
             if !more {
-                pairs.push((key.to_vec(), Vec::new()));
+                info.put(key, &[]);
                 break;
             }
             let (value, more) = field(&mut r)?;
-            pairs.push((key.to_vec(), value.to_vec()));
+            info.put(key, value);
             if !more || r.is_empty() {
                 break;
             }
         }
-        Ok(Self { pairs })
+        Ok(info)
     }
+}
+
+/// An offset into the bytes of an info string, which is never longer than
+/// [`MAX_INFO_STRING_LEN`] (checked before anything is stored).
+fn offset(n: usize) -> u16 {
+    const _: () = assert!(MAX_INFO_STRING_LEN <= u16::MAX as usize);
+    u16::try_from(n).unwrap_or(u16::MAX)
 }
 
 /// Bytes up to the next separator (consumed; `true`) or to the end (`false`).

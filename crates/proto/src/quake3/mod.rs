@@ -229,18 +229,34 @@ pub fn strip_colours(raw: &[u8]) -> Vec<u8> {
 /// `plain` drops colour codes ([`strip_colours`]) and control characters.
 #[must_use]
 pub fn decode_text(raw: &[u8]) -> Text {
-    let text = decode_bytes(raw);
-    let stripped = strip_colours(raw);
-    let plain: String = decode_bytes(&stripped)
-        .chars()
-        .filter(|c| !c.is_control())
-        .collect();
     Text {
         raw: raw.to_vec(),
-        text,
-        plain,
+        text: decode_bytes(raw),
+        plain: plain_text(raw).into_owned(),
         lossy: false,
     }
+}
+
+/// [`Text::plain`] of [`decode_text`] alone, for a caller that keeps nothing else (a master
+/// reading a heartbeat's info). Printable ASCII with no caret, what nearly every server sends,
+/// is copied as it is; anything else takes [`decode_text`]'s way.
+/// Borrowed when nothing changes.
+#[must_use]
+pub fn plain_text(raw: &[u8]) -> std::borrow::Cow<'_, str> {
+    if raw
+        .iter()
+        .all(|&b| (b' '..=b'~').contains(&b) && b != CARET)
+        && let Ok(s) = std::str::from_utf8(raw)
+    {
+        // Printable ASCII: nothing to strip or drop.
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        decode_bytes(&strip_colours(raw))
+            .chars()
+            .filter(|c| !c.is_control())
+            .collect(),
+    )
 }
 
 fn decode_bytes(raw: &[u8]) -> String {
@@ -262,6 +278,24 @@ mod tests {
         assert_eq!(strip_colours(b"^a^Z^9"), b"");
         assert_eq!(strip_colours(b"^ ^.^\xe9"), b"^ ^.^\xe9");
         assert_eq!(strip_colours(b"^xG12"), b"G12");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_text_is_what_decode_text_strips_to(raw in proptest::collection::vec(
+            proptest::prop_oneof![
+                4 => 0x20u8..0x7f,
+                1 => proptest::sample::select(vec![CARET, b'x', b'7', 0x01, 0x7f, 0xe9, 0xc3, 0xa9]),
+                1 => proptest::num::u8::ANY,
+            ],
+            0..40,
+        )) {
+            let slow: String = decode_bytes(&strip_colours(&raw))
+                .chars()
+                .filter(|c| !c.is_control())
+                .collect();
+            proptest::prop_assert_eq!(plain_text(&raw), slow.as_str());
+        }
     }
 
     #[test]
