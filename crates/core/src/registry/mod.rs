@@ -562,7 +562,12 @@ impl Registry {
         Ok(())
     }
 
-    fn insert_new(&mut self, reg: Registration, now: Timestamp) -> Result<(), Reject> {
+    fn insert_new(
+        &mut self,
+        reg: Registration,
+        now: Timestamp,
+        info: Option<PollInfo>,
+    ) -> Result<(), Reject> {
         Self::key_ok(&reg)?;
         if self.count_of_source(reg.source) >= self.config.max_per_source {
             return Err(Reject::SourceCap);
@@ -573,7 +578,8 @@ impl Registry {
         *self.per_source.entry(reg.source).or_insert(0) += 1;
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        let rec = Record::new(id, reg, now);
+        let mut rec = Record::new(id, reg, now);
+        rec.info = info.map(Arc::new);
         let key = rec.key.clone();
         self.put(rec);
         self.log(&key, true);
@@ -593,6 +599,36 @@ impl Registry {
     /// [`Registry::register`] for a face where one address is one server: the face's records
     /// at the same address under another key (another game) are removed first.
     pub fn register_replacing(&mut self, reg: Registration, now: Timestamp) -> Outcome {
+        self.remove_other_games(&reg);
+        self.register(reg, now)
+    }
+
+    /// [`Registry::register_replacing`], then [`Registry::registration_info`] with `info` when
+    /// the server is listed. A new record is put with its info: one lookup of the key where
+    /// the two calls made five, for the registration a face's burst is made of.
+    pub fn register_replacing_with_info(
+        &mut self,
+        reg: Registration,
+        now: Timestamp,
+        info: PollInfo,
+    ) -> Outcome {
+        self.remove_other_games(&reg);
+        if self.records.get(&reg.key).is_none() {
+            return match self.insert_new(reg, now, Some(info)) {
+                Ok(()) => Outcome::Added,
+                Err(r) => Outcome::Rejected(r),
+            };
+        }
+        let key = reg.key.clone();
+        let out = self.register(reg, now);
+        if out.is_listed() {
+            self.registration_info(&key, info);
+        }
+        out
+    }
+
+    /// Removes the records of `reg`'s face at its address under another key (another game).
+    fn remove_other_games(&mut self, reg: &Registration) {
         let stale: Vec<ServerKey> = self
             .at_addr(&reg.key.addr)
             .filter(|r| r.face == reg.face && r.key != reg.key)
@@ -601,7 +637,6 @@ impl Registry {
         for k in stale {
             self.remove(&k);
         }
-        self.register(reg, now)
     }
 
     /// [`Registry::register`], and whether it changed anything beyond the record's times
@@ -609,7 +644,7 @@ impl Registry {
     fn register_changed(&mut self, reg: Registration, now: Timestamp) -> (Outcome, bool) {
         let key = reg.key.clone();
         let Some(rec) = self.records.get_mut(&key) else {
-            let out = match self.insert_new(reg, now) {
+            let out = match self.insert_new(reg, now, None) {
                 Ok(()) => Outcome::Added,
                 Err(r) => Outcome::Rejected(r),
             };

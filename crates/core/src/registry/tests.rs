@@ -1375,6 +1375,42 @@ proptest! {
 }
 
 #[test]
+fn a_registration_with_its_info_is_the_two_calls_in_one() {
+    let k = reg("ut2", v4(1, 1), Face::Quake3).key;
+    let (mut one, mut two) = (
+        Registry::new(RegistryConfig::default()),
+        Registry::new(RegistryConfig::default()),
+    );
+    // New, then refreshed with another info (kept only while never polled), then under
+    // another game at the same address (the old game's record goes).
+    for (game, name) in [("ut2", "a"), ("ut2", "b"), ("ut3", "c")] {
+        let x = reg(game, v4(1, 1), Face::Quake3);
+        let a = one.register_replacing_with_info(x.clone(), T0, info(name, 1, 2, &[]));
+        let key = x.key.clone();
+        let b = two.register_replacing(x, T0);
+        two.registration_info(&key, info(name, 1, 2, &[]));
+        assert_eq!(a, b, "{game} {name}");
+        assert_eq!(one.len(), two.len());
+        let (ra, rb) = (one.get(&key).unwrap(), two.get(&key).unwrap());
+        assert_eq!(ra.info, rb.info);
+        assert_eq!(ra.info.as_ref().unwrap().name(), name);
+        assert_eq!(one.take_changes().len(), two.take_changes().len());
+    }
+    assert!(one.get(&k).is_none(), "replaced by the other game");
+    // A refused registration stores nothing.
+    let mut full = Registry::new(RegistryConfig {
+        max_records: 0,
+        ..RegistryConfig::default()
+    });
+    let x = reg("ut2", v4(1, 2), Face::Quake3);
+    assert_eq!(
+        full.register_replacing_with_info(x, T0, info("a", 1, 2, &[])),
+        Outcome::Rejected(Reject::RecordCap)
+    );
+    assert_eq!(full.len(), 0);
+}
+
+#[test]
 fn a_registration_and_its_info_are_one_change_made_in_place() {
     let mut r = Registry::new(RegistryConfig::default());
     let k = listed(&mut r, reg("ut2", v4(1, 1), Face::GameAgent), T0);

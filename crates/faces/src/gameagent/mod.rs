@@ -354,18 +354,11 @@ impl GameAgentFace {
             // product. One server is one record: the same address under another product (it
             // changed, or a record from before a restart) is replaced.
             Some(p) if p == a.port() => {
-                let stale: Vec<ServerKey> = registry
-                    .at_addr(&key.addr)
-                    .filter(|r| r.face == Face::GameAgent && r.key != key)
-                    .map(|r| r.key.clone())
-                    .collect();
-                for k in stale {
-                    registry.remove(&k);
-                }
-                let out = registry.register(registration(&key, a), wall);
-                if out.is_listed() {
-                    registry.registration_info(&key, heartbeat_info(h));
-                }
+                let out = registry.register_replacing_with_info(
+                    registration(&key, a),
+                    wall,
+                    heartbeat_info(h),
+                );
                 cx.out.registered(out);
             }
             Some(challenged) => {

@@ -548,11 +548,10 @@ impl Quake3Face {
         if !self.settings.policy.accepts(&game) {
             return cx.out.drop(DropReason::UnknownGame);
         }
-        let key = ServerKey::new(&game, GameAddr::Ip(from));
         // One server is one record: the same address under another game is replaced.
-        let out = cx.registry.lock().register_replacing(
+        let out = cx.registry.lock().register_replacing_with_info(
             Registration {
-                key: key.clone(),
+                key: ServerKey::new(&game, GameAddr::Ip(from)),
                 face: Face::Quake3,
                 game_port: Some(from.port()),
                 query_addr: Some(from),
@@ -560,11 +559,9 @@ impl Quake3Face {
                 source: SourceKey::of(from.ip()),
             },
             cx.wall,
+            info_of(info),
         );
         cx.out.registered(out);
-        if out.is_listed() {
-            cx.registry.lock().registration_info(&key, info_of(info));
-        }
     }
 
     fn list(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, q: &Query<'_>) {

@@ -610,11 +610,10 @@ impl ValveFace {
             return cx.out.drop(DropReason::BadGame);
         }
         let game = String::from_utf8_lossy(&a.gamedir);
-        let key = ServerKey::new(&game, GameAddr::Ip(from));
         // One server is one record: the same address under another game is replaced.
-        let out = cx.registry.lock().register_replacing(
+        let out = cx.registry.lock().register_replacing_with_info(
             Registration {
-                key: key.clone(),
+                key: ServerKey::new(&game, GameAddr::Ip(from)),
                 face: Face::Valve,
                 game_port: Some(from.port()),
                 query_addr: Some(from),
@@ -622,11 +621,11 @@ impl ValveFace {
                 source: SourceKey::of(from.ip()),
             },
             cx.wall,
+            info_of(&a),
         );
         cx.out.registered(out);
         if out.is_listed() {
             self.facts.insert(from, Facts::of(&a));
-            cx.registry.lock().registration_info(&key, info_of(&a));
         }
     }
 
