@@ -223,6 +223,15 @@ struct Inner {
     wanted_now: std::sync::atomic::AtomicBool,
 }
 
+/// `m`'s guard if nobody holds it now (a poisoned lock is taken as the others take it).
+fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// The last snapshot build: when it began and how long it took.
 #[derive(Debug, Clone, Copy, Default)]
 struct LastBuild {
@@ -620,9 +629,17 @@ impl MasterHandle {
     /// the caller's thread. So a server told it is registered is in the next list, as with a
     /// master that lists straight from its table, while a storm of registrations and lists
     /// together still spends at most a fraction of the time building.
+    ///
+    /// Never waits for a lock: while a writer holds the registry, or the publisher task is
+    /// building, the list is answered from the current snapshot (the build under way, or the
+    /// publisher woken by the writer, brings the changes in soon after).
     pub fn fresh_snapshot(&self) -> Arc<Snapshot> {
         let snap = self.snapshot();
-        if snap.version() >= self.version() {
+        let behind = match try_lock(&self.inner.registry) {
+            Some(r) => r.version() > snap.version(),
+            None => false,
+        };
+        if !behind {
             return snap;
         }
         let last = *self
@@ -636,17 +653,37 @@ impl MasterHandle {
         {
             return snap;
         }
-        self.publish_unless_early(true).unwrap_or(snap)
+        self.publish_if_free().unwrap_or(snap)
+    }
+
+    /// [`MasterHandle::publish_unless_early`] with times allowed to wait, for
+    /// [`MasterHandle::fresh_snapshot`]: `None` when the publisher's lock or the registry's is
+    /// held (nothing is taken then).
+    fn publish_if_free(&self) -> Option<Arc<Snapshot>> {
+        let p = try_lock(&self.inner.publisher)?;
+        let r = try_lock(&self.inner.registry)?;
+        self.publish_locked(p, Some(r), true).ok()
     }
 
     fn publish_unless_early(&self, may_wait: bool) -> Result<Arc<Snapshot>, Duration> {
-        let mut p = self
+        let p = self
             .inner
             .publisher
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        self.publish_locked(p, None, may_wait)
+    }
+
+    /// The publish itself, under the publisher's lock `p`; `r`, when given, is the registry's
+    /// lock already taken (after the publisher's, as everywhere), else it is taken here.
+    fn publish_locked(
+        &self,
+        mut p: MutexGuard<'_, Publisher>,
+        r: Option<MutexGuard<'_, Registry>>,
+        may_wait: bool,
+    ) -> Result<Arc<Snapshot>, Duration> {
         let (changes, version) = {
-            let mut r = self.lock();
+            let mut r = r.unwrap_or_else(|| self.lock());
             (r.take_changes(), r.version())
         };
         let deltas = p.apply(changes, version);
@@ -1115,7 +1152,7 @@ mod tests {
     }
 
     #[test]
-    fn a_list_sees_the_servers_registered_before_it_unless_a_build_just_ran() {
+    fn a_list_sees_the_servers_registered_before_it_unless_a_build_just_ran_or_a_lock_is_held() {
         let (h, _, _) = open();
         let first = h.snapshot();
         assert!(
@@ -1133,6 +1170,15 @@ mod tests {
         h.register(reg(2), T0);
         assert_eq!(h.fresh_snapshot().len(), 1, "too soon after a build");
         *h.inner.build_cost.lock().unwrap() = LastBuild::default();
+        {
+            // Never waits for a lock (here held by this thread: waiting would never end).
+            let _writer = h.inner.registry.lock().unwrap();
+            assert_eq!(h.fresh_snapshot().len(), 1, "a writer holds the registry");
+        }
+        {
+            let _building = h.inner.publisher.lock().unwrap();
+            assert_eq!(h.fresh_snapshot().len(), 1, "the publisher is building");
+        }
         assert_eq!(h.fresh_snapshot().len(), 2, "then published");
         let later = Timestamp::from_secs(1_700_000_005);
         let before = h.snapshot();
