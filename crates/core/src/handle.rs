@@ -211,7 +211,7 @@ struct Inner {
     poll_soon: OnceLock<mpsc::Sender<ServerKey>>,
     /// The last publish: when it began and how long it took (builds are spaced by a
     /// multiple of its cost).
-    build_cost: Mutex<LastBuild>,
+    last_build: Mutex<LastBuild>,
     /// Live events of the list (`GET /api/v1/events`).
     events: EventHub,
     /// The version of the latest published snapshot.
@@ -338,7 +338,7 @@ impl MasterHandle {
                 flush_wanted: Notify::new(),
                 metrics: Metrics::default(),
                 poll_soon: OnceLock::new(),
-                build_cost: Mutex::new(LastBuild::default()),
+                last_build: Mutex::new(LastBuild::default()),
                 events,
                 published: watch::Sender::new(version),
                 publisher_running: std::sync::atomic::AtomicBool::new(false),
@@ -644,7 +644,7 @@ impl MasterHandle {
         }
         let last = *self
             .inner
-            .build_cost
+            .last_build
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if last
@@ -713,7 +713,7 @@ impl MasterHandle {
         });
         *self
             .inner
-            .build_cost
+            .last_build
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = LastBuild {
             began: Some(t),
@@ -950,7 +950,7 @@ impl MasterHandle {
                 _ => {
                     let cost = self
                         .inner
-                        .build_cost
+                        .last_build
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .cost;
@@ -1163,13 +1163,13 @@ mod tests {
         assert!(h.snapshot().is_empty(), "not published yet");
         assert_eq!(h.fresh_snapshot().len(), 1, "published for the list");
         // A build that took long and just began: the next ones wait four of its costs.
-        *h.inner.build_cost.lock().unwrap() = LastBuild {
+        *h.inner.last_build.lock().unwrap() = LastBuild {
             began: Some(Instant::now()),
             cost: Duration::from_secs(60),
         };
         h.register(reg(2), T0);
         assert_eq!(h.fresh_snapshot().len(), 1, "too soon after a build");
-        *h.inner.build_cost.lock().unwrap() = LastBuild::default();
+        *h.inner.last_build.lock().unwrap() = LastBuild::default();
         {
             // Never waits for a lock (here held by this thread: waiting would never end).
             let _writer = h.inner.registry.lock().unwrap();

@@ -715,8 +715,7 @@ impl UdpMachine for Quake3Face {
     }
 
     fn asks_for_list(&self, data: &[u8]) -> bool {
-        data.strip_prefix(&[0xff; 4])
-            .is_some_and(|r| r.starts_with(b"getservers ") || r.starts_with(b"getserversExt "))
+        Packet::asks_for_list(data)
     }
 }
 

@@ -721,7 +721,7 @@ impl UdpMachine for ValveFace {
             return cx.out.drop(DropReason::TooLarge);
         }
         let from = canonical(from);
-        if data.first() == Some(&ListRequest::TAG) {
+        if self.asks_for_list(data) {
             return self.list(cx, via, from, data);
         }
         match ServerPacket::decode(data) {

@@ -239,8 +239,7 @@ pub fn decode_text(raw: &[u8]) -> Text {
 
 /// [`Text::plain`] of [`decode_text`] alone, for a caller that keeps nothing else (a master
 /// reading a heartbeat's info). Printable ASCII with no caret, what nearly every server sends,
-/// is copied as it is; anything else takes [`decode_text`]'s way.
-/// Borrowed when nothing changes.
+/// is borrowed as it is; anything else takes [`decode_text`]'s way.
 #[must_use]
 pub fn plain_text(raw: &[u8]) -> std::borrow::Cow<'_, str> {
     if raw

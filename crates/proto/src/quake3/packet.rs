@@ -364,7 +364,28 @@ fn put_entry(out: &mut Vec<u8>, addr: &SocketAddr) {
     out.extend_from_slice(&addr.port().to_be_bytes());
 }
 
+/// The command that begins `rest` (what follows the header): its leading ASCII letters.
+fn command_word(rest: &[u8]) -> &[u8] {
+    let len = rest
+        .iter()
+        .position(|b| !b.is_ascii_alphabetic())
+        .unwrap_or(rest.len());
+    rest.get(..len).unwrap_or_default()
+}
+
 impl Packet {
+    /// Whether `datagram` is a `getservers` or `getserversExt` request, by its header and
+    /// command alone (what [`Packet::decode`] would decode as [`Packet::GetServers`] or
+    /// [`Packet::GetServersExt`], if the rest is well formed): a master tells list requests
+    /// apart before decoding anything.
+    #[must_use]
+    pub fn asks_for_list(datagram: &[u8]) -> bool {
+        datagram
+            .strip_prefix(&HEADER)
+            .map(command_word)
+            .is_some_and(|c| c == GETSERVERS || c == GETSERVERS_EXT)
+    }
+
     /// Decode one datagram.
     pub fn decode(datagram: &[u8]) -> Result<Self, DecodeError> {
         if datagram.len() > MAX_DATAGRAM {
@@ -374,12 +395,7 @@ impl Packet {
         if r.array::<4>("quake3 header")? != HEADER {
             return Err(DecodeError::BadMagic("quake3 header"));
         }
-        let rest = r.peek_rest();
-        let word_len = rest
-            .iter()
-            .position(|b| !b.is_ascii_alphabetic())
-            .unwrap_or(rest.len());
-        let command = r.take(word_len, "quake3 command")?;
+        let command = r.take(command_word(r.peek_rest()).len(), "quake3 command")?;
         let body = r.rest();
         match command {
             GETINFO => Ok(Self::GetInfo {
