@@ -89,6 +89,10 @@ fn main() -> ExitCode {
     }
     let verbosity = Verbosity::of(cli.verbose, cli.quiet);
     let daemon = matches!(cli.command, Command::Emulate(_) | Command::Serve(_));
+    if daemon {
+        // Before any thread starts, the logger's included (see `muster_alloc`).
+        muster_alloc::return_freed_promptly();
+    }
     init_logging(verbosity, daemon);
     // Querying runs one engine task (one socket per family, one timer heap): a single thread
     // does it best, without handing every allocation across threads. The daemons use all cores.

@@ -275,7 +275,8 @@ fn count(handle: &MasterHandle) -> Value {
 /// `muster-bench master-child`: serves until `quit` (or stdin closes).
 pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
     muster_alloc::Counting::start();
-    // As `muster serve` builds its runtime.
+    // As `muster serve` sets its allocator and builds its runtime.
+    muster_alloc::return_freed_promptly();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .on_thread_park(muster_alloc::on_thread_park)
         .enable_all()
