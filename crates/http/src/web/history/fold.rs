@@ -4,7 +4,7 @@
 //! counts of a closed minute ([`LiveSet`]), and the minutes a close writes ([`to_close`]).
 //! The backends only read and write rows.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -182,6 +182,10 @@ struct Live {
 #[derive(Debug, Default)]
 pub(super) struct LiveSet {
     map: HashMap<i64, Live>,
+    /// Every game name the map holds, once: the servers of a game share its name, where a
+    /// name per server was an allocation per server (and, made in a burst of first samples
+    /// beside the batch's passing ones, pages the allocator could not give back).
+    games: HashSet<Arc<str>>,
 }
 
 impl LiveSet {
@@ -199,7 +203,14 @@ impl LiveSet {
         }
         let game = match known {
             Some(l) if &*l.game == game => Arc::clone(&l.game),
-            _ => Arc::from(game),
+            _ => match self.games.get(game) {
+                Some(g) => Arc::clone(g),
+                None => {
+                    let g: Arc<str> = Arc::from(game);
+                    self.games.insert(Arc::clone(&g));
+                    g
+                }
+            },
         };
         self.map.insert(
             id,
@@ -275,6 +286,8 @@ impl LiveSet {
         let live_ms = u64::try_from(LIVE_FOR.as_millis()).unwrap_or(u64::MAX);
         self.map
             .retain(|_, l| now.0.saturating_sub(l.at.0) <= live_ms);
+        // A name no server holds any more (only this set does) goes with its last server.
+        self.games.retain(|g| Arc::strong_count(g) > 1);
     }
 }
 
@@ -400,6 +413,39 @@ mod tests {
             .map(|g| (g.minute, g.listed))
             .collect();
         assert_eq!(g, [(22, 1), (23, 1)]);
+    }
+
+    #[test]
+    fn the_servers_of_a_game_share_its_name_until_the_last_is_forgotten() {
+        let mut live = LiveSet::default();
+        let at = |ms| LastSample {
+            at: Timestamp(ms),
+            ok: true,
+            players: 1,
+        };
+        for id in 0..100 {
+            live.note(id, "g", at(1_000));
+        }
+        live.note(100, "h", at(1_000));
+        live.note(101, "h", at(10 * MINUTE_MS));
+        let g = |id| Arc::clone(&live.map[&id].game);
+        assert!(Arc::ptr_eq(&g(0), &g(99)), "one name for game g");
+        assert!(Arc::ptr_eq(&g(100), &g(101)), "one name for game h");
+        assert_eq!(live.games.len(), 2);
+        let counted: Vec<(String, i64)> = live
+            .count(0)
+            .into_iter()
+            .map(|c| (c.game.to_string(), c.listed))
+            .collect();
+        assert_eq!(counted, [("g".to_owned(), 100), ("h".to_owned(), 2)]);
+        // Every server of g and the first of h are forgotten: g's name goes, h's stays.
+        live.forget_before(Timestamp(10 * MINUTE_MS + LIVE_FOR.as_millis() as u64 / 2));
+        assert_eq!(live.len(), 1);
+        let names: Vec<&str> = live.games.iter().map(|g| &**g).collect();
+        assert_eq!(names, ["h"]);
+        // A server of a forgotten game brings its name back.
+        live.note(7, "g", at(11 * MINUTE_MS));
+        assert_eq!(live.games.len(), 2);
     }
 
     #[test]
