@@ -31,7 +31,11 @@
 //!    `-n 1`, over N. The plain growth from before to after, over N, is printed for every master.
 //!
 //! Muster's resident set is read once it settled (store flushed, snapshot published, a few
-//! seconds of quiet, as `muster-bench master` does). A missing peer is reported and its column
+//! seconds of quiet, as `muster-bench master` does). Beside it, the Rust data Muster holds
+//! then, counted by its allocator, and the most it held at once during the main round (read
+//! every millisecond by the child): a resident set well above the data held after the round
+//! and near the most held during it is what the round's passing copies left in pages the
+//! allocator could not give back. A missing peer is reported and its column
 //! left empty; the bench asserts nothing.
 
 use std::future::Future;
@@ -454,6 +458,9 @@ struct Run {
     /// Bytes Muster's Rust code held at the warm-up's reading and the last (a peer: none).
     heap_warm: Option<i64>,
     heap_after: Option<i64>,
+    /// The most Muster's Rust code held at once between those two readings (sampled every
+    /// millisecond by the child; a peer: none).
+    heap_peak: Option<i64>,
     /// The resident set's split at the warm-up's reading and the last.
     split_warm: Option<MemSplit>,
     split_after: Option<MemSplit>,
@@ -586,11 +593,18 @@ impl Master {
         }
     }
 
-    /// Bytes Muster's Rust code holds (read after [`Master::rss`], so settled); a peer: none.
-    fn heap(&mut self) -> Option<i64> {
+    /// Bytes Muster's Rust code holds (read after [`Master::rss`], so settled), and the most
+    /// it held at once since the last call; a peer: none.
+    fn heap(&mut self) -> (Option<i64>, Option<i64>) {
         match self {
-            Self::Muster(m) => m.call("heap").ok()?.get("live")?.as_i64(),
-            Self::Peer(_) => None,
+            Self::Muster(m) => match m.call("heap") {
+                Ok(v) => (
+                    v.get("live").and_then(serde_json::Value::as_i64),
+                    v.get("peak").and_then(serde_json::Value::as_i64),
+                ),
+                Err(_) => (None, None),
+            },
+            Self::Peer(_) => (None, None),
         }
     }
 
@@ -643,7 +657,7 @@ async fn run_master<F: Family>(
         if round == 0 {
             run.warm_listed = listed;
             run.rss_warm_kib = master.rss().await?;
-            run.heap_warm = master.heap();
+            run.heap_warm = master.heap().0;
             run.split_warm = MemSplit::of(pid);
         } else {
             run.reg_pct = spent.master_pct;
@@ -654,7 +668,7 @@ async fn run_master<F: Family>(
         .zip(drops)
         .map_or(0, |(b, a)| b.saturating_sub(a));
     run.rss_after_kib = master.rss().await?;
-    run.heap_after = master.heap();
+    (run.heap_after, run.heap_peak) = master.heap();
     run.split_after = MemSplit::of(pid);
     for ask in family.asks()? {
         eprintln!("  {} lists …", ask.label);
@@ -969,6 +983,19 @@ fn print_size<F: Family>(family: &F, r: &SizeResult, base: Option<u64>) -> anyho
     rows.push(vec![
         "  of which live Rust data (bytes held, counted by the allocator)".to_owned(),
         cell(m, &heap),
+        String::new(),
+        String::new(),
+    ]);
+    let peak = |x: &Run| match (x.heap_warm, x.heap_peak) {
+        (Some(a), Some(b)) => format!(
+            "{:.0} B",
+            (b - a) as f64 / n.saturating_sub(x.warm_n).max(1) as f64
+        ),
+        _ => "-".to_owned(),
+    };
+    rows.push(vec![
+        "  live Rust data at its most during the main round (sampled every ms)".to_owned(),
+        cell(m, &peak),
         String::new(),
         String::new(),
     ]);

@@ -272,9 +272,43 @@ fn count(handle: &MasterHandle) -> Value {
     json!({"listed": listed, "total": view.len(), "records": records})
 }
 
+/// The most live Rust data [`watch_peak`] saw since the last `heap` command.
+static PEAK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// How often [`watch_peak`] reads the live count.
+const PEAK_EVERY: Duration = Duration::from_millis(1);
+
+/// Reads the live count every [`PEAK_EVERY`] for the rest of the process and keeps the most
+/// in [`PEAK`]: a sampled peak (a spike shorter than the period can be missed), enough to
+/// tell the data a burst held at once from what stays after it.
+fn watch_peak() {
+    std::thread::Builder::new()
+        .name("muster-peak".to_owned())
+        .spawn(|| {
+            loop {
+                PEAK.fetch_max(
+                    muster_alloc::Counting::live(),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                std::thread::sleep(PEAK_EVERY);
+            }
+        })
+        .ok();
+}
+
+/// The live count now and the sampled peak since the last call, which starts a new peak.
+fn heap() -> Value {
+    let live = muster_alloc::Counting::live();
+    let peak = PEAK
+        .swap(live, std::sync::atomic::Ordering::Relaxed)
+        .max(live);
+    json!({"live": live, "peak": peak})
+}
+
 /// `muster-bench master-child`: serves until `quit` (or stdin closes).
 pub(crate) fn run(args: &ChildArgs) -> anyhow::Result<()> {
     muster_alloc::Counting::start();
+    watch_peak();
     // As `muster serve` sets its allocator and builds its runtime.
     muster_alloc::return_freed_promptly();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -331,7 +365,7 @@ async fn serve(args: &ChildArgs) -> anyhow::Result<()> {
         let h = handle.clone();
         let reply = match words.first().copied() {
             Some("count") => count(&handle),
-            Some("heap") => json!({"live": muster_alloc::Counting::live()}),
+            Some("heap") => heap(),
             Some("ddnet") => {
                 let (first, n) = (num(1), num(2));
                 tokio::task::spawn_blocking(move || insert_ddnet(&h, first, n)).await??
