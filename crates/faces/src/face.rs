@@ -259,3 +259,13 @@ pub fn tcp_listeners(face: &str, sockets: Vec<Socket>) -> Vec<TcpListener> {
         })
         .collect()
 }
+
+/// Gives back most of a map's room when it holds less than a quarter of it: the faces' own
+/// maps (challenges in flight, heartbeat facts) grow with a burst and would keep its size.
+pub(crate) fn shrink<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(
+    map: &mut HashMap<K, V, S>,
+) {
+    if map.capacity() > 64 && map.len() < map.capacity() / 4 {
+        map.shrink_to(map.len() * 2);
+    }
+}

@@ -35,6 +35,7 @@ use rand::rngs::SmallRng;
 use rand::{RngCore as _, SeedableRng as _};
 use serde::{Deserialize, Serialize};
 
+use crate::face::shrink;
 use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
 use games::{GamePolicy, GameProperties, Tag, builtin_games, classify};
 use muster_core::config::{HumanDuration, LimitsConfig};
@@ -649,13 +650,6 @@ impl Quake3Face {
 
 /// The hasher of the face's own maps.
 type Fast = foldhash::fast::RandomState;
-
-/// Gives back most of a map's room when it holds less than a quarter of it.
-fn shrink<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V, Fast>) {
-    if map.capacity() > 64 && map.len() < map.capacity() / 4 {
-        map.shrink_to(map.len() * 2);
-    }
-}
 
 impl UdpMachine for Quake3Face {
     fn name(&self) -> &'static str {

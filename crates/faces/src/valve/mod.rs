@@ -40,6 +40,7 @@ use rand::rngs::SmallRng;
 use rand::{RngCore as _, SeedableRng as _};
 use serde::{Deserialize, Serialize};
 
+use crate::face::shrink;
 use crate::runtime::udp::{Cx, Datagrams, Reply, ReplyKind, UdpMachine};
 use muster_core::config::{HumanDuration, LimitsConfig};
 use muster_core::drops::DropReason;
@@ -242,13 +243,6 @@ impl FactsByAddr {
         self.v6.retain(|a, _| keep(SocketAddr::V6(*a)));
         shrink(&mut self.v4);
         shrink(&mut self.v6);
-    }
-}
-
-/// Gives back a map's room when it is less than a quarter full.
-fn shrink<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(m: &mut HashMap<K, V, S>) {
-    if m.capacity() > 64 && m.len() < m.capacity() / 4 {
-        m.shrink_to(m.len() * 2);
     }
 }
 
