@@ -562,18 +562,22 @@ impl Registry {
         Ok(())
     }
 
-    fn insert_new(
-        &mut self,
-        reg: Registration,
-        now: Timestamp,
-        info: Option<PollInfo>,
-    ) -> Result<(), Reject> {
-        Self::key_ok(&reg)?;
+    /// Why a new record for `reg` may not be added, if it may not: its key, then the caps.
+    fn refuses_new(&self, reg: &Registration) -> Result<(), Reject> {
+        Self::key_ok(reg)?;
         if self.count_of_source(reg.source) >= self.config.max_per_source {
             return Err(Reject::SourceCap);
         }
         if self.records.len() >= self.config.max_records {
             return Err(Reject::RecordCap);
+        }
+        Ok(())
+    }
+
+    /// A new listed record for `reg` (with `info`, when given), unless [`Self::refuses_new`].
+    fn insert_new(&mut self, reg: Registration, now: Timestamp, info: Option<PollInfo>) -> Outcome {
+        if let Err(r) = self.refuses_new(&reg) {
+            return Outcome::Rejected(r);
         }
         *self.per_source.entry(reg.source).or_insert(0) += 1;
         let id = self.next_id;
@@ -583,7 +587,7 @@ impl Registry {
         let key = rec.key.clone();
         self.put(rec);
         self.log(&key, true);
-        Ok(())
+        Outcome::Added
     }
 
     /// A registration with proof of ownership (an answered challenge, `fw!!`, `\validate\`, a
@@ -614,10 +618,7 @@ impl Registry {
     ) -> Outcome {
         self.remove_other_games(&reg);
         if self.records.get(&reg.key).is_none() {
-            return match self.insert_new(reg, now, Some(info)) {
-                Ok(()) => Outcome::Added,
-                Err(r) => Outcome::Rejected(r),
-            };
+            return self.insert_new(reg, now, Some(info));
         }
         let key = reg.key.clone();
         let out = self.register(reg, now);
@@ -644,11 +645,7 @@ impl Registry {
     fn register_changed(&mut self, reg: Registration, now: Timestamp) -> (Outcome, bool) {
         let key = reg.key.clone();
         let Some(rec) = self.records.get_mut(&key) else {
-            let out = match self.insert_new(reg, now, None) {
-                Ok(()) => Outcome::Added,
-                Err(r) => Outcome::Rejected(r),
-            };
-            return (out, true);
+            return (self.insert_new(reg, now, None), true);
         };
         let rec = Arc::make_mut(rec);
         let structural = rec.face != reg.face
