@@ -973,7 +973,9 @@ fn print_size<F: Family>(family: &F, r: &SizeResult, base: Option<u64>) -> anyho
         String::new(),
         String::new(),
     ]);
-    let heap = |x: &Run| match (x.heap_warm, x.heap_after) {
+    // Bytes held at a reading (after the round, or at its most) beyond the warm-up's, per
+    // server registered after the warm-up.
+    let held = |x: &Run, at: Option<i64>| match (x.heap_warm, at) {
         (Some(a), Some(b)) => format!(
             "{:.0} B",
             (b - a) as f64 / n.saturating_sub(x.warm_n).max(1) as f64
@@ -982,20 +984,13 @@ fn print_size<F: Family>(family: &F, r: &SizeResult, base: Option<u64>) -> anyho
     };
     rows.push(vec![
         "  of which live Rust data (bytes held, counted by the allocator)".to_owned(),
-        cell(m, &heap),
+        cell(m, &|x| held(x, x.heap_after)),
         String::new(),
         String::new(),
     ]);
-    let peak = |x: &Run| match (x.heap_warm, x.heap_peak) {
-        (Some(a), Some(b)) => format!(
-            "{:.0} B",
-            (b - a) as f64 / n.saturating_sub(x.warm_n).max(1) as f64
-        ),
-        _ => "-".to_owned(),
-    };
     rows.push(vec![
         "  live Rust data at its most during the main round (sampled every ms)".to_owned(),
-        cell(m, &peak),
+        cell(m, &|x| held(x, x.heap_peak)),
         String::new(),
         String::new(),
     ]);
