@@ -152,11 +152,12 @@ const PURGE_ENV: &str = "MIMALLOC_PURGE_DELAY";
 
 /// For a daemon, before its threads start: freed pages go back to the system as soon as they
 /// are free (mimalloc's purge delay 0), not after its default delay of a second that only a
-/// later free or collection notices. After a burst of registrations the pages that held the burst's transient blocks
-/// (datagrams, decoded infos, old snapshots) were otherwise still resident when the daemon
-/// went quiet: `muster-bench valve` at 10,000 servers read 1,240–1,473 B per server without
-/// this and 1,109–1,165 B with it, at the same CPU per registration and per list. Does
-/// nothing when the user set the delay through `MIMALLOC_PURGE_DELAY`.
+/// later free or collection notices. After a burst of registrations the pages that held the
+/// burst's transient blocks (datagrams, decoded infos, old snapshots) were otherwise still
+/// resident when the daemon went quiet: `muster-bench valve` at 10,000 servers read
+/// 1,240–1,473 B per server without this and 1,109–1,165 B with it, at the same CPU per
+/// registration and per list. Does nothing when the user set the delay through
+/// `MIMALLOC_PURGE_DELAY`.
 pub fn return_freed_promptly() {
     if std::env::var_os(PURGE_ENV).is_some() {
         return;

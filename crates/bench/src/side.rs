@@ -35,8 +35,8 @@
 //! then, counted by its allocator, and the most it held at once during the main round (read
 //! every millisecond by the child): a resident set well above the data held after the round
 //! and near the most held during it is what the round's passing copies left in pages the
-//! allocator could not give back. A missing peer is reported and its column
-//! left empty; the bench asserts nothing.
+//! allocator could not give back. A missing peer is reported and its column left empty; the
+//! bench asserts nothing.
 
 use std::future::Future;
 use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
