@@ -16,9 +16,11 @@
 //! [`PROVEN_RECHECK`] per source), and again every [`PROVEN_REFRESH`] while the source draws on
 //! a grown budget, so the lookup stays off the common path.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
+
+use hashlink::LinkedHashMap;
+use hashlink::linked_hash_map::Entry;
 
 /// The key a limit is tracked under: an IPv4 address or an IPv6 /64 prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -138,7 +140,9 @@ pub struct SourceLimiter {
     max_sources: usize,
     /// Proven servers a budget grows by at most (0: budgets never grow).
     max_servers: u32,
-    buckets: HashMap<SourceKey, Bucket>,
+    /// Least recently touched first (a touch moves a bucket to the back), so the buckets
+    /// that refilled, all touched before the rest, are at the front.
+    buckets: LinkedHashMap<SourceKey, Bucket>,
 }
 
 impl SourceLimiter {
@@ -149,7 +153,7 @@ impl SourceLimiter {
             config,
             max_sources: max_sources.max(1),
             max_servers: 0,
-            buckets: HashMap::new(),
+            buckets: LinkedHashMap::new(),
         }
     }
 
@@ -183,12 +187,18 @@ impl SourceLimiter {
         }
         let base = self.config;
         let max_servers = self.max_servers;
-        let bucket = self.buckets.entry(key).or_insert(Bucket {
-            tokens: base.burst,
-            at: now,
-            servers: 0,
-            counted: None,
-        });
+        let bucket = match self.buckets.entry(key) {
+            Entry::Occupied(mut o) => {
+                o.to_back();
+                o.into_mut()
+            }
+            Entry::Vacant(v) => v.insert(Bucket {
+                tokens: base.burst,
+                at: now,
+                servers: 0,
+                counted: None,
+            }),
+        };
         let cfg = base.grown(bucket.servers);
         let mut level = bucket.level(now, &cfg);
         bucket.at = now;
@@ -240,11 +250,18 @@ impl SourceLimiter {
         self.buckets.is_empty()
     }
 
-    /// Forget every bucket that has refilled completely by `now`.
+    /// Forget every bucket that has refilled completely by `now`: the run of them at the
+    /// front, in time for what it drops (every bucket refills in the same time, so a bucket
+    /// touched later than one still refilling is still refilling too).
     pub fn prune(&mut self, now: Instant) {
         let full_after = self.config.full_after();
-        self.buckets
-            .retain(|_, b| now.saturating_duration_since(b.at) < full_after);
+        while self
+            .buckets
+            .front()
+            .is_some_and(|(_, b)| now.saturating_duration_since(b.at) >= full_after)
+        {
+            self.buckets.pop_front();
+        }
     }
 
     fn evict(&mut self, now: Instant) {
@@ -253,14 +270,7 @@ impl SourceLimiter {
             // Still full of active sources: drop the least recently touched one. A flood of
             // distinct sources can then reset someone's bucket, which errs on the side of
             // answering; the global byte budget bounds what that can cost.
-            if let Some(oldest) = self
-                .buckets
-                .iter()
-                .min_by_key(|(_, b)| b.at)
-                .map(|(k, _)| *k)
-            {
-                self.buckets.remove(&oldest);
-            }
+            self.buckets.pop_front();
         }
     }
 }
@@ -357,6 +367,41 @@ mod tests {
         }
         l.prune(t0 + Duration::from_secs(3600));
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn a_full_limiter_drops_the_refilled_then_the_least_recently_touched() {
+        let t0 = Instant::now();
+        let cfg = BucketConfig::one_every(2, Duration::from_secs(10));
+        let mut l = SourceLimiter::new(cfg, 3);
+        let [a, b, c, d, e] = [
+            "192.0.2.1",
+            "192.0.2.2",
+            "192.0.2.3",
+            "192.0.2.4",
+            "192.0.2.5",
+        ]
+        .map(ip);
+        for s in [a, b, c] {
+            assert!(l.allow(s, t0, 1.0));
+        }
+        // `a` is touched again, so `b` is now the least recently touched: a new source
+        // evicts `b`, whose spent token is forgotten (its next datagram finds a full bucket).
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(l.allow(a, t1, 1.0));
+        assert!(l.allow(d, t1, 1.0));
+        assert_eq!(l.len(), 3);
+        assert!(!l.allow(a, t1, 1.0), "a kept its spent tokens");
+        assert!(
+            l.allow(b, t1, 1.0) && l.allow(b, t1, 1.0),
+            "b came back full"
+        );
+        // Everything touched at t1 or later; `c` (t0) was evicted by `b`. After a refill time
+        // the buckets touched at t1 are all due and go, and a new source finds room.
+        let t2 = t1 + Duration::from_secs(20);
+        l.prune(t2);
+        assert!(l.is_empty());
+        assert!(l.allow(e, t2, 1.0));
     }
 
     #[test]
