@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use muster_proto::limit::{BucketConfig, SourceLimiter};
 
-/// The daemon's default for `limits.max_tracked_sources`.
+/// Sources tracked: the daemon's default `limits.max_tracked_sources` (100,000) and a tenth of it.
 const TRACKED: [u32; 2] = [10_000, 100_000];
 
 fn addr(i: u32) -> IpAddr {
