@@ -440,9 +440,13 @@ impl Master {
             }
             let h = web::History::new(Box::new(store), self.config.history.retention.0);
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let (batches, batches_rx) = tokio::sync::mpsc::channel(web::history::UNPOLLED_CHANNEL);
             tasks.spawn(web::history::run(
                 h.clone(),
-                rx,
+                web::history::Samples {
+                    polled: rx,
+                    unpolled: batches_rx,
+                },
                 samples.take(),
                 Some(handle.clone()),
                 stop.clone(),
@@ -450,7 +454,7 @@ impl Master {
             // Servers the poller does not poll (management servers; all while it is off).
             tasks.spawn(web::history::feed_unpolled(
                 handle.clone(),
-                tx.clone(),
+                batches,
                 web::history::Unpolled::new(
                     self.config.poller.enabled,
                     self.config.poller.interval.0,

@@ -485,7 +485,16 @@ impl History {
     }
 }
 
-/// Receives samples until `samples` closes or `stop` is cancelled, forwarding each to `forward`
+/// What [`run`] writes: the poller's samples one by one, and [`feed_unpolled`]'s in batches.
+#[derive(Debug)]
+pub struct Samples {
+    /// The poller's results.
+    pub polled: mpsc::UnboundedReceiver<PollSample>,
+    /// [`feed_unpolled`]'s batches.
+    pub unpolled: mpsc::Receiver<Vec<PollSample>>,
+}
+
+/// Receives samples until both of `samples`' channels close or `stop` is cancelled, forwarding each to `forward`
 /// (the embedder's own sink, if any) and writing them to `history` in batches. A batch the
 /// store refuses (a full disk) is dropped, each of its samples counted under
 /// [`DropReason::HistoryNotStored`] in `counts`' metrics, and logged at most once per
@@ -494,11 +503,17 @@ impl History {
 /// [`DropReason::HistoryNotStored`]: muster_core::drops::DropReason::HistoryNotStored
 pub async fn run(
     history: History,
-    mut samples: mpsc::UnboundedReceiver<PollSample>,
+    samples: Samples,
     forward: Option<mpsc::UnboundedSender<PollSample>>,
     counts: Option<muster_core::MasterHandle>,
     stop: tokio_util::sync::CancellationToken,
 ) {
+    let Samples {
+        polled: mut samples,
+        mut unpolled,
+    } = samples;
+    // Each input is read until it closes; the task ends when both did.
+    let (mut polled_open, mut unpolled_open) = (true, true);
     let mut write = tokio::time::interval(WRITE_INTERVAL);
     let mut prune = tokio::time::interval(PRUNE_INTERVAL);
     write.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -537,7 +552,7 @@ pub async fn run(
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
-            s = samples.recv() => match s {
+            s = samples.recv(), if polled_open => match s {
                 Some(s) => {
                     if let Some(f) = &forward {
                         let _ = f.send(s.clone());
@@ -547,7 +562,30 @@ pub async fn run(
                         flush(&mut buf).await;
                     }
                 }
-                None => break,
+                None => {
+                    polled_open = false;
+                    if !unpolled_open {
+                        break;
+                    }
+                }
+            },
+            batch = unpolled.recv(), if unpolled_open => match batch {
+                Some(mut batch) => {
+                    if let Some(f) = &forward {
+                        for s in &batch {
+                            let _ = f.send(s.clone());
+                        }
+                    }
+                    // In order: what the poller said first.
+                    flush(&mut buf).await;
+                    flush(&mut batch).await;
+                }
+                None => {
+                    unpolled_open = false;
+                    if !polled_open {
+                        break;
+                    }
+                }
             },
             _ = write.tick() => {
                 flush(&mut buf).await;
@@ -616,6 +654,36 @@ impl Last {
     }
 }
 
+/// A sample [`Unpolled::scan_due`] found due: the record's position in the records scanned,
+/// and its players and slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Due {
+    at: u32,
+    players: u32,
+    slots: u32,
+}
+
+impl Due {
+    /// The sample, taken `now`, for the record at its position in `records` (the records
+    /// scanned; `None` if it is not there).
+    #[must_use]
+    pub fn sample(
+        self,
+        records: &[impl std::ops::Deref<Target = Record>],
+        now: Timestamp,
+    ) -> Option<PollSample> {
+        let r = records.get(usize::try_from(self.at).ok()?)?;
+        Some(PollSample {
+            key: r.key.clone(),
+            at: now,
+            ok: true,
+            num_players: Some(self.players),
+            max_players: Some(self.slots),
+            ping: None,
+        })
+    }
+}
+
 /// `n` clamped to `u16`.
 fn narrow(n: u32) -> u16 {
     u16::try_from(n).unwrap_or(u16::MAX)
@@ -655,6 +723,22 @@ impl Unpolled {
         records: impl IntoIterator<Item = &'a Record>,
         now: Timestamp,
     ) -> Vec<PollSample> {
+        let records: Vec<&Record> = records.into_iter().collect();
+        self.scan_due(records.iter().copied(), now)
+            .into_iter()
+            .filter_map(|d| d.sample(&records, now))
+            .collect()
+    }
+
+    /// [`Unpolled::scan`] in 12 bytes per sample: each due one as its record's position in
+    /// `records` with its numbers, made into a [`PollSample`] (a key's clone, ~100 bytes) only
+    /// when it is sent. Every server's first sample comes in one scan; 10,000 samples made at
+    /// once held about a megabyte, and twice that while they waited in the writer's channel.
+    pub fn scan_due<'a>(
+        &mut self,
+        records: impl IntoIterator<Item = &'a Record>,
+        now: Timestamp,
+    ) -> Vec<Due> {
         self.scans += 1;
         let parity = u32::from(self.scans % 2 == 1);
         let start = *self.start.get_or_insert(now);
@@ -664,7 +748,10 @@ impl Unpolled {
             .min(u32::MAX >> 1);
         let every = u32::try_from(self.every.as_secs()).unwrap_or(u32::MAX);
         let mut out = Vec::new();
-        for r in records {
+        for (at, r) in records.into_iter().enumerate() {
+            let Ok(at) = u32::try_from(at) else {
+                break;
+            };
             if self.polled(r) {
                 continue;
             }
@@ -687,13 +774,10 @@ impl Unpolled {
                     seen: secs << 1 | parity,
                 };
                 self.last.insert(r.id, last);
-                out.push(PollSample {
-                    key: r.key.clone(),
-                    at: now,
-                    ok: true,
-                    num_players: Some(n),
-                    max_players: Some(max),
-                    ping: None,
+                out.push(Due {
+                    at,
+                    players: n,
+                    slots: max,
                 });
             }
         }
@@ -707,12 +791,15 @@ impl Unpolled {
     }
 }
 
-/// Sends [`Unpolled`]'s samples to `samples` (the history writer's channel) until `stop` is
+/// Sends [`Unpolled`]'s samples to `samples` (the history writer's) until `stop` is
 /// cancelled: a scan every [`UNPOLLED_SCAN`] when the snapshot shows a change (its last event
-/// id moved) or a sample is due by age.
+/// id moved) or a sample is due by age. The samples go in batches of at most
+/// [`MAX_BUFFERED`], each made when the writer has taken the one before (make the channel
+/// [`UNPOLLED_CHANNEL`] long): after every server registered at once, a few batches are held
+/// at a time, not every server's sample.
 pub async fn feed_unpolled(
     handle: muster_core::MasterHandle,
-    samples: mpsc::UnboundedSender<PollSample>,
+    samples: mpsc::Sender<Vec<PollSample>>,
     mut unpolled: Unpolled,
     stop: tokio_util::sync::CancellationToken,
 ) {
@@ -734,22 +821,33 @@ pub async fn feed_unpolled(
         }
         seen = Some(mark);
         // A pass over every listed record: off the reactor, as every whole-list pass is.
-        let Ok((back, due)) = muster_core::bulk::spawn(move || {
-            let due = unpolled.scan(view.listed().iter().map(|r| &**r), now);
-            (unpolled, due)
+        let Ok((back, due, view)) = muster_core::bulk::spawn(move || {
+            let due = unpolled.scan_due(view.listed().iter().map(|r| &**r), now);
+            (unpolled, due, view)
         })
         .await
         else {
             return;
         };
         unpolled = back;
-        for s in due {
-            if samples.send(s).is_err() {
-                return;
+        for part in due.chunks(MAX_BUFFERED) {
+            let batch: Vec<PollSample> = part
+                .iter()
+                .filter_map(|d| d.sample(view.listed(), now))
+                .collect();
+            tokio::select! {
+                () = stop.cancelled() => return,
+                sent = samples.send(batch) => if sent.is_err() {
+                    return;
+                },
             }
         }
     }
 }
+
+/// The length of [`feed_unpolled`]'s channel to [`run`], in batches: one waits while the
+/// writer writes another.
+pub const UNPOLLED_CHANNEL: usize = 1;
 
 #[cfg(test)]
 mod tests {
@@ -1381,11 +1479,30 @@ mod tests {
         let (ftx, mut frx) = mpsc::unbounded_channel();
         let stop_rx = tokio_util::sync::CancellationToken::new();
         let now = Timestamp::now().0;
+        let (btx, brx) = mpsc::channel(UNPOLLED_CHANNEL);
         tx.send(sample("127.0.0.1:1", now, 4)).unwrap();
         drop(tx);
-        run(h.clone(), rx, Some(ftx), None, stop_rx).await;
-        assert_eq!(frx.recv().await.unwrap().num_players, Some(4));
-        let got = h.recent("127.0.0.1:1", None, Timestamp(now)).unwrap();
-        assert_eq!(got.len(), 1);
+        btx.send(vec![
+            sample("127.0.0.1:2", now, 5),
+            sample("127.0.0.1:3", now, 6),
+        ])
+        .await
+        .unwrap();
+        drop(btx);
+        let samples = Samples {
+            polled: rx,
+            unpolled: brx,
+        };
+        run(h.clone(), samples, Some(ftx), None, stop_rx).await;
+        let forwarded: Vec<_> = std::iter::from_fn(|| frx.try_recv().ok())
+            .map(|s| s.num_players)
+            .collect();
+        assert_eq!(forwarded.len(), 3);
+        assert!(forwarded.contains(&Some(4)) && forwarded.contains(&Some(6)));
+        for (addr, n) in [("127.0.0.1:1", 4), ("127.0.0.1:2", 5), ("127.0.0.1:3", 6)] {
+            let got = h.recent(addr, None, Timestamp(now)).unwrap();
+            assert_eq!(got.len(), 1, "{addr}");
+            assert_eq!(got[0].num_players, Some(n), "{addr}");
+        }
     }
 }
