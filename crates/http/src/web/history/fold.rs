@@ -4,7 +4,7 @@
 //! counts of a closed minute ([`LiveSet`]), and the minutes a close writes ([`to_close`]).
 //! The backends only read and write rows.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -168,13 +168,30 @@ pub(super) struct GameMinute {
     pub players: i64,
 }
 
-/// A server's last state, for the game aggregates.
-#[derive(Debug, Clone)]
+/// A server's last state, for the game aggregates, in 16 bytes (a map entry of 24 with its
+/// id, where a shared name and plain fields took 40).
+#[derive(Debug, Clone, Copy)]
 struct Live {
-    game: Arc<str>,
     at: Timestamp,
-    ok: bool,
+    /// The game's index in [`LiveSet`]'s names.
+    game: u32,
+    /// The players, with [`UP`] set when the state answered.
     players: u32,
+}
+
+/// [`Live::players`]' bit for "answered"; the players are clamped below it.
+const UP: u32 = 1 << 31;
+
+const _: () = assert!(size_of::<Live>() == 16);
+
+impl Live {
+    const fn ok(self) -> bool {
+        self.players & UP != 0
+    }
+
+    const fn players(self) -> u32 {
+        self.players & !UP
+    }
 }
 
 /// Each server's last state by server id, counted per game when a minute closes; a server
@@ -182,10 +199,13 @@ struct Live {
 #[derive(Debug, Default)]
 pub(super) struct LiveSet {
     map: HashMap<i64, Live>,
-    /// Every game name the map holds, once: the servers of a game share its name, where a
-    /// name per server was an allocation per server (and, made in a burst of first samples
-    /// beside the batch's passing ones, pages the allocator could not give back).
-    games: HashSet<Arc<str>>,
+    /// Every game name the map holds, once, by the index the states carry: the servers of a
+    /// game share its name, where a name per server was an allocation per server (and, made
+    /// in a burst of first samples beside the batch's passing ones, pages the allocator could
+    /// not give back).
+    games: Vec<Arc<str>>,
+    /// The index of each name in `games`.
+    index: HashMap<Arc<str>, u32>,
 }
 
 impl LiveSet {
@@ -194,31 +214,40 @@ impl LiveSet {
         self.map.len()
     }
 
+    /// The index of `game`'s name, added if new.
+    fn game_index(&mut self, game: &str) -> u32 {
+        if let Some(&i) = self.index.get(game) {
+            return i;
+        }
+        // More names than states could hold is not reachable: one name per record at most.
+        let i = u32::try_from(self.games.len()).unwrap_or(u32::MAX);
+        let name: Arc<str> = Arc::from(game);
+        self.games.push(Arc::clone(&name));
+        self.index.insert(name, i);
+        i
+    }
+
     /// Server `id` of `game` was in state `last` (kept unless an older state than the one
     /// known).
     pub(super) fn note(&mut self, id: i64, game: &str, last: LastSample) {
-        let known = self.map.get(&id);
+        let known = self.map.get(&id).copied();
         if known.is_some_and(|l| l.at > last.at) {
             return;
         }
-        let game = match known {
-            Some(l) if &*l.game == game => Arc::clone(&l.game),
-            _ => match self.games.get(game) {
-                Some(g) => Arc::clone(g),
-                None => {
-                    let g: Arc<str> = Arc::from(game);
-                    self.games.insert(Arc::clone(&g));
-                    g
-                }
-            },
+        let same = known
+            .map(|l| l.game)
+            .filter(|&g| self.games.get(g as usize).is_some_and(|n| &**n == game));
+        let game = match same {
+            Some(g) => g,
+            None => self.game_index(game),
         };
+        let up = if last.ok { UP } else { 0 };
         self.map.insert(
             id,
             Live {
-                game,
                 at: last.at,
-                ok: last.ok,
-                players: last.players,
+                game,
+                players: last.players.min(!UP) | up,
             },
         );
     }
@@ -262,11 +291,14 @@ impl LiveSet {
             if end.saturating_sub(l.at.0) > live_ms {
                 continue;
             }
-            let g = games.entry(&l.game).or_default();
+            let Some(name) = self.games.get(l.game as usize) else {
+                continue;
+            };
+            let g = games.entry(name).or_default();
             g.0 += 1;
-            if l.ok {
+            if l.ok() {
                 g.1 += 1;
-                g.2 += i64::from(l.players);
+                g.2 += i64::from(l.players());
             }
         }
         games
@@ -286,8 +318,35 @@ impl LiveSet {
         let live_ms = u64::try_from(LIVE_FOR.as_millis()).unwrap_or(u64::MAX);
         self.map
             .retain(|_, l| now.0.saturating_sub(l.at.0) <= live_ms);
-        // A name no server holds any more (only this set does) goes with its last server.
-        self.games.retain(|g| Arc::strong_count(g) > 1);
+        // A name no server holds any more goes with its last server; the others are
+        // numbered again in their order.
+        let mut used = vec![false; self.games.len()];
+        for l in self.map.values() {
+            if let Some(u) = used.get_mut(l.game as usize) {
+                *u = true;
+            }
+        }
+        if used.iter().all(|&u| u) {
+            return;
+        }
+        let mut renumber = vec![u32::MAX; self.games.len()];
+        let mut kept = Vec::new();
+        for ((name, u), to) in self.games.drain(..).zip(&used).zip(&mut renumber) {
+            if *u {
+                *to = u32::try_from(kept.len()).unwrap_or(u32::MAX);
+                kept.push(name);
+            }
+        }
+        self.games = kept;
+        for l in self.map.values_mut() {
+            l.game = renumber.get(l.game as usize).copied().unwrap_or(u32::MAX);
+        }
+        self.index = self
+            .games
+            .iter()
+            .zip(0u32..)
+            .map(|(g, i)| (Arc::clone(g), i))
+            .collect();
     }
 }
 
@@ -428,9 +487,10 @@ mod tests {
         }
         live.note(100, "h", at(1_000));
         live.note(101, "h", at(10 * MINUTE_MS));
-        let g = |id| Arc::clone(&live.map[&id].game);
-        assert!(Arc::ptr_eq(&g(0), &g(99)), "one name for game g");
-        assert!(Arc::ptr_eq(&g(100), &g(101)), "one name for game h");
+        let g = |id| live.map[&id].game;
+        assert_eq!(g(0), g(99), "one name for game g");
+        assert_eq!(g(100), g(101), "one name for game h");
+        assert_ne!(g(0), g(100));
         assert_eq!(live.games.len(), 2);
         let counted: Vec<(String, i64)> = live
             .count(0)
@@ -443,9 +503,15 @@ mod tests {
         assert_eq!(live.len(), 1);
         let names: Vec<&str> = live.games.iter().map(|g| &**g).collect();
         assert_eq!(names, ["h"]);
-        // A server of a forgotten game brings its name back.
+        // A server of a forgotten game brings its name back; both are counted by name.
         live.note(7, "g", at(11 * MINUTE_MS));
         assert_eq!(live.games.len(), 2);
+        let counted: Vec<(String, i64)> = live
+            .count(11)
+            .into_iter()
+            .map(|c| (c.game.to_string(), c.listed))
+            .collect();
+        assert_eq!(counted, [("g".to_owned(), 1), ("h".to_owned(), 1)]);
     }
 
     #[test]
