@@ -105,9 +105,21 @@ pub struct ServerEvent {
     pub kind: EventKind,
     /// The record as the publisher saw it (as it was last listed, for a removal).
     record: Arc<Record>,
+    /// Its texts, in a box made when a stream first reads it: the backlog's events of a
+    /// daemon nobody follows hold one pointer for them, not two empty memo slots.
+    memo: OnceLock<Box<Memo>>,
+}
+
+/// An event's texts, each made on first read.
+#[derive(Debug, Default)]
+struct Memo {
     text: OnceLock<bytes::Bytes>,
     deflated: OnceLock<bytes::Bytes>,
 }
+
+// An event and its `Arc` counts fill one 64-byte allocator size class (with both memo slots
+// inline, 128); the backlog and the stream channel hold thousands.
+const _: () = assert!(size_of::<ServerEvent>() <= 48);
 
 impl PartialEq for ServerEvent {
     /// Ids are never reused in a run: the same id is the same event.
@@ -128,12 +140,16 @@ impl ServerEvent {
     /// Its wire text: made by `render` on the first call, then shared by every stream (the
     /// HTTP layer renders; this log holds records, not their JSON).
     pub fn text_with(&self, render: impl FnOnce(&Self) -> bytes::Bytes) -> &bytes::Bytes {
-        self.text.get_or_init(|| render(self))
+        self.memo().text.get_or_init(|| render(self))
     }
 
     /// Its compressed text: made by `compress` on the first call, then shared.
     pub fn compressed_with(&self, compress: impl FnOnce() -> bytes::Bytes) -> &bytes::Bytes {
-        self.deflated.get_or_init(compress)
+        self.memo().deflated.get_or_init(compress)
+    }
+
+    fn memo(&self) -> &Memo {
+        self.memo.get_or_init(Box::default)
     }
 }
 
@@ -326,8 +342,7 @@ impl EventHub {
                     id,
                     kind: d.kind,
                     record: Arc::clone(&d.record),
-                    text: OnceLock::new(),
-                    deflated: OnceLock::new(),
+                    memo: OnceLock::new(),
                 })
             })
             .collect();
