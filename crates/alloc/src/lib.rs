@@ -176,15 +176,21 @@ pub fn return_freed_promptly() {
 pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Lets mimalloc collect the calling thread's freed pages and give back, on every thread's
-/// behalf, the freed memory whose purge delay has passed (`mi_collect(false)`: not forced, so
-/// memory freed within the delay stays for reuse). Cheap when there is nothing to do; harmless
-/// when mimalloc is not the global allocator (it then has nothing of its own to collect).
+/// behalf, the freed memory it holds (`mi_collect(true)`). The forced collection also frees
+/// the pages a thread retires when their last block goes (kept for a while in case the size
+/// is asked for again) and the empty pages of large blocks (an outgrown table, a list's
+/// buffer): a collection that was not forced left them with their thread. In
+/// `muster-bench quake3` at 10,000 servers, mimalloc's areas held 2.5 MB more than their
+/// blocks used after the burst when not forced, 1.2 MB forced; memory per server went from
+/// 775–918 B to 624–686 B. It took ~90 µs a call there (57 calls on the bulk threads: 5.3 ms).
+/// Harmless when mimalloc is not the global allocator (it then has nothing of its own to
+/// collect).
 pub fn release_freed() {
     // SAFETY: `mi_collect` takes a plain `bool` and no pointer, touches only mimalloc's own
     // state, and mimalloc documents it as callable from any thread at any time.
     #[allow(unsafe_code)]
     unsafe {
-        libmimalloc_sys::mi_collect(false);
+        libmimalloc_sys::mi_collect(true);
     }
 }
 

@@ -79,7 +79,10 @@ pub fn pace(i: usize) {
     }
 }
 
-/// Runs `f` on a bulk thread; await the handle for its result.
+/// Runs `f` on a bulk thread; await the handle for its result. The thread then lets the
+/// allocator take back what `f` freed ([`muster_alloc::release_freed`]): the pool's threads
+/// are not the runtime's workers, which collect when they park, and a bulk thread that goes
+/// idle after a burst (a publish, a write of every new server) otherwise kept its pages.
 pub fn spawn<F, R>(f: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,
@@ -88,7 +91,9 @@ where
     let caller = tokio::runtime::Handle::try_current().ok();
     pool().spawn_blocking(move || {
         let _context = caller.as_ref().map(tokio::runtime::Handle::enter);
-        f()
+        let out = f();
+        muster_alloc::release_freed();
+        out
     })
 }
 
