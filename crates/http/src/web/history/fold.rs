@@ -5,6 +5,8 @@
 //! The backends only read and write rows.
 
 use std::collections::{BTreeMap, HashMap};
+
+use indexmap::IndexSet;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -199,13 +201,11 @@ impl Live {
 #[derive(Debug, Default)]
 pub(super) struct LiveSet {
     map: HashMap<i64, Live>,
-    /// Every game name the map holds, once, by the index the states carry: the servers of a
+    /// Every game name the map holds, once, at the index the states carry: the servers of a
     /// game share its name, where a name per server was an allocation per server (and, made
     /// in a burst of first samples beside the batch's passing ones, pages the allocator could
     /// not give back).
-    games: Vec<Arc<str>>,
-    /// The index of each name in `games`.
-    index: HashMap<Arc<str>, u32>,
+    games: IndexSet<Arc<str>>,
 }
 
 impl LiveSet {
@@ -216,15 +216,12 @@ impl LiveSet {
 
     /// The index of `game`'s name, added if new.
     fn game_index(&mut self, game: &str) -> u32 {
-        if let Some(&i) = self.index.get(game) {
-            return i;
-        }
+        let i = match self.games.get_index_of(game) {
+            Some(i) => i,
+            None => self.games.insert_full(Arc::from(game)).0,
+        };
         // More names than states could hold is not reachable: one name per record at most.
-        let i = u32::try_from(self.games.len()).unwrap_or(u32::MAX);
-        let name: Arc<str> = Arc::from(game);
-        self.games.push(Arc::clone(&name));
-        self.index.insert(name, i);
-        i
+        u32::try_from(i).unwrap_or(u32::MAX)
     }
 
     /// Server `id` of `game` was in state `last` (kept unless an older state than the one
@@ -234,9 +231,11 @@ impl LiveSet {
         if known.is_some_and(|l| l.at > last.at) {
             return;
         }
-        let same = known
-            .map(|l| l.game)
-            .filter(|&g| self.games.get(g as usize).is_some_and(|n| &**n == game));
+        let same = known.map(|l| l.game).filter(|&g| {
+            self.games
+                .get_index(g as usize)
+                .is_some_and(|n| &**n == game)
+        });
         let game = match same {
             Some(g) => g,
             None => self.game_index(game),
@@ -291,7 +290,7 @@ impl LiveSet {
             if end.saturating_sub(l.at.0) > live_ms {
                 continue;
             }
-            let Some(name) = self.games.get(l.game as usize) else {
+            let Some(name) = self.games.get_index(l.game as usize) else {
                 continue;
             };
             let g = games.entry(name).or_default();
@@ -329,24 +328,21 @@ impl LiveSet {
         if used.iter().all(|&u| u) {
             return;
         }
-        let mut renumber = vec![u32::MAX; self.games.len()];
-        let mut kept = Vec::new();
-        for ((name, u), to) in self.games.drain(..).zip(&used).zip(&mut renumber) {
+        let mut renumber = vec![u32::MAX; used.len()];
+        let mut kept = 0u32;
+        for (u, to) in used.iter().zip(&mut renumber) {
             if *u {
-                *to = u32::try_from(kept.len()).unwrap_or(u32::MAX);
-                kept.push(name);
+                *to = kept;
+                kept += 1;
             }
         }
-        self.games = kept;
+        // `retain` visits the names in their order, once each.
+        let mut flags = used.iter();
+        self.games
+            .retain(|_| flags.next().copied().unwrap_or(false));
         for l in self.map.values_mut() {
             l.game = renumber.get(l.game as usize).copied().unwrap_or(u32::MAX);
         }
-        self.index = self
-            .games
-            .iter()
-            .zip(0u32..)
-            .map(|(g, i)| (Arc::clone(g), i))
-            .collect();
     }
 }
 
@@ -492,12 +488,16 @@ mod tests {
         assert_eq!(g(100), g(101), "one name for game h");
         assert_ne!(g(0), g(100));
         assert_eq!(live.games.len(), 2);
-        let counted: Vec<(String, i64)> = live
-            .count(0)
-            .into_iter()
-            .map(|c| (c.game.to_string(), c.listed))
-            .collect();
-        assert_eq!(counted, [("g".to_owned(), 100), ("h".to_owned(), 2)]);
+        let counted = |live: &LiveSet, m| -> Vec<(String, i64)> {
+            live.count(m)
+                .into_iter()
+                .map(|c| (c.game.to_string(), c.listed))
+                .collect()
+        };
+        assert_eq!(
+            counted(&live, 0),
+            [("g".to_owned(), 100), ("h".to_owned(), 2)]
+        );
         // Every server of g and the first of h are forgotten: g's name goes, h's stays.
         live.forget_before(Timestamp(10 * MINUTE_MS + LIVE_FOR.as_millis() as u64 / 2));
         assert_eq!(live.len(), 1);
@@ -506,12 +506,10 @@ mod tests {
         // A server of a forgotten game brings its name back; both are counted by name.
         live.note(7, "g", at(11 * MINUTE_MS));
         assert_eq!(live.games.len(), 2);
-        let counted: Vec<(String, i64)> = live
-            .count(11)
-            .into_iter()
-            .map(|c| (c.game.to_string(), c.listed))
-            .collect();
-        assert_eq!(counted, [("g".to_owned(), 1), ("h".to_owned(), 1)]);
+        assert_eq!(
+            counted(&live, 11),
+            [("g".to_owned(), 1), ("h".to_owned(), 1)]
+        );
     }
 
     #[test]
