@@ -494,9 +494,9 @@ pub struct Samples {
     pub unpolled: mpsc::Receiver<Vec<PollSample>>,
 }
 
-/// Receives samples until both of `samples`' channels close or `stop` is cancelled, forwarding each to `forward`
-/// (the embedder's own sink, if any) and writing them to `history` in batches. A batch the
-/// store refuses (a full disk) is dropped, each of its samples counted under
+/// Receives samples until both of `samples`' channels close or `stop` is cancelled, forwarding each
+/// to `forward` (the embedder's own sink, if any) and writing them to `history` in batches. A batch
+/// the store refuses (a full disk) is dropped, each of its samples counted under
 /// [`DropReason::HistoryNotStored`] in `counts`' metrics, and logged at most once per
 /// [`FAILURE_LOG_INTERVAL`]: history is best effort, never a reason to stop or to hold memory.
 ///
@@ -715,10 +715,9 @@ impl Unpolled {
         self.next_due.is_some_and(|t| now >= t)
     }
 
-    /// The samples due at `now` for `records` (every listed record): an unpolled record with
-    /// info gets one when it is new, its players or slots changed, or its last is `every`
-    /// old. Records no longer listed are forgotten.
-    pub fn scan<'a>(
+    /// [`Unpolled::scan_due`]'s samples, made at once (the tests read them whole).
+    #[cfg(test)]
+    fn scan<'a>(
         &mut self,
         records: impl IntoIterator<Item = &'a Record>,
         now: Timestamp,
@@ -730,10 +729,13 @@ impl Unpolled {
             .collect()
     }
 
-    /// [`Unpolled::scan`] in 12 bytes per sample: each due one as its record's position in
-    /// `records` with its numbers, made into a [`PollSample`] (a key's clone, ~100 bytes) only
-    /// when it is sent. Every server's first sample comes in one scan; 10,000 samples made at
-    /// once held about a megabyte, and twice that while they waited in the writer's channel.
+    /// The samples due at `now` for `records` (every listed record): an unpolled record with
+    /// info gets one when it is new, its players or slots changed, or its last is `every`
+    /// old. Records no longer listed are forgotten. Each due sample takes 12 bytes here, its
+    /// record's position in `records` with its numbers, and is made into a [`PollSample`] (a
+    /// key's clone, ~100 bytes) only when it is sent ([`Due::sample`]). Every server's first
+    /// sample comes in one scan; 10,000 samples made at once held about a megabyte, and twice
+    /// that while they waited in the writer's channel.
     pub fn scan_due<'a>(
         &mut self,
         records: impl IntoIterator<Item = &'a Record>,
