@@ -267,6 +267,12 @@ mod tests {
         assert_eq!(got[2].0, b"late");
         assert!(got[0].1 >= Duration::from_millis(30), "{:?}", got[0].1);
         assert!(got[2].1 >= Duration::from_millis(60), "{:?}", got[2].1);
+        // The count follows the send, so the client can hold the last reply just before it.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while stats.sent.load(std::sync::atomic::Ordering::Relaxed) < 3 && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         assert_eq!(stats.sent.load(std::sync::atomic::Ordering::Relaxed), 3);
     }
 }

@@ -155,7 +155,7 @@ async fn qstat_sms_merges_a_split_serious_sam_reply() {
         .collect();
     assert_eq!(players, want);
     assert!(
-        served.stats.sent.load(std::sync::atomic::Ordering::Relaxed) >= 2,
+        crate::counted::settled(&served.stats.sent, 2).await >= 2,
         "the reply must have been split"
     );
 }

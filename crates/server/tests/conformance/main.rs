@@ -2,6 +2,8 @@
 //! peer queries a responder served on loopback and must read exactly the configured state.
 //! Peer discovery and the skip-or-fail rule are `muster_testkit`'s.
 
+#[path = "../integration/counted.rs"]
+mod counted;
 mod support;
 
 mod gameagent;

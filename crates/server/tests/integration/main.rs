@@ -1,6 +1,7 @@
 //! Loopback tests of the responder driver, and round trips: Muster's own query engine reads
 //! every emulated protocol served by Muster's responders with nothing lost.
 
+mod counted;
 mod mgmt;
 mod udp;
 

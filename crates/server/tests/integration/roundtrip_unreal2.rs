@@ -256,7 +256,7 @@ async fn unreal2_roundtrip_empty_server_sends_no_players_and_completes_early() {
         // Info + rules: the query ends after the rules' idle gap, not a players timeout.
         assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
         // Three requests answered, one datagram each (info, rules): no players datagram.
-        assert_eq!(s.stats.sent.load(std::sync::atomic::Ordering::Relaxed), 2);
+        assert_eq!(crate::counted::settled(&s.stats.sent, 2).await, 2);
     }
 }
 
@@ -297,7 +297,7 @@ async fn unreal2_roundtrip_32_players_split_datagrams() {
         assert_published(&info, &state, style);
         assert_eq!(info.players.len(), 32);
         // info 1 + rules 2 (§12.4) + players > 1.
-        assert!(s.stats.sent.load(std::sync::atomic::Ordering::Relaxed) >= 5);
+        assert!(crate::counted::settled(&s.stats.sent, 5).await >= 5);
     }
 }
 
