@@ -10,6 +10,7 @@
 # starts the daemon; the purge removes the edited file too.
 #
 #   scripts/deb-test.sh            about 1 minute once target/debug/muster is built
+#   MUSTER_BIN=PATH scripts/deb-test.sh   package that binary instead of building one
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +27,14 @@ fi
 getent passwd muster >/dev/null && fail "a user muster exists already"
 [[ -e /var/lib/muster || -e /etc/muster ]] && fail "/var/lib/muster or /etc/muster exists already"
 
-cargo build --locked -p muster >&2
-deb=$(scripts/deb.sh --binary target/debug/muster --compress none | tail -n1)
+# MUSTER_BIN: a binary already built (scripts/test.sh passes the one `cargo test` built; a
+# `cargo build -p muster` of its own would compile the crates again with other features).
+bin=${MUSTER_BIN:-}
+if [[ -z $bin ]]; then
+    cargo build --locked -p muster >&2
+    bin=target/debug/muster
+fi
+deb=$(scripts/deb.sh --binary "$bin" --compress none | tail -n1)
 say "built $deb ($(du -h "$deb" | cut -f1))"
 
 daemon=""
