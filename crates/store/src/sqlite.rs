@@ -41,8 +41,10 @@ pub const DB_FILE: &str = "muster.sqlite3";
 pub const SCHEMA_VERSION: i64 = 5;
 /// The page cache of the store's connection, KiB (SQLite's default is 2,000 KiB): the writes
 /// touch the few pages at the end of the key order and the ones of the records that changed;
-/// the file itself stays in the system's page cache.
-pub const STORE_CACHE_KIB: i64 = 512;
+/// the file itself stays in the system's page cache. 512 KiB was 52 bytes of resident set per
+/// server at 10,000 servers; writing 10,000 records in batches of 500 took as long with 128
+/// (57–67 ms against 62).
+pub const STORE_CACHE_KIB: i64 = 128;
 /// Reasons kept in [`Loaded::skipped_reasons`] at most.
 const MAX_REASONS: usize = 100;
 
