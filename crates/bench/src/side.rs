@@ -989,8 +989,17 @@ fn print_size<F: Family>(family: &F, r: &SizeResult, base: Option<u64>) -> anyho
         String::new(),
     ]);
     rows.push(vec![
-        "  live Rust data at its most during the main round (sampled every ms)".to_owned(),
-        cell(m, &|x| held(x, x.heap_peak)),
+        format!(
+            "  live Rust data at its most during the main round (sampled every ms with {}=1)",
+            crate::master::PEAK_ENV
+        ),
+        cell(m, &|x| {
+            if x.heap_peak.is_none() && x.heap_after.is_some() {
+                "not sampled".to_owned()
+            } else {
+                held(x, x.heap_peak)
+            }
+        }),
         String::new(),
         String::new(),
     ]);

@@ -56,7 +56,7 @@ use serde_json::Value;
 
 use child::GAMESPY_GAME;
 pub(crate) use child::{ChildArgs, run as run_child};
-pub(crate) use child::{ChildMaster, RAISED};
+pub(crate) use child::{ChildMaster, PEAK_ENV, RAISED};
 use ddnet::SERVERS_JSON_PATH;
 pub(crate) use events::{EventsArgs, run as run_events};
 use http::Conn;
