@@ -85,11 +85,14 @@ t=$SECONDS
 INSTA_UPDATE=no MUSTER_REQUIRE_PEERS=$require_peers cargo test --workspace --locked
 elapsed "$t"
 
+# The binary `cargo test` just built, for every step below that runs the daemon itself.
+[[ -x target/debug/muster ]] || cargo build --locked -q -p muster --bin muster
+muster_bin=$PWD/target/debug/muster
+
 step "dpmaster's own test suite against Muster's Quake III face (scripts/dpmaster-suite.sh)"
 t=$SECONDS
 # 20 Perl tests from dpmaster 2.2, run through scripts/dpmaster-compat. The suite and Perl's
 # Socket6 come from scripts/install-peers.sh: missing, they fail CI and skip elsewhere.
-[[ -x target/debug/muster ]] || cargo build --locked -q -p muster --bin muster
 if [[ -f .peers/src/dpmaster/testsuite/testlib.pm ]] && perl -MSocket6 -e 1 2>/dev/null; then
     bash scripts/dpmaster-suite.sh
 elif [[ $require_peers == 1 ]]; then
@@ -104,8 +107,7 @@ step "Debian package: built, installed with dpkg -i, started as its unit would, 
 t=$SECONDS
 # Needs root and dpkg-deb (CI has both). Without them it cannot run: a failure in CI, a skip elsewhere.
 if [[ $(id -u) == 0 ]] && command -v dpkg-deb >/dev/null; then
-    [[ -x target/debug/muster ]] || cargo build --locked -q -p muster --bin muster
-    MUSTER_BIN=$PWD/target/debug/muster bash scripts/deb-test.sh
+    MUSTER_BIN=$muster_bin bash scripts/deb-test.sh
 elif [[ $require_peers == 1 ]]; then
     echo "error: the Debian package test needs root and dpkg-deb" >&2
     exit 1
@@ -116,12 +118,11 @@ elapsed "$t"
 
 step "web e2e: the server browser in headless Chromium (scripts/web/e2e.sh)"
 t=$SECONDS
-# The binary `cargo test` just built. e2e.sh installs chromium, node and playwright-core when
+# e2e.sh installs chromium, node and playwright-core when
 # missing (not with MUSTER_SKIP_PEERS=1) and exits 77 when it cannot; with
 # MUSTER_REQUIRE_PEERS=1 it fails instead. No screenshot: the checkout stays as it is.
-[[ -x target/debug/muster ]] || cargo build --locked -q -p muster --bin muster
 rc=0
-MUSTER_BIN=$PWD/target/debug/muster MUSTER_REQUIRE_PEERS=$require_peers MUSTER_WEB_SCREENSHOT="" \
+MUSTER_BIN=$muster_bin MUSTER_REQUIRE_PEERS=$require_peers MUSTER_WEB_SCREENSHOT="" \
     bash scripts/web/e2e.sh || rc=$?
 if [[ $rc == 77 && $require_peers != 1 ]]; then
     echo "warning: the web e2e test was skipped: chromium, node or playwright-core is missing" >&2
@@ -134,7 +135,7 @@ elapsed "$t"
 step "browse page e2e: muster browse --web in headless Chromium (scripts/web/browse.sh)"
 t=$SECONDS
 rc=0
-MUSTER_BIN=$PWD/target/debug/muster MUSTER_REQUIRE_PEERS=$require_peers MUSTER_WEB_SCREENSHOTS="" \
+MUSTER_BIN=$muster_bin MUSTER_REQUIRE_PEERS=$require_peers MUSTER_WEB_SCREENSHOTS="" \
     bash scripts/web/browse.sh || rc=$?
 if [[ $rc == 77 && $require_peers != 1 ]]; then
     echo "warning: the browse page e2e test was skipped: chromium, node or playwright-core is missing" >&2
@@ -148,7 +149,7 @@ elapsed "$t"
 step "games page e2e (scripts/web/games.sh), beside the fuzz smoke"
 t=$SECONDS
 games_log=$(mktemp)
-MUSTER_BIN=$PWD/target/debug/muster MUSTER_REQUIRE_PEERS=$require_peers MUSTER_WEB_SCREENSHOTS="" \
+MUSTER_BIN=$muster_bin MUSTER_REQUIRE_PEERS=$require_peers MUSTER_WEB_SCREENSHOTS="" \
     bash scripts/web/games.sh >"$games_log" 2>&1 &
 games_pid=$!
 

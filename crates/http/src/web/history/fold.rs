@@ -5,11 +5,10 @@
 //! The backends only read and write rows.
 
 use std::collections::{BTreeMap, HashMap};
-
-use indexmap::IndexSet;
 use std::ops::Range;
 use std::sync::Arc;
 
+use indexmap::IndexSet;
 use muster_core::poll::PollSample;
 use muster_core::registry::{ServerKey, Timestamp};
 
