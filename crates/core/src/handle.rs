@@ -1404,7 +1404,7 @@ mod tests {
     fn rejections_are_counted_by_reason() {
         let (h, _, _) = open();
         let mut r = reg(1);
-        r.key.game = crate::registry::ShortText::default();
+        r.key.game = crate::registry::GameName::default();
         assert_eq!(
             h.register(r, T0),
             Outcome::Rejected(crate::registry::Reject::BadGame)

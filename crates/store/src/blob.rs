@@ -131,7 +131,7 @@ pub(crate) fn put_record(out: &mut Vec<u8>, r: &Record) {
             out.extend_from_slice(&a.port().to_be_bytes());
         }
     }
-    put_ip(out, r.source.to_ip());
+    put_ip(out, r.source().to_ip());
     put_uv(out, r.first_seen.0);
     put_uv(out, r.last_heartbeat.0);
     put_uv(out, r.last_proof.0);

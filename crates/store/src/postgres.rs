@@ -952,7 +952,7 @@ impl PutColumns {
             c.last_heartbeat.push(ts(r.last_heartbeat));
             c.last_poll_ok.push(r.last_poll_ok().map(ts));
             c.poll_failures.push(i64::from(r.poll_failures()));
-            c.source.push(r.source.to_ip().to_string());
+            c.source.push(r.source().to_ip().to_string());
             c.info.push(r.info.as_deref().map(|i| {
                 serde_json::to_string(&muster_core::store::rows::InfoRow::from(i))
                     .unwrap_or_default()

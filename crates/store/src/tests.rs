@@ -331,7 +331,7 @@ fn put_v4(conn: &Connection, r: &Record) {
             ts(r.first_seen),
             r.last_poll_ok().map(ts),
             r.poll_failures(),
-            r.source.to_ip().to_string(),
+            r.source().to_ip().to_string(),
             r.info
                 .as_deref()
                 .map(|i| serde_json::to_string(&InfoRow::from(i)).unwrap()),
@@ -400,7 +400,7 @@ fn varied() -> Vec<Record> {
     d.key = ServerKey::new("q3", GameAddr::Ip(v6));
     d.set_query_addr(Some(v6));
     d.query_protocol = Some(muster_proto::Protocol::Quake3);
-    d.source = SourceKey::of(v6.ip());
+    d.set_source(SourceKey::of(v6.ip()));
     d.set_sources(vec![
         muster_core::registry::Source {
             origin: muster_core::registry::Origin::Direct,

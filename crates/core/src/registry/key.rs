@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use muster_proto::Protocol;
 
+pub use super::game_name::GameName;
+
 /// Short text kept inline: a game name, a map, a player's name or a rule of up to 24 bytes
 /// takes no allocation of its own (most of them are that short), which is most of a record's
 /// memory and allocations after the record itself.
@@ -262,8 +264,8 @@ fn write_v4(out: &mut impl fmt::Write, a: &std::net::SocketAddrV4) -> fmt::Resul
 /// What identifies a record.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ServerKey {
-    /// Game name, ASCII lower-cased by [`ServerKey::new`].
-    pub game: ShortText,
+    /// Game name, ASCII lower-cased by [`ServerKey::new`]; one shared copy per name.
+    pub game: GameName,
     /// The address the face registered.
     pub addr: GameAddr,
     /// 0, or the management face's connection id.
@@ -275,10 +277,12 @@ impl ServerKey {
     #[must_use]
     pub fn new(game: &str, addr: GameAddr) -> Self {
         Self {
-            game: {
+            game: if game.bytes().any(|b| b.is_ascii_uppercase()) {
                 let mut g = ShortText::from(game);
                 g.as_mut_str().make_ascii_lowercase();
-                g
+                GameName::new(&g)
+            } else {
+                GameName::new(game)
             },
             addr,
             instance: 0,

@@ -56,6 +56,7 @@
 //! cap here counts records, not requests.
 
 mod ddnet;
+mod game_name;
 pub mod infos;
 mod key;
 mod poll;
@@ -73,8 +74,8 @@ pub use ddnet::{
 };
 pub use infos::{DdnetInfo, InfoFile, InfoStats};
 pub use key::{
-    Face, GameAddr, MAX_GAME_LEN, MAX_HOST_LEN, ServerKey, ShortText, Timestamp, addr_text,
-    protocol_from_name,
+    Face, GameAddr, GameName, MAX_GAME_LEN, MAX_HOST_LEN, ServerKey, ShortText, Timestamp,
+    addr_text, protocol_from_name,
 };
 pub use poll::{
     MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, PollFields, PollInfo, PollPlayer, PollPlayers,
@@ -857,10 +858,10 @@ impl Registry {
     /// Takes `key`'s record out with its per-source and DDNet bookkeeping; logs nothing.
     fn take_out(&mut self, key: &ServerKey) -> Option<Arc<Record>> {
         let rec = self.records.remove(key)?;
-        if let Some(n) = self.per_source.get_mut(&rec.source) {
+        if let Some(n) = self.per_source.get_mut(&rec.source()) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                self.per_source.remove(&rec.source);
+                self.per_source.remove(&rec.source());
             }
         }
         if let Some(d) = rec.ddnet() {
@@ -913,7 +914,7 @@ impl Registry {
         };
         let key = rec.key.clone();
         self.take_out(&key);
-        *self.per_source.entry(rec.source).or_insert(0) += 1;
+        *self.per_source.entry(rec.source()).or_insert(0) += 1;
         if let Some(d) = rec.ddnet() {
             self.records.link_secret(&d.secret, &key);
         }
@@ -1284,13 +1285,13 @@ impl Registry {
     pub fn restore(&mut self, mut rec: Record) {
         self.own_ddnet(&mut rec);
         if let Some(old) = self.records.remove(&rec.key) {
-            if let Some(n) = self.per_source.get_mut(&old.source) {
+            if let Some(n) = self.per_source.get_mut(&old.source()) {
                 *n = n.saturating_sub(1);
             }
         }
         rec.id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        *self.per_source.entry(rec.source).or_insert(0) += 1;
+        *self.per_source.entry(rec.source()).or_insert(0) += 1;
         if let Some(d) = rec.ddnet() {
             self.records.link_secret(&d.secret, &rec.key);
         }

@@ -127,6 +127,8 @@ struct Extra {
     challenges_unanswered: u8,
     /// When the last of those went out.
     last_challenge: Timestamp,
+    /// The registering source when it is not the one of the key's own address.
+    source: Option<SourceKey>,
 }
 
 impl Extra {
@@ -137,6 +139,7 @@ impl Extra {
             && self.poll_failures == 0
             && self.challenges_unanswered == 0
             && self.last_challenge == Timestamp::default()
+            && self.source.is_none()
     }
 }
 
@@ -144,8 +147,9 @@ impl Extra {
 ///
 /// The fields few records use (upstream sources, DDNet data, poll failures, re-verification
 /// progress, a query address other than the key's) sit in one optional box behind accessors
-/// named like the fields they were; a Quake III record without them takes 144 bytes, with its
-/// `Arc` counts one 160-byte allocator size class (it took 224 with them inline).
+/// named like the fields they were; a Quake III record without them takes 112 bytes, with its
+/// `Arc` counts one 128-byte allocator size class (it took 224 with them inline, 144 with the
+/// game name inline and the registering source in the record).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     /// Unique while the process runs (given in creation and load order); the views key by it.
@@ -177,15 +181,14 @@ pub struct Record {
     last_poll_ok: Option<std::num::NonZeroU64>,
     /// What the last successful poll (or the registration itself) said.
     pub info: Option<Arc<PollInfo>>,
-    /// The registering source, for the per-source cap.
-    pub source: SourceKey,
-    /// The rarely used fields; `None` while all of them have their defaults.
+    /// The rarely used fields; `None` while all of them have their defaults. The registering
+    /// source ([`Record::source`]) is there only when it is not the key's own address's.
     extra: Option<Box<Extra>>,
 }
 
-// A record and its `Arc` counts fill one 160-byte allocator size class; 16 bytes more and
-// every record takes the next class (192 bytes): 32 bytes per server at any size.
-const _: () = assert!(size_of::<Record>() <= 144);
+// A record and its `Arc` counts fill one 128-byte allocator size class; 8 bytes more and
+// every record takes the next class (160 bytes): 32 bytes per server at any size.
+const _: () = assert!(size_of::<Record>() <= 112);
 
 impl Record {
     /// The last successful poll, if any.
@@ -216,10 +219,10 @@ impl Record {
             last_proof: now,
             last_poll_ok: None,
             info: None,
-            source: reg.source,
             extra: None,
         };
         rec.set_query_addr(reg.query_addr);
+        rec.set_source(reg.source);
         rec
     }
 
@@ -236,6 +239,33 @@ impl Record {
     fn tidy(&mut self) {
         if self.extra.as_deref().is_some_and(Extra::is_default) {
             self.extra = None;
+        }
+    }
+
+    /// The source of the key's own address, which most records registered from (for a host
+    /// name, which has none, the unspecified IPv4 address's).
+    fn key_source(&self) -> SourceKey {
+        self.key.addr.ip().map_or(SourceKey::V4(0), SourceKey::of)
+    }
+
+    /// The registering source, for the per-source cap.
+    #[must_use]
+    pub fn source(&self) -> SourceKey {
+        self.extra()
+            .and_then(|e| e.source)
+            .unwrap_or_else(|| self.key_source())
+    }
+
+    /// Sets the registering source (kept in the extension only when it is not the key's own
+    /// address's).
+    pub fn set_source(&mut self, source: SourceKey) {
+        if source == self.key_source() {
+            if let Some(e) = &mut self.extra {
+                e.source = None;
+                self.tidy();
+            }
+        } else {
+            self.extra_mut().source = Some(source);
         }
     }
 
@@ -508,6 +538,33 @@ mod tests {
             query_protocol: Some(Protocol::Quake3),
             source: SourceKey::of(a.ip()),
         }
+    }
+
+    #[test]
+    fn a_source_other_than_the_keys_own_address_is_kept_aside() {
+        let own = Record::new(1, reg("192.0.2.1:27960", None), Timestamp(5));
+        assert_eq!(own.source(), SourceKey::of("192.0.2.1".parse().unwrap()));
+        assert!(own.extra.is_none(), "the key's own source takes no room");
+
+        let mut elsewhere = reg("192.0.2.1:27960", None);
+        elsewhere.source = SourceKey::of("198.51.100.9".parse().unwrap());
+        let mut r = Record::new(2, elsewhere, Timestamp(5));
+        assert_eq!(r.source(), SourceKey::of("198.51.100.9".parse().unwrap()));
+        assert!(r.extra.is_some());
+        // Set back to the key's own: the extension goes again.
+        r.set_source(SourceKey::of("192.0.2.1".parse().unwrap()));
+        assert_eq!(r.source(), SourceKey::of("192.0.2.1".parse().unwrap()));
+        assert!(r.extra.is_none());
+
+        // A host name has no address of its own: any source but the unspecified one is kept.
+        let mut host = reg("192.0.2.1:27960", None);
+        host.key.addr = GameAddr::Host {
+            host: "example.invalid".into(),
+            port: 27960,
+        };
+        let h = Record::new(3, host, Timestamp(5));
+        assert_eq!(h.source(), SourceKey::of("192.0.2.1".parse().unwrap()));
+        assert!(h.extra.is_some());
     }
 
     #[test]

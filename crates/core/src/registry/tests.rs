@@ -832,7 +832,7 @@ proptest! {
                 _ => { r.prune_before(at(t)); }
             }
             for h in 0..4u8 {
-                let n = r.iter().filter(|x| x.source == SourceKey::of(v4(h, 0).ip())).count();
+                let n = r.iter().filter(|x| x.source() == SourceKey::of(v4(h, 0).ip())).count();
                 prop_assert_eq!(r.count_of_source(SourceKey::of(v4(h, 0).ip())), n);
                 prop_assert!(n <= 3);
             }
@@ -1066,7 +1066,7 @@ fn remote_changes_reach_the_view_but_not_the_persister() {
     assert!(here.apply_remote(rec.clone()));
     assert!(here.version() > v, "logged for the publisher");
     assert_eq!(here.dirty_len(), 0, "never written back");
-    assert_eq!(here.count_of_source(rec.source), 1);
+    assert_eq!(here.count_of_source(rec.source()), 1);
     let changes = here.take_changes();
     assert_eq!(changes.len(), 1);
     assert!(changes[0].structural);
@@ -1082,7 +1082,7 @@ fn remote_changes_reach_the_view_but_not_the_persister() {
     assert_eq!(here.get(&key).unwrap().id, id);
     assert_eq!(here.get(&key).unwrap().last_heartbeat, at(10));
     assert!(!here.take_changes()[0].structural);
-    assert_eq!(here.count_of_source(rec.source), 1, "counted once");
+    assert_eq!(here.count_of_source(rec.source()), 1, "counted once");
 
     // A local change waiting for the persister wins over a remote one.
     here.heartbeat(&key, at(20));
@@ -1094,7 +1094,7 @@ fn remote_changes_reach_the_view_but_not_the_persister() {
     assert!(here.remove_remote(&key));
     assert!(here.get(&key).is_none());
     assert_eq!(here.dirty_len(), 0);
-    assert_eq!(here.count_of_source(rec.source), 0);
+    assert_eq!(here.count_of_source(rec.source()), 0);
     assert!(here.take_changes().iter().any(|c| c.record.is_none()));
     assert!(!here.remove_remote(&key), "already gone");
 }

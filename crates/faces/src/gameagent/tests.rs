@@ -159,7 +159,7 @@ fn a_changed_product_replaces_the_record() {
     let mut f = face(&h);
     register(&mut h, &mut f, "192.0.2.1:25601", "serioussam");
     register(&mut h, &mut f, "192.0.2.1:25601", "serioussamse");
-    let games: Vec<muster_core::registry::ShortText> =
+    let games: Vec<muster_core::registry::GameName> =
         h.registry.iter().map(|r| r.key.game.clone()).collect();
     assert_eq!(games, ["serioussamse"]);
 }

@@ -338,7 +338,7 @@ impl MgmtConversation {
             .view
             .listed()
             .iter()
-            .filter_map(|r| entry::listed(r).map(|e| (r.source, e)))
+            .filter_map(|r| entry::listed(r).map(|e| (r.source(), e)))
             .collect();
         let turn = self.shared.answers.fetch_add(1, Ordering::Relaxed);
         let (answer, left_out) = entry::answer(entries, turn);

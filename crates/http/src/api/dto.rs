@@ -166,9 +166,9 @@ impl ServerSummary {
                 .query_addr()
                 .as_ref()
                 .map(muster_core::registry::addr_text),
-            game: r.key.game.clone(),
+            game: ShortText::from(r.key.game.as_str()),
             game_name: muster_proto::games::display_name(&r.key.game)
-                .map_or_else(|| r.key.game.clone(), ShortText::from),
+                .map_or_else(|| ShortText::from(r.key.game.as_str()), ShortText::from),
             protocol: r.face.name(),
             family: r.face.family(),
             query_protocol: r.query_protocol.map(muster_proto::Protocol::name),
