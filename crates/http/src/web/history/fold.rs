@@ -197,20 +197,40 @@ impl Live {
 
 /// Each server's last state by server id, counted per game when a minute closes; a server
 /// counts while its last state is at most [`LIVE_FOR`] old.
+///
+/// The states are a vector sorted by id, in exactly the room they take (24 bytes a server,
+/// where a hash map's entries and free buckets took ~41 at 10,000 servers). A new state goes
+/// to a short buffer first; the buffer is merged into the vector, in one pass, when it has
+/// grown to an eighth of it (at least [`MERGE_MIN`]) and before anything reads the states.
 #[derive(Debug, Default)]
 pub(super) struct LiveSet {
-    map: HashMap<i64, Live>,
-    /// Every game name the map holds, once, at the index the states carry: the servers of a
+    /// (server id, state), sorted by id, one per id.
+    states: Vec<(i64, Live)>,
+    /// States noted since the last merge, in the order noted.
+    pending: Vec<(i64, Live)>,
+    /// Every game name the states hold, once, at the index the states carry: the servers of a
     /// game share its name, where a name per server was an allocation per server (and, made
     /// in a burst of first samples beside the batch's passing ones, pages the allocator could
     /// not give back).
     games: IndexSet<Arc<str>>,
 }
 
+/// The buffer of new states is merged at this size at least.
+const MERGE_MIN: usize = 1024;
+
 impl LiveSet {
     /// Servers remembered.
     pub(super) fn len(&self) -> usize {
-        self.map.len()
+        let known = |id: &i64| self.states.binary_search_by_key(id, |&(i, _)| i).is_ok();
+        let mut fresh: Vec<i64> = self
+            .pending
+            .iter()
+            .map(|&(id, _)| id)
+            .filter(|id| !known(id))
+            .collect();
+        fresh.sort_unstable();
+        fresh.dedup();
+        self.states.len() + fresh.len()
     }
 
     /// The index of `game`'s name, added if new.
@@ -226,28 +246,52 @@ impl LiveSet {
     /// Server `id` of `game` was in state `last` (kept unless an older state than the one
     /// known).
     pub(super) fn note(&mut self, id: i64, game: &str, last: LastSample) {
-        let known = self.map.get(&id).copied();
-        if known.is_some_and(|l| l.at > last.at) {
-            return;
-        }
-        let same = known.map(|l| l.game).filter(|&g| {
-            self.games
-                .get_index(g as usize)
-                .is_some_and(|n| &**n == game)
-        });
-        let game = match same {
-            Some(g) => g,
-            None => self.game_index(game),
-        };
+        let game = self.game_index(game);
         let up = if last.ok { UP } else { 0 };
-        self.map.insert(
+        self.pending.push((
             id,
             Live {
                 at: last.at,
                 game,
                 players: last.players.min(!UP) | up,
             },
-        );
+        ));
+        if self.pending.len() >= MERGE_MIN.max(self.states.len() / 8) {
+            self.merge();
+        }
+    }
+
+    /// Merges the buffer into the states: per id the newest state wins, the later noted of
+    /// two equally new ones.
+    fn merge(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        // Stable: the states of one id stay in the order noted.
+        pending.sort_by_key(|&(id, _)| id);
+        let mut merged: Vec<(i64, Live)> = Vec::with_capacity(self.states.len() + pending.len());
+        let mut old = std::mem::take(&mut self.states).into_iter().peekable();
+        let mut new = pending.into_iter().peekable();
+        loop {
+            let next = match (old.peek(), new.peek()) {
+                (Some(o), Some(n)) if o.0 <= n.0 => old.next(),
+                (Some(_), Some(_)) | (None, Some(_)) => new.next(),
+                (Some(_), None) => old.next(),
+                (None, None) => break,
+            };
+            let Some((id, l)) = next else { break };
+            match merged.last_mut() {
+                Some((last_id, known)) if *last_id == id => {
+                    if known.at <= l.at {
+                        *known = l;
+                    }
+                }
+                _ => merged.push((id, l)),
+            }
+        }
+        merged.shrink_to_fit();
+        self.states = merged;
     }
 
     /// Server `id` of `game` has the minute point (`minute`, `answered` samples answered,
@@ -281,11 +325,12 @@ impl LiveSet {
     /// Each game's count at the end of minute `m`, sorted by game: the servers whose last
     /// state is at most [`LIVE_FOR`] before that end (or after it, when minutes are caught
     /// up late).
-    pub(super) fn count(&self, m: i64) -> Vec<GameMinute> {
+    pub(super) fn count(&mut self, m: i64) -> Vec<GameMinute> {
+        self.merge();
         let live_ms = u64::try_from(LIVE_FOR.as_millis()).unwrap_or(u64::MAX);
         let end = u64::try_from(m + 1).unwrap_or(0) * MINUTE_MS;
         let mut games: BTreeMap<&Arc<str>, (i64, i64, i64)> = BTreeMap::new();
-        for l in self.map.values() {
+        for (_, l) in &self.states {
             if end.saturating_sub(l.at.0) > live_ms {
                 continue;
             }
@@ -313,13 +358,17 @@ impl LiveSet {
 
     /// Forgets servers whose last state is more than [`LIVE_FOR`] before `now`.
     pub(super) fn forget_before(&mut self, now: Timestamp) {
+        self.merge();
         let live_ms = u64::try_from(LIVE_FOR.as_millis()).unwrap_or(u64::MAX);
-        self.map
-            .retain(|_, l| now.0.saturating_sub(l.at.0) <= live_ms);
+        self.states
+            .retain(|(_, l)| now.0.saturating_sub(l.at.0) <= live_ms);
+        if self.states.capacity() > self.states.len() + self.states.len() / 8 {
+            self.states.shrink_to_fit();
+        }
         // A name no server holds any more goes with its last server; the others are
         // numbered again in their order.
         let mut used = vec![false; self.games.len()];
-        for l in self.map.values() {
+        for (_, l) in &self.states {
             if let Some(u) = used.get_mut(l.game as usize) {
                 *u = true;
             }
@@ -339,7 +388,7 @@ impl LiveSet {
         let mut flags = used.iter();
         self.games
             .retain(|_| flags.next().copied().unwrap_or(false));
-        for l in self.map.values_mut() {
+        for (_, l) in &mut self.states {
             l.game = renumber.get(l.game as usize).copied().unwrap_or(u32::MAX);
         }
     }
@@ -482,19 +531,26 @@ mod tests {
         }
         live.note(100, "h", at(1_000));
         live.note(101, "h", at(10 * MINUTE_MS));
-        let g = |id| live.map[&id].game;
+        live.merge();
+        let states = live.states.clone();
+        let g = |id| {
+            states
+                .binary_search_by_key(&id, |&(i, _)| i)
+                .map(|i| states[i].1.game)
+                .unwrap()
+        };
         assert_eq!(g(0), g(99), "one name for game g");
         assert_eq!(g(100), g(101), "one name for game h");
         assert_ne!(g(0), g(100));
         assert_eq!(live.games.len(), 2);
-        let counted = |live: &LiveSet, m| -> Vec<(String, i64)> {
+        let counted = |live: &mut LiveSet, m| -> Vec<(String, i64)> {
             live.count(m)
                 .into_iter()
                 .map(|c| (c.game.to_string(), c.listed))
                 .collect()
         };
         assert_eq!(
-            counted(&live, 0),
+            counted(&mut live, 0),
             [("g".to_owned(), 100), ("h".to_owned(), 2)]
         );
         // Every server of g and the first of h are forgotten: g's name goes, h's stays.
@@ -506,9 +562,36 @@ mod tests {
         live.note(7, "g", at(11 * MINUTE_MS));
         assert_eq!(live.games.len(), 2);
         assert_eq!(
-            counted(&live, 11),
+            counted(&mut live, 11),
             [("g".to_owned(), 1), ("h".to_owned(), 1)]
         );
+    }
+
+    #[test]
+    fn states_noted_in_any_order_keep_the_newest_per_server() {
+        let mut live = LiveSet::default();
+        let at = |ms, players| LastSample {
+            at: Timestamp(ms),
+            ok: true,
+            players,
+        };
+        // More than one merge's worth, ids descending and each noted twice: an older state
+        // after a newer one is ignored, an equally new one noted later wins.
+        let n = 3 * MERGE_MIN as i64;
+        for id in (0..n).rev() {
+            live.note(id, "g", at(2_000, 5));
+            live.note(id, "g", at(1_000, 9));
+        }
+        live.note(0, "g", at(2_000, 7));
+        assert_eq!(live.len(), n as usize, "counted before the last merge too");
+        let c = live.count(0);
+        assert_eq!((c[0].listed, c[0].players), (n, 5 * (n - 1) + 7));
+        assert_eq!(live.len(), n as usize);
+        assert!(
+            live.states.windows(2).all(|w| w[0].0 < w[1].0),
+            "sorted, one per id"
+        );
+        assert!(live.states.capacity() <= live.states.len() + live.states.len() / 8);
     }
 
     #[test]
