@@ -267,31 +267,22 @@ impl LiveSet {
         if self.pending.is_empty() {
             return;
         }
+        // The buffer goes with its room: it is filled again only slowly.
         let mut pending = std::mem::take(&mut self.pending);
-        // Stable: the states of one id stay in the order noted.
-        pending.sort_by_key(|&(id, _)| id);
-        let mut merged: Vec<(i64, Live)> = Vec::with_capacity(self.states.len() + pending.len());
-        let mut old = std::mem::take(&mut self.states).into_iter().peekable();
-        let mut new = pending.into_iter().peekable();
-        loop {
-            let next = match (old.peek(), new.peek()) {
-                (Some(o), Some(n)) if o.0 <= n.0 => old.next(),
-                (Some(_), Some(_)) | (None, Some(_)) => new.next(),
-                (Some(_), None) => old.next(),
-                (None, None) => break,
-            };
-            let Some((id, l)) = next else { break };
-            match merged.last_mut() {
-                Some((last_id, known)) if *last_id == id => {
-                    if known.at <= l.at {
-                        *known = l;
-                    }
-                }
-                _ => merged.push((id, l)),
+        self.states.append(&mut pending);
+        // Stable, so one id's states stay in order: the one kept, then those noted since.
+        // The states are one sorted run already; the sort merges the buffer into it.
+        self.states.sort_by_key(|&(id, _)| id);
+        self.states.dedup_by(|(id, later), (kept_id, kept)| {
+            if id != kept_id {
+                return false;
             }
-        }
-        merged.shrink_to_fit();
-        self.states = merged;
+            if kept.at <= later.at {
+                *kept = *later;
+            }
+            true
+        });
+        self.states.shrink_to_fit();
     }
 
     /// Server `id` of `game` has the minute point (`minute`, `answered` samples answered,
