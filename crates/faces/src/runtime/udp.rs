@@ -9,6 +9,10 @@
 //!                     drops, registrations, poll-soon marks ──> metrics / poller
 //! ```
 //!
+//! A datagram's replies leave before the runner handles the next datagram of its batch: a
+//! server waiting for its challenge does not wait behind the registrations and lists that
+//! arrived with it (the batch only shares the clock reading and the snapshot).
+//!
 //! A face is a [`UdpMachine`]: it gets `(now, view, registry, bytes)` and writes what it wants
 //! done into an [`Outbox`]; it never touches a socket, a clock or a lock. The runner owns the
 //! budgets every UDP face shares (`gameagent.md` §8.3.10, `gamespy-master.md` §13.8): a byte
@@ -431,10 +435,11 @@ impl Sender {
                 m.count_rate_limited(ip);
             }
         }
-        for _ in 0..out.registrations {
+        // Taken, not read: a batch delivers after each datagram that made a reply.
+        for _ in 0..std::mem::take(&mut out.registrations) {
             m.count_registration();
         }
-        for _ in 0..out.verifications_failed {
+        for _ in 0..std::mem::take(&mut out.verifications_failed) {
             m.count_verification_failed();
         }
         for key in out.poll_soon.drain(..) {
@@ -544,28 +549,33 @@ pub async fn run<M: UdpMachine>(
                 }
                 let (t, wall) = (now(), Timestamp::now());
                 let mut view = handle.snapshot();
-                let mut writer = handle.lazy_writer();
                 for m in batch.drain(..) {
                     if machine.asks_for_list(&m.data) {
                         // Servers registered by earlier datagrams, of this batch too, are
-                        // listed (the writer released the lock after each datagram).
+                        // listed (each datagram's writer released the lock).
                         view = handle.fresh_snapshot();
                     }
-                    machine.on_datagram(
-                        &mut Cx {
-                            now: t,
-                            wall,
-                            view: &view,
-                            registry: &mut writer,
-                            out: &mut out,
-                        },
-                        m.via,
-                        m.from,
-                        &m.data,
-                    );
-                    writer.release();
+                    {
+                        let mut writer = handle.lazy_writer();
+                        machine.on_datagram(
+                            &mut Cx {
+                                now: t,
+                                wall,
+                                view: &view,
+                                registry: &mut writer,
+                                out: &mut out,
+                            },
+                            m.via,
+                            m.from,
+                            &m.data,
+                        );
+                    }
+                    // A reply leaves before the next datagram is handled: a server waiting
+                    // for its challenge does not wait for the rest of the batch.
+                    if !out.replies.is_empty() {
+                        sender.deliver(&handle, &mut out, t).await;
+                    }
                 }
-                drop(writer);
             }
             () = sleep_until(wake) => {
                 let t = now();
@@ -858,6 +868,91 @@ mod tests {
         let big: Vec<Bytes> = (0..10).map(|_| Bytes::from(vec![7u8; 20_000])).collect();
         let lens: Vec<usize> = gso_runs(&big).map(<[Bytes]>::len).collect();
         assert_eq!(lens, [3, 3, 3, 1], "65,507 bytes per send at most");
+    }
+
+    /// A store that keeps nothing.
+    #[derive(Debug)]
+    struct Nothing;
+
+    impl muster_core::store::Store for Nothing {
+        fn load(&mut self) -> Result<muster_core::store::Loaded, muster_core::store::StoreError> {
+            Ok(muster_core::store::Loaded::default())
+        }
+        fn write(
+            &mut self,
+            _: &[Arc<muster_core::registry::Record>],
+            _: &[ServerKey],
+        ) -> Result<(), muster_core::store::StoreError> {
+            Ok(())
+        }
+        fn location(&self) -> String {
+            "nothing".into()
+        }
+    }
+
+    /// Answers every datagram with its own bytes and counts it as a registration and as a
+    /// failed proof.
+    #[derive(Debug)]
+    struct Echo;
+
+    impl UdpMachine for Echo {
+        fn name(&self) -> &'static str {
+            "echo"
+        }
+        fn on_datagram(&mut self, cx: &mut Cx<'_>, via: usize, from: SocketAddr, data: &[u8]) {
+            cx.out.registrations += 1;
+            cx.out.verifications_failed += 1;
+            cx.out.send(via, from, data.to_vec(), ReplyKind::Control);
+        }
+        fn on_timeout(&mut self, _: &mut Cx<'_>) {}
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+    }
+
+    /// Real sockets: datagrams queued together are handled as one batch, each answered
+    /// before the next is handled, and each counted once.
+    #[tokio::test]
+    async fn a_batch_answers_each_datagram_and_counts_it_once() {
+        let handle = MasterHandle::open(
+            muster_core::registry::RegistryConfig::default(),
+            Box::new(Nothing),
+            Timestamp::from_secs(1_700_000_000),
+        )
+        .unwrap()
+        .0;
+        let face = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let at = face.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let runner = tokio::spawn(run(
+            handle.clone(),
+            Echo,
+            vec![face],
+            Budgets::default(),
+            stop.clone(),
+        ));
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        for i in 0..20u8 {
+            client.send_to(&[i], at).await.unwrap();
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 16];
+        while got.len() < 20 {
+            let (n, _) = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                client.recv_from(&mut buf),
+            )
+            .await
+            .expect("a reply is missing")
+            .unwrap();
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.sort_unstable();
+        assert_eq!(got, (0..20u8).collect::<Vec<_>>());
+        stop.cancel();
+        runner.await.unwrap();
+        assert_eq!(handle.metrics().registrations(), 20);
+        assert_eq!(handle.metrics().verifications_failed(), 20);
     }
 
     /// Real sockets: a list of many datagrams arrives as the same datagrams, in order, and the
