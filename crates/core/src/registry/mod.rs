@@ -858,10 +858,11 @@ impl Registry {
     /// Takes `key`'s record out with its per-source and DDNet bookkeeping; logs nothing.
     fn take_out(&mut self, key: &ServerKey) -> Option<Arc<Record>> {
         let rec = self.records.remove(key)?;
-        if let Some(n) = self.per_source.get_mut(&rec.source()) {
+        let source = rec.source();
+        if let Some(n) = self.per_source.get_mut(&source) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                self.per_source.remove(&rec.source());
+                self.per_source.remove(&source);
             }
         }
         if let Some(d) = rec.ddnet() {

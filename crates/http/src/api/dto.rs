@@ -158,6 +158,7 @@ impl ServerSummary {
         let info = r.info.as_deref();
         let [name, map, game_type] = info.map(PollInfo::texts).unwrap_or_default();
         let game = r.game_addr();
+        let key_game = ShortText::from(r.key.game.as_str());
         Self {
             address: r.shown_addr(),
             address_is_game: game.is_some(),
@@ -166,9 +167,9 @@ impl ServerSummary {
                 .query_addr()
                 .as_ref()
                 .map(muster_core::registry::addr_text),
-            game: ShortText::from(r.key.game.as_str()),
             game_name: muster_proto::games::display_name(&r.key.game)
-                .map_or_else(|| ShortText::from(r.key.game.as_str()), ShortText::from),
+                .map_or_else(|| key_game.clone(), ShortText::from),
+            game: key_game,
             protocol: r.face.name(),
             family: r.face.family(),
             query_protocol: r.query_protocol.map(muster_proto::Protocol::name),
