@@ -2,7 +2,6 @@
 //! servers, a history in memory with rows written through the store's own calls.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -10,31 +9,14 @@ use axum::routing::get;
 use muster_core::MasterHandle;
 use muster_core::poll::PollSample;
 use muster_core::registry::{
-    Face, GameAddr, PollFields, PollInfo, Record, Registration, RegistryConfig, ServerKey,
-    Timestamp,
+    Face, GameAddr, PollFields, PollInfo, Registration, RegistryConfig, ServerKey, Timestamp,
 };
-use muster_core::store::{Loaded, Store, StoreError};
+use muster_core::store::NullStore;
 use muster_http::api::history::{HistoryApi, router, server_history};
 use muster_http::web::History;
 use muster_http::web::history::SqliteHistory;
 use muster_proto::limit::SourceKey;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-/// Storage that keeps nothing.
-#[derive(Debug)]
-struct Null;
-
-impl Store for Null {
-    fn load(&mut self) -> Result<Loaded, StoreError> {
-        Ok(Loaded::default())
-    }
-    fn write(&mut self, _: &[Arc<Record>], _: &[ServerKey]) -> Result<(), StoreError> {
-        Ok(())
-    }
-    fn location(&self) -> String {
-        "null".into()
-    }
-}
 
 fn key(game: &str, addr: &str) -> ServerKey {
     ServerKey::new(game, GameAddr::parse(addr).unwrap())
@@ -87,7 +69,8 @@ struct Served {
 /// The routes as the daemon mounts them, on 127.0.0.1.
 async fn serve() -> Served {
     let now = Timestamp::now();
-    let (handle, _) = MasterHandle::open(RegistryConfig::default(), Box::new(Null), now).unwrap();
+    let (handle, _) =
+        MasterHandle::open(RegistryConfig::default(), Box::new(NullStore), now).unwrap();
     let history = History::new(
         Box::new(SqliteHistory::in_memory().unwrap()),
         Duration::from_secs(24 * 3600),

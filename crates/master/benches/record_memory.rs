@@ -20,16 +20,15 @@
 #![allow(clippy::print_stdout)]
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use muster_master::MasterHandle;
 use muster_master::faces::quake3::{Quake3Face, Quake3Settings};
 use muster_master::faces::valve::{ValveFace, ValveSettings};
-use muster_master::registry::{PollInfo, Record, RegistryConfig, ServerKey, Timestamp};
+use muster_master::registry::{PollInfo, Record, RegistryConfig, Timestamp};
 use muster_master::runtime::udp::{Cx, Datagrams, Outbox, UdpMachine};
-use muster_master::store::{Loaded, Store, StoreError};
+use muster_master::store::NullStore;
 use muster_proto::limit::BucketConfig;
 use muster_proto::valve_master::packet::{
     ChallengeReply, ChallengeRequest, Heartbeat, ListRequest, Region, SEED, ServerPacket,
@@ -106,22 +105,6 @@ fn read() -> Reading {
         live: LIVE.load(Relaxed),
         class: LIVE_CLASS.load(Relaxed),
         blocks: BLOCKS.load(Relaxed),
-    }
-}
-
-/// Storage that keeps nothing: the store's own memory is not the registry's.
-#[derive(Debug)]
-struct Null;
-
-impl Store for Null {
-    fn load(&mut self) -> Result<Loaded, StoreError> {
-        Ok(Loaded::default())
-    }
-    fn write(&mut self, _: &[Arc<Record>], _: &[ServerKey]) -> Result<(), StoreError> {
-        Ok(())
-    }
-    fn location(&self) -> String {
-        "null".into()
     }
 }
 
@@ -362,7 +345,7 @@ fn run<F: Family>(n: usize) {
         max_records: n.saturating_mul(2),
         ..RegistryConfig::default()
     };
-    let (handle, _) = MasterHandle::open(config, Box::new(Null), t0).expect("open");
+    let (handle, _) = MasterHandle::open(config, Box::new(NullStore), t0).expect("open");
     let now = Instant::now();
     let mut b = Bench::<F> {
         handle,

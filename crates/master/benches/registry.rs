@@ -4,16 +4,15 @@
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use muster_master::MasterHandle;
 use muster_master::faces::gameagent::{Scope, list_datagrams};
 use muster_master::registry::{
-    Face, GameAddr, PollFields, PollInfo, PollPlayer, Record, Registration, Registry,
-    RegistryConfig, ServerKey, Timestamp,
+    Face, GameAddr, PollFields, PollInfo, PollPlayer, Registration, Registry, RegistryConfig,
+    ServerKey, Timestamp,
 };
-use muster_master::store::{Loaded, Store, StoreError};
+use muster_master::store::NullStore;
 use muster_master::views::list::{ListQuery, SortKey, list};
 use muster_proto::Protocol;
 use muster_proto::limit::SourceKey;
@@ -53,24 +52,8 @@ fn info(i: u32) -> PollInfo {
     })
 }
 
-/// Storage that keeps nothing, to measure the handle without SQLite.
-#[derive(Debug)]
-struct Null;
-
-impl Store for Null {
-    fn load(&mut self) -> Result<Loaded, StoreError> {
-        Ok(Loaded::default())
-    }
-    fn write(&mut self, _: &[Arc<Record>], _: &[ServerKey]) -> Result<(), StoreError> {
-        Ok(())
-    }
-    fn location(&self) -> String {
-        "null".into()
-    }
-}
-
 fn filled(n: u32) -> MasterHandle {
-    let (h, _) = MasterHandle::open(RegistryConfig::default(), Box::new(Null), T0).unwrap();
+    let (h, _) = MasterHandle::open(RegistryConfig::default(), Box::new(NullStore), T0).unwrap();
     h.write(|r| {
         for i in 0..n {
             let x = reg(i);

@@ -13,6 +13,6 @@ pub mod postgres;
 pub mod sqlite;
 
 pub use location::{DataDirLock, LOCK_FILE, StoreUrl, lock_data_dir};
-pub use muster_core::store::{BackendError, Loaded, Store, StoreError, rows};
+pub use muster_core::store::{BackendError, Loaded, NullStore, Store, StoreError, rows};
 pub use postgres::{PgShared, PgStore};
 pub use sqlite::{DB_FILE, RepairReport, SCHEMA_VERSION, SqliteStore, repair};

@@ -118,6 +118,23 @@ pub struct Loaded {
     pub skipped: usize,
 }
 
+/// A store that keeps nothing: what tests and benchmarks open a handle on when they measure or
+/// drive the registry without a database. It loads no records and accepts every write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NullStore;
+
+impl Store for NullStore {
+    fn load(&mut self) -> Result<Loaded, StoreError> {
+        Ok(Loaded::default())
+    }
+    fn write(&mut self, _: &[Arc<Record>], _: &[ServerKey]) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn location(&self) -> String {
+        "nowhere (a store that keeps nothing)".into()
+    }
+}
+
 /// Where records are kept between runs. Implemented in `muster-store` (SQLite, PostgreSQL). Methods block; they are called by the persister, never with the
 /// registry locked.
 pub trait Store: Send + fmt::Debug {

@@ -425,30 +425,8 @@ mod tests {
     use super::*;
     use crate::runtime::bind_tcp;
     use crate::runtime::tcp::{ConnLimits, PrefixCaps, SharedCaps};
-    use muster_core::registry::RegistryConfig;
-    use muster_core::store::{Loaded, Store, StoreError};
-    use std::sync::Arc;
+    use crate::runtime::testing::handle;
     use tokio::net::TcpStream;
-
-    /// A store that keeps nothing.
-    #[derive(Debug)]
-    struct Nothing;
-
-    impl Store for Nothing {
-        fn load(&mut self) -> Result<Loaded, StoreError> {
-            Ok(Loaded::default())
-        }
-        fn write(
-            &mut self,
-            _: &[Arc<muster_core::registry::Record>],
-            _: &[ServerKey],
-        ) -> Result<(), StoreError> {
-            Ok(())
-        }
-        fn location(&self) -> String {
-            "nothing".into()
-        }
-    }
 
     /// Echoes input; at its deadline (10 s after the open) writes `late` and closes after the
     /// flush; at shutdown writes `bye` and closes after the flush.
@@ -480,16 +458,6 @@ mod tests {
             cx.out.write(b" bye");
             cx.out.close(Close::Flush);
         }
-    }
-
-    fn handle() -> MasterHandle {
-        MasterHandle::open(
-            RegistryConfig::default(),
-            Box::new(Nothing),
-            Timestamp::from_secs(1_700_000_000),
-        )
-        .unwrap()
-        .0
     }
 
     async fn start(stop: CancellationToken) -> (SocketAddr, tokio::task::JoinHandle<()>) {

@@ -11,6 +11,8 @@ pub mod http;
 
 pub mod sender;
 pub mod tcp;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod udp;
 
 use std::io;

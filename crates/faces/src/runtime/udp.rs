@@ -870,26 +870,6 @@ mod tests {
         assert_eq!(lens, [3, 3, 3, 1], "65,507 bytes per send at most");
     }
 
-    /// A store that keeps nothing.
-    #[derive(Debug)]
-    struct Nothing;
-
-    impl muster_core::store::Store for Nothing {
-        fn load(&mut self) -> Result<muster_core::store::Loaded, muster_core::store::StoreError> {
-            Ok(muster_core::store::Loaded::default())
-        }
-        fn write(
-            &mut self,
-            _: &[Arc<muster_core::registry::Record>],
-            _: &[ServerKey],
-        ) -> Result<(), muster_core::store::StoreError> {
-            Ok(())
-        }
-        fn location(&self) -> String {
-            "nothing".into()
-        }
-    }
-
     /// Answers every datagram with its own bytes and counts it as a registration and as a
     /// failed proof.
     #[derive(Debug)]
@@ -914,13 +894,7 @@ mod tests {
     /// before the next is handled, and each counted once.
     #[tokio::test]
     async fn a_batch_answers_each_datagram_and_counts_it_once() {
-        let handle = MasterHandle::open(
-            muster_core::registry::RegistryConfig::default(),
-            Box::new(Nothing),
-            Timestamp::from_secs(1_700_000_000),
-        )
-        .unwrap()
-        .0;
+        let handle = crate::runtime::testing::handle();
         let face = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
         let at = face.local_addr().unwrap();
         let stop = CancellationToken::new();

@@ -4,13 +4,12 @@
 //! server expires 5 minutes after its last heartbeat (the registry pruned at chosen times).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use muster_core::MasterHandle;
 use muster_core::config::LimitsConfig;
-use muster_core::registry::{Face, Record, RegistryConfig, ServerKey, Timestamp};
-use muster_core::store::{Loaded, Store, StoreError};
+use muster_core::registry::{Face, RegistryConfig, Timestamp};
+use muster_core::store::NullStore;
 use muster_faces::CancellationToken;
 use muster_faces::face::{FaceStart, Socket};
 use muster_faces::runtime::udp::Budgets;
@@ -21,22 +20,6 @@ use muster_proto::valve_master::{
     ChallengeReply, ChallengeRequest, Heartbeat, ListRequest, Region, ServerPacket,
 };
 use tokio::net::UdpSocket;
-
-/// A store that keeps nothing.
-#[derive(Debug)]
-struct Nothing;
-
-impl Store for Nothing {
-    fn load(&mut self) -> Result<Loaded, StoreError> {
-        Ok(Loaded::default())
-    }
-    fn write(&mut self, _: &[Arc<Record>], _: &[ServerKey]) -> Result<(), StoreError> {
-        Ok(())
-    }
-    fn location(&self) -> String {
-        "nothing".into()
-    }
-}
 
 /// The face on 127.0.0.1 and ::1 (port 0 each), with loopback servers allowed.
 struct Master {
@@ -55,7 +38,7 @@ impl Drop for Master {
 fn start(budgets: Budgets) -> Master {
     let (handle, _) = MasterHandle::open(
         RegistryConfig::default(),
-        Box::new(Nothing),
+        Box::new(NullStore),
         Timestamp::now(),
     )
     .unwrap();
