@@ -269,8 +269,10 @@ async fn forged_list_requests_draw_at_most_the_sources_byte_budget() {
     c.limits.list_bytes_per_sec = 100;
     let d = Daemon::start(c);
     let q3 = d.addr("quake3");
-    for _ in 0..10 {
-        register(q3, "127.0.0.1:0", "\\gamename\\Xonotic").await;
+    // One address each: a socket's port is free again once it is dropped, and a port given
+    // out twice on one address would make two servers one key.
+    for i in 0..10 {
+        register(q3, &format!("127.0.1.{}:0", i + 1), "\\gamename\\Xonotic").await;
     }
     listed(&d, 10).await;
     // One list is 25 bytes of header and 7 per server plus EOT: 102 bytes. 500 requests from
