@@ -19,6 +19,14 @@ pub const READY_TRY: Duration = Duration::from_millis(200);
 /// How many readiness queries are sent before a server counts as not starting (≈ 10 s in all).
 pub const READY_TRIES: u32 = 50;
 
+/// How many times a server that dies before it answers is started in all before the test fails.
+///
+/// DDNet-Server 16.4 dies by SIGSEGV inside libcurl in about one start in eight when it registers over
+/// HTTP: its 0.6 and 0.7 registrations connect at the same moment from two threads, and the crash is
+/// always in that connect (measured here from core dumps). Five starts make a run fail by that crash
+/// about once in 30,000.
+pub const START_ATTEMPTS: u32 = 5;
+
 /// The 0.6 connless header + `gie3` + token byte `5a`: byte for byte
 /// `crates/proto/tests/fixtures/teeworlds/serverinfo/ddnet-16.4-vanilla-p0-request.bin` (teeworlds.md §5).
 pub const GIE3_06_REQUEST: &[u8] = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffgie3\x5a";
@@ -166,23 +174,22 @@ fn start_and_wait(
     };
     let socket = client_socket();
     let start = Instant::now();
-    let mut restarted = false;
+    let mut starts = 1;
     for _ in 0..READY_TRIES {
         if let Some(status) = guard.exited() {
             // A peer that dies before it is up is not what a test checks, but it must not pass
-            // silently: it is reported on stderr and retried once, then it fails the test.
-            // (Seen once: DDNet-Server 16.4 SIGSEGV while starting its HTTP registration on a
-            // heavily loaded machine; not reproduced in isolation.)
-            if restarted {
+            // silently: each death is reported on stderr, and after START_ATTEMPTS starts it fails
+            // the test.
+            if starts >= START_ATTEMPTS {
                 panic!(
-                    "{name} exited during start-up twice ({status})\n--- log\n{}",
+                    "{name} exited during start-up {starts} times (last: {status})\n--- log\n{}",
                     guard.log()
                 );
             }
-            restarted = true;
+            starts += 1;
             let _ = writeln!(
                 std::io::stderr(),
-                "WARNING: {name} exited during start-up ({status}); starting it once more\n--- log\n{}",
+                "WARNING: {name} exited during start-up ({status}); start {starts} of {START_ATTEMPTS}\n--- log\n{}",
                 guard.log()
             );
             guard.child = ChildGuard::spawn(
