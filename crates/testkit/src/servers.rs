@@ -21,10 +21,10 @@ pub const READY_TRIES: u32 = 50;
 
 /// How many times a server that dies before it answers is started in all before the test fails.
 ///
-/// DDNet-Server 16.4 dies by SIGSEGV inside libcurl in about one start in eight when it registers over
-/// HTTP: its 0.6 and 0.7 registrations connect at the same moment from two threads, and the crash is
-/// always in that connect (measured here from core dumps). Five starts make a run fail by that crash
-/// about once in 30,000.
+/// DDNet-Server 16.4 dies by SIGSEGV inside libcurl in about one start in ten when it registers over
+/// HTTP (8 of 85 here): its 0.6 and 0.7 registrations connect at the same moment from two threads, and
+/// the crash is always in that connection (seen in core dumps). At that rate five starts in a row die
+/// about once in 100,000 runs.
 pub const START_ATTEMPTS: u32 = 5;
 
 /// The 0.6 connless header + `gie3` + token byte `5a`: byte for byte
