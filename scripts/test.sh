@@ -29,19 +29,17 @@ step "toolchain"
 cargo --version
 rustc --version
 
-# The peers are installed in the background while the format, clippy and docs steps run: most of
-# their time is downloads and two small release builds, which leave room beside clippy. Their
-# output is shown, and their failure handled, before the tests need them.
-peers_pid=""
-peers_log=""
 if [[ ${MUSTER_SKIP_PEERS:-0} != 1 ]]; then
-    step "third-party peers (qstat, teeworlds-server, ddnet-server, gamedig, opengsq): started in the background"
-    peers_log=$(mktemp)
-    peers_start=$SECONDS
-    bash scripts/install-peers.sh >"$peers_log" 2>&1 &
-    peers_pid=$!
-    # A step that fails before the peers are waited for does not leave them installing.
-    trap 'kill "$peers_pid" 2>/dev/null || true; rm -f "$peers_log"' EXIT
+    step "third-party peers (qstat, teeworlds-server, ddnet-server, gamedig, opengsq)"
+    t=$SECONDS
+    if ! bash scripts/install-peers.sh; then
+        if [[ $require_peers == 1 ]]; then
+            echo "error: peers could not be installed and MUSTER_REQUIRE_PEERS=1" >&2
+            exit 1
+        fi
+        echo "warning: peers could not be installed; their conformance tests will skip" >&2
+    fi
+    elapsed "$t"
 fi
 
 step "format"
@@ -59,22 +57,6 @@ step "docs"
 t=$SECONDS
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 elapsed "$t"
-
-if [[ -n $peers_pid ]]; then
-    step "third-party peers: their output"
-    peers_rc=0
-    wait "$peers_pid" || peers_rc=$?
-    cat "$peers_log"
-    rm -f "$peers_log"
-    printf '    (%ss since they started)\n' "$((SECONDS - peers_start))"
-    if [[ $peers_rc != 0 ]]; then
-        if [[ $require_peers == 1 ]]; then
-            echo "error: peers could not be installed and MUSTER_REQUIRE_PEERS=1" >&2
-            exit 1
-        fi
-        echo "warning: peers could not be installed; their conformance tests will skip" >&2
-    fi
-fi
 
 step "PostgreSQL for the shared-store tests (scripts/pg/cluster.sh)"
 t=$SECONDS
