@@ -97,9 +97,111 @@ where
     })
 }
 
+/// A job for a [`Lane`].
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A bulk thread of its own for one kind of work, its jobs run one after another in the order
+/// given: the history's writes. On the shared pool the short-lived blocks of a write (a
+/// batch's folded rows, each server's address as text) were cut from the same pages as what
+/// the other bulk work keeps for a while (the events of a publish, the snapshot's parts), and
+/// a page that still holds one such block stays resident after the burst. On a thread of its
+/// own they come from pages of their own, which the collection after each job gives back. The
+/// thread runs at the bulk threads' lower priority and ends when the lane is dropped (after
+/// the jobs already given).
+#[derive(Debug)]
+pub struct Lane {
+    name: String,
+    jobs: std::sync::Mutex<std::sync::mpsc::Sender<Job>>,
+}
+
+/// A [`Lane`]'s job did not finish: it panicked, or the lane's thread is gone.
+#[derive(Debug, thiserror::Error)]
+#[error("a job on the {0} thread did not finish")]
+pub struct LaneGone(String);
+
+impl Lane {
+    /// Starts the lane's thread, named `name`.
+    ///
+    /// # Errors
+    /// When the system refuses a thread.
+    pub fn new(name: &str) -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || {
+                start_bulk_thread();
+                for job in rx {
+                    // A job that panics fails alone (its caller hears of it); the lane
+                    // goes on with the next.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    muster_alloc::release_freed();
+                }
+            })?;
+        Ok(Self {
+            name: name.to_owned(),
+            jobs: std::sync::Mutex::new(tx),
+        })
+    }
+
+    /// Runs `f` on the lane's thread, after the jobs given before it, inside the caller's
+    /// runtime context (as [`spawn`] does); await the result.
+    pub fn run<F, R>(&self, f: F) -> impl Future<Output = Result<R, LaneGone>> + use<F, R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let caller = tokio::runtime::Handle::try_current().ok();
+        let job: Job = Box::new(move || {
+            let _context = caller.as_ref().map(tokio::runtime::Handle::enter);
+            let _ = tx.send(f());
+        });
+        let name = self.name.clone();
+        // A send fails only when the thread is gone; the dropped job's receiver reports it.
+        if let Ok(jobs) = self.jobs.lock() {
+            let _ = jobs.send(job);
+        }
+        async move { rx.await.map_err(|_| LaneGone(name)) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lane_runs_its_jobs_in_order_on_one_lowered_thread_with_the_callers_clock() {
+        let lane = Lane::new("muster-test-lane").unwrap();
+        let mine = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
+        tokio::time::advance(std::time::Duration::from_secs(60)).await;
+        let start = tokio::time::Instant::now();
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waits = Vec::new();
+        for i in 0..20 {
+            let order = std::sync::Arc::clone(&order);
+            waits.push(lane.run(move || {
+                order.lock().unwrap().push(i);
+                (
+                    std::thread::current().name().map(str::to_owned),
+                    rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap(),
+                    tokio::time::Instant::now() >= start,
+                )
+            }));
+        }
+        for w in waits {
+            let (name, nice, clock) = w.await.unwrap();
+            assert_eq!(name.as_deref(), Some("muster-test-lane"));
+            assert_eq!(nice, (mine + BULK_NICE).min(19));
+            assert!(clock, "the job sees the caller's paused clock");
+        }
+        assert_eq!(*order.lock().unwrap(), (0..20).collect::<Vec<_>>());
+        let e = lane.run(|| panic!("a job that fails")).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a job on the muster-test-lane thread did not finish"
+        );
+        assert_eq!(lane.run(|| 1).await.unwrap(), 1, "the next job runs");
+    }
 
     #[tokio::test]
     async fn only_bulk_threads_pace_their_passes() {

@@ -493,6 +493,23 @@ pub struct Samples {
     pub unpolled: mpsc::Receiver<Vec<PollSample>>,
 }
 
+/// Runs `f` on `lane`, or on the shared bulk pool without one; a job that did not finish is
+/// its error chain.
+async fn off_reactor<R: Send + 'static>(
+    lane: &Option<muster_core::bulk::Lane>,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, String> {
+    match lane {
+        Some(lane) => lane
+            .run(f)
+            .await
+            .map_err(|e| muster_proto::errors::error_chain(&e)),
+        None => muster_core::bulk::spawn(f)
+            .await
+            .map_err(|e| muster_proto::errors::error_chain(&e)),
+    }
+}
+
 /// Receives samples until both of `samples`' channels close or `stop` is cancelled, forwarding each
 /// to `forward` (the embedder's own sink, if any) and writing them to `history` in batches. A batch
 /// the store refuses (a full disk) is dropped, each of its samples counted under
@@ -519,8 +536,13 @@ pub async fn run(
     prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut buf: Vec<PollSample> = Vec::new();
     let mut failures = FailureLog::default();
-    // SQLite runs on the blocking pool: a batch of thousands of rows (every server's first
-    // sample) must not hold a reactor thread that serves the faces.
+    // SQLite runs off the reactor: a batch of thousands of rows (every server's first sample)
+    // must not hold a thread that serves the faces. It runs on a bulk thread of the history's
+    // own (see `Lane`), or on the shared pool when no thread can be made.
+    let lane = muster_core::bulk::Lane::new("muster-history")
+        .inspect_err(|e| tracing::warn!(error = %e, "no history thread; writing on the bulk pool"))
+        .ok();
+    let lane = &lane;
     let mut flush = async |buf: &mut Vec<PollSample>| {
         if buf.is_empty() {
             return;
@@ -528,7 +550,7 @@ pub async fn run(
         let batch = std::mem::take(buf);
         let h = history.clone();
         let n = batch.len();
-        let error = match muster_core::bulk::spawn(move || h.append(&batch)).await {
+        let error = match off_reactor(lane, move || h.append(&batch)).await {
             Ok(Ok(())) => {
                 if failures.ok() {
                     tracing::info!("history writes work again");
@@ -536,7 +558,7 @@ pub async fn run(
                 return;
             }
             Ok(Err(e)) => muster_proto::errors::error_chain(&e),
-            Err(e) => muster_proto::errors::error_chain(&e),
+            Err(e) => e,
         };
         if let Some(c) = &counts {
             c.metrics().count_drops(
@@ -589,7 +611,7 @@ pub async fn run(
             _ = write.tick() => {
                 flush(&mut buf).await;
                 let h = history.clone();
-                match muster_core::bulk::spawn(move || h.close_minutes(Timestamp::now())).await {
+                match off_reactor(lane, move || h.close_minutes(Timestamp::now())).await {
                     Ok(Ok(_)) => {}
                     // The writes' failure line covers a broken store.
                     Ok(Err(e)) => tracing::debug!(error = %e, "history minute close failed"),
@@ -598,7 +620,7 @@ pub async fn run(
             }
             _ = prune.tick() => {
                 let h = history.clone();
-                match muster_core::bulk::spawn(move || h.prune(Timestamp::now())).await {
+                match off_reactor(lane, move || h.prune(Timestamp::now())).await {
                     Ok(Ok(n)) if n > 0 => tracing::debug!(n, "history pruned"),
                     Ok(Ok(_)) => {}
                     // The writes' failure line covers a broken store; a prune fails with them.
