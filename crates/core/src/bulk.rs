@@ -111,7 +111,7 @@ type Job = Box<dyn FnOnce() + Send>;
 #[derive(Debug)]
 pub struct Lane {
     name: String,
-    jobs: std::sync::Mutex<std::sync::mpsc::Sender<Job>>,
+    jobs: std::sync::mpsc::Sender<Job>,
 }
 
 /// A [`Lane`]'s job did not finish: it panicked, or the lane's thread is gone.
@@ -139,7 +139,7 @@ impl Lane {
             })?;
         Ok(Self {
             name: name.to_owned(),
-            jobs: std::sync::Mutex::new(tx),
+            jobs: tx,
         })
     }
 
@@ -158,9 +158,7 @@ impl Lane {
         });
         let name = self.name.clone();
         // A send fails only when the thread is gone; the dropped job's receiver reports it.
-        if let Ok(jobs) = self.jobs.lock() {
-            let _ = jobs.send(job);
-        }
+        let _ = self.jobs.send(job);
         async move { rx.await.map_err(|_| LaneGone(name)) }
     }
 }
