@@ -105,9 +105,10 @@ type Job = Box<dyn FnOnce() + Send>;
 /// batch's folded rows, each server's address as text) were cut from the same pages as what
 /// the other bulk work keeps for a while (the events of a publish, the snapshot's parts), and
 /// a page that still holds one such block stays resident after the burst. On a thread of its
-/// own they come from pages of their own, which the collection after each job gives back. The
-/// thread runs at the bulk threads' lower priority and ends when the lane is dropped (after
-/// the jobs already given).
+/// own they come from pages of their own, which the collection after each job gives back (in
+/// `muster-bench quake3` at 10,000 servers the resident cost per server fell by ~20 B, median
+/// of 13 runs; valve's did not move). The thread runs at the bulk threads' lower priority and
+/// ends when the lane is dropped (after the jobs already given).
 #[derive(Debug)]
 pub struct Lane {
     name: String,
