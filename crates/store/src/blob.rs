@@ -188,8 +188,8 @@ fn put_info(out: &mut Vec<u8>, i: &PollInfo) {
     if let Some(c) = out.get_mut(at..at + 2) {
         c.copy_from_slice(&n.to_le_bytes());
     }
-    put_uv(out, i.players.len() as u64);
-    for p in i.players.iter() {
+    put_uv(out, i.players().len() as u64);
+    for p in i.players().iter() {
         put_str(out, &p.name);
         let (score, ping, team) = (p.score(), p.ping_ms(), p.team());
         let mut flags = 0;

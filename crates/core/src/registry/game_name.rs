@@ -3,8 +3,10 @@
 //! Every record of a game carries the same name, and a registry holds thousands of records of
 //! a handful of games. A name kept inline (24 bytes) put a record one allocator size class
 //! higher than it needs; here a key holds one pointer (8 bytes) to a name kept once in a
-//! process-wide set. Names come from the wire, so the set forgets the ones no key holds any
-//! more: when it has doubled since it last looked, it drops every name only it still holds.
+//! process-wide [`TextSet`]. Names come from the wire, so the set forgets the ones no key
+//! holds any more: when it has doubled since it last looked, it drops every name only it
+//! still holds. A poll info's map, game type and rules are shared through a set of the same
+//! kind.
 
 use std::borrow::Borrow;
 use std::cell::RefCell;
@@ -44,21 +46,61 @@ impl Hash for Entry {
     }
 }
 
-/// The names in use, and the size at which the set next drops the unused ones.
+/// The texts in use, and the size at which the set next drops the unused ones.
 struct Names {
     set: HashSet<Entry>,
     sweep_at: usize,
 }
 
-/// The set stays at least this large before it looks for unused names.
+/// The set stays at least this large before it looks for unused texts.
 const SWEEP_MIN: usize = 64;
 
-static NAMES: LazyLock<Mutex<Names>> = LazyLock::new(|| {
-    Mutex::new(Names {
-        set: HashSet::new(),
-        sweep_at: SWEEP_MIN,
-    })
-});
+/// A process-wide set of shared texts that come from the wire: one copy per distinct text,
+/// and when the set has doubled since it last looked, it drops every text only it still
+/// holds, so texts from forged packets do not pile up.
+pub(super) struct TextSet(LazyLock<Mutex<Names>>);
+
+impl TextSet {
+    /// An empty set (made on first use).
+    pub(super) const fn new() -> Self {
+        Self(LazyLock::new(|| {
+            Mutex::new(Names {
+                set: HashSet::new(),
+                sweep_at: SWEEP_MIN,
+            })
+        }))
+    }
+
+    /// The shared copy of `text`.
+    pub(super) fn share(&self, text: &str) -> Arc<Box<str>> {
+        let mut names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = names.set.get(text) {
+            return Arc::clone(&e.0);
+        }
+        if names.set.len() >= names.sweep_at {
+            // Only the set holds such a text; a holder being made elsewhere holds its own
+            // reference, and nobody can take a new one without the lock.
+            names.set.retain(|e| Arc::strong_count(&e.0) > 1);
+            names.sweep_at = (names.set.len() * 2).max(SWEEP_MIN);
+        }
+        let shared = Arc::new(Box::<str>::from(text));
+        names.set.insert(Entry(Arc::clone(&shared)));
+        shared
+    }
+
+    /// How many texts it holds.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .set
+            .len()
+    }
+}
+
+/// The game names in use.
+static NAMES: TextSet = TextSet::new();
 
 std::thread_local! {
     /// The name this thread made last: a face registering servers of one game finds it
@@ -74,23 +116,7 @@ impl GameName {
         if let Some(g) = cached {
             return g;
         }
-        let g = {
-            let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
-            match names.set.get(name) {
-                Some(e) => Self(Arc::clone(&e.0)),
-                None => {
-                    if names.set.len() >= names.sweep_at {
-                        // Only the set holds such a name; a key being made elsewhere holds
-                        // its own reference, and nobody can take a new one without the lock.
-                        names.set.retain(|e| Arc::strong_count(&e.0) > 1);
-                        names.sweep_at = (names.set.len() * 2).max(SWEEP_MIN);
-                    }
-                    let shared = Arc::new(Box::<str>::from(name));
-                    names.set.insert(Entry(Arc::clone(&shared)));
-                    Self(shared)
-                }
-            }
-        };
+        let g = Self(NAMES.share(name));
         LAST.with(|l| *l.borrow_mut() = Some(g.clone()));
         g
     }
@@ -104,11 +130,7 @@ impl GameName {
 
 #[cfg(test)]
 fn names_held() -> usize {
-    NAMES
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .set
-        .len()
+    NAMES.len()
 }
 
 impl Default for GameName {

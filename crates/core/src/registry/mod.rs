@@ -78,8 +78,8 @@ pub use key::{
     addr_text, protocol_from_name,
 };
 pub use poll::{
-    MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, PollFields, PollInfo, PollPlayer, PollPlayers,
-    Rules, RulesView, short,
+    MAX_POLL_PLAYERS, MAX_POLL_RULES, MAX_POLL_TEXT, PlayersView, PollFields, PollInfo, PollPlayer,
+    PollPlayers, Rules, RulesView, short,
 };
 pub use record::{MAX_SOURCES, Origin, Record, Registration, Source, Verification};
 

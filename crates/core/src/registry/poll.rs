@@ -1,10 +1,14 @@
 //! What a poll said about a server: players, rules and the summary the lists show, packed
 //! small.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
+use std::sync::Arc;
 
 use muster_proto::ServerInfo;
 
+use super::game_name::TextSet;
 use super::key::ShortText;
 
 /// Most players kept from one poll.
@@ -264,31 +268,32 @@ impl PollPlayers {
         Self(packed.into_boxed_slice())
     }
 
+    /// A view of them.
+    #[must_use]
+    pub fn view(&self) -> PlayersView<'_> {
+        PlayersView(&self.0)
+    }
+
     /// The players, in their order.
     pub fn iter(&self) -> impl Iterator<Item = PollPlayer> + '_ {
-        self.packed().map(|(name, score, ping, bits)| PollPlayer {
-            name: ShortText::from(name),
-            score,
-            ping,
-            bits,
-        })
+        self.view().iter()
     }
 
     /// The players' names, in their order (no copy).
     pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
-        self.packed().map(|(name, ..)| name)
+        self.view().names()
     }
 
     /// The player at `index`.
     #[must_use]
     pub fn get(&self, index: usize) -> Option<PollPlayer> {
-        self.iter().nth(index)
+        self.view().get(index)
     }
 
     /// How many players.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.packed().count()
+        self.view().len()
     }
 
     /// Whether there are none.
@@ -302,11 +307,56 @@ impl PollPlayers {
     pub(crate) fn packed_len(&self) -> usize {
         self.0.len()
     }
+}
+
+/// Players as [`PollPlayers`] or a [`PollInfo`] keeps them, borrowed.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct PlayersView<'a>(&'a [u8]);
+
+impl<'a> PlayersView<'a> {
+    /// The players, in their order.
+    pub fn iter(self) -> impl Iterator<Item = PollPlayer> + 'a {
+        self.packed().map(|(name, score, ping, bits)| PollPlayer {
+            name: ShortText::from(name),
+            score,
+            ping,
+            bits,
+        })
+    }
+
+    /// The players' names, in their order (no copy).
+    pub fn names(self) -> impl Iterator<Item = &'a str> + 'a {
+        self.packed().map(|(name, ..)| name)
+    }
+
+    /// The player at `index`.
+    #[must_use]
+    pub fn get(self, index: usize) -> Option<PollPlayer> {
+        self.iter().nth(index)
+    }
+
+    /// How many players.
+    #[must_use]
+    pub fn len(self) -> usize {
+        self.packed().count()
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Owned.
+    #[must_use]
+    pub fn to_players(self) -> PollPlayers {
+        PollPlayers(self.0.into())
+    }
 
     /// Each player's name, score, ping and bits, read from the packed bytes (which
-    /// [`Self::new`] wrote, so the walk ends only at their end).
-    fn packed(&self) -> impl Iterator<Item = (&str, i32, u16, u16)> + '_ {
-        let mut rest: &[u8] = &self.0;
+    /// [`PollPlayers::new`] wrote, so the walk ends only at their end).
+    fn packed(self) -> impl Iterator<Item = (&'a str, i32, u16, u16)> + 'a {
+        let mut rest: &[u8] = self.0;
         std::iter::from_fn(move || {
             let (head, after) = rest.split_first_chunk::<PACKED_PLAYER_HEAD>()?;
             let [s0, s1, s2, s3, p0, p1, b0, b1] = *head;
@@ -343,6 +393,12 @@ impl From<Vec<PollPlayer>> for PollPlayers {
 
 impl fmt::Debug for PollPlayers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.view().fmt(f)
+    }
+}
+
+impl fmt::Debug for PlayersView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
 }
@@ -376,19 +432,23 @@ pub struct PollFields {
 /// server's stats update) said about a server, as the registry keeps it: every record that
 /// was polled or carries a heartbeat's state holds one.
 ///
-/// The texts (name, map, game type, and the rules) are packed in one allocation of their own
-/// size, `name NUL map NUL game_type NUL` followed by the rules as [`Rules`] packs them, each
-/// text clipped to [`MAX_POLL_TEXT`] chars with any NUL inside it dropped (none of the
-/// protocols can carry one). Three inline texts took 72 bytes of the info, which with its
-/// `Arc` counts filled a 160-byte allocator size class, and a DDNet server's name (longer than
-/// the 24 bytes kept inline) an allocation more; so packed, an info and its counts take
-/// 64 bytes and one allocation for all its text.
+/// Two allocations hold its texts and players:
+///
+/// - its own: the server's name, then its players as [`PollPlayers`] packs them;
+/// - a shared one: `map NUL game_type NUL` followed by the rules as [`Rules`] packs them, kept
+///   once for every info that says the same (in a process-wide set like the game names'):
+///   the servers of one game mostly share their maps, game types and rules.
+///
+/// Each text is clipped to [`MAX_POLL_TEXT`] chars with any NUL inside it dropped (none of the
+/// protocols can carry one). With its `Arc` counts an info fills one 56-byte allocator size
+/// class, and a Quake III server's name a 24-byte one: 80 bytes, where one allocation for
+/// all its texts and one for its players took 128 and more.
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct PollInfo {
-    /// The packed texts: empty when every text is empty and there are no rules.
-    texts: Box<str>,
-    /// Players.
-    pub players: PollPlayers,
+    /// The name's bytes (`..name_len`), then the packed players.
+    own: Box<[u8]>,
+    /// `map NUL game_type NUL rules`, shared; `None` when all of them are empty.
+    rest: Option<SharedText>,
     /// Players on the server.
     pub num_players: u32,
     /// Player slots.
@@ -397,36 +457,77 @@ pub struct PollInfo {
     pub game_port: Option<u16>,
     /// Whether a password is needed, when known.
     pub password: Option<bool>,
+    /// Where the name ends in `own` (a clipped name takes at most 1,024 bytes).
+    name_len: u16,
 }
 
-// An info and its `Arc` counts fill one 64-byte allocator size class.
-const _: () = assert!(size_of::<PollInfo>() <= 48);
+// An info and its `Arc` counts fill one 56-byte allocator size class.
+const _: () = assert!(size_of::<PollInfo>() <= 40);
+
+/// A poll info's shared texts (see [`PollInfo`]).
+#[derive(Clone)]
+struct SharedText(Arc<Box<str>>);
+
+/// The shared texts in use.
+static SHARED_TEXTS: TextSet = TextSet::new();
+
+std::thread_local! {
+    /// The shared text this thread made last: a face registering servers of one kind finds
+    /// it without taking the set's lock.
+    static LAST_SHARED: RefCell<Option<SharedText>> = const { RefCell::new(None) };
+}
+
+impl SharedText {
+    /// The shared copy of `text`.
+    fn new(text: &str) -> Self {
+        let cached =
+            LAST_SHARED.with(|l| l.borrow().as_ref().filter(|t| t.as_str() == text).cloned());
+        if let Some(t) = cached {
+            return t;
+        }
+        let t = Self(SHARED_TEXTS.share(text));
+        LAST_SHARED.with(|l| *l.borrow_mut() = Some(t.clone()));
+        t
+    }
+
+    /// The text.
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq for SharedText {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SharedText {}
 
 impl From<PollFields> for PollInfo {
     fn from(f: PollFields) -> Self {
-        let texts = if f.name.is_empty()
-            && f.map.is_empty()
-            && f.game_type.is_empty()
-            && f.rules.is_empty()
-        {
-            Box::default()
+        let name = clipped(&f.name);
+        let mut own = Vec::with_capacity(name.len() + f.players.0.len());
+        own.extend_from_slice(name.as_bytes());
+        own.extend_from_slice(&f.players.0);
+        let rest = if f.map.is_empty() && f.game_type.is_empty() && f.rules.is_empty() {
+            None
         } else {
-            let mut packed = String::with_capacity(
-                f.name.len() + f.map.len() + f.game_type.len() + 3 + f.rules.0.len(),
-            );
-            for text in [&f.name, &f.map, &f.game_type] {
-                push_packed(&mut packed, text);
-            }
+            let mut packed =
+                String::with_capacity(f.map.len() + f.game_type.len() + 2 + f.rules.0.len());
+            push_packed(&mut packed, &f.map);
+            push_packed(&mut packed, &f.game_type);
             packed.push_str(&f.rules.0);
-            packed.into_boxed_str()
+            Some(SharedText::new(&packed))
         };
         Self {
-            texts,
-            players: f.players,
+            own: own.into_boxed_slice(),
+            rest,
             num_players: f.num_players,
             max_players: f.max_players,
             game_port: f.game_port,
             password: f.password,
+            name_len: u16::try_from(name.len()).unwrap_or(u16::MAX),
         }
     }
 }
@@ -441,7 +542,7 @@ impl fmt::Debug for PollInfo {
             .field("num_players", &self.num_players)
             .field("max_players", &self.max_players)
             .field("password", &self.password)
-            .field("players", &self.players)
+            .field("players", &self.players())
             .field("rules", &self.rules())
             .field("game_port", &self.game_port)
             .finish()
@@ -554,16 +655,26 @@ impl Rules {
     }
 }
 
-/// Appends `text` to a packed string (a [`PollInfo`]'s texts, [`Rules`]): its first
-/// [`MAX_POLL_TEXT`] chars without any NUL, then a NUL to end it.
-fn push_packed(packed: &mut String, text: &str) {
+/// The first [`MAX_POLL_TEXT`] chars of `text` without any NUL: the text itself when it has
+/// no more bytes than the limit has chars and nothing to drop (char by char, packing was a
+/// fifth of the Quake III face's info building).
+fn clipped(text: &str) -> Cow<'_, str> {
     if text.len() <= MAX_POLL_TEXT && !text.contains('\0') {
-        // No more bytes than the limit has chars, and nothing to drop: the text as it is, in
-        // one copy (char by char, packing was a fifth of the Quake III face's info building).
-        packed.push_str(text);
+        Cow::Borrowed(text)
     } else {
-        packed.extend(text.chars().filter(|&c| c != '\0').take(MAX_POLL_TEXT));
+        Cow::Owned(
+            text.chars()
+                .filter(|&c| c != '\0')
+                .take(MAX_POLL_TEXT)
+                .collect(),
+        )
     }
+}
+
+/// Appends `text` to a packed string (a [`PollInfo`]'s shared texts, [`Rules`]) as
+/// [`clipped`] keeps it, then a NUL to end it.
+fn push_packed(packed: &mut String, text: &str) {
+    packed.push_str(&clipped(text));
     packed.push('\0');
 }
 
@@ -674,41 +785,77 @@ impl PollInfo {
         })
     }
 
-    /// The packed string in its four parts: name, map, game type, and the rules (each empty
-    /// when the string is).
+    /// The shared texts in their three parts: map, game type, and the rules (each empty when
+    /// there are none).
     fn parts(&self) -> std::str::SplitN<'_, char> {
-        self.texts.splitn(4, '\0')
+        self.rest
+            .as_ref()
+            .map_or("", SharedText::as_str)
+            .splitn(3, '\0')
     }
 
-    /// Name, map and game type, found in one pass (for a caller that wants more than one).
+    /// Name, map and game type (for a caller that wants more than one).
     #[must_use]
     pub fn texts(&self) -> [&str; 3] {
         let mut parts = self.parts();
-        std::array::from_fn(|_| parts.next().unwrap_or_default())
+        [
+            self.name(),
+            parts.next().unwrap_or_default(),
+            parts.next().unwrap_or_default(),
+        ]
     }
 
     /// Server name, plain text.
     #[must_use]
     pub fn name(&self) -> &str {
-        self.parts().next().unwrap_or_default()
+        let name = self
+            .own
+            .get(..usize::from(self.name_len))
+            .unwrap_or_default();
+        std::str::from_utf8(name).unwrap_or_default()
     }
 
     /// Map.
     #[must_use]
     pub fn map(&self) -> &str {
-        self.parts().nth(1).unwrap_or_default()
+        self.parts().next().unwrap_or_default()
     }
 
     /// Game type / mode.
     #[must_use]
     pub fn game_type(&self) -> &str {
-        self.parts().nth(2).unwrap_or_default()
+        self.parts().nth(1).unwrap_or_default()
+    }
+
+    /// Whether `self` and `other` hold one shared copy of their map, game type and rules.
+    #[cfg(test)]
+    pub(crate) fn shares_texts_with(&self, other: &Self) -> bool {
+        match (&self.rest, &other.rest) {
+            (Some(a), Some(b)) => Arc::ptr_eq(&a.0, &b.0),
+            _ => false,
+        }
+    }
+
+    /// How many distinct shared texts the process holds.
+    #[cfg(test)]
+    pub(crate) fn shared_texts_held() -> usize {
+        SHARED_TEXTS.len()
+    }
+
+    /// Players.
+    #[must_use]
+    pub fn players(&self) -> PlayersView<'_> {
+        PlayersView(
+            self.own
+                .get(usize::from(self.name_len)..)
+                .unwrap_or_default(),
+        )
     }
 
     /// Rules as (key, value), plain text.
     #[must_use]
     pub fn rules(&self) -> RulesView<'_> {
-        RulesView(self.parts().nth(3).unwrap_or_default())
+        RulesView(self.parts().nth(2).unwrap_or_default())
     }
 
     /// The value of the rule `key` (ASCII case-insensitive), if there is one.
@@ -728,7 +875,7 @@ impl PollInfo {
             num_players: self.num_players,
             max_players: self.max_players,
             password: self.password,
-            players: self.players.clone(),
+            players: self.players().to_players(),
             rules: self.rules().to_rules(),
             game_port: self.game_port,
         }

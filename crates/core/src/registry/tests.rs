@@ -754,14 +754,15 @@ fn list_sorts_and_pages() {
 fn poll_info_is_bounded_and_learns_game_port() {
     let mut r = Registry::new(RegistryConfig::default());
     let k = listed(&mut r, reg("ut2", v4(1, 7778), Face::GameSpy), T0);
-    let mut i = info(&"n".repeat(MAX_POLL_TEXT + 10), 1, 2, &[]);
-    i.players = vec![PollPlayer::default(); MAX_POLL_PLAYERS + 5].into();
+    let mut f = info(&"n".repeat(MAX_POLL_TEXT + 10), 1, 2, &[]).to_fields();
+    f.players = vec![PollPlayer::default(); MAX_POLL_PLAYERS + 5].into();
+    let mut i = PollInfo::from(f);
     i.game_port = Some(7777);
     r.update_poll(&k, Some(i), T0);
     let rec = r.get(&k).unwrap();
     let got = rec.info.as_ref().unwrap();
     assert_eq!(got.name().chars().count(), MAX_POLL_TEXT);
-    assert_eq!(got.players.len(), MAX_POLL_PLAYERS);
+    assert_eq!(got.players().len(), MAX_POLL_PLAYERS);
     assert_eq!(rec.game_port, Some(7777));
     assert_eq!(rec.game_addr(), GameAddr::parse("10.0.0.1:7777"));
 }
@@ -1177,6 +1178,106 @@ proptest! {
     }
 }
 
+fn fields(name: &str, map: &str, players: &[&str], rules: &[(&str, &str)]) -> PollFields {
+    PollFields {
+        name: name.into(),
+        map: map.into(),
+        game_type: "ctf".into(),
+        num_players: 3,
+        max_players: 16,
+        password: Some(false),
+        players: players.iter().map(|&n| PollPlayer::new(n)).collect(),
+        rules: Rules::new(rules.iter().copied()),
+        game_port: Some(27960),
+    }
+}
+
+#[test]
+fn poll_infos_share_their_map_game_type_and_rules_and_keep_their_own_name_and_players() {
+    let rules = [("protocol", "68"), ("gamename", "shared-texts-test")];
+    let a = PollInfo::from(fields("alpha", "q3dm17", &["x", "y"], &rules));
+    // Made on another thread, so that the per-thread cache is not what makes them one.
+    let b =
+        std::thread::spawn(move || PollInfo::from(fields("beta ^1server", "q3dm17", &[], &rules)))
+            .join()
+            .unwrap();
+    assert!(a.shares_texts_with(&b));
+    assert_eq!(a.texts(), ["alpha", "q3dm17", "ctf"]);
+    assert_eq!(b.texts(), ["beta ^1server", "q3dm17", "ctf"]);
+    assert_eq!(a.players().names().collect::<Vec<_>>(), ["x", "y"]);
+    assert!(b.players().is_empty());
+    assert_eq!(a.rule("GAMENAME"), Some("shared-texts-test"));
+    assert_eq!(b.rules().len(), 2);
+    // Equal texts compare equal whether or not they are one copy; a field apart, not.
+    assert_eq!(PollInfo::from(a.to_fields()), a);
+    assert_ne!(
+        PollInfo::from(fields("alpha", "q3dm6", &["x", "y"], &rules)),
+        a
+    );
+    let c = PollInfo::from(fields("gamma", "q3dm6", &[], &rules));
+    assert!(!a.shares_texts_with(&c));
+    // Nothing but the name: no shared text at all.
+    let bare = PollInfo::from(PollFields {
+        name: "only a name".into(),
+        ..PollFields::default()
+    });
+    assert_eq!(bare.texts(), ["only a name", "", ""]);
+    assert!(bare.rules().is_empty());
+    assert_eq!(PollInfo::default().texts(), ["", "", ""]);
+}
+
+#[test]
+fn shared_poll_texts_no_info_holds_are_forgotten() {
+    let kept = PollInfo::from(fields("k", "kept-map", &[], &[]));
+    for i in 0..5_000 {
+        drop(PollInfo::from(fields(
+            "f",
+            &format!("forged-map-{i}"),
+            &[],
+            &[],
+        )));
+    }
+    // Other tests of this binary hold a few at once; far below 5,000.
+    assert!(
+        PollInfo::shared_texts_held() < 1_000,
+        "{} held",
+        PollInfo::shared_texts_held()
+    );
+    let again = PollInfo::from(fields("k2", "kept-map", &["p"], &[]));
+    assert!(again.shares_texts_with(&kept));
+}
+
+proptest! {
+    #[test]
+    fn poll_infos_give_back_what_they_were_given(
+        name in "[^\0]{0,300}",
+        map in "[^\0]{0,20}",
+        game_type in "[^\0]{0,20}",
+        players in proptest::collection::vec(any_player(), 0..5),
+        rules in proptest::collection::vec(("[^\0]{1,8}", "[^\0]{0,8}"), 0..5),
+    ) {
+        let f = PollFields {
+            name: name.as_str().into(),
+            map: map.as_str().into(),
+            game_type: game_type.as_str().into(),
+            num_players: 1,
+            max_players: 2,
+            password: None,
+            players: PollPlayers::new(players),
+            rules: Rules::new(rules),
+            game_port: None,
+        };
+        let info = PollInfo::from(f.clone());
+        let want = short(&name);
+        prop_assert_eq!(info.name(), want.as_str());
+        prop_assert_eq!(info.map(), map.as_str());
+        prop_assert_eq!(info.game_type(), game_type.as_str());
+        prop_assert_eq!(info.players().to_players(), f.players.clone());
+        prop_assert_eq!(info.rules().to_rules(), f.rules.clone());
+        prop_assert_eq!(PollInfo::from(info.to_fields()), info);
+    }
+}
+
 #[test]
 fn player_numbers_beyond_their_kept_width_are_clamped() {
     assert_eq!(PollPlayer::score_of(-9999), -9999);
@@ -1467,9 +1568,9 @@ fn converted_query_results_are_already_bounded() {
     }];
     let p = PollInfo::from_server_info(&info);
     assert_eq!(p.name().chars().count(), MAX_POLL_TEXT);
-    assert_eq!(p.players.len(), MAX_POLL_PLAYERS);
+    assert_eq!(p.players().len(), MAX_POLL_PLAYERS);
     assert!(
-        p.players
+        p.players()
             .names()
             .all(|n| n.chars().count() == MAX_POLL_TEXT)
     );

@@ -48,7 +48,7 @@ impl From<&PollInfo> for InfoRow {
             max_players: i.max_players,
             password: i.password,
             players: i
-                .players
+                .players()
                 .iter()
                 .map(|p| PlayerRow::Full {
                     name: p.name.clone(),
@@ -284,8 +284,8 @@ mod tests {
             "password":null,"players":[["p",3],["q",null]],"rules":[["k","v"]],"game_port":7777}"#;
         let row: InfoRow = serde_json::from_str(old).unwrap();
         let info = PollInfo::from(row.clone());
-        assert_eq!(info.players.len(), 2);
-        assert_eq!(info.players.get(1).unwrap().score(), None);
+        assert_eq!(info.players().len(), 2);
+        assert_eq!(info.players().get(1).unwrap().score(), None);
         assert_eq!(info.game_port, Some(7777));
         let again: InfoRow = serde_json::from_str(&serde_json::to_string(&row).unwrap()).unwrap();
         assert_eq!(again, row);
@@ -323,11 +323,12 @@ mod tests {
     fn bot_flags_round_trip_and_old_rows_have_none() {
         let old = r#"{"players":[{"name":"a","score":1,"spectator":false}]}"#;
         let info = PollInfo::from(serde_json::from_str::<InfoRow>(old).unwrap());
-        assert_eq!(info.players.get(0).unwrap().bot(), None);
-        let mut with = info.clone();
-        let mut players: Vec<PollPlayer> = with.players.iter().collect();
+        assert_eq!(info.players().get(0).unwrap().bot(), None);
+        let mut players: Vec<PollPlayer> = info.players().iter().collect();
         players[0].set_bot(Some(true));
-        with.players = players.into();
+        let mut fields = info.to_fields();
+        fields.players = players.into();
+        let with = PollInfo::from(fields);
         let json = serde_json::to_string(&InfoRow::from(&with)).unwrap();
         assert!(json.contains(r#""bot":true"#), "{json}");
         let back = PollInfo::from(serde_json::from_str::<InfoRow>(&json).unwrap());

@@ -120,7 +120,7 @@ impl ListQuery {
         if let Some(t) = text_lower {
             let Some(info) = &r.info else { return false };
             let hit = info.name().to_lowercase().contains(t)
-                || info.players.names().any(|n| n.to_lowercase().contains(t));
+                || info.players().names().any(|n| n.to_lowercase().contains(t));
             if !hit {
                 return false;
             }

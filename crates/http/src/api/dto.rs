@@ -262,7 +262,7 @@ impl ServerDetail {
             summary: ServerSummary::from_record(r),
             players: info
                 .map(|i| {
-                    i.players
+                    i.players()
                         .iter()
                         .map(|p| PlayerDto {
                             name: p.name.clone(),

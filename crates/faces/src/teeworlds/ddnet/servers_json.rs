@@ -395,7 +395,7 @@ fn write_document(s: &Snapshot, out: &mut dyn std::io::Write) -> std::io::Result
 fn synthesized_info(p: &PollInfo) -> Value {
     let max_players = i64::from(p.max_players);
     let players: Vec<Value> = p
-        .players
+        .players()
         .iter()
         .enumerate()
         .map(|(i, pl)| {
