@@ -263,16 +263,42 @@ impl LiveSet {
 
     /// Merges the buffer into the states: per id the newest state wins, the later noted of
     /// two equally new ones.
+    ///
+    /// In place, in exactly the room the merged states take: an append that doubled the
+    /// vector and a sort with a scratch copy of every state made each merge hold several
+    /// times the set's size for a moment, and the allocator kept those pages.
     fn merge(&mut self) {
         if self.pending.is_empty() {
             return;
         }
         // The buffer goes with its room: it is filled again only slowly.
         let mut pending = std::mem::take(&mut self.pending);
-        self.states.append(&mut pending);
-        // Stable, so one id's states stay in order: the one kept, then those noted since.
-        // The states are one sorted run already; the sort merges the buffer into it.
-        self.states.sort_by_key(|&(id, _)| id);
+        // Stable, so one id's states stay in the order noted (its scratch is the buffer's
+        // size, an eighth of the states at most).
+        pending.sort_by_key(|&(id, _)| id);
+        let old = self.states.len();
+        self.states.reserve_exact(pending.len());
+        // Room at the end, then both sorted runs merged from the back: for one id, the kept
+        // state before the ones noted since.
+        self.states.extend_from_slice(&pending);
+        let (mut i, mut j, mut k) = (old, pending.len(), self.states.len());
+        while let Some(&p) = j.checked_sub(1).and_then(|j| pending.get(j)) {
+            k -= 1;
+            let s = i.checked_sub(1).and_then(|i| self.states.get(i)).copied();
+            let next = match s {
+                Some(s) if s.0 > p.0 => {
+                    i -= 1;
+                    s
+                }
+                _ => {
+                    j -= 1;
+                    p
+                }
+            };
+            if let Some(slot) = self.states.get_mut(k) {
+                *slot = next;
+            }
+        }
         self.states.dedup_by(|(id, later), (kept_id, kept)| {
             if id != kept_id {
                 return false;
@@ -583,6 +609,31 @@ mod tests {
             "sorted, one per id"
         );
         assert!(live.states.capacity() <= live.states.len() + live.states.len() / 8);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn merged_states_are_the_newest_per_server_the_later_noted_on_a_tie(
+            notes in proptest::collection::vec((0i64..3_000, 0u64..4, 0u32..100), 0..6_000),
+        ) {
+            let mut live = LiveSet::default();
+            let mut want: BTreeMap<i64, (u64, u32)> = BTreeMap::new();
+            for &(id, at, players) in &notes {
+                live.note(id, "g", LastSample { at: Timestamp(at), ok: true, players });
+                let e = want.entry(id).or_insert((at, players));
+                if e.0 <= at {
+                    *e = (at, players);
+                }
+            }
+            live.merge();
+            let got: Vec<(i64, (u64, u32))> = live
+                .states
+                .iter()
+                .map(|&(id, l)| (id, (l.at.0, l.players())))
+                .collect();
+            let want: Vec<(i64, (u64, u32))> = want.into_iter().collect();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]
