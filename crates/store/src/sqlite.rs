@@ -43,8 +43,10 @@ pub const SCHEMA_VERSION: i64 = 5;
 /// touch the few pages at the end of the key order and the ones of the records that changed;
 /// the file itself stays in the system's page cache. 512 KiB was 52 bytes of resident set per
 /// server at 10,000 servers; writing 10,000 records in batches of 500 took as long with 128
-/// (57–67 ms against 62).
-pub const STORE_CACHE_KIB: i64 = 128;
+/// (57–67 ms against 62). With 128 the cache filled while the first thousand servers
+/// registered, ~150 bytes a server at that size; with 32 the same write took 37–42 ms
+/// against 35–39 ms with 128.
+pub const STORE_CACHE_KIB: i64 = 32;
 /// Reasons kept in [`Loaded::skipped_reasons`] at most.
 const MAX_REASONS: usize = 100;
 
