@@ -349,14 +349,3 @@ fn a_repeated_list_is_answered_from_the_cache_until_the_servers_change() {
         .is_empty()
     );
 }
-
-#[test]
-fn a_packed_choice_unpacks_to_the_same_addresses() {
-    let v4 = [addr("192.0.2.1:27015"), addr("198.51.100.7:1")];
-    assert_eq!(pack(&v4).len(), 12);
-    assert_eq!(unpack(&pack(&v4), false), v4);
-    let v6 = [addr("[2001:db8::1]:27015"), addr("[2001:db8::ff]:65535")];
-    assert_eq!(pack(&v6).len(), 36);
-    assert_eq!(unpack(&pack(&v6), true), v6);
-    assert!(unpack(&pack(&[]), false).is_empty());
-}

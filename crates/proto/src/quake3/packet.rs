@@ -4,6 +4,7 @@
 //! a body whose shape depends on the command (spec §1–§3). Decoders check the whole datagram;
 //! encoders write what ioquake3 and dpmaster write.
 
+use std::borrow::Borrow;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 use super::{
@@ -263,8 +264,15 @@ impl ServerList {
     /// Split `servers` into whole datagrams of at most [`LIST_DATAGRAM_LIMIT`] bytes, with the
     /// `EOT` entry on the last one only; an empty list is one datagram holding only `EOT`.
     /// Without `ext`, IPv6 addresses are left out (`getserversResponse` cannot carry them).
+    ///
+    /// `servers` may be any iterator of addresses, so that a master encodes its list straight
+    /// from its records, with no vector of addresses (32 bytes each) beside the datagrams.
     #[must_use]
-    pub fn encode_datagrams(ext: bool, servers: &[SocketAddr]) -> Vec<Vec<u8>> {
+    pub fn encode_datagrams<I>(ext: bool, servers: I) -> Vec<Vec<u8>>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<SocketAddr>,
+    {
         let start = |ext: bool| {
             let mut d = Vec::with_capacity(LIST_DATAGRAM_LIMIT);
             d.extend_from_slice(&HEADER);
@@ -273,7 +281,11 @@ impl ServerList {
         };
         let mut datagrams = Vec::new();
         let mut current = start(ext);
-        for addr in servers.iter().filter(|a| ext || a.is_ipv4()) {
+        for addr in servers {
+            let addr: &SocketAddr = addr.borrow();
+            if !ext && !addr.is_ipv4() {
+                continue;
+            }
             if current.len() + entry_len(addr) > LIST_DATAGRAM_LIMIT {
                 datagrams.push(std::mem::replace(&mut current, start(ext)));
             }

@@ -204,9 +204,11 @@ pub fn page_capacity(ipv6: bool, key: Option<u32>) -> usize {
     LIST_DATAGRAM_LIMIT.saturating_sub(head + entry) / entry
 }
 
-fn put_page(servers: &[SocketAddr], key: Option<u32>, ipv6: bool, close: bool) -> Vec<u8> {
+/// One page: the header, the key when there is one, the `entries` (packed, see
+/// [`page_after`]) and, when `close`, the zero address.
+fn put_page(entries: &[u8], key: Option<u32>, ipv6: bool, close: bool) -> Vec<u8> {
     let entry = entry_len(ipv6);
-    let mut out = Vec::with_capacity(12 + (servers.len() + 1) * entry);
+    let mut out = Vec::with_capacity(12 + entries.len() + entry);
     out.extend_from_slice(&HEADER);
     out.extend_from_slice(&LIST_REPLY_TAG);
     if let Some(k) = key {
@@ -214,52 +216,68 @@ fn put_page(servers: &[SocketAddr], key: Option<u32>, ipv6: bool, close: bool) -
         out.extend_from_slice(&k.to_le_bytes());
         out.push(8);
     }
-    for a in servers {
-        match a.ip() {
-            IpAddr::V4(ip) if !ipv6 => out.extend_from_slice(&ip.octets()),
-            IpAddr::V6(ip) if ipv6 => out.extend_from_slice(&ip.octets()),
-            // A page holds one family; the caller sorted them apart.
-            _ => continue,
-        }
-        out.extend_from_slice(&a.port().to_be_bytes());
-    }
+    out.extend_from_slice(entries);
     if close {
         out.resize(out.len() + entry, 0);
     }
     out
 }
 
-/// The page of `sorted` (in [`list_order`], one family) that follows `last`: the servers
-/// after it, as many as a page holds, closed by the zero address when they are the last ones.
-/// `last` need not be listed (a server that left): the page starts after where it would be.
+/// The page of `sorted` that follows `last`: the servers after it, as many as a page holds,
+/// closed by the zero address when they are the last ones. `last` need not be listed (a
+/// server that left): the page starts after where it would be.
+///
+/// `sorted` holds one family's addresses in [`list_order`], packed as the pages carry them
+/// ([`super::packet::put_entry`]: the address, then the port, big-endian; 6 or 18 bytes), so
+/// a master keeps and cuts its list without a vector of addresses of 32 bytes each. Packed so,
+/// the byte order of two entries is their list order.
 #[must_use]
-pub fn page_after(
-    sorted: &[SocketAddr],
-    last: SocketAddr,
-    key: Option<u32>,
-    ipv6: bool,
-) -> Vec<u8> {
+pub fn page_after(sorted: &[u8], last: SocketAddr, key: Option<u32>, ipv6: bool) -> Vec<u8> {
+    let entry = entry_len(ipv6);
+    let n = sorted.len() / entry;
     let start = if last.ip().is_unspecified() && last.port() == 0 {
         0
+    } else if last.is_ipv6() != ipv6 {
+        // IPv4 addresses all come before IPv6 ones.
+        if last.is_ipv6() { n } else { 0 }
     } else {
-        sorted.partition_point(|a| list_order(a, &last) != Ordering::Greater)
+        let mut packed_last = Vec::with_capacity(entry);
+        super::packet::put_entry(&mut packed_last, last);
+        // The first entry after `last`, by halving.
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let e = sorted
+                .get(mid * entry..(mid + 1) * entry)
+                .unwrap_or_default();
+            if e > &packed_last[..] {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
     };
-    let rest = sorted.get(start..).unwrap_or_default();
-    let n = rest.len().min(page_capacity(ipv6, key));
-    let page = rest.get(..n).unwrap_or_default();
-    put_page(page, key, ipv6, n == rest.len())
+    let rest = n.saturating_sub(start);
+    let take = rest.min(page_capacity(ipv6, key));
+    let page = sorted
+        .get(start * entry..(start + take) * entry)
+        .unwrap_or_default();
+    put_page(page, key, ipv6, take == rest)
 }
 
-/// Every page of `servers` (one family) at once, each closed by the zero address, as the
-/// Xash3D master answers its clients (they do not page).
+/// Every page of `servers` (one family, packed as [`page_after`] takes them) at once, each
+/// closed by the zero address, as the Xash3D master answers its clients (they do not page).
 #[must_use]
-pub fn every_page(servers: &[SocketAddr], key: Option<u32>, ipv6: bool) -> Vec<Vec<u8>> {
+pub fn every_page(servers: &[u8], key: Option<u32>, ipv6: bool) -> Vec<Vec<u8>> {
     let cap = page_capacity(ipv6, key).max(1);
+    let whole = servers.len() - servers.len() % entry_len(ipv6);
+    let servers = servers.get(..whole).unwrap_or_default();
     if servers.is_empty() {
         return vec![put_page(&[], key, ipv6, true)];
     }
     servers
-        .chunks(cap)
+        .chunks(cap * entry_len(ipv6))
         .map(|c| put_page(c, key, ipv6, true))
         .collect()
 }
@@ -343,16 +361,69 @@ mod tests {
         SocketAddr::new(IpAddr::V4((0x0A00_0000 + i).into()), 27015)
     }
 
+    fn packed(addrs: &[SocketAddr]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &a in addrs {
+            super::super::packet::put_entry(&mut out, a);
+        }
+        out
+    }
+
+    fn any_addr(ipv6: bool) -> impl proptest::strategy::Strategy<Value = SocketAddr> {
+        use proptest::prelude::*;
+        (any::<u128>(), 0u16..4).prop_map(move |(ip, port)| {
+            // Few distinct ports and addresses, so that `last` is often listed itself.
+            let ip = if ipv6 {
+                IpAddr::V6((ip % 8).into())
+            } else {
+                IpAddr::V4(u32::try_from(ip % 8).unwrap().into())
+            };
+            SocketAddr::new(ip, port)
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_page_after_any_address_is_the_servers_after_it_in_list_order(
+            ipv6 in proptest::bool::ANY,
+            mut all in proptest::collection::vec(any_addr(false), 0..40),
+            mut all6 in proptest::collection::vec(any_addr(true), 0..40),
+            last in proptest::prop_oneof![any_addr(false), any_addr(true)],
+        ) {
+            if ipv6 {
+                all = std::mem::take(&mut all6);
+            }
+            // The zero address closes a list; no server is listed under it.
+            all.retain(|a| !(a.ip().is_unspecified() && a.port() == 0));
+            all.sort_by(list_order);
+            all.dedup();
+            let want: Vec<SocketAddr> = all
+                .iter()
+                .copied()
+                // Either family's zero address asks for the list from its start.
+                .filter(|a| {
+                    (last.ip().is_unspecified() && last.port() == 0)
+                        || list_order(a, &last) == Ordering::Greater
+                })
+                .collect();
+            let d = page_after(&packed(&all), last, None, ipv6);
+            let page = ListReply::decode(&d, ipv6, false).unwrap();
+            proptest::prop_assert_eq!(&page.servers, &want);
+            proptest::prop_assert!(page.complete);
+        }
+    }
+
     #[test]
     fn pages_follow_the_last_address_and_the_last_one_is_closed() {
         let mut all: Vec<SocketAddr> = (0..500).map(v4).collect();
         all.sort_by(list_order);
+        let all_packed = packed(&all);
         let cap = page_capacity(false, None);
         assert_eq!(cap, 230);
         let mut last = super::super::packet::SEED;
         let mut got = Vec::new();
         for _ in 0..3 {
-            let d = page_after(&all, last, None, false);
+            let d = page_after(&all_packed, last, None, false);
             assert!(d.len() <= LIST_DATAGRAM_LIMIT);
             let page = ListReply::decode(&d, false, false).unwrap();
             got.extend(page.servers.iter().copied());
@@ -363,11 +434,16 @@ mod tests {
         }
         assert_eq!(got, all);
         // After an address that left: from where it would be.
-        let d = page_after(&all, SocketAddr::new(v4(10).ip(), 27016), None, false);
+        let d = page_after(
+            &all_packed,
+            SocketAddr::new(v4(10).ip(), 27016),
+            None,
+            false,
+        );
         let page = ListReply::decode(&d, false, false).unwrap();
         assert_eq!(page.servers.first(), Some(&v4(11)));
         // Every page at once: each closed, with the key echoed.
-        let pages = every_page(&all, Some(0xABCD), false);
+        let pages = every_page(&all_packed, Some(0xABCD), false);
         assert_eq!(pages.len(), 3);
         let mut again = Vec::new();
         for p in &pages {

@@ -250,7 +250,7 @@ fn quake3_list_collects_datagrams_until_eot_and_removes_duplicates() {
     }
     q.handle_datagram(t0 + ms(12), addr(MASTER), &dgs[0]);
     // Not from the master: ignored.
-    let stray = ListDatagram::encode_datagrams(false, &[v4(999)]);
+    let stray = ListDatagram::encode_datagrams(false, [v4(999)]);
     q.handle_datagram(t0 + ms(12), addr("10.0.0.8:27950"), &stray[0]);
     q.handle_timeout(t0 + ms(12) + LIST_EOT_GRACE - ms(1));
     assert_eq!(q.poll_event(), None);
