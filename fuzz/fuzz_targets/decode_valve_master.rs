@@ -7,6 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use libfuzzer_sys::fuzz_target;
+use muster_proto::valve_master::packet::put_entry;
 use muster_proto::valve_master::serve::{
     Announcement, Version, every_page, list_order, page_after,
 };
@@ -53,13 +54,18 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     addrs.sort_by(list_order);
     addrs.dedup();
+    // Packed as a master keeps them: the pages are cut from these bytes.
+    let mut packed = Vec::new();
+    for &a in &addrs {
+        put_entry(&mut packed, a);
+    }
     if let Some(&last) = addrs.first() {
-        let page = page_after(&addrs, last, None, false);
+        let page = page_after(&packed, last, None, false);
         assert!(page.len() <= LIST_DATAGRAM_LIMIT);
         assert!(ListReply::decode(&page, false, false).is_ok());
     }
     let mut back = Vec::new();
-    for p in every_page(&addrs, Some(1), false) {
+    for p in every_page(&packed, Some(1), false) {
         assert!(p.len() <= LIST_DATAGRAM_LIMIT);
         back.extend(ListReply::decode(&p, false, true).unwrap().servers);
     }
