@@ -582,13 +582,27 @@ impl Store for SqliteStore {
         {
             let mut update = tx.prepare_cached(UPDATE).map_err(db)?;
             let mut insert = tx.prepare_cached(INSERT).map_err(db)?;
+            // The rows in key order, so that neighbours land in the pages the last rows
+            // touched: a batch comes out of the persister's hash set in no order, and a
+            // scattered batch took 2.4 times as long a row (the `write` bench).
+            key.clear();
+            let mut order: Vec<(usize, usize, &Arc<Record>)> = Vec::with_capacity(puts.len());
             for r in puts {
-                key.clear();
+                let start = key.len();
                 blob::put_key(key, &r.key);
+                order.push((start, key.len(), r));
+            }
+            let keys = &key[..];
+            let key_of = |&(start, end, _): &(usize, usize, &Arc<Record>)| {
+                keys.get(start..end).unwrap_or_default()
+            };
+            order.sort_unstable_by(|a, b| key_of(a).cmp(key_of(b)));
+            for row in &order {
+                let r = row.2;
                 rec.clear();
                 blob::put_record(rec, r);
                 let ddnet = ddnet_of(r).map_err(db)?;
-                let p = params![&key[..], &rec[..], ddnet];
+                let p = params![key_of(row), &rec[..], ddnet];
                 // A burst of registrations (the costly case) inserts; a refresh updates.
                 if insert.execute(p).map_err(db)? == 1 {
                     added += 1;
