@@ -141,7 +141,8 @@ pub fn run_cancellable(
     }
 }
 
-/// A fresh scratch folder under the test target's temp dir, removed on drop.
+/// A fresh scratch folder under the test target's temp dir, removed on drop (with the shared
+/// `muster-conformance` folder above it when that is left empty).
 #[derive(Debug)]
 pub struct ScratchDir {
     path: PathBuf,
@@ -157,8 +158,10 @@ impl ScratchDir {
             .join("muster-conformance")
             .join(format!("{label}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        // Another test's drop may remove the shared parent between its creation and this
+        // folder's: a second try creates it again.
+        let made = std::fs::create_dir_all(&path).or_else(|_| std::fs::create_dir_all(&path));
+        made.unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
         Self { path }
     }
 
@@ -172,6 +175,11 @@ impl Drop for ScratchDir {
     fn drop(&mut self) {
         if std::env::var_os("MUSTER_KEEP_SCRATCH").is_none() {
             let _ = std::fs::remove_dir_all(&self.path);
+            // The shared parent too, once the last scratch folder in it is gone (a folder
+            // still in use by another test keeps it: removing a non-empty one fails).
+            if let Some(parent) = self.path.parent() {
+                let _ = std::fs::remove_dir(parent);
+            }
         }
     }
 }
