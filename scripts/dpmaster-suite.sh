@@ -43,20 +43,43 @@ else
     done
 fi
 
+# The suite gives the master a fixed half second to start before its servers send their one
+# heartbeat. Right after a build, the kernel may still be writing gigabytes of it back to disk,
+# and the daemon's first SQLite sync waits behind that: write it out first.
+sync
+# One run of test $1: its output in $out, $cases the cases passed; true when it passed.
+run_one() {
+    out=$(cd "$work/testsuite" && perl -I. "./$1.pl" --dpmaster-path="$repo/scripts/dpmaster-compat" 2>&1 || true)
+    cases=$(grep -c 'Test passed' <<<"$out" || true)
+    ! grep -q 'Test FAILED' <<<"$out" && ((cases > 0))
+}
 passed=0
 failed=()
+retried=()
 for t in "${tests[@]}"; do
-    out=$(cd "$work/testsuite" && perl -I. "./$t.pl" --dpmaster-path="$repo/scripts/dpmaster-compat" 2>&1 || true)
-    cases=$(grep -c 'Test passed' <<<"$out" || true)
-    if grep -q 'Test FAILED' <<<"$out" || ((cases == 0)); then
-        failed+=("$t")
-        echo "FAIL $t"
-        sed 's/^/    /' <<<"$out"
-    else
+    if run_one "$t"; then
         passed=$((passed + 1))
         echo "ok   $t ($cases case$([[ $cases == 1 ]] || echo s))"
+        continue
+    fi
+    # A second run, for that fixed wait: a test that fails twice fails; one that passes the
+    # second time is reported with its first output, never hidden.
+    first=$out
+    if run_one "$t"; then
+        passed=$((passed + 1))
+        retried+=("$t")
+        echo "ok   $t ($cases case$([[ $cases == 1 ]] || echo s), on its second run; the first:)"
+        sed 's/^/    | /' <<<"$first"
+    else
+        failed+=("$t")
+        echo "FAIL $t (twice)"
+        sed 's/^/    /' <<<"$first"
+        echo "    --- second run:"
+        sed 's/^/    /' <<<"$out"
     fi
 done
-
+if ((${#retried[@]} > 0)); then
+    echo "passed on a second run: ${retried[*]}"
+fi
 echo "dpmaster's test suite against Muster: $passed of ${#tests[@]} tests passed"
 ((${#failed[@]} == 0))
