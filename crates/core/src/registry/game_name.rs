@@ -15,6 +15,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::thread::LocalKey;
 
 /// A game name as a [`super::ServerKey`] holds it: compared, hashed and ordered as its text;
 /// cloning it copies a pointer.
@@ -57,23 +58,51 @@ const SWEEP_MIN: usize = 64;
 
 /// A process-wide set of shared texts that come from the wire: one copy per distinct text,
 /// and when the set has doubled since it last looked, it drops every text only it still
-/// holds, so texts from forged packets do not pile up.
-pub(super) struct TextSet(LazyLock<Mutex<Names>>);
+/// holds, so texts from forged packets do not pile up. Each thread remembers the text it
+/// shared last (in the thread-local the set is made with): a face registering servers of one
+/// game or kind finds it there without taking the set's lock.
+pub(super) struct TextSet {
+    names: LazyLock<Mutex<Names>>,
+    last: &'static LocalKey<LastShared>,
+}
+
+/// The text a thread shared last from one [`TextSet`].
+pub(super) type LastShared = RefCell<Option<Arc<Box<str>>>>;
 
 impl TextSet {
-    /// An empty set (made on first use).
-    pub(super) const fn new() -> Self {
-        Self(LazyLock::new(|| {
-            Mutex::new(Names {
-                set: HashSet::new(),
-                sweep_at: SWEEP_MIN,
-            })
-        }))
+    /// An empty set (made on first use), remembering each thread's last text in `last`.
+    pub(super) const fn new(last: &'static LocalKey<LastShared>) -> Self {
+        Self {
+            names: LazyLock::new(|| {
+                Mutex::new(Names {
+                    set: HashSet::new(),
+                    sweep_at: SWEEP_MIN,
+                })
+            }),
+            last,
+        }
     }
 
     /// The shared copy of `text`.
     pub(super) fn share(&self, text: &str) -> Arc<Box<str>> {
-        let mut names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let cached = self.last.with(|l| {
+            l.borrow()
+                .as_ref()
+                .filter(|t| t.as_ref().as_ref() == text)
+                .cloned()
+        });
+        if let Some(t) = cached {
+            return t;
+        }
+        let shared = self.share_locked(text);
+        self.last
+            .with(|l| *l.borrow_mut() = Some(Arc::clone(&shared)));
+        shared
+    }
+
+    /// [`TextSet::share`] under the set's lock.
+    fn share_locked(&self, text: &str) -> Arc<Box<str>> {
+        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = names.set.get(text) {
             return Arc::clone(&e.0);
         }
@@ -91,7 +120,7 @@ impl TextSet {
     /// How many texts it holds.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.0
+        self.names
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .set
@@ -99,26 +128,18 @@ impl TextSet {
     }
 }
 
-/// The game names in use.
-static NAMES: TextSet = TextSet::new();
-
 std::thread_local! {
-    /// The name this thread made last: a face registering servers of one game finds it
-    /// without taking the set's lock.
-    static LAST: RefCell<Option<GameName>> = const { RefCell::new(None) };
+    static LAST_NAME: LastShared = const { RefCell::new(None) };
 }
+
+/// The game names in use.
+static NAMES: TextSet = TextSet::new(&LAST_NAME);
 
 impl GameName {
     /// The shared copy of `name` (as given: [`super::ServerKey::new`] lower-cases first).
     #[must_use]
     pub fn new(name: &str) -> Self {
-        let cached = LAST.with(|l| l.borrow().as_ref().filter(|g| g.as_str() == name).cloned());
-        if let Some(g) = cached {
-            return g;
-        }
-        let g = Self(NAMES.share(name));
-        LAST.with(|l| *l.borrow_mut() = Some(g.clone()));
-        g
+        Self(NAMES.share(name))
     }
 
     /// The name.

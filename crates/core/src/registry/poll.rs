@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use muster_proto::ServerInfo;
 
-use super::game_name::TextSet;
+use super::game_name::{LastShared, TextSet};
 use super::key::ShortText;
 
 /// Most players kept from one poll.
@@ -468,26 +468,17 @@ const _: () = assert!(size_of::<PollInfo>() <= 40);
 #[derive(Clone)]
 struct SharedText(Arc<Box<str>>);
 
-/// The shared texts in use.
-static SHARED_TEXTS: TextSet = TextSet::new();
-
 std::thread_local! {
-    /// The shared text this thread made last: a face registering servers of one kind finds
-    /// it without taking the set's lock.
-    static LAST_SHARED: RefCell<Option<SharedText>> = const { RefCell::new(None) };
+    static LAST_SHARED: LastShared = const { RefCell::new(None) };
 }
+
+/// The shared texts in use.
+static SHARED_TEXTS: TextSet = TextSet::new(&LAST_SHARED);
 
 impl SharedText {
     /// The shared copy of `text`.
     fn new(text: &str) -> Self {
-        let cached =
-            LAST_SHARED.with(|l| l.borrow().as_ref().filter(|t| t.as_str() == text).cloned());
-        if let Some(t) = cached {
-            return t;
-        }
-        let t = Self(SHARED_TEXTS.share(text));
-        LAST_SHARED.with(|l| *l.borrow_mut() = Some(t.clone()));
-        t
+        Self(SHARED_TEXTS.share(text))
     }
 
     /// The text.
