@@ -154,6 +154,10 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
     if args.repair {
         return repair(&config.data_dir);
     }
+    // Bound before the registry is opened: what arrives while it loads (a large registry, a
+    // slow disk) waits in the sockets' queues instead of being refused, and a port in use is
+    // reported before any loading.
+    let listeners = Listeners::bind(&config)?;
     let master = Master::open(config.clone(), muster_master::registry::Timestamp::now()).map_err(
         |e| match e {
             MasterError::Store(s) if s.is_fatal_at_start() => store_usage(s),
@@ -164,7 +168,6 @@ pub(crate) async fn run(args: ServeArgs, verbosity: Verbosity) -> anyhow::Result
             )),
         },
     )?;
-    let listeners = Listeners::bind(&config)?;
     {
         let bound = listeners.bound()?;
         let mut out = std::io::stdout().lock();
