@@ -43,15 +43,27 @@ else
     done
 fi
 
-# The suite gives the master a fixed half second to start before its servers send their one
-# heartbeat. Right after a build, the kernel may still be writing gigabytes of it back to disk,
-# and the daemon's first SQLite sync waits behind that: write it out first.
+# The suite gives the master a fixed half second to start (Perl's sleep begins when the adapter
+# is forked) before its servers send their one heartbeat, and its clients ask once, a second after
+# the launch. The adapter starts one process on the way and the daemon binds its sockets before it
+# opens its store, so what arrives meanwhile waits in the socket; but on a machine busy with other
+# work (a parallel optimised build did it), the launch alone can take longer than that. Write the
+# build out first, so that the daemons' SQLite syncs do not wait behind it.
 sync
-# One run of test $1: its output in $out, $cases the cases passed; true when it passed.
+# One run of test $1 (verbose: on a failure its steps are shown): its output in $out, $cases the
+# cases passed; true when it passed.
 run_one() {
-    out=$(cd "$work/testsuite" && perl -I. "./$1.pl" --dpmaster-path="$repo/scripts/dpmaster-compat" 2>&1 || true)
+    out=$(cd "$work/testsuite" && perl -I. "./$1.pl" --verbose --dpmaster-path="$repo/scripts/dpmaster-compat" 2>&1 || true)
     cases=$(grep -c 'Test passed' <<<"$out" || true)
     ! grep -q 'Test FAILED' <<<"$out" && ((cases > 0))
+}
+# How busy the machine was, for a failed run: load averages and stall pressure, where the kernel has it.
+machine_load() {
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+    for r in cpu io memory; do
+        [[ -r /proc/pressure/$r ]] && echo "pressure $r: $(head -n1 "/proc/pressure/$r")"
+    done
+    true
 }
 passed=0
 failed=()
@@ -63,8 +75,8 @@ for t in "${tests[@]}"; do
         continue
     fi
     # A second run, for that fixed wait: a test that fails twice fails; one that passes the
-    # second time is reported with its first output, never hidden.
-    first=$out
+    # second time is reported with its first output and the machine's load, never hidden.
+    first=$out$'\n'$(machine_load)
     if run_one "$t"; then
         passed=$((passed + 1))
         retried+=("$t")
