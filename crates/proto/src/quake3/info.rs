@@ -7,7 +7,7 @@
 
 use super::{MAX_INFO_PAIRS, MAX_INFO_STRING_LEN, decode_text};
 use crate::model::Text;
-use crate::wire::{DecodeError, Reader};
+use crate::wire::DecodeError;
 
 const SEPARATOR: u8 = b'\\';
 const CTX: &str = "info string";
@@ -130,38 +130,46 @@ impl InfoString {
     /// Empty input is an empty info string; otherwise it must start with `\`. A last key with
     /// no value (`\a\1\b`) gets an empty value; one trailing `\` after a value is ignored. The
     /// length and the pair count are checked before anything is allocated.
+    ///
+    /// Two passes over the bytes (a master decodes one per heartbeat): one counts the
+    /// separators and looks for a refused byte, the other cuts the fields.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         if bytes.len() > MAX_INFO_STRING_LEN {
             return Err(DecodeError::TooLarge(CTX));
         }
-        let separators = bytes.iter().filter(|&&b| b == SEPARATOR).count();
+        let (mut separators, mut refused) = (0usize, false);
+        for &b in bytes {
+            separators += usize::from(b == SEPARATOR);
+            refused |= b != SEPARATOR && !allowed(b);
+        }
         if separators > 2 * MAX_INFO_PAIRS {
             return Err(DecodeError::TooLarge("info string pairs"));
         }
-        if !bytes.iter().all(|&b| b == SEPARATOR || allowed(b)) {
+        if refused {
             return Err(DecodeError::Invalid("info string byte"));
         }
-        let mut r = Reader::new(bytes);
-        if r.is_empty() {
+        let Some((&first, mut rest)) = bytes.split_first() else {
             return Ok(Self::new());
-        }
-        if r.u8(CTX)? != SEPARATOR {
+        };
+        if first != SEPARATOR {
             return Err(DecodeError::Invalid("info string start"));
         }
+        // Every byte but the separators is a key's or a value's.
         let mut info = Self {
-            bytes: Vec::with_capacity(bytes.len()),
+            bytes: Vec::with_capacity(bytes.len() - separators),
             ends: Vec::with_capacity(separators.div_ceil(2)),
         };
         loop {
-            let (key, more) = field(&mut r)?;
-            if !more {
+            let (key, after_key) = field(rest);
+            let Some(after_key) = after_key else {
                 info.put(key, &[]);
                 break;
-            }
-            let (value, more) = field(&mut r)?;
+            };
+            let (value, after_value) = field(after_key);
             info.put(key, value);
-            if !more || r.is_empty() {
-                break;
+            match after_value {
+                Some(next) if !next.is_empty() => rest = next,
+                _ => break,
             }
         }
         Ok(info)
@@ -175,11 +183,15 @@ fn offset(n: usize) -> u16 {
     u16::try_from(n).unwrap_or(u16::MAX)
 }
 
-/// Bytes up to the next separator (consumed; `true`) or to the end (`false`).
-fn field<'a>(r: &mut Reader<'a>) -> Result<(&'a [u8], bool), DecodeError> {
-    match r.peek_rest().iter().position(|&b| b == SEPARATOR) {
-        Some(_) => Ok((r.until(SEPARATOR, CTX)?, true)),
-        None => Ok((r.rest(), false)),
+/// The bytes of `r` up to its first separator, and what follows that separator (`None`: there
+/// is none, the field runs to the end).
+fn field(r: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match r.iter().position(|&b| b == SEPARATOR) {
+        Some(i) => (
+            r.get(..i).unwrap_or_default(),
+            Some(r.get(i + 1..).unwrap_or_default()),
+        ),
+        None => (r, None),
     }
 }
 
@@ -265,7 +277,66 @@ pub(crate) mod tests {
         })
     }
 
+    /// The decoder as it was written first, field by field through a [`Reader`] with a
+    /// pass per check: the model the decoder is held to.
+    fn model_decode(bytes: &[u8]) -> Result<InfoString, DecodeError> {
+        use crate::wire::Reader;
+        fn field<'a>(r: &mut Reader<'a>) -> Result<(&'a [u8], bool), DecodeError> {
+            match r.peek_rest().iter().position(|&b| b == SEPARATOR) {
+                Some(_) => Ok((r.until(SEPARATOR, CTX)?, true)),
+                None => Ok((r.rest(), false)),
+            }
+        }
+        if bytes.len() > MAX_INFO_STRING_LEN {
+            return Err(DecodeError::TooLarge(CTX));
+        }
+        let separators = bytes.iter().filter(|&&b| b == SEPARATOR).count();
+        if separators > 2 * MAX_INFO_PAIRS {
+            return Err(DecodeError::TooLarge("info string pairs"));
+        }
+        if !bytes.iter().all(|&b| b == SEPARATOR || allowed(b)) {
+            return Err(DecodeError::Invalid("info string byte"));
+        }
+        let mut r = Reader::new(bytes);
+        if r.is_empty() {
+            return Ok(InfoString::new());
+        }
+        if r.u8(CTX)? != SEPARATOR {
+            return Err(DecodeError::Invalid("info string start"));
+        }
+        let mut info = InfoString::new();
+        loop {
+            let (key, more) = field(&mut r)?;
+            if !more {
+                info.put(key, &[]);
+                break;
+            }
+            let (value, more) = field(&mut r)?;
+            info.put(key, value);
+            if !more || r.is_empty() {
+                break;
+            }
+        }
+        Ok(info)
+    }
+
+    /// Bytes rich in separators, line feeds and NULs, for the model comparison.
+    fn wire_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let byte = prop_oneof![
+            4 => Just(SEPARATOR),
+            1 => Just(b'\n'),
+            1 => Just(0u8),
+            8 => any::<u8>(),
+        ];
+        proptest::collection::vec(byte, 0..64)
+    }
+
     proptest! {
+        #[test]
+        fn quake3_info_string_decodes_as_the_model(bytes in wire_bytes()) {
+            prop_assert_eq!(InfoString::decode(&bytes), model_decode(&bytes));
+        }
+
         #[test]
         fn quake3_info_string_round_trips(info in info_string()) {
             let mut out = Vec::new();
